@@ -1,0 +1,5 @@
+"""``python -m clusterlaunch``."""
+
+from clusterlaunch.cli import main
+
+raise SystemExit(main())

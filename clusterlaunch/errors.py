@@ -1,0 +1,88 @@
+"""One exception tree for everything clusterlaunch can report.
+
+Modules raise these; only :mod:`clusterlaunch.cli` turns them into messages and
+exit statuses, so the mapping from "what went wrong" to "what the shell sees"
+lives in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class ClusterlaunchError(Exception):
+    """Base of every error clusterlaunch reports without a traceback."""
+
+
+class UsageError(ClusterlaunchError):
+    """Bad input from the user: a flag, a file, an argument. Nothing was started."""
+
+
+class HostsFileError(UsageError):
+    """A problem in the hosts file, located as precisely as we can.
+
+    Rendered as ``path:line: field: problem`` so an editor can jump to it.
+    """
+
+    def __init__(self, path: str, line: int | None, field_name: str, problem: str) -> None:
+        self.path = path
+        self.line = line
+        self.field_name = field_name
+        self.problem = problem
+        where = f"{path}:{line}" if line is not None else path
+        prefix = f"{where}: {field_name}: " if field_name else f"{where}: "
+        super().__init__(prefix + problem)
+
+
+@dataclass(frozen=True)
+class HostProblem:
+    """One host's failed check in a preflight (or connect) pass."""
+
+    host: str
+    check: str
+    detail: str
+
+
+class PreflightError(ClusterlaunchError):
+    """At least one host failed a check before anything was started anywhere."""
+
+    def __init__(self, problems: list[HostProblem], table: str) -> None:
+        self.problems = problems
+        self.table = table
+        super().__init__(f"preflight failed on {len({p.host for p in problems})} host(s)")
+
+
+class TransportError(ClusterlaunchError):
+    """A host could not be reached, authenticated or talked to."""
+
+    def __init__(self, host: str, detail: str) -> None:
+        self.host = host
+        self.detail = detail
+        super().__init__(f"{host}: {detail}")
+
+
+class HostKeyError(TransportError):
+    """A host key was unknown (under strict checking) or has changed."""
+
+
+@dataclass
+class JobOutcome:
+    """How a job ended, as the controller observed it.
+
+    ``exit_code`` is what the controller should exit with; the other fields feed
+    the root-cause summary.
+    """
+
+    exit_code: int
+    reason: str
+    host: str | None = None
+    rank: int | None = None
+    tail: list[str] = field(default_factory=list)
+
+
+class JobError(ClusterlaunchError):
+    """The job ended badly; ``outcome`` says how (failure, lost host, timeout, signal)."""
+
+    def __init__(self, outcome: JobOutcome) -> None:
+        self.outcome = outcome
+        super().__init__(outcome.reason)

@@ -1,0 +1,129 @@
+"""Plan, then apply: connect to every host, preflight, supervise the job.
+
+The pure planner decides everything that can be decided without the network;
+this module does the effectful rest in a fixed order, and nothing starts on
+any host until every host has passed every check.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from clusterlaunch import render
+from clusterlaunch.errors import JobOutcome, PreflightError
+from clusterlaunch.logs import Prefixes
+from clusterlaunch.model import Inventory, JobPlan, LaunchOptions, SshTarget
+from clusterlaunch.planner import plan_job
+from clusterlaunch.preflight import PreflightResult, run_preflight
+from clusterlaunch.remote import program_source
+from clusterlaunch.streams import Console, LogDir, OutputRouter
+from clusterlaunch.supervisor import Supervisor
+from clusterlaunch.transport import Connection, SshSettings, close_all, connect_all
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """Everything needed to plan and run one job (``run``) or command (``exec``)."""
+
+    inventory: Inventory
+    targets: tuple[SshTarget, ...]
+    options: LaunchOptions
+    job_id: str
+    ssh: SshSettings
+    exec_argv: tuple[str, ...] | None = None
+    fanout: int = 64
+    timeout: float | None = None
+    rank_filter: frozenset[int] | None = None
+    log_dir: str | None = None
+
+
+def make_plan(
+    request: JobRequest,
+    master_port: int | None = None,
+    local_env: Mapping[str, str] | None = None,
+    local_cwd: str | None = None,
+) -> JobPlan:
+    """The plan for ``request``; ``master_port`` replaces ``auto`` once resolved."""
+    options = request.options
+    if master_port is not None:
+        options = replace(options, master_port=master_port, master_port_auto=False)
+    return plan_job(
+        request.inventory,
+        request.targets,
+        options,
+        job_id=request.job_id,
+        local_env=os.environ if local_env is None else local_env,
+        local_cwd=local_cwd or os.getcwd(),
+        agent_size=len(program_source("agent")),
+        exec_argv=request.exec_argv,
+    )
+
+
+def connect(request: JobRequest) -> dict[str, Connection]:
+    """Connect to every host; if any fails, close the rest and raise PreflightError."""
+    connections, problems = connect_all(request.targets, request.ssh, request.fanout)
+    if problems:
+        close_all(connections)
+        raise PreflightError(problems, render.problems_text(problems))
+    return connections
+
+
+def preflight(
+    request: JobRequest, plan: JobPlan, connections: Mapping[str, Connection]
+) -> PreflightResult:
+    """Run the preflight probe on every host (``run`` only)."""
+    return run_preflight(plan, connections, request.options.script, need_torch=True)
+
+
+def check(request: JobRequest) -> PreflightResult:
+    """``clusterlaunch check``: connect and preflight, start nothing."""
+    plan = make_plan(request)
+    connections = connect(request)
+    try:
+        return preflight(request, plan, connections)
+    finally:
+        close_all(connections)
+
+
+def launch(request: JobRequest, console: Console) -> JobOutcome:
+    """Connect, preflight (torchrun jobs), then supervise the job to its end."""
+    plan = make_plan(request)
+    connections = connect(request)
+    try:
+        if request.exec_argv is None:
+            result = preflight(request, plan, connections)
+            if result.problems:
+                raise PreflightError(result.problems, render.preflight_text(result))
+            if plan.master_port is None and result.master_port is not None:
+                plan = make_plan(request, master_port=result.master_port)
+        router = make_router(plan, request, console)
+        try:
+            outcome = Supervisor(
+                plan, connections, router, timeout=request.timeout, grace=request.options.grace
+            ).run()
+        finally:
+            router.close()
+        return outcome
+    finally:
+        close_all(connections)
+
+
+def make_router(plan: JobPlan, request: JobRequest, console: Console) -> OutputRouter:
+    """Console and log-dir output for ``plan``'s ranks and hosts."""
+    ranks = [
+        (rank, node.host, rank - node.first_rank) for node in plan.nodes for rank in node.global_ranks
+    ]
+    hosts = [node.host for node in plan.nodes]
+    log_dir = None
+    if request.log_dir:
+        log_dir = LogDir(request.log_dir)
+        log_dir.open()
+    return OutputRouter(
+        Prefixes(ranks, hosts, color=console.color()),
+        console,
+        rank_filter=request.rank_filter,
+        log_dir=log_dir,
+        plain_prefixes=Prefixes(ranks, hosts, color=False),
+    )

@@ -1,0 +1,141 @@
+"""Frozen data that flows through the launcher: hosts file → plan → remote commands.
+
+Everything here is plain data with no behaviour beyond derived properties, so
+the parser, the planner and the command builder can be tested by equality.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+LOCALHOST = "localhost"
+"""The one destination that runs through the local transport instead of SSH."""
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """One entry of the hosts file, with ``defaults`` already merged in."""
+
+    host: str
+    gpus: int
+    user: str | None = None
+    port: int | None = None
+    python: str = "python3"
+    workdir: str | None = None
+    setup: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    devices: tuple[int, ...] | None = None
+    addr: str | None = None
+    line: int | None = None
+    """Line of this entry in the hosts file, for error messages."""
+
+    @property
+    def is_local(self) -> bool:
+        """True when this host runs through the local transport."""
+        return self.host == LOCALHOST
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """A parsed, validated hosts file."""
+
+    path: str
+    hosts: tuple[HostSpec, ...]
+    master_port: int | None = None
+    """``None`` means ``auto``: a free port is chosen on node 0 at launch."""
+    master_addr: str | None = None
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    """Where and how to reach one host, resolved through the SSH config.
+
+    ``alias`` is the destination as written in the hosts file; ``hostname`` is
+    what it resolves to (``HostName``), which is also what peers should use
+    when no ``addr`` is given.
+    """
+
+    alias: str
+    hostname: str
+    port: int = 22
+    user: str | None = None
+    identity_files: tuple[str, ...] = ()
+    identities_only: bool = False
+    known_hosts_files: tuple[str, ...] = ()
+    proxy_jump: str | None = None
+    connect_timeout: float | None = None
+
+    @property
+    def is_local(self) -> bool:
+        """True for the local transport (no SSH at all)."""
+        return self.alias == LOCALHOST
+
+    @property
+    def label(self) -> str:
+        """Short name used in prefixes and tables."""
+        return self.alias
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """What the command line adds to the hosts file for one launch."""
+
+    script: str
+    script_args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    """``--env KEY=VALUE`` in command-line order (later wins)."""
+    forward_env: tuple[str, ...] = ()
+    """``--forward-env`` glob patterns."""
+    master_port: int | None = None
+    master_port_auto: bool = False
+    """``--master-port auto`` given explicitly (overrides a number in the file)."""
+    python: str | None = None
+    workdir: str | None = None
+    torchrun_args: tuple[str, ...] = ()
+    grace: float = 5.0
+    heartbeat_timeout: float = 15.0
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """Everything one host needs to run its part of the job."""
+
+    node_rank: int
+    host: str
+    target: SshTarget
+    addr: str
+    nproc: int
+    first_rank: int
+    env: Mapping[str, str]
+    workdir: str
+    python: str
+    setup: str | None
+    argv: tuple[str, ...]
+    """The job's own argv on this host (``python -m torch.distributed.run ...``)."""
+    command: str
+    """The exact shell command sent to the host."""
+
+    @property
+    def global_ranks(self) -> tuple[int, ...]:
+        """Global ranks torchrun's static rendezvous gives this node."""
+        return tuple(range(self.first_rank, self.first_rank + self.nproc))
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """The whole job: rank table, rendezvous point and per-host commands."""
+
+    job_id: str
+    world_size: int
+    master_addr: str
+    master_port: int | None
+    """``None`` until ``auto`` has been resolved on node 0."""
+    nodes: tuple[NodePlan, ...]
+
+    def node_of_rank(self, rank: int) -> NodePlan:
+        """The node that runs global rank ``rank``."""
+        for node in self.nodes:
+            if node.first_rank <= rank < node.first_rank + node.nproc:
+                return node
+        raise KeyError(rank)

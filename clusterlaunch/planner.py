@@ -1,0 +1,266 @@
+"""The rank plan: a pure function from hosts and options to per-host commands.
+
+In the manner of Horovod's ``get_host_assignments``: data in, data out, no I/O.
+Node ranks follow the hosts file; node k's global ranks start at the sum of the
+process counts of nodes 0..k-1, exactly as torchrun's static rendezvous assigns
+them, so hosts may run different counts.
+"""
+
+from __future__ import annotations
+
+import datetime
+import secrets
+import shlex
+from collections.abc import Mapping, Sequence
+
+from clusterlaunch import commands, envpolicy
+from clusterlaunch.errors import UsageError
+from clusterlaunch.model import (
+    LOCALHOST,
+    HostSpec,
+    Inventory,
+    JobPlan,
+    LaunchOptions,
+    NodePlan,
+    SshTarget,
+)
+
+JOB_ID_VAR = "CLUSTERLAUNCH_JOB_ID"
+LOCAL_ADDR = "127.0.0.1"
+
+
+def new_job_id(now: datetime.datetime | None = None) -> str:
+    """A job id that sorts by start time and cannot be guessed: ``cl-YYYYmmdd-HHMMSS-xxxxxx``."""
+    moment = now or datetime.datetime.now()
+    return f"cl-{moment:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def remote_log_dir(job_id: str, node_rank: int) -> str:
+    """Where torchrun writes node ``node_rank``'s per-rank files (the agent tails and removes it)."""
+    return f"/tmp/clusterlaunch-{job_id}-n{node_rank}"
+
+
+def parse_env_assignments(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """``--env KEY=VALUE`` words → pairs, with a clear error for each bad one."""
+    result = []
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise UsageError(f"--env {pair}: expected KEY=VALUE, e.g. --env NCCL_DEBUG=INFO")
+        why = envpolicy.refusal(name)
+        if why is not None:
+            raise UsageError(f"--env {pair}: {why}")
+        result.append((name, value))
+    return tuple(result)
+
+
+def parse_torchrun_args(text: str) -> tuple[str, ...]:
+    """Split ``--torchrun-args`` and refuse options clusterlaunch owns."""
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise UsageError(f"--torchrun-args {text!r}: {exc}") from None
+    for word in words:
+        owned = commands.owned_torchrun_option(word)
+        if owned is not None:
+            raise UsageError(
+                f"--torchrun-args: {word} is set by clusterlaunch ({owned}); "
+                "change the hosts file or clusterlaunch's own flags instead"
+            )
+    return tuple(words)
+
+
+def choose_master_addr(inventory: Inventory, targets: Sequence[SshTarget]) -> str:
+    """The address every node dials: explicit, else node 0's ``addr``, else its HostName."""
+    if inventory.master_addr:
+        return inventory.master_addr
+    first = inventory.hosts[0]
+    if first.addr:
+        return first.addr
+    if first.is_local:
+        if len(inventory.hosts) > 1:
+            raise UsageError(
+                f"{inventory.path}: hosts[0]: localhost cannot be the master of a multi-host job; "
+                "set its addr: (or master_addr:) to an address the other hosts can reach"
+            )
+        return LOCAL_ADDR
+    return targets[0].hostname
+
+
+def node_addr(spec: HostSpec, target: SshTarget) -> str:
+    """The address peers use for a node."""
+    if spec.addr:
+        return spec.addr
+    return LOCAL_ADDR if spec.is_local else target.hostname
+
+
+def master_port_of(inventory: Inventory, options: LaunchOptions) -> int | None:
+    """Command line beats hosts file; ``None`` means auto."""
+    if options.master_port_auto:
+        return None
+    if options.master_port is not None:
+        return options.master_port
+    return inventory.master_port
+
+
+def node_env(
+    spec: HostSpec,
+    options: LaunchOptions,
+    job_id: str,
+    local_env: Mapping[str, str],
+) -> dict[str, str]:
+    """defaults → host → ``--forward-env`` → ``--env``, then what clusterlaunch sets."""
+    own = {JOB_ID_VAR: job_id}
+    if spec.devices is not None:
+        own["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in spec.devices)
+    return envpolicy.merge(
+        spec.env,
+        envpolicy.forwarded(options.forward_env, local_env),
+        dict(options.env),
+        own,
+    )
+
+
+def plan_job(
+    inventory: Inventory,
+    targets: Sequence[SshTarget],
+    options: LaunchOptions,
+    *,
+    job_id: str,
+    local_env: Mapping[str, str],
+    local_cwd: str,
+    agent_size: int,
+    exec_argv: Sequence[str] | None = None,
+) -> JobPlan:
+    """Plan a torchrun job (or, with ``exec_argv``, a plain command) on every host.
+
+    ``targets`` are the SSH resolutions of ``inventory.hosts``, in the same order.
+    ``agent_size`` is the byte length of the agent program the bootstrap reads.
+    """
+    if len(targets) != len(inventory.hosts):
+        raise ValueError("one target per host expected")
+    master_addr = choose_master_addr(inventory, targets)
+    master_port = master_port_of(inventory, options)
+    world_size = sum(spec.gpus for spec in inventory.hosts)
+    nodes = []
+    first_rank = 0
+    for node_rank, (spec, target) in enumerate(zip(inventory.hosts, targets, strict=True)):
+        python = options.python or spec.python
+        workdir = options.workdir or spec.workdir or local_cwd
+        if exec_argv is None:
+            job_argv = commands.torchrun_argv(
+                commands.TorchrunSpec(
+                    python=python,
+                    nnodes=len(inventory.hosts),
+                    nproc=spec.gpus,
+                    node_rank=node_rank,
+                    master_addr=master_addr,
+                    master_port=master_port,
+                    log_dir=remote_log_dir(job_id, node_rank),
+                    extra_args=options.torchrun_args,
+                    script=options.script,
+                    script_args=options.script_args,
+                )
+            )
+        else:
+            job_argv = list(exec_argv)
+        env = node_env(spec, options, job_id, local_env)
+        agent_argv = _agent_argv(
+            python, agent_size, job_id, node_rank, first_rank, options, exec_argv is None
+        )
+        argv = (*agent_argv, "--", *job_argv)
+        nodes.append(
+            NodePlan(
+                node_rank=node_rank,
+                host=spec.host,
+                target=target,
+                addr=node_addr(spec, target),
+                nproc=spec.gpus,
+                first_rank=first_rank,
+                env=env,
+                workdir=workdir,
+                python=python,
+                setup=spec.setup,
+                argv=tuple(job_argv),
+                command=commands.shell_command(workdir, spec.setup, env, argv),
+            )
+        )
+        first_rank += spec.gpus
+    return JobPlan(
+        job_id=job_id,
+        world_size=world_size,
+        master_addr=master_addr,
+        master_port=master_port,
+        nodes=tuple(nodes),
+    )
+
+
+def _agent_argv(
+    python: str,
+    agent_size: int,
+    job_id: str,
+    node_rank: int,
+    first_rank: int,
+    options: LaunchOptions,
+    torchrun: bool,
+) -> list[str]:
+    argv = [
+        *commands.bootstrap_argv(python, "agent", agent_size),
+        "--job-id",
+        job_id,
+        "--node-rank",
+        str(node_rank),
+        "--grace",
+        _number(options.grace),
+        "--heartbeat-timeout",
+        _number(options.heartbeat_timeout),
+    ]
+    if torchrun:
+        argv += ["--first-rank", str(first_rank), "--tail-dir", remote_log_dir(job_id, node_rank)]
+    return argv
+
+
+def probe_command(
+    node: NodePlan,
+    master_addr: str,
+    listen_port: int | None,
+    nonce: str,
+    script: str | None,
+    need_torch: bool,
+    probe_size: int,
+) -> str:
+    """The preflight probe for ``node``, under exactly the job's shell prefix.
+
+    ``listen_port`` is given for node 0 only (``0`` = choose a free port).
+    """
+    argv = [
+        *commands.bootstrap_argv(node.python, "probe", probe_size),
+        "--master-addr",
+        master_addr,
+        "--nonce",
+        nonce,
+    ]
+    if listen_port is not None:
+        argv += ["--listen", str(listen_port)]
+    if script:
+        argv += ["--script", script]
+    if need_torch:
+        argv.append("--need-torch")
+    return commands.shell_command(node.workdir, node.setup, node.env, argv)
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+__all__ = [
+    "JOB_ID_VAR",
+    "LOCALHOST",
+    "choose_master_addr",
+    "new_job_id",
+    "parse_env_assignments",
+    "parse_torchrun_args",
+    "plan_job",
+    "probe_command",
+    "remote_log_dir",
+]

@@ -1,0 +1,201 @@
+"""Preflight: every check on every host in one pass, before anything starts anywhere.
+
+Each host runs the probe (``clusterlaunch/remote/probe.py``) under the job's own
+shell prefix. Node 0 holds the master port open while every node dials it, so
+"the port is free" and "every node can reach master_addr" are tested for real.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import select
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from clusterlaunch.errors import HostProblem
+from clusterlaunch.model import JobPlan, NodePlan
+from clusterlaunch.planner import probe_command
+from clusterlaunch.remote import program_source
+from clusterlaunch.transport.base import Connection, RemoteProcess
+
+MARK = b"@@probe@@ "
+
+
+@dataclass
+class HostReport:
+    """What one host's probe found."""
+
+    node: NodePlan
+    static: dict[str, Any] = field(default_factory=dict)
+    connect_error: str | None = None
+    connected: bool = False
+    problems: list[str] = field(default_factory=list)
+    stderr: bytes = b""
+    exit_status: int | None = None
+
+
+@dataclass
+class PreflightResult:
+    """All hosts' reports, and the master port node 0 resolved."""
+
+    reports: list[HostReport]
+    master_port: int | None
+
+    @property
+    def problems(self) -> list[HostProblem]:
+        """One entry per failed check, for the error summary."""
+        return [
+            HostProblem(report.node.host, "preflight", problem)
+            for report in self.reports
+            for problem in report.problems
+        ]
+
+
+class _ProbeRun:
+    """One probe process and the marked JSON lines it has printed so far."""
+
+    def __init__(self, node: NodePlan, process: RemoteProcess, script: str | None) -> None:
+        self.report = HostReport(node)
+        self.script = script
+        self.process = process
+        self._partial = b""
+        self.stages: dict[str, dict[str, Any]] = {}
+
+    def pump(self) -> None:
+        out, err = self.process.read()
+        self.report.stderr = (self.report.stderr + err)[-4096:]
+        data = self._partial + out
+        *lines, self._partial = data.split(b"\n")
+        for line in lines:
+            if line.startswith(MARK):
+                fields = json.loads(line[len(MARK) :])
+                self.stages[fields.pop("stage")] = fields
+
+    def done(self) -> bool:
+        return self.process.finished()
+
+
+def run_preflight(
+    plan: JobPlan,
+    connections: Mapping[str, Connection],
+    script: str | None,
+    need_torch: bool,
+    timeout: float = 60.0,
+) -> PreflightResult:
+    """Probe every host of ``plan``; never raises for a host problem (see ``problems``)."""
+    source = program_source("probe")
+    nonce = secrets.token_hex(8)
+    runs: list[_ProbeRun] = []
+    for node in plan.nodes:
+        listen = (plan.master_port or 0) if node.node_rank == 0 else None
+        command = probe_command(node, plan.master_addr, listen, nonce, script, need_torch, len(source))
+        runs.append(_ProbeRun(node, connections[node.host].start(command, source), script))
+    deadline = time.monotonic() + timeout
+    _pump_until(runs, lambda r: "static" in r.stages or r.done(), deadline)
+    master_port = runs[0].stages.get("static", {}).get("port")
+    port_line = f"{master_port or ''}\n".encode()
+    for run in runs:
+        run.process.send(port_line)
+    _pump_until(runs, lambda r: "connect" in r.stages or r.done(), deadline)
+    runs[0].process.send(b"done\n")
+    for run in runs:
+        run.process.close_stdin()
+    _pump_until(runs, lambda r: r.done(), deadline)
+    for run in runs:
+        run.report.exit_status = run.process.exit_status()
+        run.process.close()
+        _judge(run)
+    _compare_torch([run.report for run in runs])
+    return PreflightResult([run.report for run in runs], master_port)
+
+
+def _pump_until(runs: list[_ProbeRun], ready: Any, deadline: float) -> None:
+    while True:
+        pending = [run for run in runs if not ready(run)]
+        if not pending or time.monotonic() > deadline:
+            return
+        fds = [fd for run in pending for fd in run.process.waitables()]
+        if fds:
+            select.select(fds, [], [], min(0.2, max(0.0, deadline - time.monotonic())))
+        else:
+            time.sleep(0.01)
+        for run in pending:
+            run.pump()
+
+
+def _judge(run: _ProbeRun) -> None:
+    report = run.report
+    static = run.stages.get("static")
+    if static is None:
+        report.problems.append(_no_report(run))
+        return
+    report.static = static
+    node = report.node
+    if "listen_error" in static:
+        report.problems.append(static["listen_error"] + "; choose another master_port or auto")
+    connect = run.stages.get("connect")
+    if connect is None:
+        report.problems.append("did not get to the master connection check")
+    elif connect.get("error"):
+        report.problems.append(connect["error"])
+    else:
+        report.connected = True
+    if static.get("script_found") is False:
+        report.problems.append(
+            f"script {run.script!r} not found in {static.get('cwd')}; check workdir: and the path"
+        )
+    _judge_gpus(report, static.get("gpus"), node)
+
+
+def _no_report(run: _ProbeRun) -> str:
+    status = run.process.exit_status()
+    detail = run.report.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
+    tail = " | ".join(detail)
+    if status == 127:
+        return f"{run.report.node.python} not found (exit 127): {tail}"
+    if status is None:
+        return "no answer from the probe before the preflight timeout"
+    return f"the shell failed before Python started (exit {status}): {tail or 'no output'}"
+
+
+def _judge_gpus(report: HostReport, gpus: Any, node: NodePlan) -> None:
+    if gpus is None:
+        return  # no nvidia-smi: a CPU host
+    if isinstance(gpus, dict):
+        report.problems.append(f"nvidia-smi failed: {gpus.get('error')}")
+        return
+    wanted = list(_devices(node)) or list(range(node.nproc))
+    missing = [index for index in wanted if index not in gpus]
+    if missing:
+        report.problems.append(
+            f"needs GPU(s) {wanted} but nvidia-smi lists {gpus}; lower gpus: or fix devices:"
+        )
+
+
+def _devices(node: NodePlan) -> tuple[int, ...]:
+    visible = node.env.get("CUDA_VISIBLE_DEVICES")
+    return tuple(int(d) for d in visible.split(",")) if visible else ()
+
+
+def _compare_torch(reports: list[HostReport]) -> None:
+    versions = {r.node.host: r.static.get("torch") for r in reports if r.static}
+    if not versions:
+        return
+    reference_host = reports[0].node.host
+    reference = versions.get(reference_host)
+    for report in reports:
+        version = versions.get(report.node.host)
+        if report.static and "torch" in report.static:
+            if version is None:
+                report.problems.append(
+                    f"torch is not installed for {report.static.get('executable')}; "
+                    "install it or set python: to an environment that has it"
+                )
+            elif reference is not None and version != reference:
+                report.problems.append(
+                    f"torch {version} differs from {reference} on {reference_host}; "
+                    "use one version everywhere"
+                )

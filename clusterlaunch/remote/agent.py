@@ -1,0 +1,351 @@
+"""The per-host agent: runs one node's job, streams it, and takes it down with the channel.
+
+Shipped as source over the SSH channel's stdin and run by the host's Python
+(stdlib only, Python >= 3.8). It
+
+* starts the job (torchrun, or a plain command for ``clusterlaunch exec``) in a
+  session of its own and becomes child subreaper, so the whole tree stays ours;
+* forwards the job's output as frames on stdout: torchrun's own streams and,
+  byte for byte, each worker's stdout/stderr file (torchrun ``--redirects 3``),
+  tagged with the global rank;
+* reads its stdin for control: ``h`` heartbeat, ``t`` graceful teardown, ``k``
+  kill now; EOF (controller gone, connection dropped) or no heartbeat for
+  ``--heartbeat-timeout`` seconds also tear the job down;
+* on teardown sends SIGTERM to every process of the job (by PID and process
+  group, never by name), SIGKILL after ``--grace`` seconds, and reports.
+
+Frame format: ``TAG SIZE\\n`` then SIZE bytes. Tags: ``o<rank>``/``e<rank>``
+worker stdout/stderr, ``O``/``E`` the job's own stdout/stderr, ``J`` a JSON event.
+"""
+
+import argparse
+import errno
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from clusterlaunch.remote.proctree import (  # bundle: strip
+    TreeKiller,  # bundle: strip
+    become_subreaper,  # bundle: strip
+    children_of,  # bundle: strip
+    read_stat,  # bundle: strip
+)  # bundle: strip
+from clusterlaunch.remote.records import JobRecord  # bundle: strip
+from clusterlaunch.remote.rootcause import parse_root_cause  # bundle: strip
+from clusterlaunch.remote.tail import RankTail  # bundle: strip
+
+SYNC = b"\n@@clusterlaunch-agent/1@@\n"
+OUT_CAP = 8 << 20  # stop reading inputs while this much output is unsent
+CHUNK = 1 << 18
+
+
+class Output:
+    """Non-blocking framed writer on fd 1.
+
+    Writes never block: a stalled channel (partition) must not stop the
+    heartbeat check that tears the job down.
+    """
+
+    def __init__(self, fd=1):
+        self.fd = fd
+        self.pending = bytearray()
+        self.broken = False
+
+    def start(self):
+        os.set_blocking(self.fd, False)
+        self.pending += SYNC
+
+    def frame(self, tag, data):
+        if data and not self.broken:
+            self.pending += b"%s %d\n" % (tag, len(data))
+            self.pending += data
+
+    def event(self, **fields):
+        self.frame(b"J", json.dumps(fields, sort_keys=True).encode())
+
+    def flush(self):
+        while self.pending and not self.broken:
+            try:
+                sent = os.write(self.fd, self.pending)
+            except BlockingIOError:
+                return
+            except OSError as exc:  # EPIPE: the controller is gone
+                if exc.errno != errno.EINTR:
+                    self.broken = True
+                    self.pending.clear()
+                return
+            del self.pending[:sent]
+
+    def drain(self, timeout):
+        """Try to get everything out before exiting, for at most ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while self.pending and not self.broken and time.monotonic() < deadline:
+            select.select([], [self.fd], [], max(0.0, deadline - time.monotonic()))
+            self.flush()
+
+    @property
+    def full(self):
+        return len(self.pending) > OUT_CAP
+
+
+class WorkerWatch:
+    """Remembers when each of torchrun's workers died (for cross-host root cause)."""
+
+    def __init__(self):
+        self.alive = set()
+        self.died_at = {}
+
+    def poll(self, torchrun_pid):
+        now = time.time()
+        current = set()
+        for pid in children_of(torchrun_pid):
+            info = read_stat(pid)
+            if info is not None and info[0] != "Z":
+                current.add(pid)
+        for pid in self.alive - current:
+            self.died_at.setdefault(pid, now)
+        self.alive = current
+
+
+class Agent:
+    """One node's job from start to the last process gone."""
+
+    def __init__(self, args):
+        self.args = args
+        self.out = Output()
+        self.token = "CLUSTERLAUNCH_AGENT=%d.%d" % (os.getpid(), int(time.time() * 1e6))
+        self.killer = TreeKiller(os.getpid(), self.token, args.grace)
+        self.tail = RankTail(args.tail_dir, args.first_rank) if args.tail_dir else None
+        self.watch = WorkerWatch()
+        self.job = None
+        self.job_err_tail = bytearray()
+        self.reason = None
+        self.last_heartbeat = time.monotonic()
+        self.wake_r, self.wake_w = os.pipe()
+        self.stdin_open = True
+        self.record = None
+
+    # -- start ----------------------------------------------------------------
+    def start(self):
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
+            signal.signal(signum, self._on_signal)
+        os.set_blocking(self.wake_w, False)
+        signal.set_wakeup_fd(self.wake_w)
+        subreaper = become_subreaper()
+        self.out.start()
+        if self.args.tail_dir:
+            try:
+                os.mkdir(self.args.tail_dir, 0o700)
+            except OSError as exc:
+                return self._fail_start("cannot create %s: %s" % (self.args.tail_dir, exc))
+        env = dict(os.environ)
+        key, _, value = self.token.partition("=")
+        env[key] = value
+        try:
+            self.job = subprocess.Popen(
+                self.args.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env=env,
+            )
+        except OSError as exc:
+            return self._fail_start("cannot start %s: %s" % (self.args.argv[0], exc))
+        for stream in (self.job.stdout, self.job.stderr):
+            os.set_blocking(stream.fileno(), False)
+        self.killer.keep = self.job.pid
+        self.record = JobRecord.create(self.args, self.job.pid)
+        self.out.event(
+            event="started",
+            pid=self.job.pid,
+            agent_pid=os.getpid(),
+            hostname=socket.gethostname(),
+            subreaper=subreaper,
+        )
+        return True
+
+    def _fail_start(self, message):
+        self.out.event(event="exit", reason="start-failed", code=127, message=message)
+        self.reason = "start-failed"
+        return False
+
+    def _on_signal(self, signum, frame):
+        if signum == signal.SIGUSR1:
+            self.begin_teardown("killed")  # clusterlaunch kill
+        elif self.reason is not None and self.killer.started is not None:
+            self.killer.escalate()  # a second signal: no more grace
+        else:
+            self.begin_teardown("signal %d" % signum)
+
+    # -- the loop ---------------------------------------------------------------
+    def run(self):
+        """Pump until the job and everything it started are gone; return the exit code."""
+        if not self.start():
+            self.out.drain(2.0)
+            return 127
+        code = None
+        while True:
+            busy = self.pump()
+            if code is None and self.job.poll() is not None:
+                code = self.job.returncode
+                self.drain_job_pipes()
+                if self.reason is None:
+                    self.reason = "exited"
+                self.killer.start()  # leftovers (daemons, orphaned workers)
+            if code is not None or self.killer.started is not None:
+                if self.killer.step() and code is not None:
+                    break
+            self.check_heartbeat()
+            self.wait(0 if busy else 0.05)
+        return self.finish(code)
+
+    def pump(self):
+        """Move available output into frames; True if anything moved."""
+        moved = False
+        if not self.out.full:
+            moved = self.read_job_pipes() or moved
+            if self.tail is not None:
+                for tag, data in self.tail.poll(CHUNK):
+                    self.out.frame(tag, data)
+                    moved = True
+        if self.tail is not None and self.job is not None and self.job.poll() is None:
+            self.watch.poll(self.job.pid)
+        self.out.flush()
+        return moved
+
+    def read_job_pipes(self):
+        moved = False
+        for tag, stream in ((b"O", self.job.stdout), (b"E", self.job.stderr)):
+            if stream.closed:
+                continue
+            try:
+                data = os.read(stream.fileno(), CHUNK)
+            except BlockingIOError:
+                continue
+            if not data:
+                stream.close()
+                continue
+            if tag == b"E":
+                self.job_err_tail = (self.job_err_tail + data)[-65536:]
+            self.out.frame(tag, data)
+            moved = True
+        return moved
+
+    def drain_job_pipes(self):
+        deadline = time.monotonic() + 2.0
+        while not (self.job.stdout.closed and self.job.stderr.closed):
+            if not self.read_job_pipes() and time.monotonic() > deadline:
+                break  # a daemon still holds the pipe open; teardown ends it
+            self.out.flush()
+
+    def wait(self, timeout):
+        readers = [self.wake_r] + ([0] if self.stdin_open else [])
+        for stream in (self.job.stdout, self.job.stderr):
+            if not stream.closed and not self.out.full:
+                readers.append(stream.fileno())
+        writers = [1] if self.out.pending and not self.out.broken else []
+        try:
+            ready, _, _ = select.select(readers, writers, [], timeout)
+        except InterruptedError:
+            return
+        if self.wake_r in ready:
+            os.read(self.wake_r, 512)
+        if 0 in ready:
+            self.read_control()
+
+    def read_control(self):
+        try:
+            data = os.read(0, 4096)
+        except OSError:
+            data = b""
+        if not data:
+            self.stdin_open = False
+            self.begin_teardown("eof")  # controller gone or channel closed
+            return
+        self.last_heartbeat = time.monotonic()
+        if b"k" in data:
+            self.begin_teardown("requested", force=True)
+        elif b"t" in data:
+            self.begin_teardown("requested")
+
+    def check_heartbeat(self):
+        if self.killer.started is None:
+            silent = time.monotonic() - self.last_heartbeat
+            if silent > self.args.heartbeat_timeout:
+                self.begin_teardown("controller-lost")
+
+    def begin_teardown(self, reason, force=False):
+        if self.reason is None:
+            self.reason = reason
+        self.killer.start(force=force)
+
+    # -- end ------------------------------------------------------------------
+    def finish(self, code):
+        self.pump_until_quiet()
+        root = parse_root_cause(bytes(self.job_err_tail).decode("utf-8", "replace"))
+        if root is not None and root.get("pid") in self.watch.died_at:
+            root["failed_at"] = self.watch.died_at[root["pid"]]
+        self.out.event(
+            event="exit",
+            reason=self.reason,
+            code=code,
+            root_cause=root,
+            escalated=self.killer.escalated,
+            teardown_s=(
+                round(time.monotonic() - self.killer.started, 3) if self.killer.started else 0
+            ),
+        )
+        if self.tail is not None:
+            self.tail.remove()
+        if self.record is not None:
+            self.record.remove()
+        self.out.drain(5.0)
+        return exit_status(code)
+
+    def pump_until_quiet(self):
+        # Workers are gone: their files hold all they will ever write. Bounded,
+        # in case a stray writer we could not kill keeps appending.
+        deadline = time.monotonic() + 10.0
+        while self.pump() and time.monotonic() < deadline:
+            self.out.drain(1.0)
+
+
+def exit_status(code):
+    """A Popen return code as a shell would report it (128+N for signal N)."""
+    if code is None:
+        return 255
+    return 128 - code if code < 0 else code
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="clusterlaunch-agent")
+    parser.add_argument("--job-id", required=True)
+    parser.add_argument("--node-rank", type=int, required=True)
+    parser.add_argument("--grace", type=float, default=5.0)
+    parser.add_argument("--heartbeat-timeout", type=float, default=15.0)
+    parser.add_argument("--first-rank", type=int, default=0)
+    parser.add_argument("--tail-dir")
+    parser.add_argument("argv", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    if args.argv and args.argv[0] == "--":
+        args.argv = args.argv[1:]
+    if not args.argv:
+        parser.error("no command given after --")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    code = Agent(args).run()
+    sys.stdout.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""Preflight probe: checks one host before anything starts anywhere (stdlib only).
+
+Runs under the same ``cd WORKDIR && SETUP && exec env ... PYTHON`` prefix as
+the job, so it tests exactly what the job will use. Reports JSON lines marked
+with ``@@probe@@`` on stdout (anything else on stdout is a chatty shell).
+
+Node 0 (``--listen``) binds the master port (``0`` = pick a free one), reports
+it, and answers connection checks until stdin says ``done``. Every node then
+gets ``PORT`` on stdin, dials ``--master-addr:PORT`` and sends a nonce; only
+our own listener echoes it, so a hit on some other service does not count.
+"""
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+
+MARK = "@@probe@@ "
+
+
+def report(**fields):
+    sys.stdout.write(MARK + json.dumps(fields, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def torch_version():
+    try:
+        from importlib import metadata
+    except ImportError:  # Python < 3.8
+        return None
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def gpu_indices():
+    """GPU indices nvidia-smi lists, or None on a host without nvidia-smi (a CPU host)."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        result = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=15,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"error": str(exc)}
+    if result.returncode != 0:
+        return {"error": result.stderr.decode("utf-8", "replace").strip()[-200:]}
+    return [int(word) for word in result.stdout.split() if word.strip().isdigit()]
+
+
+def static_checks(args):
+    fields = {
+        "hostname": socket.gethostname(),
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "cwd": os.getcwd(),
+        "gpus": gpu_indices(),
+    }
+    if args.need_torch:
+        fields["torch"] = torch_version()
+    if args.script:
+        fields["script_found"] = os.path.isfile(args.script)
+    return fields
+
+
+def serve(listener, nonce, stop):
+    """Echo the nonce to every checker until ``stop`` is set."""
+    listener.settimeout(0.2)
+    while not stop.is_set():
+        try:
+            conn, _ = listener.accept()
+        except socket.timeout:
+            continue
+        except OSError:
+            return
+        with conn:
+            conn.settimeout(5)
+            try:
+                if conn.recv(64).strip() == nonce:
+                    conn.sendall(nonce + b" ok\n")
+            except OSError:
+                pass
+
+
+def open_listener(port, family):
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    # No SO_REUSEADDR: the check must fail where torchrun's bind would.
+    listener.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", port))
+    listener.listen(64)
+    return listener
+
+
+def dial(addr, port, nonce, timeout):
+    try:
+        with socket.create_connection((addr, port), timeout=timeout) as conn:
+            conn.sendall(nonce + b"\n")
+            reply = conn.recv(64)
+    except OSError as exc:
+        return "cannot connect to %s:%d: %s" % (addr, port, exc)
+    if reply.strip() != nonce + b" ok":
+        return "%s:%d answered, but it is not our node 0 (another service on that port?)" % (addr, port)
+    return None
+
+
+def read_line():
+    line = sys.stdin.readline()
+    return line.strip()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="clusterlaunch-probe")
+    parser.add_argument("--script")
+    parser.add_argument("--need-torch", action="store_true")
+    parser.add_argument("--listen", type=int, help="node 0: bind this port (0 = auto)")
+    parser.add_argument("--master-addr")
+    parser.add_argument("--nonce", default="")
+    parser.add_argument("--timeout", type=float, default=5.0)
+    args = parser.parse_args(argv)
+    nonce = args.nonce.encode()
+    listener = None
+    fields = static_checks(args)
+    if args.listen is not None:
+        family = socket.AF_INET6 if ":" in (args.master_addr or "") else socket.AF_INET
+        try:
+            listener = open_listener(args.listen, family)
+            fields["port"] = listener.getsockname()[1]
+        except OSError as exc:
+            fields["listen_error"] = "cannot bind port %d: %s" % (args.listen, exc.strerror or exc)
+    report(stage="static", **fields)
+    stop = threading.Event()
+    if listener is not None:
+        threading.Thread(target=serve, args=(listener, nonce, stop), daemon=True).start()
+    if args.master_addr:
+        port_text = read_line()
+        if port_text.isdigit():
+            error = dial(args.master_addr, int(port_text), nonce, args.timeout)
+            report(stage="connect", error=error)
+    if listener is not None:
+        # Wait for the controller: every peer has dialled (or EOF: it gave up).
+        while read_line() not in ("done", ""):
+            pass
+        stop.set()
+        listener.close()
+    report(stage="end")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""Process-tree helpers used by the agent (stdlib only, Linux /proc).
+
+This file is prepended to ``agent.py`` when the agent is shipped (see
+``clusterlaunch.remote.agent_bundle``), so it must not import from the package.
+"""
+
+import os
+import signal
+import time
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper():
+    """Ask Linux to reparent orphaned descendants to us instead of PID 1.
+
+    torchrun starts workers in their own sessions, and a SIGKILLed torchrun
+    leaves them orphaned; as subreaper they stay in our tree, so teardown still
+    finds them. Returns False where the kernel cannot do it.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def read_stat(pid):
+    """(state, ppid, pgid, starttime) of ``pid``, or None if it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    # The command name may contain spaces and parentheses: split after the last ')'.
+    fields = data[data.rfind(b")") + 2 :].split()
+    return fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[19])
+
+
+def children_of(pid):
+    """Direct children of ``pid`` (all its threads), via /proc/<pid>/task/*/children."""
+    kids = []
+    try:
+        tasks = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return kids
+    for tid in tasks:
+        try:
+            with open("/proc/%d/task/%s/children" % (pid, tid), "rb") as handle:
+                kids.extend(int(word) for word in handle.read().split())
+        except OSError:
+            continue
+    return kids
+
+
+def descendants(root):
+    """Every live (non-zombie) process below ``root``."""
+    found = []
+    stack = [root]
+    seen = {root}
+    while stack:
+        for kid in children_of(stack.pop()):
+            if kid in seen:
+                continue
+            seen.add(kid)
+            stack.append(kid)
+            info = read_stat(kid)
+            if info is not None and info[0] != "Z":
+                found.append(kid)
+    return found
+
+
+def marked_processes(marker):
+    """Processes of ours whose environment contains ``marker`` (``NAME=value``).
+
+    A second net behind the subreaper: catches anything that left our tree on a
+    kernel without subreapers. Only our own user's /proc/<pid>/environ is
+    readable, so this never matches anyone else's processes.
+    """
+    needle = marker.encode() + b"\0"
+    me = os.getpid()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open("/proc/%s/environ" % name, "rb") as handle:
+                environ = handle.read()
+        except OSError:
+            continue
+        if needle in environ or environ.endswith(needle[:-1]):
+            info = read_stat(int(name))
+            if info is not None and info[0] != "Z":
+                found.append(int(name))
+    return found
+
+
+def reap(root, keep):
+    """Collect dead children of ``root`` (orphans land on us as subreaper).
+
+    ``keep`` is left alone: its status belongs to ``subprocess.Popen``, which
+    would otherwise report the job as having exited 0.
+    """
+    for kid in children_of(root):
+        if kid == keep:
+            continue
+        try:
+            os.waitpid(kid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+
+
+def signal_all(pids, signum):
+    """Send ``signum`` to every pid and to the process groups they lead."""
+    for pid in pids:
+        info = read_stat(pid)
+        if info is None:
+            continue
+        try:
+            if info[2] == pid:
+                # A group leader: its group is ours (created by our descendant).
+                os.killpg(pid, signum)
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+class TreeKiller:
+    """SIGTERM → grace → SIGKILL for everything below the agent, by PID and group."""
+
+    def __init__(self, root, marker, grace, keep=None):
+        self.root = root
+        self.keep = keep
+        self.marker = marker
+        self.grace = grace
+        self.started = None
+        self.escalated = False
+        self.termed = set()
+
+    def targets(self, sweep=False):
+        """Live processes of the job; ``sweep`` also scans /proc for the marker."""
+        pids = set(descendants(self.root))
+        if sweep:
+            pids.update(marked_processes(self.marker))
+        pids.discard(self.root)
+        return sorted(pids)
+
+    def start(self, force=False):
+        """Begin teardown: SIGTERM now (SIGKILL at once when ``force``)."""
+        if self.started is None:
+            self.started = time.monotonic()
+            self._term(self.targets(sweep=True))
+        if force:
+            self.escalate()
+
+    def escalate(self):
+        """SIGKILL whatever is left."""
+        self.escalated = True
+        signal_all(self.targets(sweep=True), signal.SIGKILL)
+
+    def step(self):
+        """Advance teardown; True once nothing of the job is left alive."""
+        reap(self.root, self.keep)
+        left = self.targets()
+        if not left:
+            # The cheap tree walk says done: confirm with the marker sweep.
+            left = self.targets(sweep=True)
+            if not left:
+                return True
+        if self.started is not None and time.monotonic() - self.started >= self.grace:
+            signal_all(left, signal.SIGKILL)
+            self.escalated = True
+        else:
+            self._term(left)
+        return False
+
+    def _term(self, pids):
+        # Once per process: a second SIGTERM would interrupt torchrun's own
+        # orderly shutdown of its workers. Anything forked since gets one too.
+        fresh = [pid for pid in pids if pid not in self.termed]
+        self.termed.update(fresh)
+        signal_all(fresh, signal.SIGTERM)

@@ -1,0 +1,77 @@
+"""Per-user records of running jobs on a host, for ``clusterlaunch ps``/``kill`` (stdlib only).
+
+Kept on a local filesystem (``$XDG_RUNTIME_DIR`` or ``/tmp``), never in a home
+directory that NFS may share between hosts. A record names the agent by PID
+*and* start time, so a recycled PID is never mistaken for a job.
+"""
+
+import json
+import os
+import socket
+import time
+
+
+def state_dir():
+    """The directory this user's job records live in on this host."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime):
+        return os.path.join(runtime, "clusterlaunch")
+    return "/tmp/clusterlaunch-%d" % os.getuid()
+
+
+def private_dir(path):
+    """Create ``path`` 0700 if needed; True only if it is ours and private."""
+    try:
+        os.makedirs(path, 0o700, exist_ok=True)
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return info.st_uid == os.getuid() and not info.st_mode & 0o077 and os.path.isdir(path)
+
+
+def process_start_time(pid):
+    """Kernel start time of ``pid`` in clock ticks, or None if it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    return int(data[data.rfind(b")") + 2 :].split()[19])
+
+
+class JobRecord:
+    """The on-disk record of one node's job, removed when the job ends."""
+
+    def __init__(self, path):
+        self.path = path
+
+    @classmethod
+    def create(cls, args, job_pid):
+        """Write the record; None (and no error) where no private state dir exists."""
+        folder = state_dir()
+        if not private_dir(folder):
+            return None
+        me = os.getpid()
+        record = {
+            "job_id": args.job_id,
+            "node_rank": args.node_rank,
+            "agent_pid": me,
+            "agent_start": process_start_time(me),
+            "pgid": job_pid,
+            "started_at": time.time(),
+            "command": args.argv,
+            "hostname": socket.gethostname(),
+            "cwd": os.getcwd(),
+        }
+        path = os.path.join(folder, "%s.n%d.%d.json" % (args.job_id, args.node_rank, me))
+        temporary = path + ".tmp"
+        with open(temporary, "w") as handle:
+            json.dump(record, handle)
+        os.replace(temporary, path)
+        return cls(path)
+
+    def remove(self):
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass

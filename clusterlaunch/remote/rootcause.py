@@ -1,0 +1,43 @@
+"""Parse torchrun's "Root Cause (first observed failure)" block (stdlib only).
+
+torchrun exits 1 whatever its workers did; the worker's own exit code and its
+global rank are only in this block on torchrun's stderr.
+"""
+
+import re
+
+_HEADER = "Root Cause (first observed failure):"
+_FIELD = re.compile(r"^\s{1,4}(\w+)\s*:\s?(.*)$")
+_RANK = re.compile(r"(-?\d+)\s*\(local_rank:\s*(\d+)\)")
+_EXIT = re.compile(r"(-?\d+)(?:\s*\(pid:\s*(\d+)\))?(?:\s*\((SIG\w+)\))?")
+
+
+def parse_root_cause(text):
+    """The last root-cause block in ``text`` as a dict, or None if there is none.
+
+    Keys: rank, local_rank, exitcode (torchrun's: negative for a signal), pid,
+    signal (e.g. "SIGKILL" or None), host, error_file.
+    """
+    start = text.rfind(_HEADER)
+    if start < 0:
+        return None
+    fields = {}
+    for line in text[start + len(_HEADER) :].splitlines()[1:]:
+        if line.startswith("====="):
+            break
+        match = _FIELD.match(line)
+        if match and match.group(1) not in fields:
+            fields[match.group(1)] = match.group(2).strip()
+    rank = _RANK.match(fields.get("rank", ""))
+    exit_match = _EXIT.match(fields.get("exitcode", ""))
+    if rank is None or exit_match is None:
+        return None
+    return {
+        "rank": int(rank.group(1)),
+        "local_rank": int(rank.group(2)),
+        "exitcode": int(exit_match.group(1)),
+        "pid": int(exit_match.group(2)) if exit_match.group(2) else None,
+        "signal": exit_match.group(3),
+        "host": fields.get("host"),
+        "error_file": fields.get("error_file"),
+    }

@@ -1,0 +1,119 @@
+"""Text and JSON views of plans, preflight results and outcomes. Pure: strings out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from clusterlaunch.errors import HostProblem, JobOutcome
+from clusterlaunch.model import JobPlan
+from clusterlaunch.preflight import PreflightResult
+
+
+def rank_ranges(ranks: Sequence[int]) -> str:
+    """``[0, 1, 2, 5]`` → ``"0-2,5"``."""
+    parts: list[str] = []
+    start = previous = None
+    for rank in ranks:
+        if previous is not None and rank == previous + 1:
+            previous = rank
+            continue
+        if start is not None:
+            parts.append(_span(start, previous))
+        start = previous = rank
+    if start is not None:
+        parts.append(_span(start, previous))
+    return ",".join(parts)
+
+
+def _span(start: int, end: int | None) -> str:
+    return str(start) if end in (None, start) else f"{start}-{end}"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A plain left-aligned text table."""
+    cells = [[str(c) for c in headers], *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in cells]
+    return "\n".join(lines)
+
+
+def plan_text(plan: JobPlan) -> str:
+    """The dry-run view: rank table, then each host's exact command."""
+    port = str(plan.master_port) if plan.master_port is not None else "AUTO"
+    note = " (auto: a free port is chosen on node 0 at launch)" if plan.master_port is None else ""
+    header = (
+        f"job {plan.job_id}: {len(plan.nodes)} host(s), world size {plan.world_size}, "
+        f"master {plan.master_addr}:{port}{note}"
+    )
+    rows = [
+        (n.node_rank, n.host, n.addr, n.nproc, rank_ranges(n.global_ranks), n.workdir)
+        for n in plan.nodes
+    ]
+    parts = [header, "", table(("node", "host", "addr", "nproc", "ranks", "workdir"), rows), ""]
+    for node in plan.nodes:
+        parts.append(f"# node {node.node_rank} ({node.host}):")
+        parts.append(node.command)
+        parts.append("")
+    return "\n".join(parts)
+
+
+def plan_json(plan: JobPlan) -> str:
+    """The dry-run plan as JSON (the documented contract)."""
+    data: dict[str, Any] = {
+        "job_id": plan.job_id,
+        "world_size": plan.world_size,
+        "master_addr": plan.master_addr,
+        "master_port": plan.master_port if plan.master_port is not None else "auto",
+        "nodes": [
+            {
+                "node_rank": node.node_rank,
+                "host": node.host,
+                "addr": node.addr,
+                "nproc": node.nproc,
+                "global_ranks": list(node.global_ranks),
+                "env": dict(node.env),
+                "command": node.command,
+            }
+            for node in plan.nodes
+        ],
+    }
+    return json.dumps(data, indent=2)
+
+
+def preflight_text(result: PreflightResult) -> str:
+    """One row per host: what the probe found and what failed."""
+    rows = []
+    for report in result.reports:
+        static = report.static
+        gpus = static.get("gpus")
+        rows.append(
+            (
+                report.node.node_rank,
+                report.node.host,
+                static.get("python", "-"),
+                static.get("torch") or "-",
+                "cpu" if gpus is None else (len(gpus) if isinstance(gpus, list) else "error"),
+                "ok" if report.connected else "FAIL",
+                "; ".join(report.problems) or "ok",
+            )
+        )
+    port = result.master_port if result.master_port is not None else "-"
+    body = table(("node", "host", "python", "torch", "gpus", f"master:{port}", "status"), rows)
+    return body
+
+
+def problems_text(problems: Sequence[HostProblem]) -> str:
+    """Connection failures, one row per host."""
+    return table(("host", "check", "problem"), [(p.host, p.check, p.detail) for p in problems])
+
+
+def outcome_text(outcome: JobOutcome) -> str:
+    """The failure summary: what failed first, and its last lines of output."""
+    lines = [f"job failed: {outcome.reason}"]
+    if outcome.tail:
+        who = f"rank {outcome.rank}" if outcome.rank is not None else outcome.host
+        lines.append(f"last {len(outcome.tail)} line(s) of {who}:")
+        lines.extend(f"  | {line}" for line in outcome.tail)
+    return "\n".join(lines)

@@ -1,0 +1,139 @@
+"""Where job output goes: the console (prefixed, filtered, coloured) and ``--log-dir``.
+
+The supervisor hands over raw chunks tagged by rank or host; this module
+splits them into lines (per stream, so ranks never merge), prefixes them and
+writes them. Worker stdout goes to stdout, worker stderr to stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import BinaryIO
+
+from clusterlaunch.logs import LineBuffer, Prefixes, TailKeeper, prefix_block
+
+
+class Console:
+    """The controller's stdout/stderr as binary streams."""
+
+    def __init__(self, out: BinaryIO | None = None, err: BinaryIO | None = None) -> None:
+        self.out = out or sys.stdout.buffer
+        self.err = err or sys.stderr.buffer
+
+    def color(self) -> bool:
+        """Colour only for a terminal, and never when NO_COLOR is set."""
+        return "NO_COLOR" not in os.environ and self.out.isatty()
+
+
+class LogDir:
+    """``--log-dir``: one raw file per global rank plus the controller's own log."""
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+        self._files: dict[str, BinaryIO] = {}
+
+    def open(self) -> None:
+        """Create the directory (the only side effect, kept out of the constructor)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def write(self, name: str, data: bytes) -> None:
+        """Append ``data`` to file ``name`` in the directory."""
+        handle = self._files.get(name)
+        if handle is None:
+            handle = (self.path / name).open("ab")
+            self._files[name] = handle
+        handle.write(data)
+
+    def close(self) -> None:
+        """Flush and close every file."""
+        for handle in self._files.values():
+            handle.close()
+        self._files.clear()
+
+
+class OutputRouter:
+    """Turns tagged chunks into lines on the console and in the log directory."""
+
+    def __init__(
+        self,
+        prefixes: Prefixes,
+        console: Console,
+        rank_filter: frozenset[int] | None = None,
+        log_dir: LogDir | None = None,
+        plain_prefixes: Prefixes | None = None,
+    ) -> None:
+        self._prefixes = prefixes
+        self._plain = plain_prefixes or prefixes  # for files: no colour codes
+        self._console = console
+        self._filter = rank_filter
+        self._log_dir = log_dir
+        self._buffers: dict[tuple[object, bool], LineBuffer] = {}
+        self.tails = TailKeeper()
+
+    def rank_output(self, rank: int, is_stderr: bool, data: bytes) -> None:
+        """A worker's raw output chunk."""
+        self._emit_rank(rank, is_stderr, self._buffer(rank, is_stderr).feed(data))
+
+    def host_output(self, host: str, is_stderr: bool, data: bytes) -> None:
+        """Output of the host's shell, torchrun itself, or a command run by ``exec``."""
+        self._emit_host(host, is_stderr, self._buffer(host, is_stderr).feed(data))
+
+    def message(self, text: str) -> None:
+        """clusterlaunch's own message, always to stderr."""
+        line = f"clusterlaunch: {text}\n".encode()
+        self._console.err.write(line)
+        self._console.err.flush()
+        self._log("controller.log", f"{_stamp()} ".encode() + line)
+
+    def flush_host(self, host: str, ranks: Iterable[int]) -> None:
+        """A host ended: its unfinished last lines become lines."""
+        for rank in ranks:
+            for is_stderr in (False, True):
+                self._emit_rank(rank, is_stderr, self._buffer(rank, is_stderr).flush())
+        for is_stderr in (False, True):
+            self._emit_host(host, is_stderr, self._buffer(host, is_stderr).flush())
+
+    def close(self) -> None:
+        """Flush the console and close log files."""
+        self._console.out.flush()
+        self._console.err.flush()
+        if self._log_dir is not None:
+            self._log_dir.close()
+
+    def _buffer(self, key: object, is_stderr: bool) -> LineBuffer:
+        buffer = self._buffers.get((key, is_stderr))
+        if buffer is None:
+            buffer = self._buffers[(key, is_stderr)] = LineBuffer()
+        return buffer
+
+    def _emit_rank(self, rank: int, is_stderr: bool, block: bytes) -> None:
+        if not block:
+            return
+        self.tails.add(rank, block)
+        if self._log_dir is not None:
+            self._log_dir.write(f"rank-{rank}.log", block)
+        if self._filter is None or rank in self._filter:
+            stream = self._console.err if is_stderr else self._console.out
+            stream.write(prefix_block(self._prefixes.rank(rank), block))
+            stream.flush()
+
+    def _emit_host(self, host: str, is_stderr: bool, block: bytes) -> None:
+        if not block:
+            return
+        self.tails.add(("host", host), block)
+        self._log("controller.log", prefix_block(self._plain.host(host), block))
+        stream = self._console.err if is_stderr else self._console.out
+        stream.write(prefix_block(self._prefixes.host(host), block))
+        stream.flush()
+
+    def _log(self, name: str, data: bytes) -> None:
+        if self._log_dir is not None:
+            self._log_dir.write(name, data)
+
+
+def _stamp() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S")

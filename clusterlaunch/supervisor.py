@@ -1,0 +1,306 @@
+"""Run a planned job on every host: start, stream, fail fast, tear down.
+
+One thread does everything that decides (select over every host's channel,
+route output, judge endings); a second only sends heartbeats, so a console
+that blocks (``| less``) never starves the agents into tearing down. Teardown
+runs from ``finally`` and is idempotent: a Ctrl-C, a SIGTERM, a failed rank, a
+lost host, a timeout and a normal end all leave through the same door.
+"""
+
+from __future__ import annotations
+
+import select
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from clusterlaunch.errors import JobOutcome, TransportError
+from clusterlaunch.frames import EVENT, JOB_STDERR, JOB_STDOUT, NOISE, FrameDecoder, FrameError
+from clusterlaunch.model import JobPlan, NodePlan
+from clusterlaunch.remote import program_source
+from clusterlaunch.streams import OutputRouter
+from clusterlaunch.transport.base import Connection, RemoteProcess
+
+HEARTBEAT_S = 1.0
+EXIT_HOST_LOST = 255
+EXIT_TIMEOUT = 124
+
+
+class StopJob(Exception):
+    """Raised by the CLI's signal handlers: stop the job with ``exit_code``."""
+
+    def __init__(self, exit_code: int, reason: str) -> None:
+        self.exit_code = exit_code
+        self.reason = reason
+        super().__init__(reason)
+
+
+@dataclass
+class HostRun:
+    """One host's part of the job, as the controller sees it."""
+
+    node: NodePlan
+    connection: Connection
+    process: RemoteProcess | None = None
+    decoder: FrameDecoder = field(default_factory=FrameDecoder)
+    started: dict[str, Any] | None = None
+    ended: dict[str, Any] | None = None
+    status: int | None = None
+    lost: bool = False
+    done: bool = False
+    order: int = 0
+    """When it ended, relative to the other hosts (1 = first)."""
+
+    @property
+    def failed_on_its_own(self) -> bool:
+        """Its job ended by itself with an error (not because we tore it down).
+
+        The agent knows whether the job exited before any teardown request,
+        so its ``reason`` decides, not the controller's timing.
+        """
+        return (
+            self.ended is not None and self.ended.get("reason") == "exited" and self.code != 0
+        )
+
+    @property
+    def code(self) -> int:
+        """The exit code the host's job reported (torchrun's or the command's)."""
+        if self.ended is not None and self.ended.get("code") is not None:
+            code = int(self.ended["code"])
+            return 128 - code if code < 0 else code
+        return self.status if self.status is not None else EXIT_HOST_LOST
+
+
+class Supervisor:
+    """Supervises one job across hosts; :meth:`run` returns how it ended."""
+
+    def __init__(
+        self,
+        plan: JobPlan,
+        connections: Mapping[str, Connection],
+        router: OutputRouter,
+        timeout: float | None = None,
+        grace: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.plan = plan
+        self.router = router
+        self.timeout = timeout
+        self.grace = grace
+        self.clock = clock
+        self.hosts = [HostRun(node, connections[node.host]) for node in plan.nodes]
+        self.stop: JobOutcome | None = None
+        self._ended_count = 0
+        self._teardown_started = False
+        self._heartbeat_stop = threading.Event()
+
+    # -- public ---------------------------------------------------------------
+    def run(self) -> JobOutcome:
+        """Start the job everywhere and supervise it to the end (teardown included)."""
+        heartbeat = threading.Thread(target=self._heartbeats, name="heartbeat", daemon=True)
+        try:
+            self._start_all()
+            heartbeat.start()
+            self._watch()
+        except StopJob as stop:
+            self._set_stop(JobOutcome(stop.exit_code, stop.reason))
+        finally:
+            self.teardown()
+            self._heartbeat_stop.set()
+        return self.outcome()
+
+    def teardown(self) -> None:
+        """Bring every host's job down (graceful, escalating on a second signal)."""
+        if self._teardown_started:
+            return
+        self._teardown_started = True
+        self._request_teardown(b"t")
+        deadline = self.clock() + self.grace + 3.0
+        while not all(h.done for h in self.hosts) and self.clock() < deadline:
+            try:
+                self._step(0.1)
+            except StopJob:
+                self.router.message("second interrupt: killing everything now")
+                self._request_teardown(b"k")
+                deadline = min(deadline, self.clock() + 3.0)
+        for host in self.hosts:
+            if not host.done:
+                self.router.message(f"{host.node.host}: no confirmation that the job ended")
+            if host.process is not None:
+                host.process.close()
+
+    # -- start ----------------------------------------------------------------
+    def _start_all(self) -> None:
+        agent = program_source("agent")
+
+        def start(host: HostRun) -> None:
+            host.process = host.connection.start(host.node.command, agent)
+
+        with ThreadPoolExecutor(max_workers=min(64, len(self.hosts))) as pool:
+            futures = [(host, pool.submit(start, host)) for host in self.hosts]
+        for host, future in futures:
+            try:
+                future.result()
+            except TransportError as exc:
+                host.lost = host.done = True
+                self.router.message(f"{host.node.host}: {exc.detail}")
+                self._set_stop(JobOutcome(EXIT_HOST_LOST, f"{host.node.host} could not start"))
+
+    def _heartbeats(self) -> None:
+        while not self._heartbeat_stop.wait(HEARTBEAT_S):
+            for host in self.hosts:
+                if host.process is not None and not host.done:
+                    host.process.send(b"h")
+
+    # -- watch ----------------------------------------------------------------
+    def _watch(self) -> None:
+        started = self.clock()
+        while self.stop is None and not all(h.done for h in self.hosts):
+            self._step(0.2)
+            if self.timeout is not None and self.clock() - started > self.timeout:
+                self._set_stop(
+                    JobOutcome(EXIT_TIMEOUT, f"--timeout {self.timeout:g} s reached")
+                )
+
+    def _step(self, wait: float) -> None:
+        """Wait for output (at most ``wait`` s), route it, judge endings."""
+        fds = [
+            fd
+            for host in self.hosts
+            if host.process is not None and not host.done
+            for fd in host.process.waitables()
+        ]
+        if fds:
+            select.select(fds, [], [], wait)
+        else:
+            time.sleep(wait)
+        for host in self.hosts:
+            if host.process is not None and not host.done:
+                self._pump(host)
+                self._check(host)
+
+    def _pump(self, host: HostRun) -> None:
+        assert host.process is not None
+        out, err = host.process.read()
+        if err:
+            self.router.host_output(host.node.host, True, err)
+        if not out:
+            return
+        try:
+            frames = host.decoder.feed(out)
+        except FrameError as exc:
+            self.router.message(f"{host.node.host}: garbled agent output ({exc})")
+            return
+        for frame in frames:
+            rank = frame.rank
+            if rank is not None:
+                self.router.rank_output(rank, frame.is_stderr, frame.data)
+            elif frame.tag in (JOB_STDOUT, JOB_STDERR, NOISE):
+                self.router.host_output(host.node.host, frame.is_stderr, frame.data)
+            elif frame.tag == EVENT:
+                self._on_event(host, frame.event())
+
+    def _on_event(self, host: HostRun, event: dict[str, Any]) -> None:
+        if event.get("event") == "started":
+            host.started = event
+        elif event.get("event") == "exit":
+            host.ended = event
+            if event.get("message"):
+                self.router.message(f"{host.node.host}: {event['message']}")
+
+    def _check(self, host: HostRun) -> None:
+        assert host.process is not None
+        if host.process.finished():
+            self._host_finished(host)
+        elif not host.connection.alive():
+            host.lost = host.done = True
+            self._ended_count += 1
+            host.order = self._ended_count
+            self.router.message(f"{host.node.host}: host lost (no answer to keepalives)")
+            self._set_stop(JobOutcome(EXIT_HOST_LOST, f"host {host.node.host} was lost"))
+
+    def _host_finished(self, host: HostRun) -> None:
+        assert host.process is not None
+        host.status = host.process.exit_status()
+        host.done = True
+        self._ended_count += 1
+        host.order = self._ended_count
+        self.router.flush_host(host.node.host, host.node.global_ranks)
+        if host.ended is None and not self._teardown_started:
+            # No exit report: the agent never ran, or the host went away under it.
+            self.router.message(
+                f"{host.node.host}: connection ended without a report (exit {host.status})"
+            )
+            if host.status is None or host.status == EXIT_HOST_LOST:
+                host.lost = True
+                self._set_stop(JobOutcome(EXIT_HOST_LOST, f"host {host.node.host} was lost"))
+        if host.code != 0:
+            self._set_stop(JobOutcome(host.code, f"{host.node.host} failed"))
+
+    # -- ending ---------------------------------------------------------------
+    def _set_stop(self, outcome: JobOutcome) -> None:
+        if self.stop is None:
+            self.stop = outcome
+
+    def _request_teardown(self, command: bytes) -> None:
+        for host in self.hosts:
+            if host.process is not None and not host.done and not host.process.send(command):
+                host.process.close_stdin()
+
+    def outcome(self) -> JobOutcome:
+        """Exit code and root cause, from everything the hosts reported."""
+        return decide_outcome(self.stop, self.hosts, self.plan, self.router)
+
+
+def decide_outcome(
+    stop: JobOutcome | None, hosts: list[HostRun], plan: JobPlan, router: OutputRouter
+) -> JobOutcome:
+    """The job's verdict: success, the first failing rank, a lost host, or the stop reason."""
+    if stop is None:
+        return JobOutcome(0, "all hosts finished")
+    lost = [h for h in hosts if h.lost]
+    if stop.exit_code == EXIT_HOST_LOST and lost:
+        first = min(lost, key=lambda h: h.order or len(hosts) + 1)
+        return JobOutcome(EXIT_HOST_LOST, stop.reason, host=first.node.host)
+    culprit = first_failure(hosts)
+    if culprit is None or stop.exit_code in (EXIT_TIMEOUT, 129, 130, 143):
+        return stop
+    root = (culprit.ended or {}).get("root_cause")
+    if root:
+        code = int(root["exitcode"])
+        rank = culprit.node.first_rank + int(root["local_rank"])
+        exit_code = 128 - code if code < 0 else code
+        signal_name = f" ({root['signal']})" if root.get("signal") else ""
+        return JobOutcome(
+            exit_code,
+            f"rank {rank} on {culprit.node.host} exited with code {exit_code}{signal_name}",
+            host=culprit.node.host,
+            rank=rank,
+            tail=router.tails.lines(rank),
+        )
+    return JobOutcome(
+        culprit.code,
+        f"{culprit.node.host} exited with code {culprit.code}",
+        host=culprit.node.host,
+        tail=router.tails.lines(("host", culprit.node.host)),
+    )
+
+
+def first_failure(hosts: list[HostRun]) -> HostRun | None:
+    """The host whose failure came first, not one we tore down.
+
+    Hosts that failed on their own are ordered by when their failing worker
+    died (the agents timestamp it), then by when the controller heard of it.
+    """
+    failed = [h for h in hosts if h.failed_on_its_own]
+    if not failed:
+        return None
+
+    def when(host: HostRun) -> tuple[float, int]:
+        root = (host.ended or {}).get("root_cause") or {}
+        return (float(root.get("failed_at") or float("inf")), host.order)
+
+    return min(failed, key=when)

@@ -1,0 +1,62 @@
+"""Transports: how the controller reaches hosts. The only package that imports paramiko.
+
+:func:`connect_all` opens every host's connection in parallel (bounded fan-out)
+and reports each host that failed instead of stopping at the first.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from clusterlaunch.errors import HostProblem, TransportError
+from clusterlaunch.model import SshTarget
+from clusterlaunch.transport.base import Connection, RemoteProcess
+from clusterlaunch.transport.local import LocalConnection
+from clusterlaunch.transport.ssh import POLICIES, SshSettings
+
+__all__ = [
+    "POLICIES",
+    "Connection",
+    "RemoteProcess",
+    "SshSettings",
+    "close_all",
+    "connect_all",
+]
+
+
+def connect_all(
+    targets: Sequence[SshTarget], settings: SshSettings, fanout: int = 64
+) -> tuple[dict[str, Connection], list[HostProblem]]:
+    """Connect to every target at once; returns the connections and the failures.
+
+    Keyed by the target's alias (the hosts-file destination).
+    """
+    from clusterlaunch.transport import ssh  # deferred: paramiko import costs ~0.1 s
+
+    lock = threading.Lock()
+
+    def open_one(target: SshTarget) -> Connection:
+        if target.is_local:
+            return LocalConnection()
+        return ssh.connect(target, settings, lock)
+
+    connections: dict[str, Connection] = {}
+    problems: list[HostProblem] = []
+    remote = [t for t in targets if not t.is_local]
+    workers = max(1, min(fanout, len(remote)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="connect") as pool:
+        futures = {target.alias: pool.submit(open_one, target) for target in targets}
+        for alias, future in futures.items():
+            try:
+                connections[alias] = future.result()
+            except TransportError as exc:
+                problems.append(HostProblem(alias, "connect", exc.detail))
+    return connections, problems
+
+
+def close_all(connections: dict[str, Connection]) -> None:
+    """Close every connection (remote agents see EOF and tear their jobs down)."""
+    for connection in connections.values():
+        connection.close()

@@ -1,0 +1,117 @@
+"""Local transport for ``localhost``: the same primitives as SSH, no sshd needed."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+
+from clusterlaunch.model import LOCALHOST
+
+_CHUNK = 1 << 20
+
+
+class LocalProcess:
+    """A command run by the user's login shell, as sshd would run it."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self._popen = popen
+        self._streams = [popen.stdout, popen.stderr]
+        for stream in self._streams:
+            assert stream is not None
+            os.set_blocking(stream.fileno(), False)
+        self._eof = [False, False]
+
+    def waitables(self) -> list[int]:
+        """Open stdout/stderr pipes."""
+        return [
+            stream.fileno()
+            for stream, done in zip(self._streams, self._eof, strict=True)
+            if stream is not None and not done
+        ]
+
+    def read(self) -> tuple[bytes, bytes]:
+        """Available stdout and stderr bytes."""
+        return self._read(0), self._read(1)
+
+    def _read(self, index: int) -> bytes:
+        stream = self._streams[index]
+        if self._eof[index] or stream is None:
+            return b""
+        try:
+            data = os.read(stream.fileno(), _CHUNK)
+        except BlockingIOError:
+            return b""
+        if not data:
+            self._eof[index] = True
+        return data
+
+    def send(self, data: bytes) -> bool:
+        """Write to stdin; False when the pipe is closed."""
+        stdin = self._popen.stdin
+        if stdin is None or stdin.closed:
+            return False
+        try:
+            stdin.write(data)
+            stdin.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            return False
+        return True
+
+    def close_stdin(self) -> None:
+        """EOF on the process's stdin."""
+        stdin = self._popen.stdin
+        if stdin is not None and not stdin.closed:
+            try:
+                stdin.close()
+            except OSError:
+                pass
+
+    def exit_status(self) -> int | None:
+        """Exit status as the shell reports it (128+N for signal N)."""
+        code = self._popen.poll()
+        if code is None:
+            return None
+        return 128 - code if code < 0 else code
+
+    def finished(self) -> bool:
+        """Exited with both pipes drained."""
+        return all(self._eof) and self._popen.poll() is not None
+
+    def close(self) -> None:
+        """Close our ends of the pipes."""
+        self.close_stdin()
+        for stream in self._streams:
+            if stream is not None:
+                stream.close()
+        self._eof = [True, True]
+
+
+class LocalConnection:
+    """``localhost``: processes are children of the controller, in their own session."""
+
+    host = LOCALHOST
+
+    def start(self, command: str, stdin: bytes = b"") -> LocalProcess:
+        """Run ``command`` with the login shell; ``stdin`` is written first."""
+        shell = pwd.getpwuid(os.getuid()).pw_shell or "/bin/sh"
+        popen = subprocess.Popen(
+            [shell, "-c", command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            # Like an SSH session: a Ctrl-C at the terminal reaches the
+            # controller only, which then tears down every host the same way.
+            start_new_session=True,
+        )
+        process = LocalProcess(popen)
+        if stdin:
+            process.send(stdin)
+        return process
+
+    def alive(self) -> bool:
+        """The local machine is always reachable."""
+        return True
+
+    def close(self) -> None:
+        """Nothing to close."""
