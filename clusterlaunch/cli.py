@@ -8,7 +8,10 @@ or failed preflight; 124 ``--timeout``; 129/130/143 after SIGHUP/Ctrl-C/SIGTERM;
 from __future__ import annotations
 
 import argparse
+import logging
+import re
 import signal
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -26,6 +29,8 @@ from clusterlaunch.transport import POLICIES, SshSettings
 from clusterlaunch.transport.sshconfig import resolve_targets
 
 EXIT_USAGE = 2
+_ASCII_NUMBER = re.compile(r"[0-9]+")
+_JOB_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _SIGNAL_EXITS = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 _SIGNAL_NAMES = {signal.SIGINT: "interrupted (Ctrl-C)", signal.SIGTERM: "terminated (SIGTERM)"}
 
@@ -49,18 +54,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
     run.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON")
     run.add_argument("--master-port", help="a port number, or auto (default: the hosts file's)")
-    run.add_argument("--torchrun-args", default="", help='extra torchrun options, e.g. "--max-restarts 3"')
+    run.add_argument(
+        "--torchrun-args",
+        default="",
+        help='extra torchrun options; write --torchrun-args="--max-restarts 3"',
+    )
     run.add_argument("--ranks", help="show only these global ranks on the console, e.g. 0,4-7")
     run.add_argument("hosts", help="hosts file (YAML or MPI hostfile)")
     run.add_argument("script", help="the training script (relative to the workdir)")
-    run.add_argument("script_args", nargs=argparse.REMAINDER, help="passed to the script untouched")
+    # SCRIPT_ARGS never reach argparse: see split_passthrough.
 
     exe = commands.add_parser("exec", help="run a command on every host")
     _add_connection_options(exe)
     _add_job_options(exe)
     exe.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
-    exe.add_argument("hosts", help="hosts file")
-    exe.add_argument("argv", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    exe.add_argument("hosts", help="hosts file; then -- COMMAND [ARGS...]")
 
     chk = commands.add_parser("check", help="run the preflight checks only")
     _add_connection_options(chk)
@@ -69,6 +77,52 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("hosts", help="hosts file")
     chk.add_argument("script", nargs="?", help="also check this script exists on every host")
     return parser
+
+
+# How many positionals come before the words passed through untouched.
+_PASSTHROUGH_AFTER = {"run": 2, "exec": 1}
+
+
+def split_passthrough(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split ``argv`` after SCRIPT (``run``) or HOSTS (``exec``).
+
+    argparse's handling of ``--`` and of dash-words after a positional differs
+    between Python versions; here the words after SCRIPT reach the script
+    exactly as typed, on every version.
+    """
+    words = list(argv)
+    command_index = next((i for i, w in enumerate(words) if not w.startswith("-")), None)
+    if command_index is None or words[command_index] not in _PASSTHROUGH_AFTER:
+        return words, []
+    wanted = _PASSTHROUGH_AFTER[words[command_index]]
+    sub = _subparser(parser, words[command_index])
+    takes_value = {
+        option
+        for action in sub._actions  # argparse keeps no public arity table
+        for option in action.option_strings
+        if action.nargs != 0
+    }
+    seen = 0
+    index = command_index + 1
+    options_done = False
+    while index < len(words) and seen < wanted:
+        word = words[index]
+        index += 1
+        if word == "--" and not options_done:
+            options_done = True
+        elif word.startswith("-") and word != "-" and not options_done:
+            if word in takes_value:
+                index += 1  # the option's value
+        else:
+            seen += 1
+    return words[:index], words[index:]
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices[name]  # type: ignore[no-any-return]
+    raise KeyError(name)
 
 
 def _add_connection_options(parser: argparse.ArgumentParser) -> None:
@@ -107,12 +161,16 @@ def _options(args: argparse.Namespace) -> LaunchOptions:
     port_auto = port_text == "auto"
     port = None
     if port_text is not None and not port_auto:
-        if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        if not _ASCII_NUMBER.fullmatch(port_text) or not 1 <= int(port_text) <= 65535:
             raise UsageError(f"--master-port {port_text}: use auto or a TCP port 1-65535")
         port = int(port_text)
-    script_args = list(getattr(args, "script_args", []) or [])
-    if script_args[:1] == ["--"]:
-        script_args = script_args[1:]
+    script_args = list(getattr(args, "passthrough", []) or [])
+    if args.python is not None and ("=" in args.python or "\n" in args.python):
+        raise UsageError(f"--python {args.python!r}: must be a path without '=' or newlines")
+    if args.job_id is not None and not _JOB_ID.fullmatch(args.job_id):
+        raise UsageError(
+            f"--job-id {args.job_id!r}: use 1-64 letters, digits, '.', '_' or '-'"
+        )
     if args.grace < 0 or args.heartbeat_timeout <= 1:
         raise UsageError("--grace must be >= 0 and --heartbeat-timeout > 1")
     return LaunchOptions(
@@ -171,8 +229,8 @@ def _check_local_script(args: argparse.Namespace, options: LaunchOptions) -> Non
 
 
 def _exec_argv(args: argparse.Namespace) -> tuple[str, ...]:
-    argv = list(args.argv)
-    if argv[:1] == ["--"]:
+    argv = list(args.passthrough)
+    if argv[:1] == ["--"]:  # the documented separator: exec HOSTS -- COMMAND
         argv = argv[1:]
     if not argv:
         raise UsageError("exec: give a command after --, e.g. clusterlaunch exec hosts.yaml -- hostname")
@@ -216,8 +274,13 @@ def _install_signal_handlers() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: returns (and, as a script, exits with) the exit status."""
     console = Console()
+    # paramiko logs connection failures with tracebacks; we report them ourselves.
+    logging.getLogger("paramiko").addHandler(logging.NullHandler())
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        head, passthrough = split_passthrough(parser, sys.argv[1:] if argv is None else argv)
+        args = parser.parse_args(head)
+        args.passthrough = passthrough
         _install_signal_handlers()
         return _run(args, console)
     except PreflightError as exc:

@@ -69,9 +69,28 @@ AUTO_PORT = "AUTO"
 """Shown in place of the port while ``master_port: auto`` is unresolved (dry run)."""
 
 
+class HostPath(str):
+    """A path the host's shell should expand ``~`` in (``workdir``, ``python``).
+
+    Quoted like any word, except that a leading ``~`` or ``~/`` stays outside
+    the quotes, so ``~/venv/bin/python`` means the remote user's home.
+    """
+
+
+def quote_word(word: str) -> str:
+    """One word, shell-quoted (tilde left expandable for :class:`HostPath`)."""
+    if isinstance(word, HostPath):
+        if word == "~":
+            return "~"
+        if word.startswith("~/"):
+            rest = word[2:]
+            return "~/" + shlex.quote(rest) if rest else "~/"
+    return shlex.quote(word)
+
+
 def quote_argv(argv: Iterable[str]) -> str:
     """Join ``argv`` into one shell-safe string."""
-    return " ".join(shlex.quote(word) for word in argv)
+    return " ".join(quote_word(word) for word in argv)
 
 
 def bootstrap_argv(python: str, name: str, size: int) -> list[str]:
@@ -118,12 +137,15 @@ def shell_command(
 
     ``exec`` makes the program the session's process, so nothing but it sits
     between sshd and the job; ``env`` sets variables without shell syntax.
+    ``setup`` is the user's own shell code and is the one part not quoted.
     """
     parts: list[str] = []
     if workdir:
-        parts.append("cd -- " + shlex.quote(workdir))
+        parts.append("cd -- " + quote_word(HostPath(workdir)))
     if setup:
-        parts.append(setup.strip())
+        # A group, closed on its own line: a trailing comment in the setup
+        # cannot swallow the rest, and its "||" cannot bypass a failed cd.
+        parts.append("{ " + setup.strip() + "\n}")
     assignments = [f"{name}={value}" for name, value in env.items()]
     parts.append("exec " + quote_argv(["env", *assignments, *argv]))
     return " && ".join(parts)

@@ -26,7 +26,8 @@ HOST_KEYS = ("host", "gpus", "user", "port", "python", "workdir", "setup", "env"
 
 # A MPI/DeepSpeed hostfile line: a host (ranges allowed) and optional key=value
 # words. No colons, so a YAML file never looks like one.
-_MPI_LINE = re.compile(r"[^\s:#=]+(\s+[A-Za-z_]+=\S+)*")
+_MPI_LINE = re.compile(r"[A-Za-z0-9\[][^\s:#=]*(\s+[A-Za-z_]+=\S+)*")
+_DIGITS = re.compile(r"[0-9]+")
 
 
 def load_inventory(path: str) -> Inventory:
@@ -97,7 +98,9 @@ def _parse_yaml(text: str, path: str) -> Inventory:
             path, 1, "", "expected a mapping with a hosts: list (or an MPI hostfile)"
         )
     _check_keys(data, TOP_KEYS, path, "")
-    defaults = data.get("defaults") or {}
+    defaults = data.get("defaults")
+    if defaults is None:
+        defaults = {}
     if not isinstance(defaults, dict):
         raise HostsFileError(path, key_line(data, "defaults"), "defaults", "must be a mapping")
     _check_keys(defaults, SHARED_KEYS, path, "defaults.")
@@ -201,7 +204,7 @@ def _as_int(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
         return int(value)
     return None
 
@@ -230,7 +233,7 @@ def _env(mapping: Mapping[str, Any], path: str, field: str) -> dict[str, str]:
                 path,
                 key_line(raw, str(key)),
                 f"{field}.{key}",
-                f'must be a string, got {value!r}; quote it, e.g. {key}: "{value}"',
+                f"must be a string, got {value!r}; write the value in quotes",
             )
         result[str(key)] = str(value)
     return result

@@ -113,7 +113,10 @@ def launch(request: JobRequest, console: Console) -> JobOutcome:
 def make_router(plan: JobPlan, request: JobRequest, console: Console) -> OutputRouter:
     """Console and log-dir output for ``plan``'s ranks and hosts."""
     ranks = [
-        (rank, node.host, rank - node.first_rank) for node in plan.nodes for rank in node.global_ranks
+        (rank, node.host, rank - node.first_rank)
+        for node in plan.nodes
+        for rank in node.global_ranks
+        if request.exec_argv is None  # exec has hosts, not ranks
     ]
     hosts = [node.host for node in plan.nodes]
     log_dir = None

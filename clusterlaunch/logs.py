@@ -17,6 +17,7 @@ MAX_PARTIAL = 4 << 20
 """A "line" longer than this without a newline is passed on in pieces (memory bound)."""
 
 _BARE_CR = re.compile(rb"\r(?!\n)")
+_DIGITS = re.compile(r"[0-9]+")
 _COLORS = (b"36", b"33", b"32", b"35", b"34", b"31", b"96", b"93", b"92", b"95", b"94", b"91")
 _RESET = b"\x1b[0m"
 
@@ -48,11 +49,11 @@ def prefix_block(prefix: bytes, block: bytes) -> bytes:
     """Put ``prefix`` before every line of ``block`` (complete lines) and after bare ``\\r``."""
     if not block:
         return b""
-    body = block[:-1].replace(b"\n", b"\n" + prefix)
-    if b"\r" in body:
+    if b"\r" in block:
+        # Before the last newline is cut off, so a final "\r\n" is not bare.
         repeated = b"\r" + prefix
-        body = _BARE_CR.sub(lambda _: repeated, body)
-    return prefix + body + b"\n"
+        block = _BARE_CR.sub(lambda _: repeated, block)
+    return prefix + block[:-1].replace(b"\n", b"\n" + prefix) + b"\n"
 
 
 def split_lines(block: bytes) -> list[bytes]:
@@ -66,7 +67,7 @@ def parse_rank_filter(text: str, world_size: int | None = None) -> frozenset[int
     for part in text.split(","):
         part = part.strip()
         low, dash, high = part.partition("-")
-        if not low.isdigit() or (dash and not high.isdigit()):
+        if not _DIGITS.fullmatch(low) or (dash and not _DIGITS.fullmatch(high)):
             raise ValueError(f"--ranks {text!r}: use ranks and ranges like 0,4-7")
         first, last = int(low), int(high) if dash else int(low)
         if last < first:

@@ -145,8 +145,8 @@ def plan_job(
     nodes = []
     first_rank = 0
     for node_rank, (spec, target) in enumerate(zip(inventory.hosts, targets, strict=True)):
-        python = options.python or spec.python
-        workdir = options.workdir or spec.workdir or local_cwd
+        python = commands.HostPath(options.python or spec.python)
+        workdir = commands.HostPath(options.workdir or spec.workdir or local_cwd)
         if exec_argv is None:
             job_argv = commands.torchrun_argv(
                 commands.TorchrunSpec(

@@ -111,7 +111,8 @@ def problems_text(problems: Sequence[HostProblem]) -> str:
 
 def outcome_text(outcome: JobOutcome) -> str:
     """The failure summary: what failed first, and its last lines of output."""
-    lines = [f"job failed: {outcome.reason}"]
+    verb = "stopped" if outcome.exit_code in (124, 129, 130, 143) else "failed"
+    lines = [f"job {verb}: {outcome.reason}"]
     if outcome.tail:
         who = f"rank {outcome.rank}" if outcome.rank is not None else outcome.host
         lines.append(f"last {len(outcome.tail)} line(s) of {who}:")

@@ -73,6 +73,22 @@ class OutputRouter:
         self._log_dir = log_dir
         self._buffers: dict[tuple[object, bool], LineBuffer] = {}
         self.tails = TailKeeper()
+        self._quiet_hosts = False
+        self.hidden_lines = 0
+
+    @property
+    def has_log_dir(self) -> bool:
+        """True when output is also written to ``--log-dir``."""
+        return self._log_dir is not None
+
+    def quiet_hosts(self) -> None:
+        """From now on, torchrun's own output goes to the log only.
+
+        Called when teardown starts: every torchrun then prints the same
+        SignalException traceback, which would bury the failure summary.
+        Worker output is never hidden.
+        """
+        self._quiet_hosts = True
 
     def rank_output(self, rank: int, is_stderr: bool, data: bytes) -> None:
         """A worker's raw output chunk."""
@@ -126,6 +142,9 @@ class OutputRouter:
             return
         self.tails.add(("host", host), block)
         self._log("controller.log", prefix_block(self._plain.host(host), block))
+        if self._quiet_hosts:
+            self.hidden_lines += block.count(b"\n")
+            return
         stream = self._console.err if is_stderr else self._console.out
         stream.write(prefix_block(self._prefixes.host(host), block))
         stream.flush()

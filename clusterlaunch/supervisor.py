@@ -117,6 +117,8 @@ class Supervisor:
         if self._teardown_started:
             return
         self._teardown_started = True
+        if self.stop is not None:
+            self.router.quiet_hosts()
         self._request_teardown(b"t")
         deadline = self.clock() + self.grace + 3.0
         while not all(h.done for h in self.hosts) and self.clock() < deadline:
@@ -126,6 +128,11 @@ class Supervisor:
                 self.router.message("second interrupt: killing everything now")
                 self._request_teardown(b"k")
                 deadline = min(deadline, self.clock() + 3.0)
+        if self.router.hidden_lines:
+            where = "in controller.log" if self.router.has_log_dir else "use --log-dir to keep them"
+            self.router.message(
+                f"hid {self.router.hidden_lines} line(s) of torchrun shutdown output ({where})"
+            )
         for host in self.hosts:
             if not host.done:
                 self.router.message(f"{host.node.host}: no confirmation that the job ended")

@@ -36,18 +36,25 @@ class _LineLoader(yaml.SafeLoader):
 
 
 def _construct_line_map(loader: _LineLoader, node: MappingNode) -> Any:
-    loader.flatten_mapping(node)
     result = LineMap()
     result.line = node.start_mark.line + 1
     result.key_lines = {}
     yield result
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        key_text = str(key)
+    # Duplicates are judged among the keys written here; keys merged in with
+    # "<<" may legitimately be overridden.
+    written: dict[str, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key_text = str(loader.construct_object(key_node, deep=True))
         line = key_node.start_mark.line + 1
-        if key_text in result.key_lines:
-            raise DuplicateKeyError(key_text, line, result.key_lines[key_text])
-        result.key_lines[key_text] = line
+        if key_text in written:
+            raise DuplicateKeyError(key_text, line, written[key_text])
+        written[key_text] = line
+    loader.flatten_mapping(node)  # merged pairs first, so written keys win below
+    for key_node, value_node in node.value:
+        key_text = str(loader.construct_object(key_node, deep=True))
+        result.key_lines[key_text] = key_node.start_mark.line + 1
         result[key_text] = loader.construct_object(value_node, deep=True)
 
 

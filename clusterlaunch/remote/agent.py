@@ -199,6 +199,7 @@ class Agent:
                     self.reason = "exited"
                 self.killer.start()  # leftovers (daemons, orphaned workers)
             if code is not None or self.killer.started is not None:
+                self.unstick_exit_barrier(code)
                 if self.killer.step() and code is not None:
                     break
             self.check_heartbeat()
@@ -273,6 +274,23 @@ class Agent:
             self.begin_teardown("requested", force=True)
         elif b"t" in data:
             self.begin_teardown("requested")
+
+    def unstick_exit_barrier(self, code):
+        """SIGKILL a torchrun that has no workers left once teardown is under way.
+
+        Such a torchrun waits in its exit barrier (up to 300 s) for the other
+        nodes and ignores SIGTERM there; with no workers there is nothing left
+        for it to shut down gracefully, so the grace period would only delay.
+        """
+        if self.tail is None or code is not None or self.killer.escalated:
+            return
+        if time.monotonic() - self.killer.started < 0.3:
+            return  # give a torchrun that does handle SIGTERM a moment to exit
+        if not children_of(self.job.pid):
+            try:
+                os.kill(self.job.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def check_heartbeat(self):
         if self.killer.started is None:

@@ -87,13 +87,18 @@ def serve(listener, nonce, stop):
             try:
                 if conn.recv(64).strip() == nonce:
                     conn.sendall(nonce + b" ok\n")
+                # Let the dialler close first: the side that closes first keeps
+                # TIME_WAIT, and on this side it would block torchrun's bind.
+                conn.recv(1)
             except OSError:
                 pass
 
 
 def open_listener(port, family):
     listener = socket.socket(family, socket.SOCK_STREAM)
-    # No SO_REUSEADDR: the check must fail where torchrun's bind would.
+    # Bind exactly as torchrun's TCPStore (libuv) will: with SO_REUSEADDR, so a
+    # port merely in TIME_WAIT passes and one with a listener on it fails.
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", port))
     listener.listen(64)
     return listener

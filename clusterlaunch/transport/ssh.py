@@ -101,10 +101,13 @@ class SshProcess:
             pass
 
     def exit_status(self) -> int | None:
-        """The remote exit status once the server sent it."""
-        if self._channel.exit_status_ready():
-            return self._channel.recv_exit_status()
-        return None
+        """The remote exit status once the server sent it (None if it never did)."""
+        if not self._channel.exit_status_ready():
+            return None
+        status = self._channel.recv_exit_status()
+        # paramiko reports -1 for a channel that closed without an exit status
+        # (the connection dropped, or the server sent only exit-signal).
+        return None if status == -1 else status
 
     def finished(self) -> bool:
         """Exit status received and both streams read to the end."""

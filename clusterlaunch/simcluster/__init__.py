@@ -1,0 +1,44 @@
+"""A real simulated cluster on one machine: one OpenSSH sshd per "host".
+
+Two tiers share one client-side API (``ssh_config`` with one alias per host, a generated
+``known_hosts``, a client key, ``hosts``, ``markers()``):
+
+* :class:`LoopbackCluster` — host i listens on 127.0.0.(11+i); works without root.
+* :class:`NetnsCluster` — each host is a network namespace on a private bridge, with
+  its own hostname; root only.  Supports partitions.
+
+:mod:`.orphans` finds processes that a test left running on the hosts.
+Stdlib only: the product's SSH code (paramiko) must not be what the cluster relies on.
+"""
+
+from .loopback import (
+    DEFAULT_PORT,
+    LoopbackCluster,
+    PortInUseError,
+    SimClusterError,
+    SimHost,
+    find_free_port,
+    port_is_free,
+    start_detached,
+    stop_detached,
+)
+from .netns import NetnsCluster, netns_unavailable_reason
+from .orphans import ProcInfo, find_processes, kill_processes, wait_until_gone
+
+__all__ = [
+    "DEFAULT_PORT",
+    "LoopbackCluster",
+    "NetnsCluster",
+    "PortInUseError",
+    "ProcInfo",
+    "SimClusterError",
+    "SimHost",
+    "find_free_port",
+    "find_processes",
+    "kill_processes",
+    "netns_unavailable_reason",
+    "port_is_free",
+    "start_detached",
+    "stop_detached",
+    "wait_until_gone",
+]

@@ -1,0 +1,98 @@
+"""Helpers for tests that run the real ``clusterlaunch`` CLI against simulated hosts."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from clusterlaunch.simcluster import LoopbackCluster
+
+# The interpreter the hosts run jobs with: scripts/test.sh points it at its venv.
+PYTHON = os.environ.get("CLUSTERLAUNCH_TEST_PYTHON", sys.executable)
+WORKERS = Path(__file__).parent / "workers"
+LINE = re.compile(r"^\[r(\d+) (\S+):(\d+)\] +(.*)$")
+
+
+def write_hosts(path: Path, hosts: Sequence[tuple[Any, ...]]) -> Path:
+    """A hosts file of ``(host, gpus[, {key: value}])`` entries, using the test interpreter."""
+    lines = ["defaults:", f"  python: {json.dumps(PYTHON)}", "hosts:"]
+    for host, gpus, *extra in hosts:
+        lines += [f"  - host: {host}", f"    gpus: {gpus}"]
+        for key, value in (extra[0] if extra else {}).items():
+            lines.append(f"    {key}: {json.dumps(value)}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def cli_argv(command: str, cluster: LoopbackCluster | None, *args: str) -> list[str]:
+    """``python -m clusterlaunch COMMAND --ssh-config ... ARGS``."""
+    argv = [PYTHON, "-m", "clusterlaunch", command]
+    if cluster is not None:
+        argv += ["--ssh-config", str(cluster.ssh_config)]
+    return argv + list(args)
+
+
+def run_cli(
+    command: str, cluster: LoopbackCluster | None, *args: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run the CLI to completion from the workers' directory (the remote workdir)."""
+    return subprocess.run(
+        cli_argv(command, cluster, *args),
+        cwd=WORKERS,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=_env(),
+    )
+
+
+def start_cli(command: str, cluster: LoopbackCluster | None, *args: str) -> subprocess.Popen[bytes]:
+    """Start the CLI in the background (for signal tests)."""
+    return subprocess.Popen(
+        cli_argv(command, cluster, *args),
+        cwd=WORKERS,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
+
+
+def wait_for_lines(process: subprocess.Popen[bytes], needle: bytes, count: int, timeout: float) -> list[bytes]:
+    """Read stdout until ``count`` lines contain ``needle``; returns the lines read."""
+    assert process.stdout is not None
+    seen: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    hits = 0
+    while hits < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"only {hits}/{count} {needle!r} lines: {seen[-10:]}")
+        line = process.stdout.readline()
+        if not line:
+            raise AssertionError(f"stdout ended after {hits}/{count} {needle!r} lines: {seen[-10:]}")
+        seen.append(line)
+        hits += needle in line
+    return seen
+
+
+def rank_lines(stdout: str) -> list[tuple[int, str, int, str]]:
+    """Every ``[r<rank> <host>:<local>] text`` line as (rank, host, local, text)."""
+    found = []
+    for line in stdout.splitlines():
+        match = LINE.match(line)
+        if match:
+            found.append((int(match[1]), match[2], int(match[3]), match[4]))
+    return found
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("NO_COLOR", None)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env

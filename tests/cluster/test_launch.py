@@ -1,0 +1,325 @@
+"""`clusterlaunch run/exec` against real sshd hosts and real torchrun gloo jobs.
+
+Every test here starts real processes; after each one the fixtures assert
+that nothing is left running on any simulated host.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.support import (
+    WORKERS,
+    rank_lines,
+    run_cli,
+    start_cli,
+    wait_for_lines,
+    write_hosts,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.torch]
+
+
+def test_two_hosts_two_processes_all_reduce(sim_cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 2), ("node1", 2)])
+    result = run_cli("run", sim_cluster, str(hosts), "allreduce.py")
+    assert result.returncode == 0, result.stderr
+    lines = rank_lines(result.stdout)
+    assert sorted(rank for rank, *_ in lines) == [0, 1, 2, 3]
+    for rank, host, local, text in lines:
+        # The prefix's rank is the rank the worker itself reports.
+        assert f"RANK={rank} LOCAL_RANK={local} " in text
+        assert host == ("node0" if rank < 2 else "node1")
+        assert "WORLD_SIZE=4" in text and "SUM=10" in text  # 1+2+3+4
+
+
+def test_heterogeneous_ranks_match_the_plan(sim_cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 3), ("node1", 1)])
+    dry = run_cli("run", sim_cluster, "--dry-run", "--json", str(hosts), "allreduce.py")
+    plan = json.loads(dry.stdout)
+    expected = {
+        rank: (node["host"], node["nproc"]) for node in plan["nodes"] for rank in node["global_ranks"]
+    }
+    assert expected == {0: ("node0", 3), 1: ("node0", 3), 2: ("node0", 3), 3: ("node1", 1)}
+    result = run_cli("run", sim_cluster, str(hosts), "allreduce.py")
+    assert result.returncode == 0, result.stderr
+    seen = {}
+    for rank, host, _, text in rank_lines(result.stdout):
+        seen[rank] = (host, int(text.split("LOCAL_WORLD_SIZE=")[1].split()[0]))
+    assert seen == expected
+
+
+HOSTILE = [
+    "two words",
+    "it's",
+    '"double"',
+    "$(touch /tmp/clusterlaunch-pwned)",
+    "`id`",
+    "a;b",
+    "x && y || z",
+    "new\nline",
+    "tab\there",
+    "*",
+    "~",
+    "back\\slash",
+    "--dry-run",
+    "-x",
+    "",
+    "naïve 日本 ☃",
+]
+
+
+def test_hostile_arguments_reach_the_script_exactly(sim_cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    result = run_cli("run", sim_cluster, str(hosts), "allreduce.py", *HOSTILE)
+    assert result.returncode == 0, result.stderr
+    lines = rank_lines(result.stdout)
+    assert len(lines) == 2
+    for *_, text in lines:
+        assert json.loads(text.split("ARGV=", 1)[1]) == HOSTILE
+    assert not Path("/tmp/clusterlaunch-pwned").exists()
+
+
+def test_failing_rank_exit_code_and_summary(sim_cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 2)])
+    result = run_cli(
+        "run", sim_cluster, "--env", "FAIL_RANK=2", "--env", "FAIL_CODE=7", str(hosts), "allreduce.py"
+    )
+    assert result.returncode == 7, result.stderr
+    assert "job failed: rank 2 on node1 exited with code 7" in result.stderr
+    assert "RANK=2 " in result.stderr.split("last ")[-1]  # the rank's own last lines
+
+
+@pytest.mark.parametrize(
+    ("signum", "expected"),
+    [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGKILL, -signal.SIGKILL)],
+)
+def test_signals_to_the_controller_leave_nothing(
+    sim_cluster, tmp_path: Path, assert_no_orphans, signum: int, expected: int
+) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    process = start_cli("run", sim_cluster, "--grace", "2", str(hosts), "sleeper.py")
+    try:
+        wait_for_lines(process, b" up", 2, timeout=90)
+        process.send_signal(signum)
+        assert process.wait(timeout=30) == expected
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    # SIGKILL: only the agents' stdin EOF can clean up; grace 2 s + 2 s.
+    assert_no_orphans(sim_cluster, timeout=4.0)
+
+
+def test_timeout_ends_the_job_with_124(sim_cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    result = run_cli("run", sim_cluster, "--timeout", "8", str(hosts), "sleeper.py")
+    assert result.returncode == 124, result.stderr
+    assert "--timeout 8 s reached" in result.stderr
+
+
+def test_host_lost_mid_job(sim_cluster_factory, tmp_path: Path, assert_no_orphans) -> None:
+    cluster = sim_cluster_factory(3)
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1), ("node2", 1)])
+    process = start_cli("run", cluster, "--grace", "2", str(hosts), "sleeper.py")
+    try:
+        wait_for_lines(process, b" up", 3, timeout=90)
+        cluster.kill_host("node1")  # its sshd and everything started through it
+        assert process.wait(timeout=30) == 255
+        assert process.stderr is not None
+        assert "host node1 was lost" in process.stderr.read().decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert_no_orphans(cluster, timeout=4.0)
+
+
+def test_unreachable_host_starts_nothing_anywhere(sim_cluster, tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml",
+        [("node0", 1), ("node1", 1), ("127.0.0.250", 1, {"port": 9})],  # nothing listens there
+    )
+    result = run_cli(
+        "run", sim_cluster, "--env", f"MARKER_FILE={marker}", str(hosts), "touch_marker.py"
+    )
+    assert result.returncode == 2
+    assert "nothing was started" in result.stderr
+    assert "127.0.0.250" in result.stderr and "refused" in result.stderr
+    assert not list(tmp_path.glob("started*"))
+
+
+def test_changed_host_key_is_refused_and_starts_nothing(
+    sim_cluster_factory, tmp_path: Path
+) -> None:
+    cluster = sim_cluster_factory(2)
+    marker = tmp_path / "started"
+    known = Path(cluster.known_hosts)
+    lines = known.read_text().splitlines()
+    other_key = lines[0].split()[1:]  # node0's key claimed for node1
+    lines[1] = " ".join([lines[1].split()[0], *other_key])
+    known.write_text("\n".join(lines) + "\n")
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    result = run_cli("run", cluster, "--env", f"MARKER_FILE={marker}", str(hosts), "touch_marker.py")
+    assert result.returncode == 2
+    assert "HOST KEY CHANGED" in result.stderr and "node1" in result.stderr
+    assert not list(tmp_path.glob("started*"))
+
+
+def test_unknown_host_key_strict_refuses_accept_new_records(
+    sim_cluster_factory, tmp_path: Path
+) -> None:
+    cluster = sim_cluster_factory(1)
+    known = Path(cluster.known_hosts)
+    original = known.read_text()
+    known.write_text("")
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    strict = run_cli("exec", cluster, "--host-key-policy", "strict", str(hosts), "--", "true")
+    assert strict.returncode == 2 and "unknown host key" in strict.stderr
+    assert known.read_text() == ""
+    accept = run_cli("exec", cluster, str(hosts), "--", "true")
+    assert accept.returncode == 0, accept.stderr
+    assert known.read_text().split() == original.split()  # the same key, recorded
+    again = run_cli("exec", cluster, "--host-key-policy", "strict", str(hosts), "--", "true")
+    assert again.returncode == 0, again.stderr
+
+
+def test_every_line_exactly_once_in_rank_order(sim_cluster, tmp_path: Path) -> None:
+    per_rank = 250_000
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 2), ("node1", 2)])
+    result = run_cli("run", sim_cluster, str(hosts), "spam.py", str(per_rank), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    counters = {rank: 0 for rank in range(4)}
+    for rank, _, _, text in rank_lines(result.stdout):
+        assert text == f"r{rank} {counters[rank]:06d}"
+        counters[rank] += 1
+    assert counters == {rank: per_rank for rank in range(4)}
+
+
+def test_progress_bars_partial_lines_and_utf8_survive(sim_cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    result = run_cli("run", sim_cluster, str(hosts), "oddities.py")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for rank, host in ((0, "node0"), (1, "node1")):
+        prefix = f"[r{rank} {host}:0] "
+        bar = f"{prefix}bar{rank} 10%\r{prefix}bar{rank} 50%\r{prefix}bar{rank} 100%\n"
+        assert bar in out  # \r kept, with the prefix repeated after it
+        assert f"{prefix}half{rank}-done\n" in out  # never split
+        assert f"{prefix}snow \u2603 \u65e5\u672c\n" in out
+        assert f"{prefix}no newline at the end\n" in out
+        assert f"{prefix}stderr of {rank}\n" in result.stderr
+
+
+def test_exec_streams_each_host_and_returns_the_exit_code(sim_cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    result = run_cli(
+        "exec", sim_cluster, str(hosts), "--", "sh", "-c",
+        'echo "out $CLUSTERLAUNCH_SIM_HOST"; echo err >&2; [ "${CLUSTERLAUNCH_SIM_HOST#*-}" = node1 ] && exit 3; exit 0',
+    )  # fmt: skip
+    assert result.returncode == 3, result.stderr
+    for host in ("node0", "node1"):
+        assert any(
+            line.startswith(f"[{host}]") and line.endswith(f"-{host}")
+            for line in result.stdout.splitlines()
+        )
+        assert f"[{host}] err" in result.stderr.replace("  ", " ").replace("  ", " ")
+    assert "node1 exited with code 3" in result.stderr
+
+
+def test_ranks_filter_and_log_dir(sim_cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 2), ("node1", 1)])
+    logs = tmp_path / "logs"
+    result = run_cli(
+        "run", sim_cluster, "--ranks", "1-2", "--log-dir", str(logs), str(hosts), "allreduce.py"
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(rank for rank, *_ in rank_lines(result.stdout)) == [1, 2]
+    assert sorted(p.name for p in logs.iterdir()) == [
+        "controller.log",
+        "rank-0.log",
+        "rank-1.log",
+        "rank-2.log",
+    ]
+    for rank in range(3):
+        assert f"RANK={rank} " in (logs / f"rank-{rank}.log").read_text()
+
+
+def test_localhost_runs_without_ssh(tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("localhost", 2)])
+    result = run_cli("run", None, str(hosts), "allreduce.py")
+    assert result.returncode == 0, result.stderr
+    assert sorted(rank for rank, *_ in rank_lines(result.stdout)) == [0, 1]
+    assert "SUM=3" in result.stdout
+
+
+def test_workers_directory_is_the_remote_workdir() -> None:
+    # The tests above rely on the default workdir: the controller's directory.
+    assert (WORKERS / "allreduce.py").is_file()
+
+
+def test_preflight_reports_every_problem_and_starts_nothing(sim_cluster, tmp_path: Path) -> None:
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    smi = fake_bin / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 0\n")  # a stand-in: one GPU, index 0
+    smi.chmod(0o755)
+    marker = tmp_path / "started"
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml",
+        [
+            ("node0", 1),
+            ("node1", 2, {"setup": f"export PATH={fake_bin}:$PATH"}),
+            ("node2", 1, {"workdir": "/nonexistent/dir"}),
+        ],
+    )
+    result = run_cli("run", sim_cluster, "--env", f"MARKER_FILE={marker}", str(hosts), "touch_marker.py")
+    assert result.returncode == 2
+    assert "nothing was started" in result.stderr
+    assert "needs GPU(s) [0, 1] but nvidia-smi lists [0]" in result.stderr
+    assert "/nonexistent/dir" in result.stderr
+    assert not list(tmp_path.glob("started*"))
+
+
+def test_check_prints_the_table(sim_cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    result = run_cli("check", sim_cluster, str(hosts), "allreduce.py")
+    assert result.returncode == 0, result.stderr
+    assert "2.13.0" in result.stdout
+    assert result.stdout.count(" ok") >= 4  # master reachable + status, per host
+
+
+def test_master_port_in_use_fails_preflight(sim_cluster, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+        result = run_cli("run", sim_cluster, "--master-port", str(port), str(hosts), "allreduce.py")
+    assert result.returncode == 2
+    assert f"cannot bind port {port}" in result.stderr
+
+
+def test_proxy_jump(sim_cluster_factory, tmp_path: Path) -> None:
+    cluster = sim_cluster_factory(2)
+    config = tmp_path / "ssh_config"
+    text = Path(cluster.ssh_config).read_text()
+    config.write_text(text.replace("Host node1\n", "Host node1\n    ProxyJump node0\n"))
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node1", 1)])
+    args = ("--ssh-config", str(config), str(hosts), "--", "sh", "-c", "echo $CLUSTERLAUNCH_SIM_HOST")
+    result = run_cli("exec", None, *args)
+    assert result.returncode == 0, result.stderr
+    assert "-node1" in result.stdout
+    # On loopback every connection comes from 127.0.0.1, so prove the route by
+    # dependency: without node0's sshd, node1 cannot be reached any more.
+    cluster.kill_host("node0")
+    again = run_cli("exec", None, *args)
+    assert again.returncode == 2
+    assert "127.0.0.11" in again.stderr and "nothing was started" in again.stderr

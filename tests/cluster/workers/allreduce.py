@@ -1,0 +1,34 @@
+"""All-reduce of rank+1 across the job; prints what each rank saw.
+
+Env FAIL_RANK/FAIL_CODE: that rank exits with FAIL_CODE after the collective.
+"""
+
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from _common import finish
+
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+value = torch.tensor([float(rank + 1)])
+dist.all_reduce(value)
+print(
+    "RANK={} LOCAL_RANK={} WORLD_SIZE={} LOCAL_WORLD_SIZE={} SUM={} ARGV={}".format(
+        rank,
+        os.environ["LOCAL_RANK"],
+        dist.get_world_size(),
+        os.environ["LOCAL_WORLD_SIZE"],
+        int(value.item()),
+        json.dumps(sys.argv[1:]),
+    ),
+    flush=True,
+)
+code = int(os.environ.get("FAIL_CODE", "0")) if os.environ.get("FAIL_RANK") == str(rank) else 0
+if code:
+    sys.stdout.flush()
+    os._exit(code)
+finish()

@@ -1,0 +1,165 @@
+"""Shared fixtures: a real simulated cluster (one OpenSSH sshd per host) on this machine.
+
+* ``sim_cluster`` — session-wide 4-host loopback cluster, started once; after every test
+  that uses it, nothing may be left running on it (checked automatically).
+* ``sim_cluster_factory`` — ``make(n_hosts, **kwargs)`` for a test's own loopback
+  clusters; stopped, and checked for leftover processes, at teardown.
+* ``netns_cluster_factory`` — the same for :class:`NetnsCluster` (skips unless root
+  with working network namespaces).
+* ``assert_no_orphans`` — ``assert_no_orphans(cluster, timeout=5.0)`` fails the test
+  when processes started through the cluster's hosts are still alive (and kills them).
+
+Ports: ``CLUSTERLAUNCH_TEST_SSH_PORT`` pins the session cluster's port (factory
+clusters use the ports above it); unset, the first free port from 22220 is used, so
+that two suites on one machine do not clash.  Jobs on the hosts run with the interpreter
+named by ``CLUSTERLAUNCH_TEST_PYTHON`` (set by scripts/test.sh, read by
+tests/cluster/support.py), by default the one running pytest.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from clusterlaunch.simcluster import (
+    DEFAULT_PORT,
+    LoopbackCluster,
+    NetnsCluster,
+    PortInUseError,
+    find_free_port,
+    kill_processes,
+    netns_unavailable_reason,
+    wait_until_gone,
+)
+from clusterlaunch.simcluster.loopback import SSHD
+
+PORT_ENV = "CLUSTERLAUNCH_TEST_SSH_PORT"
+ORPHAN_TIMEOUT = 5.0
+
+
+def _orphan_report(cluster: LoopbackCluster, timeout: float) -> str | None:
+    """Wait for the cluster's session processes to exit; kill and describe the rest."""
+    left = wait_until_gone(cluster.markers(), timeout=timeout)
+    if not left:
+        return None
+    kill_processes(left)
+    lines = "\n".join(f"  {proc}" for proc in left)
+    return f"processes still running on simulated hosts after {timeout}s (killed):\n{lines}"
+
+
+def _check_orphans(cluster: LoopbackCluster, timeout: float = ORPHAN_TIMEOUT) -> None:
+    if (report := _orphan_report(cluster, timeout)) is not None:
+        pytest.fail(report, pytrace=False)
+
+
+@pytest.fixture
+def assert_no_orphans() -> Callable[..., None]:
+    """``assert_no_orphans(cluster, timeout=5.0)``: fail if the hosts still run processes."""
+    return _check_orphans
+
+
+def _start_loopback(
+    n_hosts: int, base_dir: Path, port_offset: int, **kwargs: Any
+) -> LoopbackCluster:
+    """Start a loopback cluster on the pinned port (+offset) or on a free one."""
+    if "port" in kwargs:
+        return LoopbackCluster(n_hosts, base_dir, **kwargs).start()
+    pinned = os.environ.get(PORT_ENV)
+    if pinned:
+        try:
+            return LoopbackCluster(
+                n_hosts, base_dir, port=int(pinned) + port_offset, **kwargs
+            ).start()
+        except PortInUseError as exc:
+            raise PortInUseError(f"{exc} (port from {PORT_ENV}={pinned}; pick another)") from exc
+    first = kwargs.get("first_host_octet", 11)
+    addrs = [f"127.0.0.{first + i}" for i in range(n_hosts)]
+    start = DEFAULT_PORT + port_offset
+    for _ in range(5):
+        port = find_free_port(addrs, start)
+        try:
+            return LoopbackCluster(n_hosts, base_dir, port=port, **kwargs).start()
+        except PortInUseError:  # taken by a concurrent suite since find_free_port
+            start = port + 1
+    raise PortInUseError(f"could not find a free port from {DEFAULT_PORT + port_offset}")
+
+
+def _require_sshd() -> None:
+    if not os.access(SSHD, os.X_OK):
+        pytest.skip(f"{SSHD} not installed (package openssh-server)")
+
+
+@pytest.fixture(scope="session")
+def sim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackCluster]:
+    """A 4-host loopback cluster shared by the whole session."""
+    _require_sshd()
+    cluster = _start_loopback(4, tmp_path_factory.mktemp("sim_cluster"), port_offset=0)
+    try:
+        yield cluster
+    finally:
+        report = _orphan_report(cluster, timeout=1.0)
+        cluster.stop()
+    if report is not None:
+        pytest.fail(report, pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _sim_cluster_left_clean(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test that used ``sim_cluster``, nothing may run on it any more."""
+    yield
+    if "sim_cluster" in request.fixturenames:
+        _check_orphans(request.getfixturevalue("sim_cluster"))
+
+
+C = TypeVar("C", bound=LoopbackCluster)
+
+
+def _factory(tmp_path: Path, start: Callable[..., C]) -> Iterator[Callable[..., C]]:
+    made: list[C] = []
+
+    def make(n_hosts: int, **kwargs: Any) -> C:
+        base = tmp_path / f"cluster{len(made)}"
+        cluster = start(n_hosts, base, len(made) + 1, **kwargs)
+        made.append(cluster)
+        return cluster
+
+    yield make
+    reports = []
+    for cluster in made:  # check all, stop all, then fail
+        try:
+            reports.append(_orphan_report(cluster, ORPHAN_TIMEOUT))
+        finally:
+            cluster.stop()
+    if failed := [r for r in reports if r is not None]:
+        pytest.fail("\n".join(failed), pytrace=False)
+
+
+@pytest.fixture
+def sim_cluster_factory(tmp_path: Path) -> Iterator[Callable[..., LoopbackCluster]]:
+    """``make(n_hosts, **kwargs) -> LoopbackCluster`` (started); all stopped at teardown."""
+    _require_sshd()
+    yield from _factory(tmp_path, _start_loopback)
+
+
+@pytest.fixture(scope="session")
+def _netns_unavailable() -> str | None:
+    return netns_unavailable_reason()
+
+
+@pytest.fixture
+def netns_cluster_factory(
+    tmp_path: Path, _netns_unavailable: str | None
+) -> Iterator[Callable[..., NetnsCluster]]:
+    """``make(n_hosts, **kwargs) -> NetnsCluster`` (started); skips without root/netns."""
+    _require_sshd()
+    if _netns_unavailable is not None:
+        pytest.skip(f"network namespaces unavailable: {_netns_unavailable}")
+
+    def start(n_hosts: int, base: Path, _offset: int, **kwargs: Any) -> NetnsCluster:
+        return NetnsCluster(n_hosts, base, **kwargs).start()
+
+    yield from _factory(tmp_path, start)

@@ -1,0 +1,612 @@
+"""The rank planner: a pure function from hosts and options to per-host commands."""
+
+from __future__ import annotations
+
+import datetime
+import re
+import shlex
+from collections.abc import Sequence
+
+import pytest
+
+from clusterlaunch import commands, envpolicy
+from clusterlaunch.errors import UsageError
+from clusterlaunch.model import HostSpec, Inventory, JobPlan, LaunchOptions, NodePlan, SshTarget
+from clusterlaunch.planner import (
+    JOB_ID_VAR,
+    choose_master_addr,
+    master_port_of,
+    new_job_id,
+    node_addr,
+    node_env,
+    parse_env_assignments,
+    parse_torchrun_args,
+    plan_job,
+    probe_command,
+    remote_log_dir,
+)
+
+JOB = "j1"
+CWD = "/home/me/proj"
+AGENT_SIZE = 12345
+
+
+def inventory(
+    *hosts: HostSpec, master_port: int | None = None, master_addr: str | None = None
+) -> Inventory:
+    return Inventory(
+        path="hosts.yaml", hosts=hosts, master_port=master_port, master_addr=master_addr
+    )
+
+
+def target(alias: str, hostname: str | None = None, **kwargs: object) -> SshTarget:
+    return SshTarget(alias=alias, hostname=hostname or alias, **kwargs)  # type: ignore[arg-type]
+
+
+def targets_for(inv: Inventory) -> list[SshTarget]:
+    return [
+        SshTarget(alias="localhost", hostname="localhost", port=0) if h.is_local else target(h.host)
+        for h in inv.hosts
+    ]
+
+
+def plan(
+    inv: Inventory,
+    options: LaunchOptions | None = None,
+    targets: Sequence[SshTarget] | None = None,
+    local_env: dict[str, str] | None = None,
+    exec_argv: Sequence[str] | None = None,
+) -> JobPlan:
+    return plan_job(
+        inv,
+        targets_for(inv) if targets is None else targets,
+        options or LaunchOptions(script="train.py"),
+        job_id=JOB,
+        local_env=local_env or {},
+        local_cwd=CWD,
+        agent_size=AGENT_SIZE,
+        exec_argv=exec_argv,
+    )
+
+
+def agent_words(python: str, node_rank: int, first_rank: int | None) -> list[str]:
+    words = [
+        *commands.bootstrap_argv(python, "agent", AGENT_SIZE),
+        "--job-id",
+        JOB,
+        "--node-rank",
+        str(node_rank),
+        "--grace",
+        "5",
+        "--heartbeat-timeout",
+        "15",
+    ]
+    if first_rank is not None:
+        words += [
+            "--first-rank",
+            str(first_rank),
+            "--tail-dir",
+            f"/tmp/clusterlaunch-{JOB}-n{node_rank}",
+        ]
+    return words
+
+
+# --------------------------------------------------------------------------------------- rank table
+
+
+def test_heterogeneous_three_plus_one() -> None:
+    inv = inventory(HostSpec(host="a", gpus=3), HostSpec(host="b", gpus=1))
+    job = plan(inv)
+    assert job.world_size == 4
+    assert [(n.node_rank, n.host, n.nproc, n.first_rank, n.global_ranks) for n in job.nodes] == [
+        (0, "a", 3, 0, (0, 1, 2)),
+        (1, "b", 1, 3, (3,)),
+    ]
+    assert job.node_of_rank(2).host == "a"
+    assert job.node_of_rank(3).host == "b"
+    with pytest.raises(KeyError):
+        job.node_of_rank(4)
+
+
+def test_four_two_one_follows_file_order() -> None:
+    inv = inventory(
+        HostSpec(host="z", gpus=4), HostSpec(host="a", gpus=2), HostSpec(host="m", gpus=1)
+    )
+    job = plan(inv)
+    assert job.world_size == 7
+    assert [(n.host, n.node_rank, n.global_ranks) for n in job.nodes] == [
+        ("z", 0, (0, 1, 2, 3)),
+        ("a", 1, (4, 5)),
+        ("m", 2, (6,)),
+    ]
+    for node in job.nodes:
+        argv = node.argv
+        assert argv[argv.index("--node-rank") + 1] == str(node.node_rank)
+        assert argv[argv.index("--nproc-per-node") + 1] == str(node.nproc)
+        assert argv[argv.index("--nnodes") + 1] == "3"
+
+
+def test_full_plan_by_equality() -> None:
+    inv = inventory(
+        HostSpec(
+            host="a", gpus=2, env={"A": "1"}, devices=(1, 3), workdir="/w", setup="source env.sh"
+        ),
+        HostSpec(host="b", gpus=1, python="/opt/py/bin/python"),
+        master_port=29500,
+    )
+    tgts = [target("a", "10.0.0.1", port=2201, user="u"), target("b", "10.0.0.2")]
+    options = LaunchOptions(
+        script="train.py", script_args=("--lr", "3e-4"), torchrun_args=("--max-restarts", "3")
+    )
+    job = plan(inv, options, targets=tgts)
+
+    def argv_for(python: str, node_rank: int, nproc: int) -> tuple[str, ...]:
+        return (
+            python, "-m", "torch.distributed.run",
+            "--nnodes", "2",
+            "--nproc-per-node", str(nproc),
+            "--node-rank", str(node_rank),
+            "--rdzv-backend", "static",
+            "--master-addr", "10.0.0.1",
+            "--master-port", "29500",
+            "--redirects", "3",
+            "--log-dir", f"/tmp/clusterlaunch-j1-n{node_rank}",
+            "--max-restarts", "3",
+            "train.py", "--lr", "3e-4",
+        )  # fmt: skip
+
+    env0 = {"A": "1", JOB_ID_VAR: JOB, "CUDA_VISIBLE_DEVICES": "1,3"}
+    env1 = {JOB_ID_VAR: JOB}
+    argv0 = argv_for("python3", 0, 2)
+    argv1 = argv_for("/opt/py/bin/python", 1, 1)
+    assert job == JobPlan(
+        job_id=JOB,
+        world_size=3,
+        master_addr="10.0.0.1",
+        master_port=29500,
+        nodes=(
+            NodePlan(
+                node_rank=0,
+                host="a",
+                target=tgts[0],
+                addr="10.0.0.1",
+                nproc=2,
+                first_rank=0,
+                env=env0,
+                workdir="/w",
+                python="python3",
+                setup="source env.sh",
+                argv=argv0,
+                command=commands.shell_command(
+                    "/w", "source env.sh", env0, [*agent_words("python3", 0, 0), "--", *argv0]
+                ),
+            ),
+            NodePlan(
+                node_rank=1,
+                host="b",
+                target=tgts[1],
+                addr="10.0.0.2",
+                nproc=1,
+                first_rank=2,
+                env=env1,
+                workdir=CWD,
+                python="/opt/py/bin/python",
+                setup=None,
+                argv=argv1,
+                command=commands.shell_command(
+                    CWD, None, env1, [*agent_words("/opt/py/bin/python", 1, 2), "--", *argv1]
+                ),
+            ),
+        ),
+    )
+    # The command, split as the remote shell would, is exactly these words.
+    assert shlex.split(job.nodes[1].command) == [
+        "cd", "--", CWD, "&&", "exec", "env", f"{JOB_ID_VAR}={JOB}",
+        *agent_words("/opt/py/bin/python", 1, 2), "--", *argv1,
+    ]  # fmt: skip
+    assert shlex.split(job.nodes[0].command) == [
+        "cd", "--", "/w", "&&", "{", "source", "env.sh", "}", "&&", "exec", "env",
+        "A=1", f"{JOB_ID_VAR}={JOB}", "CUDA_VISIBLE_DEVICES=1,3",
+        *agent_words("python3", 0, 0), "--", *argv0,
+    ]  # fmt: skip
+
+
+def test_torchrun_argv_layout_with_auto_port() -> None:
+    job = plan(inventory(HostSpec(host="a", gpus=4), HostSpec(host="b", gpus=4)))
+    assert job.master_port is None
+    assert job.nodes[1].argv == (
+        "python3", "-m", "torch.distributed.run",
+        "--nnodes", "2", "--nproc-per-node", "4", "--node-rank", "1",
+        "--rdzv-backend", "static", "--master-addr", "a", "--master-port", commands.AUTO_PORT,
+        "--redirects", "3", "--log-dir", "/tmp/clusterlaunch-j1-n1",
+        "train.py",
+    )  # fmt: skip
+
+
+def test_options_python_and_workdir_override_hosts_file() -> None:
+    inv = inventory(HostSpec(host="a", gpus=1, python="/file/python", workdir="/file/dir"))
+    job = plan(inv, LaunchOptions(script="t.py", python="/cli/python", workdir="/cli/dir"))
+    node = job.nodes[0]
+    assert (node.python, node.workdir, node.argv[0]) == ("/cli/python", "/cli/dir", "/cli/python")
+    assert shlex.split(node.command)[:3] == ["cd", "--", "/cli/dir"]
+
+
+def test_workdir_falls_back_to_hosts_file_then_cwd() -> None:
+    inv = inventory(HostSpec(host="a", gpus=1, workdir="/file/dir"), HostSpec(host="b", gpus=1))
+    assert [n.workdir for n in plan(inv).nodes] == ["/file/dir", CWD]
+
+
+def test_exec_plan_runs_the_command_without_torchrun() -> None:
+    inv = inventory(HostSpec(host="a", gpus=2), HostSpec(host="b", gpus=1))
+    job = plan(inv, LaunchOptions(script=""), exec_argv=["hostname", "-f"])
+    assert job.world_size == 3
+    for node in job.nodes:
+        assert node.argv == ("hostname", "-f")
+        assert shlex.split(node.command) == [
+            "cd", "--", CWD, "&&", "exec", "env", f"{JOB_ID_VAR}={JOB}",
+            *agent_words("python3", node.node_rank, None), "--", "hostname", "-f",
+        ]  # fmt: skip
+
+
+def test_grace_and_heartbeat_numbers() -> None:
+    inv = inventory(HostSpec(host="a", gpus=1))
+    words = shlex.split(
+        plan(inv, LaunchOptions(script="t.py", grace=2.5, heartbeat_timeout=30.0)).nodes[0].command
+    )
+    assert words[words.index("--grace") + 1] == "2.5"
+    assert words[words.index("--heartbeat-timeout") + 1] == "30"
+
+
+def test_targets_must_match_hosts() -> None:
+    inv = inventory(HostSpec(host="a", gpus=1), HostSpec(host="b", gpus=1))
+    with pytest.raises(ValueError, match="one target per host"):
+        plan(inv, targets=[target("a")])
+
+
+# -------------------------------------------------------------------------- master address and port
+
+
+def test_master_addr_explicit_wins() -> None:
+    inv = inventory(HostSpec(host="a", gpus=1, addr="192.168.0.1"), master_addr="10.9.9.9")
+    assert choose_master_addr(inv, [target("a", "10.0.0.1")]) == "10.9.9.9"
+
+
+def test_master_addr_node0_addr() -> None:
+    inv = inventory(HostSpec(host="a", gpus=1, addr="192.168.0.1"), HostSpec(host="b", gpus=1))
+    assert choose_master_addr(inv, [target("a", "10.0.0.1"), target("b")]) == "192.168.0.1"
+
+
+def test_master_addr_is_resolved_hostname_never_alias() -> None:
+    inv = inventory(HostSpec(host="alias-a", gpus=1), HostSpec(host="alias-b", gpus=1))
+    tgts = [target("alias-a", "gpu-a.cluster.example"), target("alias-b", "gpu-b.cluster.example")]
+    job = plan(inv, targets=tgts)
+    assert job.master_addr == "gpu-a.cluster.example"
+    assert [n.addr for n in job.nodes] == ["gpu-a.cluster.example", "gpu-b.cluster.example"]
+    for node in job.nodes:
+        assert "alias-a" not in node.argv
+        assert node.argv[node.argv.index("--master-addr") + 1] == "gpu-a.cluster.example"
+
+
+def test_single_localhost_master_is_loopback() -> None:
+    inv = inventory(HostSpec(host="localhost", gpus=2))
+    tgts = [SshTarget(alias="localhost", hostname="localhost", port=0)]
+    assert choose_master_addr(inv, tgts) == "127.0.0.1"
+    job = plan(inv, targets=tgts)
+    assert (job.master_addr, job.nodes[0].addr) == ("127.0.0.1", "127.0.0.1")
+
+
+def test_localhost_cannot_be_master_of_multi_host_job() -> None:
+    inv = inventory(HostSpec(host="localhost", gpus=1), HostSpec(host="b", gpus=1))
+    with pytest.raises(
+        UsageError, match=r"hosts\.yaml: hosts\[0\]: localhost cannot be the master"
+    ):
+        choose_master_addr(inv, targets_for(inv))
+    with pytest.raises(UsageError):
+        plan(inv)
+
+
+def test_localhost_node0_with_addr_or_master_addr_is_fine() -> None:
+    with_addr = inventory(
+        HostSpec(host="localhost", gpus=1, addr="10.0.0.5"), HostSpec(host="b", gpus=1)
+    )
+    assert plan(with_addr).master_addr == "10.0.0.5"
+    with_master = inventory(
+        HostSpec(host="localhost", gpus=1), HostSpec(host="b", gpus=1), master_addr="10.0.0.6"
+    )
+    job = plan(with_master)
+    assert job.master_addr == "10.0.0.6"
+    assert job.nodes[0].addr == "127.0.0.1"
+
+
+def test_node_addr() -> None:
+    assert node_addr(HostSpec(host="a", gpus=1, addr="1.2.3.4"), target("a", "h")) == "1.2.3.4"
+    assert node_addr(HostSpec(host="a", gpus=1), target("a", "h")) == "h"
+    local = SshTarget(alias="localhost", hostname="localhost", port=0)
+    assert node_addr(HostSpec(host="localhost", gpus=1), local) == "127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    ("file_port", "options", "expected"),
+    [
+        (None, LaunchOptions(script="t"), None),
+        (29500, LaunchOptions(script="t"), 29500),
+        (29500, LaunchOptions(script="t", master_port=1234), 1234),
+        (None, LaunchOptions(script="t", master_port=1234), 1234),
+        (29500, LaunchOptions(script="t", master_port_auto=True), None),
+    ],
+)
+def test_master_port(file_port: int | None, options: LaunchOptions, expected: int | None) -> None:
+    inv = inventory(HostSpec(host="a", gpus=1), master_port=file_port)
+    assert master_port_of(inv, options) == expected
+    job = plan(inv, options)
+    assert job.master_port == expected
+    argv = job.nodes[0].argv
+    assert argv[argv.index("--master-port") + 1] == (
+        commands.AUTO_PORT if expected is None else str(expected)
+    )
+
+
+# -------------------------------------------------------------------------------------- environment
+
+
+def test_env_merge_order() -> None:
+    spec = HostSpec(
+        host="a", gpus=2, env={"L": "host", "F": "host", "E": "host", "H": "host"}, devices=(2, 0)
+    )
+    options = LaunchOptions(
+        script="t.py",
+        forward_env=("F*", "X"),
+        env=(("E", "first"), ("E", "cli"), ("NEW", "1")),
+    )
+    local = {"F": "forwarded", "FOO": "forwarded-too", "X": "x", "E": "local-ignored"}
+    env = node_env(spec, options, JOB, local)
+    assert env == {
+        "L": "host",
+        "F": "forwarded",
+        "E": "cli",
+        "H": "host",
+        "FOO": "forwarded-too",
+        "X": "x",
+        "NEW": "1",
+        JOB_ID_VAR: JOB,
+        "CUDA_VISIBLE_DEVICES": "2,0",
+    }
+    assert list(env)[-2:] == [JOB_ID_VAR, "CUDA_VISIBLE_DEVICES"]
+
+
+def test_env_without_devices_has_no_cuda_visible_devices() -> None:
+    env = node_env(
+        HostSpec(host="a", gpus=1), LaunchOptions(script="t"), JOB, {"CUDA_VISIBLE_DEVICES": "0"}
+    )
+    assert env == {JOB_ID_VAR: JOB}
+
+
+def test_forward_env_star_skips_owned_and_host_specific() -> None:
+    local = {
+        "NCCL_DEBUG": "INFO",
+        "MY_VAR": "1",
+        "SSH_AUTH_SOCK": "/tmp/agent",
+        "SSH_CONNECTION": "x",
+        "BASH_FUNC_foo%%": "() { :; }",
+        "BASH_FUNC_bar": "x",
+        "CUDA_VISIBLE_DEVICES": "0",
+        "SHELLOPTS": "braceexpand",
+        "BASHOPTS": "x",
+        "EUID": "1000",
+        "UID": "1000",
+        "PPID": "1",
+        "_": "/usr/bin/env",
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "WORLD_SIZE": "8",
+        "MASTER_ADDR": "x",
+        "MASTER_PORT": "1",
+        "TORCH_ELASTIC_WORKER_IDENTICAL": "1",
+        "TORCHELASTIC_RUN_ID": "x",
+        "CLUSTERLAUNCH_JOB_ID": "old",
+        "1BAD": "x",
+        "BAD-NAME": "x",
+        "PATH": "/usr/bin",
+        "HOME": "/home/me",
+        "USER": "me",
+        "PWD": "/here",
+        "XDG_RUNTIME_DIR": "/run/user/1000",
+        "TERM": "xterm",
+    }
+    assert envpolicy.forwarded(["*"], local) == {"MY_VAR": "1", "NCCL_DEBUG": "INFO"}
+
+
+def test_forward_env_exact_name_forwards_host_specific_but_never_refused() -> None:
+    local = {
+        "PATH": "/opt/bin",
+        "HOME": "/h",
+        "SSH_AUTH_SOCK": "/s",
+        "RANK": "1",
+        "XDG_X": "1",
+        "NCCL_X": "1",
+    }
+    assert envpolicy.forwarded(["PATH", "HOME", "SSH_AUTH_SOCK", "RANK", "XDG_*"], local) == {
+        "HOME": "/h",
+        "PATH": "/opt/bin",
+    }
+
+
+def test_forward_env_result_is_sorted_and_case_sensitive() -> None:
+    local = {"NCCL_B": "b", "NCCL_A": "a", "nccl_c": "c"}
+    assert list(envpolicy.forwarded(["NCCL_*"], local).items()) == [
+        ("NCCL_A", "a"),
+        ("NCCL_B", "b"),
+    ]
+
+
+def test_forward_env_in_plan_never_carries_refused_names() -> None:
+    local = {
+        "NCCL_DEBUG": "INFO",
+        "SSH_TTY": "/dev/pts/1",
+        "TORCH_ELASTIC_WORKER_IDENTICAL": "1",
+        "PATH": "/x",
+    }
+    job = plan(
+        inventory(HostSpec(host="a", gpus=1)),
+        LaunchOptions(script="t.py", forward_env=("*",)),
+        local_env=local,
+    )
+    node = job.nodes[0]
+    assert node.env == {"NCCL_DEBUG": "INFO", JOB_ID_VAR: JOB}
+    assert "TORCH_ELASTIC_WORKER_IDENTICAL" not in node.command
+    assert "SSH_TTY" not in node.command
+
+
+def test_env_merge_helper() -> None:
+    merged = envpolicy.merge({"A": "1", "B": "1"}, {"B": "2", "C": "2"}, {"A": "3"})
+    assert list(merged.items()) == [("A", "3"), ("B", "2"), ("C", "2")]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "SSH_AUTH_SOCK",
+        "CUDA_VISIBLE_DEVICES",
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "TORCH_ELASTIC_WORKER_IDENTICAL",
+        "TORCHELASTIC_RESTART_COUNT",
+        "CLUSTERLAUNCH_JOB_ID",
+        "BASH_FUNC_x%%",
+        "BASH_FUNC_x",
+        "1ABC",
+        "A-B",
+        "",
+        "A B",
+        "SHELLOPTS",
+        "UID",
+        "_",
+    ],
+)
+def test_refused_names(name: str) -> None:
+    assert envpolicy.refusal(name) is not None
+
+
+@pytest.mark.parametrize(
+    "name", ["NCCL_DEBUG", "_X", "a", "PATH", "HOME", "OMP_NUM_THREADS", "RANKS"]
+)
+def test_accepted_names(name: str) -> None:
+    assert envpolicy.refusal(name) is None
+
+
+# ----------------------------------------------------------------------------------- option parsing
+
+
+def test_parse_env_assignments() -> None:
+    assert parse_env_assignments(["A=1", "B=", "C=x=y", "A=2", "D= spaced \n"]) == (
+        ("A", "1"),
+        ("B", ""),
+        ("C", "x=y"),
+        ("A", "2"),
+        ("D", " spaced \n"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("pair", "message"),
+    [
+        ("FOO", "--env FOO: expected KEY=VALUE, e.g. --env NCCL_DEBUG=INFO"),
+        ("SSH_X=1", "--env SSH_X=1: SSH_* variables are owned"),
+        ("CUDA_VISIBLE_DEVICES=0", "devices: list"),
+        ("RANK=0", "set by torchrun"),
+        ("1ABC=1", "not a valid variable name"),
+        ("=1", "not a valid variable name"),
+        ("BASH_FUNC_f%%=x", "not a valid variable name"),
+    ],
+)
+def test_parse_env_assignments_errors(pair: str, message: str) -> None:
+    with pytest.raises(UsageError) as info:
+        parse_env_assignments([pair])
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("", ()),
+        (
+            "--max-restarts 3 --monitor-interval 1",
+            ("--max-restarts", "3", "--monitor-interval", "1"),
+        ),
+        ("--max_restarts=3", ("--max_restarts=3",)),
+        ("--no-python", ("--no-python",)),
+        ("-m", ("-m",)),
+        ("--role 'my role'", ("--role", "my role")),
+        ("--local-addr 10.0.0.1", ("--local-addr", "10.0.0.1")),
+    ],
+)
+def test_parse_torchrun_args_allowed(text: str, words: tuple[str, ...]) -> None:
+    assert parse_torchrun_args(text) == words
+
+
+@pytest.mark.parametrize(
+    ("text", "owned"),
+    [
+        ("--nnodes 3", "--nnodes"),
+        ("--nnodes=3", "--nnodes"),
+        ("--master_port=1", "--master-port"),
+        ("--master-addr x", "--master-addr"),
+        ("--master x", "--master-addr"),
+        ("--rdzv-backend c10d", "--rdzv-backend"),
+        ("--rdzv_endpoint x:1", "--rdzv-endpoint"),
+        ("--rdzv-anything", "--rdzv-anything"),
+        ("--node 1", "--node-rank"),
+        ("--node_rank 1", "--node-rank"),
+        ("--nproc_per_node=8", "--nproc-per-node"),
+        ("--nproc 8", "--nproc-per-node"),
+        ("--standalone", "--standalone"),
+        ("--log-dir /x", "--log-dir"),
+        ("--redirects 3", "--redirects"),
+        ("-r 3", "--redirects"),
+        ("--tee 3", "--tee"),
+        ("-t 3", "--tee"),
+        ("--local-ranks-filter 0", "--local-ranks-filter"),
+        ("--max-nodes 2", "--max-nodes"),
+        ("--run-path", "--run-path"),
+        ("--max-restarts 1 --nnodes 2", "--nnodes"),
+    ],
+)
+def test_parse_torchrun_args_refuses_owned(text: str, owned: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(f"is set by clusterlaunch ({owned})")):
+        parse_torchrun_args(text)
+
+
+def test_parse_torchrun_args_unclosed_quote() -> None:
+    with pytest.raises(UsageError, match=r"--torchrun-args '\"unclosed': No closing quotation"):
+        parse_torchrun_args('"unclosed')
+
+
+# --------------------------------------------------------------------------------------------- misc
+
+
+def test_remote_log_dir() -> None:
+    assert remote_log_dir("cl-x", 3) == "/tmp/clusterlaunch-cl-x-n3"
+
+
+def test_new_job_id_shape() -> None:
+    moment = datetime.datetime(2024, 5, 6, 7, 8, 9)
+    job_id = new_job_id(moment)
+    assert re.fullmatch(r"cl-20240506-070809-[0-9a-f]{6}", job_id)
+    assert len({new_job_id(moment) for _ in range(5)}) > 1
+
+
+def test_probe_command_uses_the_job_prefix() -> None:
+    inv = inventory(HostSpec(host="a", gpus=1, workdir="/w d", setup="true", env={"A": "1"}))
+    node = plan(inv).nodes[0]
+    command = probe_command(node, "10.0.0.1", 0, "n0nce", "train.py", True, 999)
+    assert shlex.split(command) == [
+        "cd", "--", "/w d", "&&", "{", "true", "}", "&&", "exec", "env", "A=1", f"{JOB_ID_VAR}={JOB}",
+        *commands.bootstrap_argv("python3", "probe", 999),
+        "--master-addr", "10.0.0.1", "--nonce", "n0nce", "--listen", "0",
+        "--script", "train.py", "--need-torch",
+    ]  # fmt: skip
+    bare = probe_command(node, "10.0.0.1", None, "n", None, False, 1)
+    assert shlex.split(bare)[-4:] == ["--master-addr", "10.0.0.1", "--nonce", "n"]

@@ -1,0 +1,94 @@
+"""Remote programs are shipped as one self-contained source: no package imports left."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from clusterlaunch.remote import BUNDLES, program_source
+
+
+def top_level_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def test_agent_compiles_and_is_self_contained() -> None:
+    source = program_source("agent")
+    assert isinstance(source, bytes)
+    code = compile(source, "clusterlaunch-agent", "exec")
+    assert code is not None
+    text = source.decode("utf-8")
+    assert "from clusterlaunch" not in text
+    assert "import clusterlaunch" not in text
+    assert "# bundle: strip" not in text
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            assert node.module is None or not node.module.startswith("clusterlaunch"), ast.unparse(
+                node
+            )
+            assert node.level == 0, ast.unparse(node)
+        if isinstance(node, ast.Import):
+            assert all(not alias.name.startswith("clusterlaunch") for alias in node.names)
+    assert {
+        "Agent",
+        "TreeKiller",
+        "RankTail",
+        "parse_root_cause",
+        "JobRecord",
+        "main",
+    } <= top_level_names(tree)
+
+
+def test_agent_bundle_order() -> None:
+    text = program_source("agent").decode()
+    positions = [
+        text.index(f"def {name}") if name == "parse_root_cause" else text.index(f"class {name}")
+        for name in ("TreeKiller", "parse_root_cause", "RankTail", "Agent")
+    ]
+    assert positions == sorted(positions)  # helpers defined before the agent uses them
+
+
+def test_probe_compiles() -> None:
+    source = program_source("probe")
+    compile(source, "clusterlaunch-probe", "exec")
+    assert b"from clusterlaunch" not in source
+
+
+def test_unknown_program() -> None:
+    with pytest.raises(ValueError, match="unknown remote program 'nope'"):
+        program_source("nope")
+
+
+def test_agent_size_is_stable() -> None:
+    assert program_source("agent") == program_source("agent")
+    assert "agent" in BUNDLES and "probe" in BUNDLES
+
+
+def test_bundled_root_cause_matches_module() -> None:
+    namespace: dict[str, object] = {"__name__": "bundled"}
+    source = program_source("agent")
+    exec(
+        compile(source, "clusterlaunch-agent", "exec"), namespace
+    )  # defines only; main() is guarded
+    parse = namespace["parse_root_cause"]
+    text = (
+        "Root Cause (first observed failure):\n[0]:\n  host      : h\n"
+        "  rank      : 1 (local_rank: 1)\n  exitcode  : 2 (pid: 3)\n====\n"
+    )
+    assert parse(text) == {  # type: ignore[operator]
+        "rank": 1,
+        "local_rank": 1,
+        "exitcode": 2,
+        "pid": 3,
+        "signal": None,
+        "host": "h",
+        "error_file": None,
+    }
