@@ -1,4 +1,4 @@
-"""The command line. The one place that maps exceptions to exit statuses and installs signal handlers.
+"""The command line: the one place that maps errors to exit statuses and handles signals.
 
 Exit statuses: 0 success; the first failing rank's own exit code; 2 bad input
 or failed preflight; 124 ``--timeout``; 129/130/143 after SIGHUP/Ctrl-C/SIGTERM;
@@ -83,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
 _PASSTHROUGH_AFTER = {"run": 2, "exec": 1}
 
 
-def split_passthrough(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[list[str], list[str]]:
+def split_passthrough(
+    parser: argparse.ArgumentParser, argv: Sequence[str]
+) -> tuple[list[str], list[str]]:
     """Split ``argv`` after SCRIPT (``run``) or HOSTS (``exec``).
 
     argparse's handling of ``--`` and of dash-words after a positional differs
@@ -121,7 +123,7 @@ def split_passthrough(parser: argparse.ArgumentParser, argv: Sequence[str]) -> t
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            return action.choices[name]  # type: ignore[no-any-return]
+            return action.choices[name]
     raise KeyError(name)
 
 
@@ -132,7 +134,8 @@ def _add_connection_options(parser: argparse.ArgumentParser) -> None:
         "--host-key-policy",
         choices=POLICIES,
         default="accept-new",
-        help="strict: refuse unknown host keys; accept-new: record them (changed keys are always refused)",
+        help="strict: refuse unknown host keys; accept-new: record them "
+        "(changed keys are always refused)",
     )
     group.add_argument("--fanout", type=int, default=64, help="parallel connections (default 64)")
     group.add_argument("--connect-timeout", type=float, default=10.0, help="seconds (default 10)")
@@ -142,10 +145,16 @@ def _add_job_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("job")
     group.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     group.add_argument("--forward-env", action="append", default=[], metavar="PATTERN")
-    group.add_argument("--python", help="Python on the hosts (default: the hosts file's, or python3)")
+    group.add_argument(
+        "--python", help="Python on the hosts (default: the hosts file's, or python3)"
+    )
     group.add_argument("--workdir", help="directory on the hosts (default: this directory's path)")
-    group.add_argument("--grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL")
-    group.add_argument("--timeout", type=float, help="wall-clock limit for the whole job (exit 124)")
+    group.add_argument(
+        "--grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL"
+    )
+    group.add_argument(
+        "--timeout", type=float, help="wall-clock limit for the whole job (exit 124)"
+    )
     group.add_argument("--log-dir", help="write one log per rank and the controller's log here")
     group.add_argument("--job-id", help="use this job id instead of a generated one")
     group.add_argument(
@@ -168,9 +177,7 @@ def _options(args: argparse.Namespace) -> LaunchOptions:
     if args.python is not None and ("=" in args.python or "\n" in args.python):
         raise UsageError(f"--python {args.python!r}: must be a path without '=' or newlines")
     if args.job_id is not None and not _JOB_ID.fullmatch(args.job_id):
-        raise UsageError(
-            f"--job-id {args.job_id!r}: use 1-64 letters, digits, '.', '_' or '-'"
-        )
+        raise UsageError(f"--job-id {args.job_id!r}: use 1-64 letters, digits, '.', '_' or '-'")
     if args.grace < 0 or args.heartbeat_timeout <= 1:
         raise UsageError("--grace must be >= 0 and --heartbeat-timeout > 1")
     return LaunchOptions(
@@ -225,7 +232,9 @@ def _check_local_script(args: argparse.Namespace, options: LaunchOptions) -> Non
         word in ("--no-python", "--no_python", "-m", "--module") for word in options.torchrun_args
     )
     if not runs_elsewhere and not Path(options.script).is_file():
-        raise UsageError(f"{options.script}: no such script here (the hosts run it from this directory)")
+        raise UsageError(
+            f"{options.script}: no such script here (the hosts run it from this directory)"
+        )
 
 
 def _exec_argv(args: argparse.Namespace) -> tuple[str, ...]:
@@ -233,7 +242,9 @@ def _exec_argv(args: argparse.Namespace) -> tuple[str, ...]:
     if argv[:1] == ["--"]:  # the documented separator: exec HOSTS -- COMMAND
         argv = argv[1:]
     if not argv:
-        raise UsageError("exec: give a command after --, e.g. clusterlaunch exec hosts.yaml -- hostname")
+        raise UsageError(
+            "exec: give a command after --, e.g. clusterlaunch exec hosts.yaml -- hostname"
+        )
     return tuple(argv)
 
 
@@ -263,7 +274,8 @@ def _report(outcome: JobOutcome, console: Console) -> int:
 
 def _raise_stop(signum: int, frame: FrameType | None) -> None:
     # Signals become an exception, so every layer's ``finally`` runs teardown.
-    raise StopJob(_SIGNAL_EXITS.get(signum, 128 + signum), _SIGNAL_NAMES.get(signum, f"signal {signum}"))
+    which = signal.Signals(signum)
+    raise StopJob(_SIGNAL_EXITS.get(which, 128 + signum), _SIGNAL_NAMES.get(which, which.name))
 
 
 def _install_signal_handlers() -> None:
@@ -297,4 +309,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         console.err.flush()
-

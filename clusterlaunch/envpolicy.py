@@ -56,7 +56,6 @@ _HOST_SPECIFIC = frozenset(
         "TMPDIR",
         "LS_COLORS",
         "PS1",
-        "OLDPWD",
     }
 )
 _HOST_SPECIFIC_PREFIXES = ("XDG_",)
@@ -74,7 +73,10 @@ def refusal(name: str) -> str | None:
     clear error rather than a silent skip.
     """
     if not is_valid_name(name):
-        return f"{name!r} is not a valid variable name (letters, digits and _; not starting with a digit)"
+        return (
+            f"{name!r} is not a valid variable name "
+            "(letters, digits and _; not starting with a digit)"
+        )
     if name in _READ_ONLY:
         return f"{name} is read-only in remote shells"
     if name == "CUDA_VISIBLE_DEVICES":

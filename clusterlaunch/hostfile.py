@@ -35,7 +35,9 @@ def load_inventory(path: str) -> Inventory:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise HostsFileError(path, None, "", "no such file; pass the path of a hosts file") from None
+        raise HostsFileError(
+            path, None, "", "no such file; pass the path of a hosts file"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise HostsFileError(path, None, "", f"cannot read it: {exc}") from None
     return parse_inventory(text, path)
@@ -107,7 +109,10 @@ def _parse_yaml(text: str, path: str) -> Inventory:
     entries = data.get("hosts")
     if not entries:
         raise HostsFileError(
-            path, key_line(data, "hosts"), "hosts", "no hosts; add a list like - {host: gpu-a, gpus: 4}"
+            path,
+            key_line(data, "hosts"),
+            "hosts",
+            "no hosts; add a list like - {host: gpu-a, gpus: 4}",
         )
     if not isinstance(entries, list):
         raise HostsFileError(path, key_line(data, "hosts"), "hosts", "must be a list of hosts")
@@ -149,7 +154,9 @@ def _host_entries(
         )
     source = entry if "gpus" in entry else defaults
     prefix = where if "gpus" in entry else "defaults"
-    gpus = _positive_int(merged["gpus"], path, key_line(source, "gpus"), prefix + ".gpus", "gpus: 4")
+    gpus = _positive_int(
+        merged["gpus"], path, key_line(source, "gpus"), prefix + ".gpus", "gpus: 4"
+    )
     env = {
         **_env(defaults, path, "defaults.env"),
         **_env(entry, path, where + ".env"),
@@ -160,22 +167,25 @@ def _host_entries(
         raise HostsFileError(
             path, key_line(entry, "addr"), where + ".addr", "cannot be combined with a host range"
         )
+    python = _shared_str(entry, defaults, "python", path, where) or "python3"
+    _check_python(python, entry, defaults, path, where)
     spec = {
         "gpus": gpus,
         "user": _shared_str(entry, defaults, "user", path, where),
         "port": _port(entry, defaults, path, where),
-        "python": _shared_str(entry, defaults, "python", path, where) or "python3",
+        "python": python,
         "workdir": _shared_str(entry, defaults, "workdir", path, where),
         "setup": _shared_str(entry, defaults, "setup", path, where),
         "env": env,
         "devices": devices,
         "addr": _optional_str(entry, "addr", path, where + ".addr"),
     }
-    _check_python(spec["python"], entry, defaults, path, where)
     return [HostSpec(host=host, line=line, **spec) for host in names]  # type: ignore[arg-type]
 
 
-def _check_keys(mapping: Mapping[str, Any], allowed: tuple[str, ...], path: str, where: str) -> None:
+def _check_keys(
+    mapping: Mapping[str, Any], allowed: tuple[str, ...], path: str, where: str
+) -> None:
     for key in mapping:
         if key not in allowed:
             hint = _suggest(str(key), allowed)
@@ -285,7 +295,10 @@ def _port(
     port = _as_int(source["port"])
     if port is None or not 1 <= port <= 65535:
         raise HostsFileError(
-            path, key_line(source, "port"), field, f"must be a TCP port 1-65535, got {source['port']!r}"
+            path,
+            key_line(source, "port"),
+            field,
+            f"must be a TCP port 1-65535, got {source['port']!r}",
         )
     return port
 
@@ -309,7 +322,9 @@ def _check_python(
 ) -> None:
     # ``env K=V PYTHON`` would take a path containing "=" for another assignment.
     if "=" in python or "\n" in python:
-        source, field = (entry, f"{where}.python") if "python" in entry else (defaults, "defaults.python")
+        source, field = (
+            (entry, f"{where}.python") if "python" in entry else (defaults, "defaults.python")
+        )
         raise HostsFileError(
             path, key_line(source, "python"), field, "must be a path without '=' or newlines"
         )

@@ -30,13 +30,16 @@ LOCAL_ADDR = "127.0.0.1"
 
 
 def new_job_id(now: datetime.datetime | None = None) -> str:
-    """A job id that sorts by start time and cannot be guessed: ``cl-YYYYmmdd-HHMMSS-xxxxxx``."""
+    """A job id that sorts by start time and cannot be guessed.
+
+    Shaped ``cl-YYYYmmdd-HHMMSS-xxxxxx``.
+    """
     moment = now or datetime.datetime.now()
     return f"cl-{moment:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
 
 
 def remote_log_dir(job_id: str, node_rank: int) -> str:
-    """Where torchrun writes node ``node_rank``'s per-rank files (the agent tails and removes it)."""
+    """Where torchrun writes node ``node_rank``'s per-rank files (tailed, then removed)."""
     return f"/tmp/clusterlaunch-{job_id}-n{node_rank}"
 
 

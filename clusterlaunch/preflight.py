@@ -91,7 +91,9 @@ def run_preflight(
     runs: list[_ProbeRun] = []
     for node in plan.nodes:
         listen = (plan.master_port or 0) if node.node_rank == 0 else None
-        command = probe_command(node, plan.master_addr, listen, nonce, script, need_torch, len(source))
+        command = probe_command(
+            node, plan.master_addr, listen, nonce, script, need_torch, len(source)
+        )
         runs.append(_ProbeRun(node, connections[node.host].start(command, source), script))
     deadline = time.monotonic() + timeout
     _pump_until(runs, lambda r: "static" in r.stages or r.done(), deadline)

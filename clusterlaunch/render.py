@@ -35,7 +35,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A plain left-aligned text table."""
     cells = [[str(c) for c in headers], *[[str(c) for c in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in cells]
+    lines = [
+        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in cells
+    ]
     return "\n".join(lines)
 
 

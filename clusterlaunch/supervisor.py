@@ -61,9 +61,7 @@ class HostRun:
         The agent knows whether the job exited before any teardown request,
         so its ``reason`` decides, not the controller's timing.
         """
-        return (
-            self.ended is not None and self.ended.get("reason") == "exited" and self.code != 0
-        )
+        return self.ended is not None and self.ended.get("reason") == "exited" and self.code != 0
 
     @property
     def code(self) -> int:
@@ -168,9 +166,7 @@ class Supervisor:
         while self.stop is None and not all(h.done for h in self.hosts):
             self._step(0.2)
             if self.timeout is not None and self.clock() - started > self.timeout:
-                self._set_stop(
-                    JobOutcome(EXIT_TIMEOUT, f"--timeout {self.timeout:g} s reached")
-                )
+                self._set_stop(JobOutcome(EXIT_TIMEOUT, f"--timeout {self.timeout:g} s reached"))
 
     def _step(self, wait: float) -> None:
         """Wait for output (at most ``wait`` s), route it, judge endings."""

@@ -66,7 +66,7 @@ def load_yaml(text: str) -> Any:
 
     Raises ``yaml.YAMLError`` for syntax errors and :class:`DuplicateKeyError`.
     """
-    return yaml.load(text, Loader=_LineLoader)  # noqa: S506 - _LineLoader is a SafeLoader
+    return yaml.load(text, Loader=_LineLoader)
 
 
 def key_line(mapping: object, key: str) -> int | None:
@@ -74,4 +74,3 @@ def key_line(mapping: object, key: str) -> int | None:
     if isinstance(mapping, LineMap):
         return mapping.key_lines.get(key, mapping.line)
     return None
-

@@ -33,8 +33,8 @@ VPY=.venv/bin/python
     || "$VPY" -m pip install -q "torch==2.13.0"
 "$VPY" -m pip install -q -e ".[test]"
 
-"$VPY" -m ruff check clusterlaunch tests examples benchmarks
-"$VPY" -m ruff format --check clusterlaunch tests examples benchmarks
+"$VPY" -m ruff check .
+"$VPY" -m ruff format --check .
 "$VPY" -m mypy clusterlaunch
 
 # Hosts started by the suite run jobs with this interpreter (see tests/conftest.py).

@@ -78,7 +78,7 @@ def serve(listener, nonce, stop):
     while not stop.is_set():
         try:
             conn, _ = listener.accept()
-        except socket.timeout:
+        except TimeoutError:
             continue
         except OSError:
             return
@@ -112,7 +112,10 @@ def dial(addr, port, nonce, timeout):
     except OSError as exc:
         return "cannot connect to %s:%d: %s" % (addr, port, exc)
     if reply.strip() != nonce + b" ok":
-        return "%s:%d answered, but it is not our node 0 (another service on that port?)" % (addr, port)
+        return "%s:%d answered, but it is not our node 0 (another service on that port?)" % (
+            addr,
+            port,
+        )
     return None
 
 

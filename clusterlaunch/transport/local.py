@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import subprocess
@@ -62,10 +63,8 @@ class LocalProcess:
         """EOF on the process's stdin."""
         stdin = self._popen.stdin
         if stdin is not None and not stdin.closed:
-            try:
+            with contextlib.suppress(OSError):
                 stdin.close()
-            except OSError:
-                pass
 
     def exit_status(self) -> int | None:
         """Exit status as the shell reports it (128+N for signal N)."""

@@ -7,6 +7,7 @@ refused under both.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -46,7 +47,9 @@ class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
         self._path = Path(known_hosts)
         self._lock = lock
 
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
         line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
         with self._lock:
             self._path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -56,11 +59,13 @@ class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
 
 
 class _StrictPolicy(paramiko.MissingHostKeyPolicy):
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
         raise HostKeyError(
             hostname,
             "unknown host key (--host-key-policy strict); add it to known_hosts "
-            f"(ssh-keyscan) or connect once with --host-key-policy accept-new",
+            "(ssh-keyscan) or connect once with --host-key-policy accept-new",
         )
 
 
@@ -95,10 +100,8 @@ class SshProcess:
 
     def close_stdin(self) -> None:
         """EOF on the remote stdin."""
-        try:
+        with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
             self._channel.shutdown_write()
-        except (OSError, EOFError, paramiko.SSHException):
-            pass
 
     def exit_status(self) -> int | None:
         """The remote exit status once the server sent it (None if it never did)."""
@@ -113,7 +116,9 @@ class SshProcess:
         """Exit status received and both streams read to the end."""
         channel = self._channel
         drained = not channel.recv_ready() and not channel.recv_stderr_ready()
-        return drained and (channel.closed or (channel.eof_received and channel.exit_status_ready()))
+        return drained and (
+            channel.closed or (bool(channel.eof_received) and channel.exit_status_ready())
+        )
 
     def close(self) -> None:
         """Close the channel (the remote side sees EOF)."""
@@ -191,7 +196,9 @@ class SshConnection:
             client.close()
 
 
-def connect(target: SshTarget, settings: SshSettings, known_hosts_lock: threading.Lock) -> SshConnection:
+def connect(
+    target: SshTarget, settings: SshSettings, known_hosts_lock: threading.Lock
+) -> SshConnection:
     """Authenticate to ``target`` (through its ProxyJump hops) and start the keepalive."""
     chain = [target]
     if target.proxy_jump:
@@ -225,7 +232,9 @@ def _tunnel(client: paramiko.SSHClient, target: SshTarget) -> paramiko.Channel:
             "direct-tcpip", (target.hostname, target.port), ("127.0.0.1", 0)
         )
     except (OSError, paramiko.SSHException) as exc:
-        raise TransportError(target.alias, f"jump host cannot reach {target.hostname}:{target.port}: {exc}") from None
+        raise TransportError(
+            target.alias, f"jump host cannot reach {target.hostname}:{target.port}: {exc}"
+        ) from None
 
 
 def _open_client(
@@ -247,7 +256,8 @@ def _open_client(
             target.hostname,
             port=target.port,
             username=target.user,
-            key_filename=list(target.identity_files) or None,
+            # paramiko accepts a list here; its type stubs say str only.
+            key_filename=list(target.identity_files) or None,  # type: ignore[arg-type]
             look_for_keys=not target.identities_only,
             allow_agent=not target.identities_only,
             timeout=timeout,
@@ -291,6 +301,9 @@ def _changed_key_message(target: SshTarget, exc: paramiko.BadHostKeyException) -
 
 def _network_message(target: SshTarget, exc: BaseException, timeout: float) -> str:
     where = f"{target.hostname}:{target.port}"
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError) and exc.errors:
+        # paramiko wraps the per-address socket errors; the first one says why.
+        exc = next(iter(exc.errors.values()))
     if isinstance(exc, socket.timeout | TimeoutError):
         return f"no answer from {where} within {timeout:g} s"
     if isinstance(exc, ConnectionRefusedError):

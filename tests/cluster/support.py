@@ -43,11 +43,24 @@ def run_cli(
     command: str, cluster: LoopbackCluster | None, *args: str, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """Run the CLI to completion from the workers' directory (the remote workdir)."""
+    result = run_cli_bytes(command, cluster, *args, timeout=timeout)
+    # Decoded without universal newlines, which would turn "\r" into "\n".
+    return subprocess.CompletedProcess(
+        result.args,
+        result.returncode,
+        result.stdout.decode("utf-8", "replace"),
+        result.stderr.decode("utf-8", "replace"),
+    )
+
+
+def run_cli_bytes(
+    command: str, cluster: LoopbackCluster | None, *args: str, timeout: float = 120
+) -> subprocess.CompletedProcess[bytes]:
+    """Like :func:`run_cli`, with stdout and stderr as the exact bytes."""
     return subprocess.run(
         cli_argv(command, cluster, *args),
         cwd=WORKERS,
         capture_output=True,
-        text=True,
         timeout=timeout,
         env=_env(),
     )
@@ -64,7 +77,9 @@ def start_cli(command: str, cluster: LoopbackCluster | None, *args: str) -> subp
     )
 
 
-def wait_for_lines(process: subprocess.Popen[bytes], needle: bytes, count: int, timeout: float) -> list[bytes]:
+def wait_for_lines(
+    process: subprocess.Popen[bytes], needle: bytes, count: int, timeout: float
+) -> list[bytes]:
     """Read stdout until ``count`` lines contain ``needle``; returns the lines read."""
     assert process.stdout is not None
     seen: list[bytes] = []
@@ -75,7 +90,9 @@ def wait_for_lines(process: subprocess.Popen[bytes], needle: bytes, count: int, 
             raise AssertionError(f"only {hits}/{count} {needle!r} lines: {seen[-10:]}")
         line = process.stdout.readline()
         if not line:
-            raise AssertionError(f"stdout ended after {hits}/{count} {needle!r} lines: {seen[-10:]}")
+            raise AssertionError(
+                f"stdout ended after {hits}/{count} {needle!r} lines: {seen[-10:]}"
+            )
         seen.append(line)
         hits += needle in line
     return seen

@@ -42,7 +42,9 @@ def test_heterogeneous_ranks_match_the_plan(sim_cluster, tmp_path: Path) -> None
     dry = run_cli("run", sim_cluster, "--dry-run", "--json", str(hosts), "allreduce.py")
     plan = json.loads(dry.stdout)
     expected = {
-        rank: (node["host"], node["nproc"]) for node in plan["nodes"] for rank in node["global_ranks"]
+        rank: (node["host"], node["nproc"])
+        for node in plan["nodes"]
+        for rank in node["global_ranks"]
     }
     assert expected == {0: ("node0", 3), 1: ("node0", 3), 2: ("node0", 3), 3: ("node1", 1)}
     result = run_cli("run", sim_cluster, str(hosts), "allreduce.py")
@@ -87,7 +89,14 @@ def test_hostile_arguments_reach_the_script_exactly(sim_cluster, tmp_path: Path)
 def test_failing_rank_exit_code_and_summary(sim_cluster, tmp_path: Path) -> None:
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 2)])
     result = run_cli(
-        "run", sim_cluster, "--env", "FAIL_RANK=2", "--env", "FAIL_CODE=7", str(hosts), "allreduce.py"
+        "run",
+        sim_cluster,
+        "--env",
+        "FAIL_RANK=2",
+        "--env",
+        "FAIL_CODE=7",
+        str(hosts),
+        "allreduce.py",
     )
     assert result.returncode == 7, result.stderr
     assert "job failed: rank 2 on node1 exited with code 7" in result.stderr
@@ -165,7 +174,9 @@ def test_changed_host_key_is_refused_and_starts_nothing(
     lines[1] = " ".join([lines[1].split()[0], *other_key])
     known.write_text("\n".join(lines) + "\n")
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
-    result = run_cli("run", cluster, "--env", f"MARKER_FILE={marker}", str(hosts), "touch_marker.py")
+    result = run_cli(
+        "run", cluster, "--env", f"MARKER_FILE={marker}", str(hosts), "touch_marker.py"
+    )
     assert result.returncode == 2
     assert "HOST KEY CHANGED" in result.stderr and "node1" in result.stderr
     assert not list(tmp_path.glob("started*"))
@@ -218,10 +229,11 @@ def test_progress_bars_partial_lines_and_utf8_survive(sim_cluster, tmp_path: Pat
 
 def test_exec_streams_each_host_and_returns_the_exit_code(sim_cluster, tmp_path: Path) -> None:
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
-    result = run_cli(
-        "exec", sim_cluster, str(hosts), "--", "sh", "-c",
-        'echo "out $CLUSTERLAUNCH_SIM_HOST"; echo err >&2; [ "${CLUSTERLAUNCH_SIM_HOST#*-}" = node1 ] && exit 3; exit 0',
-    )  # fmt: skip
+    script = (
+        'echo "out $CLUSTERLAUNCH_SIM_HOST"; echo err >&2; '
+        '[ "${CLUSTERLAUNCH_SIM_HOST#*-}" = node1 ] && exit 3; exit 0'
+    )
+    result = run_cli("exec", sim_cluster, str(hosts), "--", "sh", "-c", script)
     assert result.returncode == 3, result.stderr
     for host in ("node0", "node1"):
         assert any(
@@ -278,7 +290,9 @@ def test_preflight_reports_every_problem_and_starts_nothing(sim_cluster, tmp_pat
             ("node2", 1, {"workdir": "/nonexistent/dir"}),
         ],
     )
-    result = run_cli("run", sim_cluster, "--env", f"MARKER_FILE={marker}", str(hosts), "touch_marker.py")
+    result = run_cli(
+        "run", sim_cluster, "--env", f"MARKER_FILE={marker}", str(hosts), "touch_marker.py"
+    )
     assert result.returncode == 2
     assert "nothing was started" in result.stderr
     assert "needs GPU(s) [0, 1] but nvidia-smi lists [0]" in result.stderr
@@ -313,7 +327,15 @@ def test_proxy_jump(sim_cluster_factory, tmp_path: Path) -> None:
     text = Path(cluster.ssh_config).read_text()
     config.write_text(text.replace("Host node1\n", "Host node1\n    ProxyJump node0\n"))
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node1", 1)])
-    args = ("--ssh-config", str(config), str(hosts), "--", "sh", "-c", "echo $CLUSTERLAUNCH_SIM_HOST")
+    args = (
+        "--ssh-config",
+        str(config),
+        str(hosts),
+        "--",
+        "sh",
+        "-c",
+        "echo $CLUSTERLAUNCH_SIM_HOST",
+    )
     result = run_cli("exec", None, *args)
     assert result.returncode == 0, result.stderr
     assert "-node1" in result.stdout

@@ -603,7 +603,8 @@ def test_probe_command_uses_the_job_prefix() -> None:
     node = plan(inv).nodes[0]
     command = probe_command(node, "10.0.0.1", 0, "n0nce", "train.py", True, 999)
     assert shlex.split(command) == [
-        "cd", "--", "/w d", "&&", "{", "true", "}", "&&", "exec", "env", "A=1", f"{JOB_ID_VAR}={JOB}",
+        "cd", "--", "/w d", "&&", "{", "true", "}", "&&",
+        "exec", "env", "A=1", f"{JOB_ID_VAR}={JOB}",
         *commands.bootstrap_argv("python3", "probe", 999),
         "--master-addr", "10.0.0.1", "--nonce", "n0nce", "--listen", "0",
         "--script", "train.py", "--need-torch",
