@@ -15,8 +15,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
-from clusterlaunch import __version__, render
+from clusterlaunch import __version__, jobs, render
 from clusterlaunch.errors import ClusterlaunchError, JobOutcome, PreflightError, UsageError
 from clusterlaunch.hostfile import load_inventory
 from clusterlaunch.launcher import JobRequest, check, launch, make_plan
@@ -25,7 +26,7 @@ from clusterlaunch.model import LaunchOptions
 from clusterlaunch.planner import new_job_id, parse_env_assignments, parse_torchrun_args
 from clusterlaunch.streams import Console
 from clusterlaunch.supervisor import StopJob
-from clusterlaunch.transport import POLICIES, SshSettings
+from clusterlaunch.transport import POLICIES, SshSettings, close_all, connect_all
 from clusterlaunch.transport.sshconfig import resolve_targets
 
 EXIT_USAGE = 2
@@ -76,7 +77,21 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--master-port", help="a port number, or auto")
     chk.add_argument("hosts", help="hosts file")
     chk.add_argument("script", nargs="?", help="also check this script exists on every host")
+    _add_job_control(commands)
     return parser
+
+
+def _add_job_control(commands: Any) -> None:
+    ps = commands.add_parser("ps", help="list running clusterlaunch jobs on the hosts")
+    _add_connection_options(ps)
+    ps.add_argument("--python", help="Python on the hosts (default: the hosts file's)")
+    ps.add_argument("--json", action="store_true", help="one JSON object per job node")
+    ps.add_argument("hosts", help="hosts file")
+    kill = commands.add_parser("kill", help="tear one job down on every host")
+    _add_connection_options(kill)
+    kill.add_argument("--python", help="Python on the hosts (default: the hosts file's)")
+    kill.add_argument("hosts", help="hosts file")
+    kill.add_argument("job_id", help="the job id (see clusterlaunch ps)")
 
 
 # How many positionals come before the words passed through untouched.
@@ -248,7 +263,36 @@ def _exec_argv(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(argv)
 
 
+def _job_control(args: argparse.Namespace, console: Console) -> int:
+    inventory = load_inventory(args.hosts)
+    targets = resolve_targets(args.ssh_config, inventory.hosts)
+    settings = SshSettings(
+        host_key_policy=args.host_key_policy,
+        connect_timeout=args.connect_timeout,
+        config_path=args.ssh_config,
+    )
+    connections, problems = connect_all(targets, settings, args.fanout)
+    try:
+        if problems:
+            raise PreflightError(problems, render.problems_text(problems))
+        if args.command == "ps":
+            found = jobs.list_jobs(inventory.hosts, targets, connections, args.python)
+            text = render.jobs_json(found) if args.json else render.jobs_text(found)
+            console.out.write(text.encode() + b"\n")
+            return 0
+        reports = jobs.kill_job(inventory.hosts, targets, connections, args.job_id, args.python)
+    finally:
+        close_all(connections)
+    if not reports:
+        console.err.write(f"clusterlaunch: no running job {args.job_id} on these hosts\n".encode())
+        return 1
+    console.out.write(render.kill_text(args.job_id, reports).encode() + b"\n")
+    return 0 if all(r.stopped for r in reports) else 1
+
+
 def _run(args: argparse.Namespace, console: Console) -> int:
+    if args.command in ("ps", "kill"):
+        return _job_control(args, console)
     exec_argv = _exec_argv(args) if args.command == "exec" else None
     request = _request(args, exec_argv)
     if args.command == "run" and not args.dry_run:

@@ -167,8 +167,9 @@ def _host_entries(
         raise HostsFileError(
             path, key_line(entry, "addr"), where + ".addr", "cannot be combined with a host range"
         )
-    python = _shared_str(entry, defaults, "python", path, where) or "python3"
-    _check_python(python, entry, defaults, path, where)
+    python = _shared_str(entry, defaults, "python", path, where)
+    if python is not None:
+        _check_python(python, entry, defaults, path, where)
     spec = {
         "gpus": gpus,
         "user": _shared_str(entry, defaults, "user", path, where),

@@ -8,6 +8,7 @@ any host until every host has passed every check.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -58,6 +59,7 @@ def make_plan(
         local_cwd=local_cwd or os.getcwd(),
         agent_size=len(program_source("agent")),
         exec_argv=request.exec_argv,
+        local_python=sys.executable,
     )
 
 

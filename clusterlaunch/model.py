@@ -21,7 +21,9 @@ class HostSpec:
     gpus: int
     user: str | None = None
     port: int | None = None
-    python: str = "python3"
+    python: str | None = None
+    """``None``: not set in the file (the planner picks ``python3``, or for
+    ``localhost`` the controller's own interpreter)."""
     workdir: str | None = None
     setup: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)

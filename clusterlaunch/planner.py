@@ -27,6 +27,23 @@ from clusterlaunch.model import (
 
 JOB_ID_VAR = "CLUSTERLAUNCH_JOB_ID"
 LOCAL_ADDR = "127.0.0.1"
+DEFAULT_PYTHON = "python3"
+
+
+def python_for(spec: HostSpec, override: str | None, local_python: str | None) -> str:
+    """``--python``, else the hosts file's, else the controller's own (``localhost``), else python3.
+
+    A local job naturally uses the interpreter clusterlaunch itself runs in
+    (the one that has torch), even from a virtual environment that is not
+    activated.
+    """
+    if override:
+        return override
+    if spec.python:
+        return spec.python
+    if spec.is_local and local_python:
+        return local_python
+    return DEFAULT_PYTHON
 
 
 def new_job_id(now: datetime.datetime | None = None) -> str:
@@ -134,11 +151,13 @@ def plan_job(
     local_cwd: str,
     agent_size: int,
     exec_argv: Sequence[str] | None = None,
+    local_python: str | None = None,
 ) -> JobPlan:
     """Plan a torchrun job (or, with ``exec_argv``, a plain command) on every host.
 
     ``targets`` are the SSH resolutions of ``inventory.hosts``, in the same order.
-    ``agent_size`` is the byte length of the agent program the bootstrap reads.
+    ``agent_size`` is the byte length of the agent program the bootstrap reads;
+    ``local_python`` is the controller's interpreter (default for ``localhost``).
     """
     if len(targets) != len(inventory.hosts):
         raise ValueError("one target per host expected")
@@ -148,7 +167,7 @@ def plan_job(
     nodes = []
     first_rank = 0
     for node_rank, (spec, target) in enumerate(zip(inventory.hosts, targets, strict=True)):
-        python = commands.HostPath(options.python or spec.python)
+        python = commands.HostPath(python_for(spec, options.python, local_python))
         workdir = commands.HostPath(options.workdir or spec.workdir or local_cwd)
         if exec_argv is None:
             job_argv = commands.torchrun_argv(

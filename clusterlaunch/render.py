@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import shlex
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from clusterlaunch.errors import HostProblem, JobOutcome
+from clusterlaunch.jobs import KillReport, RemoteJob
 from clusterlaunch.model import JobPlan
 from clusterlaunch.preflight import PreflightResult
 
@@ -113,10 +116,57 @@ def problems_text(problems: Sequence[HostProblem]) -> str:
 
 def outcome_text(outcome: JobOutcome) -> str:
     """The failure summary: what failed first, and its last lines of output."""
-    verb = "stopped" if outcome.exit_code in (124, 129, 130, 143) else "failed"
+    verb = "stopped" if outcome.exit_code in (124, 129, 130, 137, 143) else "failed"
     lines = [f"job {verb}: {outcome.reason}"]
     if outcome.tail:
         who = f"rank {outcome.rank}" if outcome.rank is not None else outcome.host
         lines.append(f"last {len(outcome.tail)} line(s) of {who}:")
         lines.extend(f"  | {line}" for line in outcome.tail)
     return "\n".join(lines)
+
+
+def jobs_text(found: Sequence[RemoteJob]) -> str:
+    """``clusterlaunch ps``: one row per node of every running job."""
+    if not found:
+        return "no clusterlaunch jobs running on these hosts"
+    rows = [
+        (
+            job.job_id,
+            job.host,
+            job.node_rank,
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(job.started_at)),
+            _short(shlex.join(job.command)),
+        )
+        for job in found
+    ]
+    return table(("job", "host", "node", "started", "command"), rows)
+
+
+def jobs_json(found: Sequence[RemoteJob]) -> str:
+    """``clusterlaunch ps --json``: one JSON object per line."""
+    return "\n".join(
+        json.dumps(
+            {
+                "job_id": job.job_id,
+                "host": job.host,
+                "node_rank": job.node_rank,
+                "started_at": job.started_at,
+                "command": list(job.command),
+                "agent_pid": job.agent_pid,
+            }
+        )
+        for job in found
+    )
+
+
+def kill_text(job_id: str, reports: Sequence[KillReport]) -> str:
+    """``clusterlaunch kill``: which nodes stopped, and how long it took."""
+    rows = [
+        (r.host, r.node_rank, "stopped" if r.stopped else "STILL RUNNING", f"{r.seconds:.2f} s")
+        for r in reports
+    ]
+    return f"job {job_id}:\n" + table(("host", "node", "state", "after"), rows)
+
+
+def _short(text: str, width: int = 80) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."

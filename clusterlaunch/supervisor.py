@@ -27,6 +27,8 @@ from clusterlaunch.transport.base import Connection, RemoteProcess
 HEARTBEAT_S = 1.0
 EXIT_HOST_LOST = 255
 EXIT_TIMEOUT = 124
+EXIT_KILLED = 137  # stopped from outside with ``clusterlaunch kill``
+_STOP_CODES = (EXIT_TIMEOUT, EXIT_KILLED, 129, 130, 143)
 
 
 class StopJob(Exception):
@@ -213,6 +215,8 @@ class Supervisor:
             host.ended = event
             if event.get("message"):
                 self.router.message(f"{host.node.host}: {event['message']}")
+            if event.get("reason") == "killed":
+                self._set_stop(JobOutcome(EXIT_KILLED, "the job was killed (clusterlaunch kill)"))
 
     def _check(self, host: HostRun) -> None:
         assert host.process is not None
@@ -269,7 +273,7 @@ def decide_outcome(
         first = min(lost, key=lambda h: h.order or len(hosts) + 1)
         return JobOutcome(EXIT_HOST_LOST, stop.reason, host=first.node.host)
     culprit = first_failure(hosts)
-    if culprit is None or stop.exit_code in (EXIT_TIMEOUT, 129, 130, 143):
+    if culprit is None or stop.exit_code in _STOP_CODES:
         return stop
     root = (culprit.ended or {}).get("root_cause")
     if root:

@@ -62,6 +62,10 @@ class JobRecord:
             "command": args.argv,
             "hostname": socket.gethostname(),
             "cwd": os.getcwd(),
+            "grace": args.grace,
+            # "server_ip server_port" of the SSH session: tells hosts apart that
+            # share one machine (and one state directory), as test hosts do.
+            "ssh_server": " ".join(os.environ.get("SSH_CONNECTION", "").split()[2:4]),
         }
         path = os.path.join(folder, "%s.n%d.%d.json" % (args.job_id, args.node_rank, me))
         temporary = path + ".tmp"

@@ -17,6 +17,7 @@ from clusterlaunch.simcluster import LoopbackCluster
 # The interpreter the hosts run jobs with: scripts/test.sh points it at its venv.
 PYTHON = os.environ.get("CLUSTERLAUNCH_TEST_PYTHON", sys.executable)
 WORKERS = Path(__file__).parent / "workers"
+REPO = Path(__file__).resolve().parents[2]
 LINE = re.compile(r"^\[r(\d+) (\S+):(\d+)\] +(.*)$")
 
 
@@ -40,10 +41,14 @@ def cli_argv(command: str, cluster: LoopbackCluster | None, *args: str) -> list[
 
 
 def run_cli(
-    command: str, cluster: LoopbackCluster | None, *args: str, timeout: float = 120
+    command: str,
+    cluster: LoopbackCluster | None,
+    *args: str,
+    timeout: float = 120,
+    cwd: Path = WORKERS,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the CLI to completion from the workers' directory (the remote workdir)."""
-    result = run_cli_bytes(command, cluster, *args, timeout=timeout)
+    """Run the CLI to completion, by default from the workers' directory (the remote workdir)."""
+    result = run_cli_bytes(command, cluster, *args, timeout=timeout, cwd=cwd)
     # Decoded without universal newlines, which would turn "\r" into "\n".
     return subprocess.CompletedProcess(
         result.args,
@@ -54,12 +59,16 @@ def run_cli(
 
 
 def run_cli_bytes(
-    command: str, cluster: LoopbackCluster | None, *args: str, timeout: float = 120
+    command: str,
+    cluster: LoopbackCluster | None,
+    *args: str,
+    timeout: float = 120,
+    cwd: Path = WORKERS,
 ) -> subprocess.CompletedProcess[bytes]:
     """Like :func:`run_cli`, with stdout and stderr as the exact bytes."""
     return subprocess.run(
         cli_argv(command, cluster, *args),
-        cwd=WORKERS,
+        cwd=cwd,
         capture_output=True,
         timeout=timeout,
         env=_env(),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -345,3 +346,46 @@ def test_proxy_jump(sim_cluster_factory, tmp_path: Path) -> None:
     again = run_cli("exec", None, *args)
     assert again.returncode == 2
     assert "127.0.0.11" in again.stderr and "nothing was started" in again.stderr
+
+
+def test_second_interrupt_kills_at_once(sim_cluster, tmp_path: Path, assert_no_orphans) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    # Workers ignore SIGTERM, so a graceful teardown would wait the whole grace.
+    process = start_cli("run", sim_cluster, "--grace", "60", str(hosts), "stubborn.py")
+    try:
+        wait_for_lines(process, b" up", 2, timeout=90)
+        process.send_signal(signal.SIGINT)
+        with pytest.raises(subprocess.TimeoutExpired):
+            process.wait(timeout=2)  # still waiting on the stubborn workers
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=10) == 130
+        assert process.stderr is not None
+        assert "second interrupt: killing everything now" in process.stderr.read().decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert_no_orphans(sim_cluster, timeout=3.0)
+
+
+def test_torch_missing_or_different_fails_preflight(sim_cluster, tmp_path: Path) -> None:
+    fake_site = tmp_path / "site"
+    info = fake_site / "torch-9.9.9.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 9.9.9\n")
+    no_torch = "/usr/bin/python3"
+    if not Path(no_torch).exists():
+        pytest.skip("needs a system python without torch at /usr/bin/python3")
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml",
+        [
+            ("node0", 1),
+            ("node1", 1, {"env": {"PYTHONPATH": str(fake_site)}}),  # metadata says 9.9.9
+            ("node2", 1, {"python": no_torch}),
+        ],
+    )
+    result = run_cli("run", sim_cluster, str(hosts), "allreduce.py")
+    assert result.returncode == 2
+    assert "nothing was started" in result.stderr
+    assert "torch 9.9.9 differs from 2.13.0" in result.stderr
+    assert f"torch is not installed for {no_torch}" in result.stderr

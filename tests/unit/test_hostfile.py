@@ -121,7 +121,7 @@ def test_minimal_yaml_gets_defaults() -> None:
         """)
     assert inventory == Inventory(path=PATH, hosts=(HostSpec(host="gpu-a", gpus=8, line=2),))
     spec = inventory.hosts[0]
-    assert spec.python == "python3"
+    assert spec.python is None  # unset: the planner decides (python3, or ours for localhost)
     assert spec.env == {}
     assert spec.devices is None
     assert inventory.master_port is None

@@ -611,3 +611,15 @@ def test_probe_command_uses_the_job_prefix() -> None:
     ]  # fmt: skip
     bare = probe_command(node, "10.0.0.1", None, "n", None, False, 1)
     assert shlex.split(bare)[-4:] == ["--master-addr", "10.0.0.1", "--nonce", "n"]
+
+
+def test_python_default_is_python3_remotely_and_ours_for_localhost() -> None:
+    from clusterlaunch.planner import python_for
+
+    remote = HostSpec(host="gpu-a", gpus=1)
+    local = HostSpec(host="localhost", gpus=1)
+    assert python_for(remote, None, "/venv/bin/python") == "python3"
+    assert python_for(local, None, "/venv/bin/python") == "/venv/bin/python"
+    assert python_for(local, "/opt/py", "/venv/bin/python") == "/opt/py"
+    explicit = HostSpec(host="localhost", gpus=1, python="/usr/bin/python3")
+    assert python_for(explicit, None, "/venv/bin/python") == "/usr/bin/python3"

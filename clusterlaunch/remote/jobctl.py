@@ -1,0 +1,95 @@
+"""List and stop clusterlaunch jobs on this host, from their records (stdlib only).
+
+``list`` prints every live record; ``kill JOB_ID`` sends SIGUSR1 to each agent
+of that job (which then tears its job down: SIGTERM, grace, SIGKILL, by
+process group and PID) and waits until the agents are gone. Agents are
+identified by PID *and* start time, so a recycled PID is never signalled, and
+nothing but our own agents is ever touched.
+"""
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+from clusterlaunch.remote.records import process_start_time, state_dir  # bundle: strip
+
+JOBCTL_MARK = "@@jobctl@@ "
+
+
+def live_records():
+    """Records whose agent still runs; stale ones (agent gone) are removed."""
+    folder = state_dir()
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    records = []
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            with open(path) as handle:
+                record = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        if process_start_time(record.get("agent_pid", -1)) != record.get("agent_start"):
+            try:
+                os.unlink(path)  # the agent died without cleaning up (SIGKILL)
+            except OSError:
+                pass
+            continue
+        records.append(record)
+    return records
+
+
+def emit(**fields):
+    sys.stdout.write(JOBCTL_MARK + json.dumps(fields, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def kill_job(job_id, timeout):
+    targets = [r for r in live_records() if r["job_id"] == job_id]
+    started = time.monotonic()
+    for record in targets:
+        if process_start_time(record["agent_pid"]) == record["agent_start"]:
+            try:
+                os.kill(record["agent_pid"], signal.SIGUSR1)
+            except ProcessLookupError:
+                pass
+    pending = list(targets)
+    while pending and time.monotonic() - started < timeout:
+        time.sleep(0.05)
+        pending = [r for r in pending if process_start_time(r["agent_pid"]) == r["agent_start"]]
+    for record in targets:
+        emit(
+            event="killed",
+            job_id=job_id,
+            node_rank=record["node_rank"],
+            agent_pid=record["agent_pid"],
+            ssh_server=record.get("ssh_server", ""),
+            stopped=record not in pending,
+            seconds=round(time.monotonic() - started, 3),
+        )
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="clusterlaunch-jobctl")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list")
+    kill = sub.add_parser("kill")
+    kill.add_argument("job_id")
+    kill.add_argument("--timeout", type=float, default=60.0)
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        for record in live_records():
+            emit(event="job", **record)
+    else:
+        kill_job(args.job_id, args.timeout)
+
+
+if __name__ == "__main__":
+    main()
