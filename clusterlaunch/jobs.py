@@ -76,7 +76,8 @@ def list_jobs(
         )
         # Hosts sharing one machine (test hosts, an NFS /tmp) see the same records.
         found.setdefault((job.job_id, job.node_rank, job.agent_pid), job)
-    return sorted(found.values(), key=lambda j: (j.started_at, j.job_id, j.node_rank))
+    # Job ids begin with their start time, so this lists jobs oldest first.
+    return sorted(found.values(), key=lambda j: (j.job_id, j.node_rank))
 
 
 def kill_job(

@@ -211,6 +211,9 @@ class Supervisor:
     def _on_event(self, host: HostRun, event: dict[str, Any]) -> None:
         if event.get("event") == "started":
             host.started = event
+        elif event.get("event") == "stopping" and event.get("reason") == "killed":
+            self._set_stop(JobOutcome(EXIT_KILLED, "the job was killed (clusterlaunch kill)"))
+            self.router.quiet_hosts()
         elif event.get("event") == "exit":
             host.ended = event
             if event.get("message"):

@@ -301,6 +301,9 @@ class Agent:
     def begin_teardown(self, reason, force=False):
         if self.reason is None:
             self.reason = reason
+            # Said before torchrun starts printing its shutdown tracebacks, so
+            # the controller can keep those off the console.
+            self.out.event(event="stopping", reason=reason)
         self.killer.start(force=force)
 
     # -- end ------------------------------------------------------------------
