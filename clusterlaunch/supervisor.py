@@ -13,11 +13,11 @@ import select
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from clusterlaunch.errors import JobOutcome, TransportError
+from clusterlaunch.fanout import Failed, run_parallel
 from clusterlaunch.frames import EVENT, JOB_STDERR, JOB_STDOUT, NOISE, FrameDecoder, FrameError
 from clusterlaunch.model import JobPlan, NodePlan
 from clusterlaunch.remote import program_source
@@ -146,15 +146,16 @@ class Supervisor:
         def start(host: HostRun) -> None:
             host.process = host.connection.start(host.node.command, agent)
 
-        with ThreadPoolExecutor(max_workers=min(64, len(self.hosts))) as pool:
-            futures = [(host, pool.submit(start, host)) for host in self.hosts]
-        for host, future in futures:
-            try:
-                future.result()
-            except TransportError as exc:
-                host.lost = host.done = True
-                self.router.message(f"{host.node.host}: {exc.detail}")
-                self._set_stop(JobOutcome(EXIT_HOST_LOST, f"{host.node.host} could not start"))
+        for host, result in zip(
+            self.hosts, run_parallel(start, self.hosts, 64, "start"), strict=True
+        ):
+            if not isinstance(result, Failed):
+                continue
+            if not isinstance(result.error, TransportError):
+                raise result.error
+            host.lost = host.done = True
+            self.router.message(f"{host.node.host}: {result.error.detail}")
+            self._set_stop(JobOutcome(EXIT_HOST_LOST, f"{host.node.host} could not start"))
 
     def _heartbeats(self) -> None:
         while not self._heartbeat_stop.wait(HEARTBEAT_S):

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 from clusterlaunch.errors import HostProblem, TransportError
+from clusterlaunch.fanout import Failed, run_parallel
 from clusterlaunch.model import SshTarget
 from clusterlaunch.transport.base import Connection, RemoteProcess
 from clusterlaunch.transport.local import LocalConnection
@@ -33,7 +33,7 @@ def connect_all(
 
     Keyed by the target's alias (the hosts-file destination).
     """
-    from clusterlaunch.transport import ssh  # deferred: paramiko import costs ~0.1 s
+    from clusterlaunch.transport import ssh
 
     lock = threading.Lock()
 
@@ -44,15 +44,15 @@ def connect_all(
 
     connections: dict[str, Connection] = {}
     problems: list[HostProblem] = []
-    remote = [t for t in targets if not t.is_local]
-    workers = max(1, min(fanout, len(remote)))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="connect") as pool:
-        futures = {target.alias: pool.submit(open_one, target) for target in targets}
-        for alias, future in futures.items():
-            try:
-                connections[alias] = future.result()
-            except TransportError as exc:
-                problems.append(HostProblem(alias, "connect", exc.detail))
+    results = run_parallel(open_one, list(targets), fanout, name="connect")
+    for target, result in zip(targets, results, strict=True):
+        if not isinstance(result, Failed):
+            connections[target.alias] = result
+        elif isinstance(result.error, TransportError):
+            problems.append(HostProblem(target.alias, "connect", result.error.detail))
+        else:
+            close_all(connections)
+            raise result.error
     return connections, problems
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -389,3 +390,23 @@ def test_torch_missing_or_different_fails_preflight(sim_cluster, tmp_path: Path)
     assert "nothing was started" in result.stderr
     assert "torch 9.9.9 differs from 2.13.0" in result.stderr
     assert f"torch is not installed for {no_torch}" in result.stderr
+
+
+def test_interrupt_while_a_host_hangs_in_the_handshake(tmp_path: Path) -> None:
+    import socket
+
+    # Accepts TCP but never speaks SSH: the handshake would wait for the timeout.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.99", 0))
+        silent.listen(5)
+        port = silent.getsockname()[1]
+        hosts = write_hosts(tmp_path / "hosts.yaml", [("127.0.0.99", 1, {"port": port})])
+        process = start_cli("exec", None, "--connect-timeout", "60", str(hosts), "--", "true")
+        try:
+            time.sleep(1.5)
+            process.send_signal(signal.SIGINT)
+            assert process.wait(timeout=10) == 130
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()

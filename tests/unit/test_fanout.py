@@ -1,0 +1,42 @@
+"""The bounded fan-out used for connecting and starting."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from clusterlaunch.fanout import Failed, run_parallel
+
+
+def test_results_in_order_and_failures_returned() -> None:
+    def work(n: int) -> int:
+        if n == 3:
+            raise ValueError("three")
+        time.sleep(0.01 * (5 - n))
+        return n * n
+
+    results = run_parallel(work, [0, 1, 2, 3, 4], limit=8)
+    assert results[:3] == [0, 1, 4] and results[4] == 16
+    failed = results[3]
+    assert isinstance(failed, Failed) and str(failed.error) == "three"
+
+
+def test_limit_bounds_concurrency() -> None:
+    lock = threading.Lock()
+    running = [0]
+    peak = [0]
+
+    def work(_: int) -> None:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.02)
+        with lock:
+            running[0] -= 1
+
+    run_parallel(work, list(range(20)), limit=3)
+    assert peak[0] == 3
+
+
+def test_no_items() -> None:
+    assert run_parallel(lambda x: x, [], limit=4) == []
