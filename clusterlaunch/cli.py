@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from clusterlaunch import __version__, render
+from clusterlaunch import __version__, render, sandbox
 from clusterlaunch.errors import ClusterlaunchError, JobOutcome, PreflightError, UsageError
 from clusterlaunch.hostfile import load_inventory
 from clusterlaunch.launcher import JobRequest, check, launch, make_plan
@@ -76,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--master-port", help="a port number, or auto")
     chk.add_argument("hosts", help="hosts file")
     chk.add_argument("script", nargs="?", help="also check this script exists on every host")
+
+    sandbox.add_parser(commands, _Parser)  # sandbox up|down: see clusterlaunch/sandbox.py
     return parser
 
 
@@ -249,6 +251,8 @@ def _exec_argv(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
+    if args.command == "sandbox":
+        return sandbox.run_command(args, console.out)
     exec_argv = _exec_argv(args) if args.command == "exec" else None
     request = _request(args, exec_argv)
     if args.command == "run" and not args.dry_run:
