@@ -17,7 +17,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from clusterlaunch import __version__, jobs, render
+from clusterlaunch import __version__, jobs, render, sandbox
 from clusterlaunch.errors import ClusterlaunchError, JobOutcome, PreflightError, UsageError
 from clusterlaunch.hostfile import load_inventory
 from clusterlaunch.launcher import JobRequest, check, launch, make_plan
@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("hosts", help="hosts file")
     chk.add_argument("script", nargs="?", help="also check this script exists on every host")
     _add_job_control(commands)
+    sandbox.add_parser(commands, _Parser)  # sandbox up|down: see clusterlaunch/sandbox.py
     return parser
 
 
@@ -293,6 +294,8 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
 def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command in ("ps", "kill"):
         return _job_control(args, console)
+    if args.command == "sandbox":
+        return sandbox.run_command(args, console.out)
     exec_argv = _exec_argv(args) if args.command == "exec" else None
     request = _request(args, exec_argv)
     if args.command == "run" and not args.dry_run:

@@ -1,0 +1,320 @@
+"""``clusterlaunch sandbox up|down``: a simulated cluster on this machine to try things on.
+
+``up`` starts the loopback cluster the test suite uses (one real OpenSSH sshd
+per "host", on 127.0.0.11, .12, ...; see :mod:`clusterlaunch.simcluster`),
+detached so it outlives the command, writes a ready hosts file next to the
+generated SSH config and prints the exact commands to try. ``down`` stops every
+sshd by its recorded PID, kills (by PID) anything still running that was
+started through the sandbox hosts, and removes the directory.
+
+Nothing here matches processes by name: sshd processes are known by the PID and
+kernel start time recorded at ``up``; leftovers by the ``CLUSTERLAUNCH_SIM_HOST``
+marker every sandbox session carries in its environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from clusterlaunch.errors import ClusterlaunchError, UsageError
+from clusterlaunch.simcluster import (
+    DEFAULT_PORT,
+    LoopbackCluster,
+    PortInUseError,
+    ProcInfo,
+    SimClusterError,
+    find_free_port,
+    kill_processes,
+    start_detached,
+    stop_detached,
+    wait_until_gone,
+)
+from clusterlaunch.simcluster.loopback import SSHD, STATE_FILE
+from clusterlaunch.simcluster.orphans import is_alive, start_time
+
+DEFAULT_DIR = ".sandbox"
+DEFAULT_HOSTS = 3
+MAX_HOSTS = 64
+FIRST_OCTET = 11
+HOSTS_FILE = "hosts.yaml"
+SSHD_ENV = "CLUSTERLAUNCH_SANDBOX_SSHD"
+"""Test hook: the sshd path ``up`` requires (the cluster itself always runs ``/usr/sbin/sshd``)."""
+SSHD_HINT = "sudo apt-get install openssh-server"
+EXAMPLE = Path("examples") / "hello_ranks.py"
+EXEC_DEMO = 'echo "$CLUSTERLAUNCH_SIM_HOST: job $CLUSTERLAUNCH_JOB_ID in $PWD"'
+LEFTOVER_WAIT_S = 5.0
+
+
+class SandboxError(ClusterlaunchError):
+    """The sandbox could not be started or stopped (exit status 1)."""
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """A running sandbox, as recorded in its directory."""
+
+    directory: Path
+    hosts: list[dict[str, Any]]
+    already_up: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ssh_config(self) -> Path:
+        """The generated OpenSSH client config (one ``Host`` block per host)."""
+        return self.directory / "ssh_config"
+
+    @property
+    def hosts_file(self) -> Path:
+        """The clusterlaunch hosts file written by ``up``."""
+        return self.directory / HOSTS_FILE
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """What ``down`` did."""
+
+    sshd_pids: list[int]
+    leftovers: list[ProcInfo]
+
+
+# -- up -------------------------------------------------------------------------------------
+def up(
+    directory: Path,
+    n_hosts: int = DEFAULT_HOSTS,
+    gpus: int = 1,
+    port: int | None = None,
+    sshd: str = SSHD,
+) -> Sandbox:
+    """Start a sandbox in ``directory``, or report the one already running there."""
+    if not os.access(sshd, os.X_OK):
+        raise UsageError(f"sandbox needs OpenSSH's sshd at {sshd}; install it: {SSHD_HINT}")
+    if not 1 <= n_hosts <= MAX_HOSTS:
+        raise UsageError(f"--hosts {n_hosts}: use 1 to {MAX_HOSTS}")
+    if gpus < 1:
+        raise UsageError(f"--gpus {gpus}: must be at least 1")
+    if port is not None and not 1 <= port <= 65535:
+        raise UsageError(f"--port {port}: use a TCP port 1-65535")
+    notes: list[str] = []
+    if (directory / STATE_FILE).is_file():
+        running = _running(directory)
+        if running is not None:
+            if len(running) != n_hosts:
+                raise UsageError(
+                    f"a sandbox with {len(running)} host(s) is already up in {directory}; "
+                    "run clusterlaunch sandbox down first to change it"
+                )
+            return Sandbox(directory, running, already_up=True)
+        # Recorded, but its sshd processes are gone (a reboot, a kill): clear it out.
+        left = stop_detached(directory)
+        notes.append(f"removed a stale sandbox from {directory} (its sshd was not running)")
+        notes += [f"killed leftover process {proc}" for proc in left]
+    elif directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        raise UsageError(
+            f"{directory} exists and is not a sandbox (no {STATE_FILE}); "
+            "choose another --dir or remove it"
+        )
+    created = not directory.exists()
+    try:
+        cluster = _start(directory, n_hosts, port)
+        _write_hosts_file(directory / HOSTS_FILE, cluster.names, gpus)
+    except BaseException:
+        # A failed or interrupted start must not leave a half-made directory that
+        # the next ``up`` would refuse as "not a sandbox".
+        if (directory / STATE_FILE).is_file():
+            stop_detached(directory)  # sshd running: stop it (this removes the directory)
+        shutil.rmtree(directory, ignore_errors=True)
+        if not created:
+            directory.mkdir(exist_ok=True)  # it was there, empty, before: leave it so
+        raise
+    if importlib.util.find_spec("torch") is None:
+        notes.append(
+            f"torch is not installed for {sys.executable}, which the hosts run; "
+            "install it (pip install torch) or change python: in the hosts file"
+        )
+    return Sandbox(directory, _state(directory)["hosts"], notes=notes)
+
+
+def _start(directory: Path, n_hosts: int, port: int | None) -> LoopbackCluster:
+    addrs = [f"127.0.0.{FIRST_OCTET + i}" for i in range(n_hosts)]
+    candidate = DEFAULT_PORT
+    for _ in range(5):
+        # Raises PortInUseError (reported by run_command) when no port is free at all.
+        chosen = port if port is not None else find_free_port(addrs, candidate)
+        try:
+            return start_detached(n_hosts, directory, port=chosen, first_host_octet=FIRST_OCTET)
+        except SimClusterError as exc:
+            if port is not None or not isinstance(exc, PortInUseError):
+                raise SandboxError(f"sandbox did not start: {exc}") from None
+            candidate = chosen + 1  # taken by someone else since find_free_port: next one
+    raise SandboxError(f"sandbox did not start: no free port from {DEFAULT_PORT} on {addrs}")
+
+
+def _write_hosts_file(path: Path, names: list[str], gpus: int) -> None:
+    lines = [
+        f"# clusterlaunch sandbox: {len(names)} simulated hosts on this machine, one sshd",
+        "# each, reached through the ssh_config next to this file. Edit freely:",
+        "# docs/hosts-file.md describes every key.",
+        "defaults:",
+        "  # The interpreter that ran `clusterlaunch sandbox up` (the hosts need torch).",
+        f"  python: {json.dumps(sys.executable)}",
+        "  # Every host is this machine and would share its GPUs: hide them so each",
+        "  # rank uses gloo on the CPU (NCCL refuses two ranks on one GPU).",
+        "  setup: export CUDA_VISIBLE_DEVICES=",
+        "hosts:",
+    ]
+    for name in names:
+        lines += [f"  - host: {name}", f"    gpus: {gpus}"]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _state(directory: Path) -> dict[str, Any]:
+    try:
+        state: dict[str, Any] = json.loads((directory / STATE_FILE).read_text())
+    except (OSError, ValueError) as exc:
+        raise SandboxError(f"cannot read {directory / STATE_FILE}: {exc}") from None
+    return state
+
+
+def _running(directory: Path) -> list[dict[str, Any]] | None:
+    """The recorded hosts if every recorded sshd still runs (same PID and start time)."""
+    hosts: list[dict[str, Any]] = _state(directory)["hosts"]
+    alive = all(
+        h.get("pid") and start_time(h["pid"]) == h.get("starttime") and is_alive(h["pid"])
+        for h in hosts
+    )  # is_alive too: a killed sshd nobody reaped is a zombie with the same start time
+    return hosts if alive else None
+
+
+# -- down -----------------------------------------------------------------------------------
+def down(directory: Path) -> Stopped | None:
+    """Stop the sandbox in ``directory`` and remove it; ``None`` if there is none."""
+    if not directory.exists():
+        return None
+    if not (directory / STATE_FILE).is_file():
+        raise UsageError(f"{directory} is not a sandbox (no {STATE_FILE}); not removing it")
+    hosts = _state(directory)["hosts"]
+    markers = [h["marker"] for h in hosts]
+    try:
+        # sshd by recorded PID (and start time), then leftovers by marker, then rmtree.
+        leftovers = stop_detached(directory)
+    except SimClusterError as exc:
+        raise SandboxError(f"sandbox down: {exc}") from None
+    # A process that forked while the others were being killed escapes one sweep.
+    for _ in range(3):
+        still = wait_until_gone(markers, timeout=LEFTOVER_WAIT_S)
+        if not still:
+            break
+        leftovers += kill_processes(still)
+    else:
+        raise SandboxError(f"processes survived SIGKILL: {[p.pid for p in still]}")
+    if directory.exists():
+        raise SandboxError(f"sandbox down: could not remove {directory}")
+    return Stopped([h["pid"] for h in hosts if h.get("pid")], leftovers)
+
+
+# -- text -----------------------------------------------------------------------------------
+def _shown(path: Path, cwd: Path) -> str:
+    """``path`` relative to ``cwd`` when it lies below it (shorter to type), else absolute."""
+    absolute = path.absolute()
+    try:
+        return str(absolute.relative_to(cwd))
+    except ValueError:
+        return str(absolute)
+
+
+def example_script(cwd: Path) -> Path | None:
+    """``examples/hello_ranks.py`` here, else in the source checkout clusterlaunch runs from."""
+    for base in (cwd, Path(__file__).resolve().parents[1]):
+        if (base / EXAMPLE).is_file():
+            return base / EXAMPLE
+    return None
+
+
+def up_text(sandbox: Sandbox, cwd: Path) -> str:
+    """What ``up`` prints: the hosts, then the exact commands to try."""
+    where, config = _shown(sandbox.directory, cwd), _shown(sandbox.ssh_config, cwd)
+    connection = ["--ssh-config", config, _shown(sandbox.hosts_file, cwd)]
+    script = example_script(cwd)
+    script_word = _shown(script, cwd) if script else "YOUR_SCRIPT.py"
+    verb = "is already up" if sandbox.already_up else "is up"
+    lines = [f"note: {note}" for note in sandbox.notes]
+    lines.append(f"sandbox {verb} in {where}: {len(sandbox.hosts)} simulated host(s)")
+    lines += [f"  {h['name']}  {h['addr']}:{h['port']}  sshd pid {h['pid']}" for h in sandbox.hosts]
+    lines += ["(nothing new was started)"] if sandbox.already_up else []
+    lines += ["", "Try:"]
+    lines.append(_command("clusterlaunch", "run", *connection, script_word))
+    if script is None:
+        lines.append("  (no examples/hello_ranks.py here or in clusterlaunch's source checkout)")
+    lines.append(_command("clusterlaunch", "exec", *connection, "--", "sh", "-c", EXEC_DEMO))
+    lines.append(_command("ssh", "-F", config, sandbox.hosts[0]["name"]))
+    elsewhere = sandbox.directory.absolute() != (cwd / DEFAULT_DIR).absolute()
+    down = ["--dir", where] if elsewhere else []
+    lines += ["When done:", _command("clusterlaunch", "sandbox", "down", *down)]
+    return "\n".join(lines) + "\n"
+
+
+def _command(*argv: str) -> str:
+    """One printed command line, quoted so that it can be pasted into a shell."""
+    return "  " + shlex.join(argv)
+
+
+def down_text(stopped: Stopped | None, directory: Path, cwd: Path) -> str:
+    """What ``down`` prints."""
+    where = _shown(directory, cwd)
+    if stopped is None:
+        return f"no sandbox in {where}: nothing to stop\n"
+    pids = ", ".join(str(pid) for pid in stopped.sshd_pids)
+    lines = [f"stopped {len(stopped.sshd_pids)} sshd (pid {pids})"]
+    count = len(stopped.leftovers)
+    lines.append(
+        f"killed {count} leftover process(es) started through the hosts:"
+        if count
+        else "no process started through the sandbox hosts was left running"
+    )
+    lines += [f"  {proc}" for proc in stopped.leftovers]
+    lines.append(f"removed {where}")
+    return "\n".join(lines) + "\n"
+
+
+# -- command line ---------------------------------------------------------------------------
+def add_parser(commands: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    """Register ``sandbox up`` and ``sandbox down`` under the ``commands`` subparsers."""
+    sandbox = commands.add_parser("sandbox", help="start or stop a simulated cluster here")
+    actions = sandbox.add_subparsers(
+        dest="sandbox_command", metavar="up|down", required=True, parser_class=parser_class
+    )
+    start = actions.add_parser("up", help="start simulated hosts, write a hosts file")
+    start.add_argument("--hosts", type=int, default=DEFAULT_HOSTS, help="how many (default 3)")
+    start.add_argument("--gpus", type=int, default=1, help="processes per host (default 1)")
+    start.add_argument(
+        "--port", type=int, help=f"sshd port (default: free one from {DEFAULT_PORT})"
+    )
+    stop = actions.add_parser("down", help="stop the hosts, kill leftovers, remove the directory")
+    for sub in (start, stop):
+        sub.add_argument("--dir", default=DEFAULT_DIR, help=f"directory (default {DEFAULT_DIR})")
+
+
+def run_command(args: argparse.Namespace, out: BinaryIO) -> int:
+    """Run ``sandbox up`` or ``sandbox down``, printing to ``out``; returns the exit status."""
+    cwd = Path.cwd()
+    directory = Path(args.dir).absolute()
+    try:
+        if args.sandbox_command == "up":
+            sshd = os.environ.get(SSHD_ENV) or SSHD
+            text = up_text(up(directory, args.hosts, args.gpus, args.port, sshd), cwd)
+        else:
+            text = down_text(down(directory), directory, cwd)
+    except SimClusterError as exc:  # e.g. a stale sandbox's sshd that would not die
+        raise SandboxError(f"sandbox {args.sandbox_command}: {exc}") from None
+    out.write(text.encode())
+    out.flush()
+    return 0
