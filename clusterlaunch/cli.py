@@ -18,7 +18,7 @@ from types import FrameType
 from typing import Any
 
 from clusterlaunch import __version__, jobs, render, sandbox
-from clusterlaunch.errors import ClusterlaunchError, JobOutcome, PreflightError, UsageError
+from clusterlaunch.errors import ClusterlaunchError, PreflightError, UsageError
 from clusterlaunch.hostfile import load_inventory
 from clusterlaunch.launcher import JobRequest, check, launch, make_plan
 from clusterlaunch.logs import parse_rank_filter
@@ -310,13 +310,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         console.out.write(render.preflight_text(result).encode() + b"\n")
         return EXIT_USAGE if result.problems else 0
     outcome = launch(request, console)
-    return _report(outcome, console)
-
-
-def _report(outcome: JobOutcome, console: Console) -> int:
-    if outcome.exit_code != 0:
-        console.err.write(b"clusterlaunch: " + render.outcome_text(outcome).encode() + b"\n")
-    return outcome.exit_code
+    return outcome.exit_code  # the launcher has printed (and logged) the summary
 
 
 def _raise_stop(signum: int, frame: FrameType | None) -> None:

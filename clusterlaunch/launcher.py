@@ -38,6 +38,8 @@ class JobRequest:
     timeout: float | None = None
     rank_filter: frozenset[int] | None = None
     log_dir: str | None = None
+    fail_fast: bool = False
+    """``exec --fail-fast``: stop every host when one fails (torchrun jobs always do)."""
 
 
 def make_plan(
@@ -102,9 +104,18 @@ def launch(request: JobRequest, console: Console) -> JobOutcome:
                 plan = make_plan(request, master_port=result.master_port)
         router = make_router(plan, request, console)
         try:
+            torchrun = request.exec_argv is None
             outcome = Supervisor(
-                plan, connections, router, timeout=request.timeout, grace=request.options.grace
+                plan,
+                connections,
+                router,
+                timeout=request.timeout,
+                grace=request.options.grace,
+                fail_fast=torchrun or request.fail_fast,
+                quiet_teardown=torchrun,
             ).run()
+            if outcome.exit_code != 0:
+                router.message(render.outcome_text(outcome))  # console and controller.log
         finally:
             router.close()
         return outcome

@@ -25,6 +25,8 @@ from clusterlaunch.streams import OutputRouter
 from clusterlaunch.transport.base import Connection, RemoteProcess
 
 HEARTBEAT_S = 1.0
+SUSPEND_GAP_S = 2.0  # a loop iteration this late means we were stopped (Ctrl-Z)
+RESUME_GRACE_S = 8.0  # keepalives need this long to catch up after a resume
 EXIT_HOST_LOST = 255
 EXIT_TIMEOUT = 124
 EXIT_KILLED = 137  # stopped from outside with ``clusterlaunch kill``
@@ -85,8 +87,19 @@ class Supervisor:
         timeout: float | None = None,
         grace: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
+        fail_fast: bool = True,
+        quiet_teardown: bool = True,
     ) -> None:
+        """``fail_fast``: the first failing host stops all (torchrun jobs; ``exec --fail-fast``).
+
+        ``quiet_teardown``: once teardown starts, torchrun's own shutdown output
+        goes to the log only (for ``exec``, host output *is* the job's output).
+        """
         self.plan = plan
+        self.fail_fast = fail_fast
+        self.quiet_teardown = quiet_teardown
+        self._last_tick = clock()
+        self._resumed_at: float | None = None
         self.router = router
         self.timeout = timeout
         self.grace = grace
@@ -117,7 +130,7 @@ class Supervisor:
         if self._teardown_started:
             return
         self._teardown_started = True
-        if self.stop is not None:
+        if self.stop is not None and self.quiet_teardown:
             self.router.quiet_hosts()
         self._request_teardown(b"t")
         deadline = self.clock() + self.grace + 3.0
@@ -173,6 +186,11 @@ class Supervisor:
 
     def _step(self, wait: float) -> None:
         """Wait for output (at most ``wait`` s), route it, judge endings."""
+        now = self.clock()
+        if now - self._last_tick > SUSPEND_GAP_S + wait:
+            # We were stopped (Ctrl-Z, SIGSTOP): keepalive clocks are stale, not the hosts.
+            self._resumed_at = now
+        self._last_tick = now
         fds = [
             fd
             for host in self.hosts
@@ -214,7 +232,14 @@ class Supervisor:
             host.started = event
         elif event.get("event") == "stopping" and event.get("reason") == "killed":
             self._set_stop(JobOutcome(EXIT_KILLED, "the job was killed (clusterlaunch kill)"))
-            self.router.quiet_hosts()
+            if self.quiet_teardown:
+                self.router.quiet_hosts()
+        elif event.get("event") == "stopping" and event.get("reason") == "controller-lost":
+            self.router.message(
+                f"{host.node.host}: the host stopped the job: it heard nothing from this "
+                "controller for --heartbeat-timeout seconds (was clusterlaunch suspended?)"
+            )
+            self._set_stop(JobOutcome(EXIT_HOST_LOST, "the hosts lost touch with the controller"))
         elif event.get("event") == "exit":
             host.ended = event
             if event.get("message"):
@@ -226,12 +251,18 @@ class Supervisor:
         assert host.process is not None
         if host.process.finished():
             self._host_finished(host)
-        elif not host.connection.alive():
+        elif not host.connection.alive() and not self._just_resumed():
             host.lost = host.done = True
             self._ended_count += 1
             host.order = self._ended_count
             self.router.message(f"{host.node.host}: host lost (no answer to keepalives)")
-            self._set_stop(JobOutcome(EXIT_HOST_LOST, f"host {host.node.host} was lost"))
+            if self.fail_fast:
+                self._set_stop(JobOutcome(EXIT_HOST_LOST, f"host {host.node.host} was lost"))
+            else:
+                host.process.close()
+
+    def _just_resumed(self) -> bool:
+        return self._resumed_at is not None and self.clock() - self._resumed_at < RESUME_GRACE_S
 
     def _host_finished(self, host: HostRun) -> None:
         assert host.process is not None
@@ -247,8 +278,9 @@ class Supervisor:
             )
             if host.status is None or host.status == EXIT_HOST_LOST:
                 host.lost = True
-                self._set_stop(JobOutcome(EXIT_HOST_LOST, f"host {host.node.host} was lost"))
-        if host.code != 0:
+                if self.fail_fast:
+                    self._set_stop(JobOutcome(EXIT_HOST_LOST, f"host {host.node.host} was lost"))
+        if host.code != 0 and self.fail_fast:
             self._set_stop(JobOutcome(host.code, f"{host.node.host} failed"))
 
     # -- ending ---------------------------------------------------------------
@@ -271,7 +303,7 @@ def decide_outcome(
 ) -> JobOutcome:
     """The job's verdict: success, the first failing rank, a lost host, or the stop reason."""
     if stop is None:
-        return JobOutcome(0, "all hosts finished")
+        return _without_stop(hosts, router)
     lost = [h for h in hosts if h.lost]
     if stop.exit_code == EXIT_HOST_LOST and lost:
         first = min(lost, key=lambda h: h.order or len(hosts) + 1)
@@ -315,3 +347,18 @@ def first_failure(hosts: list[HostRun]) -> HostRun | None:
         return (float(root.get("failed_at") or float("inf")), host.order)
 
     return min(failed, key=when)
+
+
+def _without_stop(hosts: list[HostRun], router: OutputRouter) -> JobOutcome:
+    """Every host ran to its end (``exec`` without fail-fast): report the failures."""
+    failed = sorted((h for h in hosts if h.code != 0), key=lambda h: h.order)
+    if not failed:
+        return JobOutcome(0, "all hosts finished")
+    first = failed[0]
+    codes = ", ".join(f"{h.node.host} ({h.code})" for h in failed)
+    return JobOutcome(
+        first.code,
+        f"{len(failed)} of {len(hosts)} host(s) failed: {codes}",
+        host=first.node.host,
+        tail=router.tails.lines(("host", first.node.host)),
+    )

@@ -20,6 +20,7 @@ worker stdout/stderr, ``O``/``E`` the job's own stdout/stderr, ``J`` a JSON even
 
 import argparse
 import errno
+import functools
 import json
 import os
 import select
@@ -40,6 +41,7 @@ from clusterlaunch.remote.rootcause import parse_root_cause  # bundle: strip
 from clusterlaunch.remote.tail import RankTail  # bundle: strip
 
 SYNC = b"\n@@clusterlaunch-agent/1@@\n"
+PR_SET_PDEATHSIG = 1
 OUT_CAP = 8 << 20  # stop reading inputs while this much output is unsent
 CHUNK = 1 << 18
 
@@ -154,6 +156,7 @@ class Agent:
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 env=env,
+                preexec_fn=functools.partial(term_when_parent_dies, os.getpid()),
             )
         except OSError as exc:
             return self._fail_start("cannot start %s: %s" % (self.args.argv[0], exc))
@@ -335,6 +338,23 @@ class Agent:
         deadline = time.monotonic() + 10.0
         while self.pump() and time.monotonic() < deadline:
             self.out.drain(1.0)
+
+
+def term_when_parent_dies(agent_pid):
+    """In the job's process, before exec: SIGTERM it if the agent dies.
+
+    The one case the agent cannot handle is its own SIGKILL; then torchrun at
+    least gets SIGTERM, which it forwards to its workers before exiting.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != agent_pid:  # the agent died before prctl took effect
+        os._exit(143)
 
 
 def exit_status(code):

@@ -7,6 +7,7 @@ that nothing is left running on any simulated host.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -243,7 +244,8 @@ def test_exec_streams_each_host_and_returns_the_exit_code(sim_cluster, tmp_path:
             for line in result.stdout.splitlines()
         )
         assert f"[{host}] err" in result.stderr.replace("  ", " ").replace("  ", " ")
-    assert "node1 exited with code 3" in result.stderr
+    # Without --fail-fast every host runs to its end; the summary names the failures.
+    assert "job failed: 1 of 2 host(s) failed: node1 (3)" in result.stderr
 
 
 def test_ranks_filter_and_log_dir(sim_cluster, tmp_path: Path) -> None:
@@ -410,3 +412,27 @@ def test_interrupt_while_a_host_hangs_in_the_handshake(tmp_path: Path) -> None:
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+def test_agent_killed_on_a_host_takes_its_job_with_it(
+    sim_cluster, tmp_path: Path, assert_no_orphans
+) -> None:
+    from clusterlaunch.simcluster import find_processes
+
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    process = start_cli("run", sim_cluster, "--grace", "2", str(hosts), "sleeper.py")
+    try:
+        wait_for_lines(process, b" up", 2, timeout=90)
+        node1 = sim_cluster.host("node1").marker
+        agents = [
+            p for p in find_processes([node1]) if "--tail-dir" in p.cmdline and "-c" in p.cmdline
+        ]
+        assert len(agents) == 1, agents
+        os.kill(agents[0].pid, signal.SIGKILL)  # nothing can run in the agent now
+        assert process.wait(timeout=30) == 255
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    # torchrun got SIGTERM from the kernel (parent-death signal) and took its workers.
+    assert_no_orphans(sim_cluster, timeout=5.0)
