@@ -149,9 +149,9 @@ def _add_connection_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--host-key-policy",
         choices=POLICIES,
-        default="accept-new",
-        help="strict: refuse unknown host keys; accept-new: record them "
-        "(changed keys are always refused)",
+        help="strict: refuse unknown host keys; accept-new: record them. Default: the SSH "
+        "config's StrictHostKeyChecking (yes/ask = strict), else accept-new. A changed key "
+        "is always refused; checking is never turned off",
     )
     group.add_argument("--fanout", type=int, default=64, help="parallel connections (default 64)")
     group.add_argument("--connect-timeout", type=float, default=10.0, help="seconds (default 10)")

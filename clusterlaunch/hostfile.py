@@ -147,6 +147,14 @@ def _host_entries(
         raise HostsFileError(
             path, key_line(entry, "host"), where + ".host", f"must be a host name, got {name!r}"
         )
+    if "@" in name:
+        user, _, bare = name.rpartition("@")
+        raise HostsFileError(
+            path,
+            key_line(entry, "host"),
+            where + ".host",
+            f"{name!r} has a user in it; write host: {bare} and user: {user}",
+        )
     merged = {**defaults, **entry}
     if "gpus" not in merged:
         raise HostsFileError(

@@ -66,7 +66,10 @@ class SshTarget:
     identities_only: bool = False
     known_hosts_files: tuple[str, ...] = ()
     proxy_jump: str | None = None
+    proxy_command: str | None = None
     connect_timeout: float | None = None
+    host_key_checking: str | None = None
+    """The config's ``StrictHostKeyChecking``, used when ``--host-key-policy`` is not given."""
 
     @property
     def is_local(self) -> bool:

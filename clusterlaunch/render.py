@@ -92,14 +92,14 @@ def preflight_text(result: PreflightResult) -> str:
     rows = []
     for report in result.reports:
         static = report.static
-        gpus = static.get("gpus")
+        gpus = static.get("gpus", "-")
         rows.append(
             (
                 report.node.node_rank,
                 report.node.host,
                 static.get("python", "-"),
                 static.get("torch") or "-",
-                "cpu" if gpus is None else (len(gpus) if isinstance(gpus, list) else "error"),
+                _gpus_cell(gpus),
                 "ok" if report.connected else "FAIL",
                 "; ".join(report.problems) or "ok",
             )
@@ -107,6 +107,15 @@ def preflight_text(result: PreflightResult) -> str:
     port = result.master_port if result.master_port is not None else "-"
     body = table(("node", "host", "python", "torch", "gpus", f"master:{port}", "status"), rows)
     return body
+
+
+def _gpus_cell(gpus: object) -> object:
+    """What the probe said about GPUs: none (a CPU host), a count, an error, or not probed."""
+    if gpus is None:
+        return "cpu"
+    if isinstance(gpus, list):
+        return len(gpus)
+    return "error" if isinstance(gpus, dict) else "-"
 
 
 def problems_text(problems: Sequence[HostProblem]) -> str:

@@ -29,7 +29,8 @@ POLICIES = ("strict", "accept-new")
 class SshSettings:
     """Connection settings shared by every host of a job."""
 
-    host_key_policy: str = "accept-new"
+    host_key_policy: str | None = None
+    """strict / accept-new; ``None``: the SSH config's StrictHostKeyChecking, else accept-new."""
     connect_timeout: float = 10.0
     keepalive_interval: float = 1.0
     dead_after: float = 6.0
@@ -207,7 +208,7 @@ def connect(
         chain.append(target)
     clients: list[paramiko.SSHClient] = []
     try:
-        sock = None
+        sock: paramiko.Channel | None = None
         for index, hop in enumerate(chain):
             client = _open_client(hop, settings, known_hosts_lock, sock)
             clients.append(client)
@@ -241,11 +242,13 @@ def _open_client(
     target: SshTarget,
     settings: SshSettings,
     known_hosts_lock: threading.Lock,
-    sock: paramiko.Channel | None,
+    sock: paramiko.Channel | paramiko.ProxyCommand | None,
 ) -> paramiko.SSHClient:
     client = paramiko.SSHClient()
     _load_known_hosts(client, target)
-    if settings.host_key_policy == "strict":
+    if sock is None and target.proxy_command:
+        sock = paramiko.ProxyCommand(target.proxy_command)
+    if host_key_policy(settings, target) == "strict":
         client.set_missing_host_key_policy(_StrictPolicy())
     else:
         files = target.known_hosts_files or (str(Path("~/.ssh/known_hosts").expanduser()),)
@@ -283,6 +286,19 @@ def _open_client(
     return client
 
 
+def host_key_policy(settings: SshSettings, target: SshTarget) -> str:
+    """``--host-key-policy``, else the config's StrictHostKeyChecking, never weaker than accept-new.
+
+    ``no``/``off`` in a config is not honoured: clusterlaunch never connects to
+    a host whose key it has not checked. ``ask`` cannot prompt here, so it is
+    strict.
+    """
+    if settings.host_key_policy:
+        return settings.host_key_policy
+    configured = (target.host_key_checking or "").lower()
+    return "strict" if configured in ("yes", "ask") else "accept-new"
+
+
 def _load_known_hosts(client: paramiko.SSHClient, target: SshTarget) -> None:
     for path in ("/etc/ssh/ssh_known_hosts", *target.known_hosts_files):
         if Path(path).is_file():
@@ -293,9 +309,9 @@ def _changed_key_message(target: SshTarget, exc: paramiko.BadHostKeyException) -
     name = target.hostname if target.port == 22 else f"[{target.hostname}]:{target.port}"
     files = " ".join(target.known_hosts_files) or "~/.ssh/known_hosts"
     return (
-        f"HOST KEY CHANGED (expected {exc.expected_key.get_name()}, got {exc.key.get_name()} "
-        f"{exc.key.fingerprint}); refusing to connect. If the host was really reinstalled, "
-        f"remove the old key: ssh-keygen -R '{name}' -f {files.split()[0]}"
+        f"HOST KEY CHANGED (known {exc.expected_key.get_name()} {exc.expected_key.fingerprint}, "
+        f"offered {exc.key.get_name()} {exc.key.fingerprint}); refusing to connect. If the host "
+        f"was really reinstalled, remove the old key: ssh-keygen -R '{name}' -f {files.split()[0]}"
     )
 
 

@@ -52,7 +52,9 @@ def resolve_target(config: paramiko.SSHConfig, spec: HostSpec) -> SshTarget:
         identities_only=str(found.get("identitiesonly", "no")).lower() == "yes",
         known_hosts_files=tuple(_known_hosts(found.get("userknownhostsfile"))),
         proxy_jump=_proxy_jump(found.get("proxyjump")),
+        proxy_command=_none_is_none(found.get("proxycommand")),
         connect_timeout=float(timeout) if timeout else None,
+        host_key_checking=_none_is_none(found.get("stricthostkeychecking")),
     )
 
 
@@ -78,6 +80,10 @@ def _known_hosts(value: str | None) -> list[str]:
     # UserKnownHostsFile may list several files separated by spaces.
     names = value.split() if value else list(DEFAULT_KNOWN_HOSTS)
     return [str(Path(os.path.expanduser(n))) for n in names]
+
+
+def _none_is_none(value: str | None) -> str | None:
+    return None if value is None or value.lower() == "none" else value
 
 
 def _proxy_jump(value: str | None) -> str | None:

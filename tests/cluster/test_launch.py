@@ -193,10 +193,13 @@ def test_unknown_host_key_strict_refuses_accept_new_records(
     original = known.read_text()
     known.write_text("")
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    # The sim ssh_config says StrictHostKeyChecking yes: that is the default policy.
+    by_config = run_cli("exec", cluster, str(hosts), "--", "true")
+    assert by_config.returncode == 2 and "unknown host key" in by_config.stderr
     strict = run_cli("exec", cluster, "--host-key-policy", "strict", str(hosts), "--", "true")
     assert strict.returncode == 2 and "unknown host key" in strict.stderr
     assert known.read_text() == ""
-    accept = run_cli("exec", cluster, str(hosts), "--", "true")
+    accept = run_cli("exec", cluster, "--host-key-policy", "accept-new", str(hosts), "--", "true")
     assert accept.returncode == 0, accept.stderr
     assert known.read_text().split() == original.split()  # the same key, recorded
     again = run_cli("exec", cluster, "--host-key-policy", "strict", str(hosts), "--", "true")
@@ -436,3 +439,27 @@ def test_agent_killed_on_a_host_takes_its_job_with_it(
             process.wait()
     # torchrun got SIGTERM from the kernel (parent-death signal) and took its workers.
     assert_no_orphans(sim_cluster, timeout=5.0)
+
+
+def test_proxy_command(sim_cluster_factory, tmp_path: Path) -> None:
+    cluster = sim_cluster_factory(2)
+    config = tmp_path / "ssh_config"
+    text = Path(cluster.ssh_config).read_text()
+    hop = f"ProxyCommand ssh -F {cluster.ssh_config} -W %h:%p node0"
+    config.write_text(text.replace("Host node1\n", f"Host node1\n    {hop}\n"))
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node1", 1)])
+    args = (
+        "--ssh-config",
+        str(config),
+        str(hosts),
+        "--",
+        "sh",
+        "-c",
+        "echo $CLUSTERLAUNCH_SIM_HOST",
+    )
+    result = run_cli("exec", None, *args)
+    assert result.returncode == 0, result.stderr
+    assert "-node1" in result.stdout
+    cluster.kill_host("node0")  # the proxy's route: node1 is unreachable without it
+    again = run_cli("exec", None, *args)
+    assert again.returncode == 2 and "nothing was started" in again.stderr
