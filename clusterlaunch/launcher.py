@@ -37,6 +37,8 @@ class JobRequest:
     timeout: float | None = None
     rank_filter: frozenset[int] | None = None
     log_dir: str | None = None
+    transport: str = "ssh"
+    """``ssh`` or ``srun`` (job steps of the current Slurm allocation)."""
 
 
 def make_plan(
@@ -63,7 +65,9 @@ def make_plan(
 
 def connect(request: JobRequest) -> dict[str, Connection]:
     """Connect to every host; if any fails, close the rest and raise PreflightError."""
-    connections, problems = connect_all(request.targets, request.ssh, request.fanout)
+    connections, problems = connect_all(
+        request.targets, request.ssh, request.fanout, request.transport
+    )
     if problems:
         close_all(connections)
         raise PreflightError(problems, render.problems_text(problems))
