@@ -9,28 +9,22 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import re
 import signal
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
-from clusterlaunch import __version__, render, slurm
+from clusterlaunch import __version__, render, slurmargs
 from clusterlaunch.errors import ClusterlaunchError, JobOutcome, PreflightError, UsageError
-from clusterlaunch.hostfile import load_inventory
 from clusterlaunch.launcher import JobRequest, check, launch, make_plan
 from clusterlaunch.logs import parse_rank_filter
-from clusterlaunch.model import Inventory, LaunchOptions, SshTarget
+from clusterlaunch.model import LaunchOptions
 from clusterlaunch.planner import new_job_id, parse_env_assignments, parse_torchrun_args
 from clusterlaunch.streams import Console
 from clusterlaunch.supervisor import StopJob
-from clusterlaunch.transport import POLICIES, TRANSPORTS, SshSettings
-from clusterlaunch.transport.local import login_shell
-from clusterlaunch.transport.srun import srun_argv
-from clusterlaunch.transport.sshconfig import resolve_targets
+from clusterlaunch.transport import POLICIES, SshSettings
 
 EXIT_USAGE = 2
 _ASCII_NUMBER = re.compile(r"[0-9]+")
@@ -55,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a torchrun job on every host")
     _add_connection_options(run)
     _add_job_options(run)
-    _add_slurm_options(run)
+    slurmargs.add_options(run)
     run.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
     run.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON")
     run.add_argument("--master-port", help="a port number, or auto (default: the hosts file's)")
@@ -72,14 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
     exe = commands.add_parser("exec", help="run a command on every host")
     _add_connection_options(exe)
     _add_job_options(exe)
-    _add_slurm_options(exe)
+    slurmargs.add_options(exe)
     exe.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
     exe.add_argument("hosts", help="hosts file; then -- COMMAND [ARGS...]")
 
     chk = commands.add_parser("check", help="run the preflight checks only")
     _add_connection_options(chk)
     _add_job_options(chk)
-    _add_slurm_options(chk)
+    slurmargs.add_options(chk)
     chk.add_argument("--master-port", help="a port number, or auto")
     chk.add_argument("hosts", help="hosts file")
     chk.add_argument("script", nargs="?", help="also check this script exists on every host")
@@ -172,65 +166,6 @@ def _add_job_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# -- Slurm: HOSTS=slurm and --transport (docs/slurm.md) --------------------------
-
-
-def _add_slurm_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group(
-        "slurm", "HOSTS may be the word slurm: the nodes of the current Slurm allocation"
-    )
-    group.add_argument(
-        "--transport",
-        choices=TRANSPORTS,
-        help="how hosts are reached: srun starts a job step on each "
-        "(default: srun for HOSTS=slurm, else ssh)",
-    )
-    group.add_argument(
-        "--gpus-per-host",
-        metavar="N",
-        help="processes per host with HOSTS=slurm (default: SLURM_GPUS_ON_NODE, "
-        "SLURM_GPUS_PER_NODE or SLURM_TASKS_PER_NODE)",
-    )
-    group.add_argument(
-        "--master-addr",
-        metavar="ADDR",
-        help="the address every host dials for the rendezvous "
-        "(default: the hosts file's master_addr, else node 0's address or Slurm name)",
-    )
-
-
-def _hosts(args: argparse.Namespace) -> tuple[Inventory, tuple[SshTarget, ...], str]:
-    """The inventory (hosts file or Slurm allocation), its targets, and the transport."""
-    gpus = args.gpus_per_host
-    if gpus is not None and not (_ASCII_NUMBER.fullmatch(gpus) and int(gpus) >= 1):
-        raise UsageError(f"--gpus-per-host {gpus}: use a number of 1 or more")
-    from_slurm = args.hosts == slurm.SLURM_HOSTS
-    if from_slurm:
-        inventory = slurm.load_slurm_inventory(os.environ, None if gpus is None else int(gpus))
-    elif gpus is not None:
-        raise UsageError("--gpus-per-host is for HOSTS=slurm; set gpus: in the hosts file")
-    else:
-        inventory = load_inventory(args.hosts)
-    if args.master_addr is not None:
-        if not args.master_addr or any(c.isspace() for c in args.master_addr):
-            raise UsageError(f"--master-addr {args.master_addr!r}: give a host name or address")
-        inventory = replace(inventory, master_addr=args.master_addr)
-    transport = args.transport or ("srun" if from_slurm else "ssh")
-    if transport == "ssh":
-        return inventory, tuple(resolve_targets(args.ssh_config, inventory.hosts)), transport
-    if not from_slurm:
-        slurm.require_in_allocation(inventory, os.environ)
-    return inventory, slurm.srun_targets(inventory.hosts), transport
-
-
-def _transport_note(request: JobRequest) -> str:
-    """For ``--dry-run``: how each command above reaches its host, when not over SSH."""
-    if request.transport != "srun":
-        return ""
-    line = " ".join(srun_argv("HOST", "COMMAND", login_shell()))
-    return f"# each host's command runs as a step of the Slurm job:\n# {line}\n"
-
-
 def _options(args: argparse.Namespace) -> LaunchOptions:
     port_text = getattr(args, "master_port", None)
     port_auto = port_text == "auto"
@@ -263,7 +198,7 @@ def _options(args: argparse.Namespace) -> LaunchOptions:
 
 def _request(args: argparse.Namespace, exec_argv: tuple[str, ...] | None) -> JobRequest:
     options = _options(args)
-    inventory, targets, transport = _hosts(args)
+    inventory, targets, transport = slurmargs.hosts(args)
     rank_filter = None
     if getattr(args, "ranks", None):
         world = sum(spec.gpus for spec in inventory.hosts)
@@ -323,7 +258,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         plan = make_plan(request)
         text = render.plan_json(plan) if getattr(args, "json", False) else render.plan_text(plan)
         if not getattr(args, "json", False):
-            text += _transport_note(request)
+            text += slurmargs.dry_run_note(request.transport)
         console.out.write(text.encode() + b"\n")
         return 0
     if args.command == "check":
