@@ -57,10 +57,16 @@ def test_transport_forwards_stdin_and_eof(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("FAKE_SLURM_LOG", str(tmp_path / "calls.jsonl"))
     monkeypatch.setenv("PATH", f"{FAKE_BIN}:{Path(PYTHON).parent}:{os.environ['PATH']}")
     connection = SrunConnection("node2", str(FAKE_BIN / "srun"))
-    process = connection.start('cat; echo "EOF on $FAKE_SLURM_HOST" >&2', b"program\n")
+    # The fake srun execs the command: $$ is srun's pid, field 6 of stat its session.
+    command = 'cat; echo "EOF on $FAKE_SLURM_HOST"; cut -d" " -f6 /proc/$$/stat; echo $$'
+    process = connection.start(command, b"program\n")
     assert process.send(b"h")
     connection.close()  # EOF on the stdin of every step started on it
-    assert read_to_the_end(process) == (b"program\nh", b"EOF on node2\n")
+    out, err = read_to_the_end(process)
+    assert err == b""
+    data, eof, session, pid = out.split(b"\n")[:4]
+    assert (data, eof) == (b"program", b"hEOF on node2")
+    assert session == pid  # srun leads its own session: a terminal's Ctrl-C misses it
     assert process.exit_status() == 0 and connection.alive()
     process.close()
 
