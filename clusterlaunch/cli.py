@@ -17,7 +17,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from clusterlaunch import __version__, jobs, render, sandbox
+from clusterlaunch import __version__, jobs, render, sandbox, slurmargs
 from clusterlaunch.errors import ClusterlaunchError, PreflightError, UsageError
 from clusterlaunch.hostfile import load_inventory
 from clusterlaunch.launcher import JobRequest, check, launch, make_plan
@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a torchrun job on every host")
     _add_connection_options(run)
     _add_job_options(run)
+    slurmargs.add_options(run)
     run.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
     run.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON")
     run.add_argument("--master-port", help="a port number, or auto (default: the hosts file's)")
@@ -68,12 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
     exe = commands.add_parser("exec", help="run a command on every host")
     _add_connection_options(exe)
     _add_job_options(exe)
+    slurmargs.add_options(exe)
     exe.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
     exe.add_argument("hosts", help="hosts file; then -- COMMAND [ARGS...]")
 
     chk = commands.add_parser("check", help="run the preflight checks only")
     _add_connection_options(chk)
     _add_job_options(chk)
+    slurmargs.add_options(chk)
     chk.add_argument("--master-port", help="a port number, or auto")
     chk.add_argument("hosts", help="hosts file")
     chk.add_argument("script", nargs="?", help="also check this script exists on every host")
@@ -213,8 +216,7 @@ def _options(args: argparse.Namespace) -> LaunchOptions:
 
 def _request(args: argparse.Namespace, exec_argv: tuple[str, ...] | None) -> JobRequest:
     options = _options(args)
-    inventory = load_inventory(args.hosts)
-    targets = tuple(resolve_targets(args.ssh_config, inventory.hosts))
+    inventory, targets, transport = slurmargs.hosts(args)
     rank_filter = None
     if getattr(args, "ranks", None):
         world = sum(spec.gpus for spec in inventory.hosts)
@@ -239,6 +241,7 @@ def _request(args: argparse.Namespace, exec_argv: tuple[str, ...] | None) -> Job
         timeout=args.timeout,
         rank_filter=rank_filter,
         log_dir=args.log_dir,
+        transport=transport,
     )
 
 
@@ -303,6 +306,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if getattr(args, "dry_run", False):
         plan = make_plan(request)
         text = render.plan_json(plan) if getattr(args, "json", False) else render.plan_text(plan)
+        if not getattr(args, "json", False):
+            text += slurmargs.dry_run_note(request.transport)
         console.out.write(text.encode() + b"\n")
         return 0
     if args.command == "check":

@@ -40,6 +40,8 @@ class JobRequest:
     log_dir: str | None = None
     fail_fast: bool = False
     """``exec --fail-fast``: stop every host when one fails (torchrun jobs always do)."""
+    transport: str = "ssh"
+    """``ssh`` or ``srun`` (job steps of the current Slurm allocation)."""
 
 
 def make_plan(
@@ -67,7 +69,9 @@ def make_plan(
 
 def connect(request: JobRequest) -> dict[str, Connection]:
     """Connect to every host; if any fails, close the rest and raise PreflightError."""
-    connections, problems = connect_all(request.targets, request.ssh, request.fanout)
+    connections, problems = connect_all(
+        request.targets, request.ssh, request.fanout, request.transport
+    )
     if problems:
         close_all(connections)
         raise PreflightError(problems, render.problems_text(problems))

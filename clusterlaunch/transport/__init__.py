@@ -1,7 +1,9 @@
 """Transports: how the controller reaches hosts. The only package that imports paramiko.
 
 :func:`connect_all` opens every host's connection in parallel (bounded fan-out)
-and reports each host that failed instead of stopping at the first.
+and reports each host that failed instead of stopping at the first. Two kinds:
+``ssh`` (paramiko; ``localhost`` runs locally) and ``srun`` (job steps of the
+current Slurm allocation, see :mod:`clusterlaunch.transport.srun`).
 """
 
 from __future__ import annotations
@@ -12,12 +14,16 @@ from collections.abc import Sequence
 from clusterlaunch.errors import HostProblem, TransportError
 from clusterlaunch.fanout import Failed, run_parallel
 from clusterlaunch.model import SshTarget
+from clusterlaunch.transport import srun
 from clusterlaunch.transport.base import Connection, RemoteProcess
 from clusterlaunch.transport.local import LocalConnection
 from clusterlaunch.transport.ssh import POLICIES, SshSettings
 
+TRANSPORTS = ("ssh", "srun")
+
 __all__ = [
     "POLICIES",
+    "TRANSPORTS",
     "Connection",
     "RemoteProcess",
     "SshSettings",
@@ -27,12 +33,21 @@ __all__ = [
 
 
 def connect_all(
-    targets: Sequence[SshTarget], settings: SshSettings, fanout: int = 64
+    targets: Sequence[SshTarget],
+    settings: SshSettings,
+    fanout: int = 64,
+    transport: str = "ssh",
 ) -> tuple[dict[str, Connection], list[HostProblem]]:
     """Connect to every target at once; returns the connections and the failures.
 
-    Keyed by the target's alias (the hosts-file destination).
+    Keyed by the target's alias (the hosts-file destination). With ``srun``
+    every target, ``localhost`` included, is a node of the allocation.
     """
+    if transport == "srun":
+        steps, missing = srun.connect_all(targets)
+        return dict(steps), missing
+    if transport != "ssh":
+        raise ValueError(f"unknown transport {transport!r}")
     from clusterlaunch.transport import ssh
 
     lock = threading.Lock()

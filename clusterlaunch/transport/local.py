@@ -12,6 +12,11 @@ from clusterlaunch.model import LOCALHOST
 _CHUNK = 1 << 20
 
 
+def login_shell() -> str:
+    """The user's login shell, which runs commands as sshd would (``/bin/sh`` if unset)."""
+    return pwd.getpwuid(os.getuid()).pw_shell or "/bin/sh"
+
+
 class LocalProcess:
     """A command run by the user's login shell, as sshd would run it."""
 
@@ -93,9 +98,8 @@ class LocalConnection:
 
     def start(self, command: str, stdin: bytes = b"") -> LocalProcess:
         """Run ``command`` with the login shell; ``stdin`` is written first."""
-        shell = pwd.getpwuid(os.getuid()).pw_shell or "/bin/sh"
         popen = subprocess.Popen(
-            [shell, "-c", command],
+            [login_shell(), "-c", command],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -1,0 +1,82 @@
+"""The command line's Slurm part: ``HOSTS=slurm``, ``--transport``, ``--gpus-per-host``.
+
+Kept out of :mod:`clusterlaunch.cli` so that the CLI only registers these
+options and asks :func:`hosts` for the inventory; bad input raises
+:class:`~clusterlaunch.errors.UsageError`, which the CLI maps to exit 2.
+See docs/slurm.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from dataclasses import replace
+
+from clusterlaunch import slurm
+from clusterlaunch.errors import UsageError
+from clusterlaunch.hostfile import load_inventory
+from clusterlaunch.model import Inventory, SshTarget
+from clusterlaunch.transport import TRANSPORTS
+from clusterlaunch.transport.local import login_shell
+from clusterlaunch.transport.srun import srun_argv
+from clusterlaunch.transport.sshconfig import resolve_targets
+
+_ASCII_NUMBER = re.compile(r"[0-9]+")
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """``--transport``, ``--gpus-per-host`` and ``--master-addr`` (run, exec, check)."""
+    group = parser.add_argument_group(
+        "slurm", "HOSTS may be the word slurm: the nodes of the current Slurm allocation"
+    )
+    group.add_argument(
+        "--transport",
+        choices=TRANSPORTS,
+        help="how hosts are reached: srun starts a job step on each "
+        "(default: srun for HOSTS=slurm, else ssh)",
+    )
+    group.add_argument(
+        "--gpus-per-host",
+        metavar="N",
+        help="processes per host with HOSTS=slurm (default: SLURM_GPUS_ON_NODE, "
+        "SLURM_GPUS_PER_NODE or SLURM_TASKS_PER_NODE)",
+    )
+    group.add_argument(
+        "--master-addr",
+        metavar="ADDR",
+        help="the address every host dials for the rendezvous "
+        "(default: the hosts file's master_addr, else node 0's address or Slurm name)",
+    )
+
+
+def hosts(args: argparse.Namespace) -> tuple[Inventory, tuple[SshTarget, ...], str]:
+    """The inventory (hosts file or Slurm allocation), its targets, and the transport."""
+    gpus = args.gpus_per_host
+    if gpus is not None and not (_ASCII_NUMBER.fullmatch(gpus) and int(gpus) >= 1):
+        raise UsageError(f"--gpus-per-host {gpus}: use a number of 1 or more")
+    from_slurm = args.hosts == slurm.SLURM_HOSTS
+    if from_slurm:
+        inventory = slurm.load_slurm_inventory(os.environ, None if gpus is None else int(gpus))
+    elif gpus is not None:
+        raise UsageError("--gpus-per-host is for HOSTS=slurm; set gpus: in the hosts file")
+    else:
+        inventory = load_inventory(args.hosts)
+    if args.master_addr is not None:
+        if not args.master_addr or any(c.isspace() for c in args.master_addr):
+            raise UsageError(f"--master-addr {args.master_addr!r}: give a host name or address")
+        inventory = replace(inventory, master_addr=args.master_addr)
+    transport = args.transport or ("srun" if from_slurm else "ssh")
+    if transport == "ssh":
+        return inventory, tuple(resolve_targets(args.ssh_config, inventory.hosts)), transport
+    if not from_slurm:
+        slurm.require_in_allocation(inventory, os.environ)
+    return inventory, slurm.srun_targets(inventory.hosts), transport
+
+
+def dry_run_note(transport: str) -> str:
+    """For ``--dry-run``: how each command of the plan reaches its host, when not over SSH."""
+    if transport != "srun":
+        return ""
+    line = " ".join(srun_argv("HOST", "COMMAND", login_shell()))
+    return f"# each host's command runs as a step of the Slurm job:\n# {line}\n"

@@ -1,0 +1,145 @@
+"""srun transport: each host's command runs as a one-task step of the current Slurm job.
+
+``start`` runs ``srun --nodes=1 --ntasks=1 -w HOST ... SHELL -c COMMAND`` as a
+local child with pipes, wrapped in the same :class:`LocalProcess` as the local
+transport: srun relays the step's stdout/stderr to our pipes and our pipe to
+the step's stdin, so the supervisor and preflight work unchanged.
+
+Stdin carries everything the agent needs: the program source, heartbeats,
+``t``/``k`` and EOF. srun forwards stdin as it arrives (no line buffering) and
+turns EOF on its stdin into EOF on the task's stdin. ``--input=all`` is srun's
+default, but passed explicitly so that ``SRUN_INPUT`` in the user's environment
+cannot redirect it; with one task, "all" and "task 0" are the same task.
+Output is framed binary; slurmstepd passes it through unchanged but holds a
+partial line until its newline (or EOF), which only delays it.
+
+Teardown, by how the controller ends:
+
+* normally, Ctrl-C, SIGTERM, SIGHUP: the supervisor sends ``t`` (then ``k``);
+  the agent stops the job, reports and exits; the step and srun end with it.
+  srun runs in its own session, so a terminal's Ctrl-C never reaches it: srun
+  answers SIGINT with a status line, and two within a second kill the step
+  with no grace.
+* SIGKILL: our end of srun's stdin closes, srun forwards EOF, and the agent
+  starts its graceful teardown. srun's next write to its dead stdout raises
+  SIGPIPE, which srun turns into SIGKILL of the step (the whole step, through
+  Slurm's process tracking), so the job ends either way. Should srun itself be
+  stuck, the agent's ``--heartbeat-timeout`` still ends the job.
+* SIGTERM/SIGHUP sent to srun itself (not our doing): srun SIGKILLs the step.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+
+from clusterlaunch.errors import HostProblem, TransportError
+from clusterlaunch.model import SshTarget
+from clusterlaunch.transport.local import LocalProcess, login_shell
+
+SRUN = "srun"
+
+# Why each flag (see docs/slurm.md):
+STEP_OPTIONS = (
+    "--nodes=1",
+    "--ntasks=1",  # one agent per host; it starts torchrun, which starts the ranks
+    "--kill-on-bad-exit=1",  # a failed task ends its step at once
+    "--overlap",  # never queue behind another step (an interactive shell, a previous probe)
+    "--cpu-bind=none",  # one task must not be pinned to one CPU: its ranks need them all
+    "--export=ALL",  # sbatch --export=NONE leaves SLURM_EXPORT_ENV=NONE behind
+    "--input=all",  # stdin is the agent's control channel; ignore SRUN_INPUT
+    "--output=all",
+    "--error=all",
+    "--quiet",  # no "srun: job step created" lines among the job's output
+)
+
+# Removed from srun's environment, which srun would read as options:
+# SLURM_LABELIO (--label) would prefix the agent's framed output; the job's
+# GPU total (--gpus=32) cannot fit a one-node step; and the job's per-task
+# layout (sbatch --ntasks-per-node=8 --gpus-per-task=1) would shrink our
+# single task per node to one task's share.
+DROPPED_ENV = (
+    "SLURM_LABELIO",
+    "SLURM_GPUS",
+    "SLURM_GPUS_PER_TASK",
+    "SLURM_TRES_PER_TASK",
+    "SLURM_NTASKS_PER_NODE",
+    "SLURM_NTASKS_PER_GPU",
+    "SLURM_NTASKS_PER_CORE",
+    "SLURM_NTASKS_PER_SOCKET",
+)
+
+
+def srun_argv(host: str, command: str, shell: str, srun: str = SRUN) -> list[str]:
+    """The argv that runs ``command`` with ``shell`` on Slurm node ``host``."""
+    return [srun, *STEP_OPTIONS, "-w", host, shell, "-c", command]
+
+
+def srun_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` without the variables that would change how srun runs our one task."""
+    return {name: value for name, value in env.items() if name not in DROPPED_ENV}
+
+
+class SrunConnection:
+    """One Slurm node, reached by starting job steps on it.
+
+    There is no link to keep alive: a node that fails ends srun (Slurm notices
+    and says so on srun's stderr), which the supervisor sees as the host's
+    process ending without a report.
+    """
+
+    def __init__(self, host: str, srun: str = SRUN) -> None:
+        self.host = host
+        self._srun = srun
+        self._processes: list[LocalProcess] = []
+
+    def start(self, command: str, stdin: bytes = b"") -> LocalProcess:
+        """Start ``command`` as a step on this node; ``stdin`` is written first.
+
+        The agent (~26 KB) fits in the pipe buffer, so this write does not wait
+        for the step to start.
+        """
+        argv = srun_argv(self.host, command, login_shell(), self._srun)
+        try:
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=srun_env(os.environ),
+                # See the module docstring: Ctrl-C is the controller's to handle.
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise TransportError(self.host, f"cannot run {self._srun}: {exc}") from None
+        process = LocalProcess(popen)
+        self._processes.append(process)
+        if stdin:
+            process.send(stdin)
+        return process
+
+    def alive(self) -> bool:
+        """Always True: losing a node shows as its srun ending, not as a dead link.
+
+        (Tying this to one srun process would misreport a step that exited
+        while its last output was still being read as a lost host.)
+        """
+        return True
+
+    def close(self) -> None:
+        """EOF to every step still reading stdin (their agents tear down, as over SSH)."""
+        for process in self._processes:
+            process.close_stdin()
+
+
+def connect_all(
+    targets: Sequence[SshTarget],
+) -> tuple[dict[str, SrunConnection], list[HostProblem]]:
+    """One connection per target (nothing is contacted yet); every host fails without srun."""
+    srun = shutil.which(SRUN)
+    if srun is None:
+        detail = "srun not found on PATH; run inside a Slurm allocation or use --transport ssh"
+        return {}, [HostProblem(target.alias, "connect", detail) for target in targets]
+    return {target.alias: SrunConnection(target.alias, srun) for target in targets}, []

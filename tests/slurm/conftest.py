@@ -1,0 +1,116 @@
+"""A fake Slurm allocation: ``fake_bin/srun`` and ``fake_bin/scontrol`` first on PATH.
+
+The fake srun runs each step right here (see its docstring); every process a
+step starts carries ``CLUSTERLAUNCH_SIM_HOST=<marker>-<node>``, so the
+simulated-cluster orphan helpers tell whether a test left anything running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusterlaunch.simcluster import kill_processes, wait_until_gone
+from tests.cluster.support import PYTHON, WORKERS
+
+FAKE_BIN = Path(__file__).parent / "fake_bin"
+
+
+@dataclass
+class FakeSlurm:
+    """One fake allocation: its environment, its log of srun/scontrol calls, its marker."""
+
+    nodes: list[str]
+    env: dict[str, str]
+    log: Path
+    marker: str
+    started: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def argv(self, command: str, *args: str) -> list[str]:
+        # --python: the hosts' python3 is whatever PATH finds; the test's is known.
+        return [PYTHON, "-m", "clusterlaunch", command, "--python", PYTHON, *args]
+
+    def run(
+        self, command: str, *args: str, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """The CLI to completion, from the workers' directory (the steps' workdir)."""
+        result = subprocess.run(
+            self.argv(command, *args),
+            cwd=WORKERS,
+            env=self.env,
+            capture_output=True,
+            timeout=timeout,
+        )
+        return subprocess.CompletedProcess(
+            result.args,
+            result.returncode,
+            result.stdout.decode("utf-8", "replace"),
+            result.stderr.decode("utf-8", "replace"),
+        )
+
+    def start(self, command: str, *args: str) -> subprocess.Popen[bytes]:
+        """The CLI in the background (signal tests); killed at teardown if still running."""
+        process = subprocess.Popen(
+            self.argv(command, *args),
+            cwd=WORKERS,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.started.append(process)
+        return process
+
+    def calls(self) -> list[dict[str, Any]]:
+        """Every srun/scontrol call so far, in order."""
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines()]
+
+    def steps(self) -> list[dict[str, Any]]:
+        """The srun calls only."""
+        return [call for call in self.calls() if "argv" in call]
+
+    def markers(self) -> list[str]:
+        return [f"{self.marker}-{node}" for node in self.nodes]
+
+    def left_running(self, timeout: float) -> list[str]:
+        """Processes the steps started that are still alive after ``timeout`` (then killed)."""
+        left = wait_until_gone(self.markers(), timeout=timeout)
+        kill_processes(left)
+        return [str(proc) for proc in left]
+
+
+@pytest.fixture
+def fake_slurm(tmp_path: Path) -> Iterator[FakeSlurm]:
+    """A two-node allocation ``node[1-2]``, two tasks per node."""
+    marker = f"fakeslurm-{secrets.token_hex(4)}"
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("SLURM_", "SRUN_")) and name != "NO_COLOR"
+    }
+    env.update(
+        PATH=os.pathsep.join([str(FAKE_BIN), str(Path(PYTHON).parent), env.get("PATH", "")]),
+        PYTHONUNBUFFERED="1",
+        SLURM_JOB_ID="4242",
+        SLURM_JOB_NODELIST="node[1-2]",
+        SLURM_TASKS_PER_NODE="2(x2)",
+        FAKE_SLURM_LOG=str(tmp_path / "slurm-calls.jsonl"),
+        FAKE_SLURM_MARKER=marker,
+    )
+    fake = FakeSlurm(["node1", "node2"], env, tmp_path / "slurm-calls.jsonl", marker)
+    yield fake
+    for process in fake.started:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    if left := fake.left_running(timeout=5.0):
+        pytest.fail(f"processes left by the fake Slurm steps (killed): {left}", pytrace=False)

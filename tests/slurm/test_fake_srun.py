@@ -1,0 +1,165 @@
+"""``clusterlaunch run/exec/check slurm`` end to end, over the fake srun in fake_bin/.
+
+Each test runs the real CLI as a subprocess inside a fake two-node allocation
+``node[1-2]``; the fake srun records its argv and runs each step here, marking
+its processes so the fixture can prove that nothing is left running.
+
+The node names do not resolve on this machine, so the torchrun jobs pass
+``--master-addr 127.0.0.1`` (every "node" is this machine); on a real cluster
+node 0's Slurm name is the default and resolves everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.transport.base import RemoteProcess
+from clusterlaunch.transport.local import login_shell
+from clusterlaunch.transport.srun import STEP_OPTIONS, SrunConnection
+from tests.cluster.support import PYTHON, rank_lines, wait_for_lines
+from tests.slurm.conftest import FAKE_BIN, FakeSlurm
+
+LOCAL = ("--master-addr", "127.0.0.1")
+
+
+def step_hosts(fake: FakeSlurm) -> list[str]:
+    return [step["host"] for step in fake.steps()]
+
+
+def assert_step_argv(argv: list[str], host: str) -> None:
+    """The recorded srun argv: our options, then -w HOST, then SHELL -c COMMAND."""
+    assert argv[: len(STEP_OPTIONS)] == list(STEP_OPTIONS)
+    assert argv[:2] == ["--nodes=1", "--ntasks=1"]
+    rest = argv[len(STEP_OPTIONS) :]
+    assert rest[:4] == ["-w", host, login_shell(), "-c"]
+    assert len(rest) == 5  # the command is one word
+
+
+def read_to_the_end(process: RemoteProcess, timeout: float = 10.0) -> tuple[bytes, bytes]:
+    out, err = b"", b""
+    deadline = time.monotonic() + timeout
+    while not process.finished():
+        assert time.monotonic() < deadline, (out, err)
+        select.select(process.waitables(), [], [], 0.1)
+        more_out, more_err = process.read()
+        out, err = out + more_out, err + more_err
+    return out, err
+
+
+def test_transport_forwards_stdin_and_eof(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "node[1-2]")
+    monkeypatch.setenv("FAKE_SLURM_LOG", str(tmp_path / "calls.jsonl"))
+    monkeypatch.setenv("PATH", f"{FAKE_BIN}:{Path(PYTHON).parent}:{os.environ['PATH']}")
+    connection = SrunConnection("node2", str(FAKE_BIN / "srun"))
+    # The fake srun execs the command: $$ is srun's pid, field 6 of stat its session.
+    command = 'cat; echo "EOF on $FAKE_SLURM_HOST"; cut -d" " -f6 /proc/$$/stat; echo $$'
+    process = connection.start(command, b"program\n")
+    assert process.send(b"h")
+    connection.close()  # EOF on the stdin of every step started on it
+    out, err = read_to_the_end(process)
+    assert err == b""
+    data, eof, session, pid = out.split(b"\n")[:4]
+    assert (data, eof) == (b"program", b"hEOF on node2")
+    assert session == pid  # srun leads its own session: a terminal's Ctrl-C misses it
+    assert process.exit_status() == 0 and connection.alive()
+    process.close()
+
+
+def test_exec_runs_one_step_per_node(fake_slurm: FakeSlurm) -> None:
+    script = 'echo "on $FAKE_SLURM_HOST as $SLURMD_NODENAME"'
+    result = fake_slurm.run("exec", "slurm", "--", "sh", "-c", script)
+    assert result.returncode == 0, result.stderr
+    assert "[node1] on node1 as node1" in result.stdout
+    assert "[node2] on node2 as node2" in result.stdout
+    assert sorted(step_hosts(fake_slurm)) == ["node1", "node2"]
+    for step in fake_slurm.steps():
+        assert_step_argv(step["argv"], step["host"])
+    assert fake_slurm.left_running(timeout=5.0) == []
+
+
+def test_exec_returns_the_failing_steps_exit_code(fake_slurm: FakeSlurm) -> None:
+    script = '[ "$FAKE_SLURM_HOST" = node2 ] && exit 3; sleep 30'
+    result = fake_slurm.run("exec", "--grace", "1", "slurm", "--", "sh", "-c", script)
+    assert result.returncode == 3, result.stderr
+    assert "node2 exited with code 3" in result.stderr
+    assert fake_slurm.left_running(timeout=5.0) == []  # node1's sleep was torn down
+
+
+def test_exec_over_ssh_when_asked(fake_slurm: FakeSlurm) -> None:
+    # --transport ssh keeps SSH: node1 does not resolve here, so it fails to
+    # connect, and no step is started.
+    result = fake_slurm.run(
+        "exec", "--transport", "ssh", "--connect-timeout", "2", "slurm", "--", "true"
+    )
+    assert result.returncode == 2
+    assert "nothing was started" in result.stderr and "node1" in result.stderr
+    assert fake_slurm.steps() == []
+
+
+def test_no_srun_on_path_starts_nothing(fake_slurm: FakeSlurm) -> None:
+    path = fake_slurm.env["PATH"].split(":")
+    fake_slurm.env["PATH"] = ":".join(p for p in path if not p.endswith("fake_bin"))
+    result = fake_slurm.run("exec", "slurm", "--", "true")
+    assert result.returncode == 2
+    assert "srun not found on PATH" in result.stderr and "nothing was started" in result.stderr
+
+
+def test_scontrol_reads_what_clustershell_cannot(fake_slurm: FakeSlurm) -> None:
+    # Slurm pads n[01-2] to the width of its first number; ClusterShell refuses it.
+    fake_slurm.env["SLURM_JOB_NODELIST"] = "n[01-2]"
+    result = fake_slurm.run("exec", "--dry-run", "slurm", "--", "true")
+    assert result.returncode == 0, result.stderr
+    assert "# node 0 (n01)" in result.stdout and "# node 1 (n02)" in result.stdout
+    assert fake_slurm.calls() == [{"scontrol": ["show", "hostnames", "n[01-2]"]}]
+
+
+@pytest.mark.torch
+def test_check_probes_every_node_through_srun(fake_slurm: FakeSlurm) -> None:
+    result = fake_slurm.run("check", *LOCAL, "slurm", "allreduce.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "node1" in result.stdout and "node2" in result.stdout
+    assert sorted(step_hosts(fake_slurm)) == ["node1", "node2"]
+
+
+@pytest.mark.torch
+def test_allreduce_over_srun(fake_slurm: FakeSlurm) -> None:
+    result = fake_slurm.run("run", *LOCAL, "slurm", "allreduce.py", "x y")
+    assert result.returncode == 0, result.stderr
+    lines = rank_lines(result.stdout)
+    assert sorted(rank for rank, *_ in lines) == [0, 1, 2, 3]
+    for rank, host, local, text in lines:
+        assert host == ("node1" if rank < 2 else "node2")
+        assert f"RANK={rank} LOCAL_RANK={local} " in text
+        assert "WORLD_SIZE=4" in text and "SUM=10" in text and 'ARGV=["x y"]' in text
+    # One preflight probe step, then one agent step, per node.
+    steps = fake_slurm.steps()
+    assert sorted(s["host"] for s in steps[:2]) == ["node1", "node2"]
+    assert sorted(s["host"] for s in steps[2:]) == ["node1", "node2"]
+    for step in steps:
+        assert_step_argv(step["argv"], step["host"])
+    agent = next(s["argv"][-1] for s in steps[2:] if s["host"] == "node2")
+    assert "--node-rank 1" in agent and "--master-addr 127.0.0.1" in agent
+    assert fake_slurm.left_running(timeout=5.0) == []
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize(
+    ("signum", "expected"), [(signal.SIGINT, 130), (signal.SIGKILL, -signal.SIGKILL)]
+)
+def test_signals_to_the_controller_leave_nothing(
+    fake_slurm: FakeSlurm, signum: int, expected: int
+) -> None:
+    process = fake_slurm.start("run", *LOCAL, "--grace", "2", "slurm", "sleeper.py")
+    wait_for_lines(process, b" up", 4, timeout=90)
+    started = time.monotonic()
+    process.send_signal(signum)
+    assert process.wait(timeout=30) == expected
+    # SIGKILL: only the agents' stdin EOF (forwarded by srun) can clean up.
+    assert fake_slurm.left_running(timeout=6.0) == []
+    assert time.monotonic() - started < 8.0

@@ -1,0 +1,316 @@
+"""HOSTS=slurm and the srun transport's command: pure functions, tested by equality."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.cli import main
+from clusterlaunch.errors import UsageError
+from clusterlaunch.hostranges import HostRangeError
+from clusterlaunch.model import HostSpec, Inventory, SshTarget
+from clusterlaunch.slurm import (
+    check_in_allocation,
+    expand_counts,
+    expand_nodelist,
+    gpu_request,
+    processes_per_node,
+    slurm_inventory,
+    split_nodelist,
+    srun_targets,
+)
+from clusterlaunch.transport.srun import STEP_OPTIONS, srun_argv, srun_env
+
+
+def hosts(*pairs: tuple[str, int]) -> tuple[HostSpec, ...]:
+    return tuple(HostSpec(host=name, gpus=gpus) for name, gpus in pairs)
+
+
+# -- the inventory ---------------------------------------------------------------
+
+
+def test_gpu_ranges_and_gpus_on_node() -> None:
+    env = {"SLURM_JOB_NODELIST": "gpu[01-03,07]", "SLURM_GPUS_ON_NODE": "8"}
+    assert slurm_inventory(env, None) == Inventory(
+        path="slurm", hosts=hosts(("gpu01", 8), ("gpu02", 8), ("gpu03", 8), ("gpu07", 8))
+    )
+
+
+def test_heterogeneous_tasks_per_node() -> None:
+    env = {"SLURM_JOB_NODELIST": "node[1-3],big1", "SLURM_TASKS_PER_NODE": "2(x3),1"}
+    assert slurm_inventory(env, None).hosts == hosts(
+        ("node1", 2), ("node2", 2), ("node3", 2), ("big1", 1)
+    )
+
+
+def test_option_beats_environment() -> None:
+    env = {
+        "SLURM_JOB_NODELIST": "n[1-2]",
+        "SLURM_GPUS_ON_NODE": "8",
+        "SLURM_TASKS_PER_NODE": "1(x2)",
+    }
+    assert slurm_inventory(env, 3).hosts == hosts(("n1", 3), ("n2", 3))
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ({"SLURM_GPUS_ON_NODE": "4", "SLURM_GPUS_PER_NODE": "8"}, [4, 4]),
+        ({"SLURM_GPUS_PER_NODE": "a100:8", "SLURM_TASKS_PER_NODE": "1(x2)"}, [8, 8]),
+        ({"SLURM_GPUS_PER_NODE": "a100:4,v100:2"}, [6, 6]),
+        # salloc --ntasks-per-node=4 on a CPU partition: GPUs say 0, tasks decide.
+        ({"SLURM_GPUS_ON_NODE": "0", "SLURM_TASKS_PER_NODE": "4(x2)"}, [4, 4]),
+        ({"SLURM_TASKS_PER_NODE": "3,1"}, [3, 1]),
+    ],
+)
+def test_where_the_process_count_comes_from(extra: dict[str, str], expected: list[int]) -> None:
+    assert processes_per_node(extra, None, 2) == expected
+
+
+def test_slurm_order_is_kept_across_parts() -> None:
+    # ClusterShell would sort the whole set (a1 first); Slurm's order decides ranks.
+    assert expand_nodelist("b[1-2],a1") == ["b1", "b2", "a1"]
+    assert expand_nodelist("rack[1-2]-n[01-02]") == [
+        "rack1-n01",
+        "rack1-n02",
+        "rack2-n01",
+        "rack2-n02",
+    ]
+    assert expand_nodelist("localhost") == ["localhost"]
+
+
+def test_split_nodelist() -> None:
+    assert split_nodelist("a[1,3-4],b,c[2]") == ["a[1,3-4]", "b", "c[2]"]
+
+
+def test_expand_counts() -> None:
+    assert expand_counts("2(x3),1", "V") == [2, 2, 2, 1]
+    assert expand_counts("8", "V") == [8]
+    assert expand_counts("1,2(x1)", "V") == [1, 2]
+
+
+def test_gpu_request() -> None:
+    assert gpu_request("8") == 8
+    assert gpu_request("gpu:a100:2") == 2
+
+
+@pytest.mark.parametrize(
+    ("env", "gpus", "fragment"),
+    [
+        ({}, None, "not inside a Slurm allocation (SLURM_JOB_NODELIST unset); run under"),
+        ({"SLURM_JOB_NODELIST": ""}, 1, "no nodes"),
+        ({"SLURM_JOB_NODELIST": "n[1-2"}, 1, "SLURM_JOB_NODELIST='n[1-2': bad host range"),
+        ({"SLURM_JOB_NODELIST": "n[1-2]^n1"}, 1, "unexpected characters"),
+        ({"SLURM_JOB_NODELIST": "n1,,n2"}, 1, "empty entry"),
+        ({"SLURM_JOB_NODELIST": "n[1-2],n1"}, 1, "lists node n1 twice"),
+        ({"SLURM_JOB_NODELIST": "n1"}, None, "pass --gpus-per-host N"),
+        ({"SLURM_JOB_NODELIST": "n1"}, 0, "--gpus-per-host 0: use a number of 1 or more"),
+        (
+            {"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_TASKS_PER_NODE": "2(x3)"},
+            None,
+            "SLURM_TASKS_PER_NODE='2(x3)' gives 3 node(s) but SLURM_JOB_NODELIST has 2",
+        ),
+        (
+            {"SLURM_JOB_NODELIST": "n1", "SLURM_TASKS_PER_NODE": "2(3)"},
+            None,
+            "SLURM_TASKS_PER_NODE='2(3)': cannot read '2(3)'",
+        ),
+        ({"SLURM_JOB_NODELIST": "n1", "SLURM_TASKS_PER_NODE": "0"}, None, "zero count"),
+        ({"SLURM_JOB_NODELIST": "n1", "SLURM_GPUS_ON_NODE": "eight"}, None, "expected a number"),
+        ({"SLURM_JOB_NODELIST": "n1", "SLURM_GPUS_PER_NODE": "a100"}, None, "a GPU count"),
+    ],
+)
+def test_bad_allocations_name_the_variable_and_the_fix(
+    env: dict[str, str], gpus: int | None, fragment: str
+) -> None:
+    with pytest.raises(UsageError) as caught:
+        slurm_inventory(env, gpus)
+    message = str(caught.value)
+    assert fragment in message
+    assert "\n" not in message
+
+
+def test_expand_is_pluggable_for_the_scontrol_fallback() -> None:
+    def fake_expand(part: str) -> list[str]:
+        if part == "odd[01-2]":
+            return ["odd01", "odd02"]
+        raise HostRangeError(part)
+
+    env = {"SLURM_JOB_NODELIST": "odd[01-2]", "SLURM_TASKS_PER_NODE": "1(x2)"}
+    assert slurm_inventory(env, None, expand=fake_expand).hosts == hosts(("odd01", 1), ("odd02", 1))
+
+
+def test_srun_targets_use_the_slurm_names() -> None:
+    assert srun_targets(hosts(("gpu01", 1), ("localhost", 1))) == (
+        SshTarget(alias="gpu01", hostname="gpu01", port=0),
+        SshTarget(alias="localhost", hostname="localhost", port=0),
+    )
+
+
+def test_hosts_file_over_srun_must_name_allocated_nodes() -> None:
+    env = {"SLURM_JOB_NODELIST": "gpu[1-2]"}
+    check_in_allocation(Inventory("h.yaml", hosts(("gpu2", 1))), env)
+    with pytest.raises(UsageError, match=r"h.yaml: gpu3, gpu4 not in this Slurm allocation"):
+        check_in_allocation(Inventory("h.yaml", hosts(("gpu3", 1), ("gpu1", 1), ("gpu4", 1))), env)
+
+
+# -- the srun command --------------------------------------------------------------
+
+
+def test_srun_argv() -> None:
+    command = "cd -- /w && exec env A='x y' python3 -c 'print(1)'"
+    assert srun_argv("gpu07", command, "/bin/bash", "/usr/bin/srun") == [
+        "/usr/bin/srun",
+        "--nodes=1",
+        "--ntasks=1",
+        "--kill-on-bad-exit=1",
+        "--overlap",
+        "--cpu-bind=none",
+        "--export=ALL",
+        "--input=all",
+        "--output=all",
+        "--error=all",
+        "--quiet",
+        "-w",
+        "gpu07",
+        "/bin/bash",
+        "-c",
+        command,  # one argv word: srun execs it, no shell in between
+    ]
+    assert STEP_OPTIONS[:2] == ("--nodes=1", "--ntasks=1")
+
+
+def test_srun_env_drops_what_would_reshape_the_step() -> None:
+    env = {
+        "PATH": "/bin",
+        "SLURM_JOB_ID": "7",
+        "SLURM_LABELIO": "1",
+        "SLURM_GPUS": "32",
+        "SLURM_GPUS_PER_TASK": "1",
+        "SLURM_NTASKS_PER_NODE": "8",
+        "SLURM_GPUS_PER_NODE": "8",  # kept: it fits a one-node step
+    }
+    assert srun_env(env) == {"PATH": "/bin", "SLURM_JOB_ID": "7", "SLURM_GPUS_PER_NODE": "8"}
+
+
+# -- the command line ------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _restore_signals() -> Iterator[None]:
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+@pytest.fixture
+def allocation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    for name in ("SLURM_JOB_NODELIST", "SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[01-02]")
+    monkeypatch.setenv("SLURM_TASKS_PER_NODE", "2(x2)")
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    return tmp_path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_dry_run_slurm_plan(allocation: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "run", "--dry-run", "--json", "slurm", "train.py", "--lr", "1")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["master_addr"] == "gpu01"
+    assert [(n["host"], n["nproc"], n["global_ranks"]) for n in plan["nodes"]] == [
+        ("gpu01", 2, [0, 1]),
+        ("gpu02", 2, [2, 3]),
+    ]
+    words = shlex.split(plan["nodes"][1]["command"])
+    assert words[-3:] == ["train.py", "--lr", "1"]
+
+
+def test_dry_run_text_shows_the_srun_line(
+    allocation: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "run", "--dry-run", "slurm", "train.py")
+    assert code == 0, err
+    assert "srun --nodes=1 --ntasks=1" in out and "-w HOST" in out
+
+
+def test_gpus_per_host_and_master_addr(
+    allocation: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(
+        capsys,
+        "run",
+        "--dry-run",
+        "--json",
+        "--gpus-per-host",
+        "3",
+        "--master-addr",
+        "10.0.0.5",
+        "slurm",
+        "train.py",
+    )
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["world_size"] == 6 and plan["master_addr"] == "10.0.0.5"
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["--gpus-per-host", "x"], "--gpus-per-host x: use a number of 1 or more"),
+        (["--gpus-per-host", "\u0663"], "use a number of 1 or more"),  # Arabic-Indic 3
+        (["--master-addr", ""], "--master-addr '': give a host name or address"),
+        (["--transport", "rsh"], "invalid choice: 'rsh'"),
+    ],
+)
+def test_bad_slurm_options(
+    allocation: Path, capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str
+) -> None:
+    code, out, err = run(capsys, "run", "--dry-run", *argv, "slurm", "train.py")
+    assert code == 2 and out == ""
+    assert len(err.splitlines()) == 1 and fragment in err, err
+
+
+def test_gpus_per_host_needs_slurm(allocation: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (allocation / "hosts.yaml").write_text("hosts:\n  - {host: gpu01, gpus: 1}\n")
+    code, _, err = run(capsys, "run", "--dry-run", "--gpus-per-host", "2", "hosts.yaml", "train.py")
+    assert code == 2 and "--gpus-per-host is for HOSTS=slurm" in err
+
+
+def test_outside_an_allocation(
+    allocation: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SLURM_JOB_NODELIST")
+    code, out, err = run(capsys, "exec", "slurm", "--", "hostname")
+    assert code == 2 and out == ""
+    assert err == (
+        "clusterlaunch: error: not inside a Slurm allocation (SLURM_JOB_NODELIST unset); "
+        "run under salloc/sbatch or pass a hosts file\n"
+    )
+
+
+def test_hosts_file_over_srun(allocation: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (allocation / "hosts.yaml").write_text("hosts:\n  - {host: gpu02, gpus: 1}\n")
+    code, out, err = run(
+        capsys, "run", "--dry-run", "--json", "--transport", "srun", "hosts.yaml", "train.py"
+    )
+    assert code == 0, err
+    assert json.loads(out)["master_addr"] == "gpu02"
+    (allocation / "other.yaml").write_text("hosts:\n  - {host: cpu9, gpus: 1}\n")
+    code, out, err = run(
+        capsys, "run", "--dry-run", "--transport", "srun", "other.yaml", "train.py"
+    )
+    assert code == 2 and "other.yaml: cpu9 not in this Slurm allocation" in err
