@@ -71,6 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_job_options(exe)
     slurmargs.add_options(exe)
     exe.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
+    exe.add_argument(
+        "--fail-fast",
+        action="store_true",
+        help="stop every host as soon as one fails (default: let every host finish)",
+    )
     exe.add_argument("hosts", help="hosts file; then -- COMMAND [ARGS...]")
 
     chk = commands.add_parser("check", help="run the preflight checks only")
@@ -242,6 +247,7 @@ def _request(args: argparse.Namespace, exec_argv: tuple[str, ...] | None) -> Job
         rank_filter=rank_filter,
         log_dir=args.log_dir,
         transport=transport,
+        fail_fast=getattr(args, "fail_fast", False),
     )
 
 

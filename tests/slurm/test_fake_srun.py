@@ -85,7 +85,9 @@ def test_exec_runs_one_step_per_node(fake_slurm: FakeSlurm) -> None:
 
 def test_exec_returns_the_failing_steps_exit_code(fake_slurm: FakeSlurm) -> None:
     script = '[ "$FAKE_SLURM_HOST" = node2 ] && exit 3; sleep 30'
-    result = fake_slurm.run("exec", "--grace", "1", "slurm", "--", "sh", "-c", script)
+    result = fake_slurm.run(
+        "exec", "--fail-fast", "--grace", "1", "slurm", "--", "sh", "-c", script
+    )
     assert result.returncode == 3, result.stderr
     assert "node2 exited with code 3" in result.stderr
     assert fake_slurm.left_running(timeout=5.0) == []  # node1's sleep was torn down
