@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         help='extra torchrun options; write --torchrun-args="--max-restarts 3"',
     )
     run.add_argument("--ranks", help="show only these global ranks on the console, e.g. 0,4-7")
+    _add_sync_option(run)
     run.add_argument("hosts", help="hosts file (YAML or MPI hostfile)")
     run.add_argument("script", help="the training script (relative to the workdir)")
     # SCRIPT_ARGS never reach argparse: see split_passthrough.
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connection_options(exe)
     _add_job_options(exe)
     exe.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
+    _add_sync_option(exe)
     exe.add_argument("hosts", help="hosts file; then -- COMMAND [ARGS...]")
 
     chk = commands.add_parser("check", help="run the preflight checks only")
@@ -139,6 +141,16 @@ def _add_connection_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--fanout", type=int, default=64, help="parallel connections (default 64)")
     group.add_argument("--connect-timeout", type=float, default=10.0, help="seconds (default 10)")
+
+
+def _add_sync_option(parser: argparse.ArgumentParser) -> None:
+    # --sync (run and exec; check changes nothing): see docs/sync.md.
+    parser.add_argument(
+        "--sync",
+        action="store_true",
+        help="first copy this directory to every host's workdir (rsync or SFTP; "
+        "honours .clusterlaunchignore, skips .git, sends changed files only)",
+    )
 
 
 def _add_job_options(parser: argparse.ArgumentParser) -> None:
@@ -223,6 +235,7 @@ def _request(args: argparse.Namespace, exec_argv: tuple[str, ...] | None) -> Job
         timeout=args.timeout,
         rank_filter=rank_filter,
         log_dir=args.log_dir,
+        sync=getattr(args, "sync", False),
     )
 
 
