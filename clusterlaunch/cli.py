@@ -60,7 +60,6 @@ def build_parser() -> argparse.ArgumentParser:
         help='extra torchrun options; write --torchrun-args="--max-restarts 3"',
     )
     run.add_argument("--ranks", help="show only these global ranks on the console, e.g. 0,4-7")
-    _add_sync_option(run)
     run.add_argument("hosts", help="hosts file (YAML or MPI hostfile)")
     run.add_argument("script", help="the training script (relative to the workdir)")
     # SCRIPT_ARGS never reach argparse: see split_passthrough.
@@ -69,7 +68,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connection_options(exe)
     _add_job_options(exe)
     exe.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
-    _add_sync_option(exe)
     exe.add_argument("hosts", help="hosts file; then -- COMMAND [ARGS...]")
 
     chk = commands.add_parser("check", help="run the preflight checks only")
@@ -78,6 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--master-port", help="a port number, or auto")
     chk.add_argument("hosts", help="hosts file")
     chk.add_argument("script", nargs="?", help="also check this script exists on every host")
+    for sub in (run, exe):  # not check: it changes nothing (docs/sync.md)
+        sub.add_argument(
+            "--sync",
+            action="store_true",
+            help="first copy this directory to every host's workdir (rsync or SFTP; "
+            "honours .clusterlaunchignore, skips .git, sends changed files only)",
+        )
     return parser
 
 
@@ -141,16 +146,6 @@ def _add_connection_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--fanout", type=int, default=64, help="parallel connections (default 64)")
     group.add_argument("--connect-timeout", type=float, default=10.0, help="seconds (default 10)")
-
-
-def _add_sync_option(parser: argparse.ArgumentParser) -> None:
-    # --sync (run and exec; check changes nothing): see docs/sync.md.
-    parser.add_argument(
-        "--sync",
-        action="store_true",
-        help="first copy this directory to every host's workdir (rsync or SFTP; "
-        "honours .clusterlaunchignore, skips .git, sends changed files only)",
-    )
 
 
 def _add_job_options(parser: argparse.ArgumentParser) -> None:

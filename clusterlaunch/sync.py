@@ -36,7 +36,7 @@ from clusterlaunch.syncplan import (
     report_line,
 )
 from clusterlaunch.transport import Connection, SshSettings
-from clusterlaunch.transport.oneshot import Finished, run_all
+from clusterlaunch.transport.oneshot import Batch, Finished, run_all
 
 CHECK_TIMEOUT = 30.0
 """Seconds for each quick round of commands (create the destination, list tokens)."""
@@ -78,9 +78,23 @@ def _walk(root: str, relative: str, rules: IgnoreRules, out: list[LocalEntry]) -
         ):
             # Sockets, FIFOs and devices are never copied.
             link = os.readlink(os.path.join(root, path)) if stat.S_ISLNK(info.st_mode) else None
+            _check_utf8(root, path, link)
             out.append(
                 LocalEntry(path, info.st_size, info.st_mtime_ns, stat.S_IMODE(info.st_mode), link)
             )
+
+
+def _check_utf8(root: str, path: str, link: str | None) -> None:
+    """SFTP paths are UTF-8: refuse other names here rather than fail halfway."""
+    for name in (path, link or ""):
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.path.join(root, path).encode("utf-8", "surrogateescape")
+            raise UsageError(
+                f"{shown!r}: name (or link target) is not UTF-8; rename it or add it "
+                f"to {IGNORE_FILE}"
+            ) from None
 
 
 def sync_workdirs(
@@ -93,20 +107,23 @@ def sync_workdirs(
 ) -> None:
     """Copy ``tree`` to every node's workdir; raise SyncError if any copy failed."""
     nodes = {node.node_rank: node for node in plan.nodes}
-    checks, source_token = _find_shared_dirs(plan, connections, tree.root)
+    checks, source_token, cleanup = _find_shared_dirs(plan, connections, tree.root)
     local_rsync = shutil.which("rsync") is not None and shutil.which("ssh") is not None
     tasks = plan_tasks(checks, source_token, local_rsync)
     copier = Copier(tree, connections, ssh)
     workers = max(1, min(parallel, MAX_PARALLEL, len(tasks)))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sync") as pool:
-        futures = [
-            (task, pool.submit(copier.run, nodes[task.node_ranks[0]], task)) for task in tasks
-        ]
-        try:
-            results = [(task, future.result()) for task, future in futures]
-        except BaseException:  # Ctrl-C, SIGTERM: stop rsync and SFTP, then re-raise
-            copier.cancel()
-            raise
+    try:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sync") as pool:
+            futures = [
+                (task, pool.submit(copier.run, nodes[task.node_ranks[0]], task)) for task in tasks
+            ]
+            try:
+                results = [(task, future.result()) for task, future in futures]
+            except BaseException:  # Ctrl-C, SIGTERM: stop rsync and SFTP, then re-raise
+                copier.cancel()
+                raise
+    finally:
+        cleanup.wait(CHECK_TIMEOUT)  # ran alongside the copies; they never look at tokens
     problems = []
     for task, (transfer, seconds, error) in results:
         hosts = [nodes[rank].host for rank in task.node_ranks]
@@ -124,12 +141,27 @@ def sync_workdirs(
 
 def _find_shared_dirs(
     plan: JobPlan, connections: Mapping[str, Connection], source: str
-) -> tuple[list[HostCheck], str | None]:
-    """Create every destination, and tell which nodes (and the source) share one."""
+) -> tuple[list[HostCheck], str | None, Batch[int]]:
+    """Create every destination, and tell which nodes (and the source) share one.
+
+    Also returns the started, not yet awaited, removal of the hosts' tokens.
+    """
     prefix = f"{TOKEN_PREFIX}{secrets.token_hex(6)}-"
     tokens = {node.node_rank: f"{prefix}{node.node_rank}" for node in plan.nodes}
     source_token = _leave_token(source, prefix + "source")
     placed: list[NodePlan] = []
+
+    def remove_tokens() -> Batch[int]:
+        return Batch(
+            {
+                node.node_rank: (
+                    connections[node.host],
+                    commands.sync_cleanup_command(node.workdir, tokens[node.node_rank]),
+                )
+                for node in placed
+            }
+        )
+
     try:
         prepared = _round(
             plan,
@@ -142,15 +174,10 @@ def _find_shared_dirs(
             plan, connections, lambda n: commands.sync_tokens_command(n.workdir, prefix)
         )
         _raise_failures(plan, listed, "cannot list the workdir")
+    except BaseException:
+        remove_tokens().wait(CHECK_TIMEOUT)
+        raise
     finally:
-        cleanup = {
-            node.node_rank: (
-                connections[node.host],
-                commands.sync_cleanup_command(node.workdir, tokens[node.node_rank]),
-            )
-            for node in placed
-        }
-        run_all(cleanup, CHECK_TIMEOUT)
         if source_token is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(source, source_token))
@@ -165,7 +192,7 @@ def _find_shared_dirs(
         )
         for node in plan.nodes
     ]
-    return checks, source_token
+    return checks, source_token, remove_tokens()
 
 
 def _leave_token(directory: str, name: str) -> str | None:

@@ -8,14 +8,12 @@ the hosts and runs rsync. See docs/sync.md for the user-facing rules.
 
 from __future__ import annotations
 
-import posixpath
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pathspec
 
-from clusterlaunch.commands import home_relative
 from clusterlaunch.errors import UsageError
 
 IGNORE_FILE = ".clusterlaunchignore"
@@ -236,11 +234,6 @@ def _differs(entry: LocalEntry, there: RemoteEntry | None) -> bool:
     if there is None or there.kind != "file":
         return True
     return there.size != entry.size or there.mtime != entry.mtime
-
-
-def dest_path(dest: str, relative: str) -> str:
-    """``relative`` inside destination ``dest`` (``~`` already made home-relative)."""
-    return posixpath.join(home_relative(dest), relative) if relative else home_relative(dest)
 
 
 # -------------------------------------------------------------------------------- reports

@@ -6,7 +6,7 @@ import select
 import time
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from clusterlaunch.errors import TransportError
 from clusterlaunch.transport.base import Connection, RemoteProcess
@@ -25,45 +25,65 @@ class Finished:
     """Why there is no status."""
 
 
-def run_all(jobs: Mapping[K, tuple[Connection, str]], timeout: float) -> dict[K, Finished]:
-    """Start every ``(connection, command)``, with stdin closed, and wait for all of them."""
-    results: dict[K, Finished] = {}
-    running: dict[K, RemoteProcess] = {}
-    outputs: dict[K, tuple[list[bytes], list[bytes]]] = {}
-    for key, (connection, command) in jobs.items():
+class Batch(Generic[K]):
+    """Commands started together (stdin closed at once) and waited for together.
+
+    Starting returns at once, so a batch whose answer is not needed yet (a
+    cleanup) can run while the caller does something else.
+    """
+
+    def __init__(self, jobs: Mapping[K, tuple[Connection, str]]) -> None:
+        self._keys = list(jobs)
+        self._results: dict[K, Finished] = {}
+        self._running: dict[K, RemoteProcess] = {}
+        self._outputs: dict[K, tuple[list[bytes], list[bytes]]] = {}
+        for key, (connection, command) in jobs.items():
+            try:
+                process = connection.start(command)
+            except TransportError as exc:
+                self._results[key] = Finished(None, error=exc.detail)
+                continue
+            process.close_stdin()
+            self._running[key] = process
+            self._outputs[key] = ([], [])
+
+    def wait(self, timeout: float) -> dict[K, Finished]:
+        """Every command's end, in the order given; those still running after ``timeout`` lose."""
+        deadline = time.monotonic() + timeout
+        running = self._running
         try:
-            process = connection.start(command)
-        except TransportError as exc:
-            results[key] = Finished(None, error=exc.detail)
-            continue
-        process.close_stdin()
-        running[key] = process
-        outputs[key] = ([], [])
-    deadline = time.monotonic() + timeout
-    try:
-        while running:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            fds = [fd for process in running.values() for fd in process.waitables()]
-            if fds:
-                select.select(fds, [], [], min(left, 0.2))
-            else:
-                time.sleep(0.005)
-            for key, process in list(running.items()):
-                out, err = process.read()
-                outputs[key][0].append(out)
-                outputs[key][1].append(err)
-                if process.finished():
-                    results[key] = Finished(
-                        process.exit_status(), b"".join(outputs[key][0]), b"".join(outputs[key][1])
-                    )
-                    del running[key]
-                    process.close()
-        for key in running:
-            out, err = (b"".join(part) for part in outputs[key])
-            results[key] = Finished(None, out, err, error=f"no answer within {timeout:g} s")
-    finally:
-        for process in running.values():
+            while running and (left := deadline - time.monotonic()) > 0:
+                fds = [fd for process in running.values() for fd in process.waitables()]
+                if fds:
+                    select.select(fds, [], [], min(left, 0.2))
+                else:
+                    time.sleep(0.005)
+                for key, process in list(running.items()):
+                    self._pump(key, process)
+            for key in running:
+                out, err = (b"".join(part) for part in self._outputs[key])
+                self._results[key] = Finished(None, out, err, f"no answer within {timeout:g} s")
+        finally:
+            self.close()
+        return {key: self._results[key] for key in self._keys}
+
+    def _pump(self, key: K, process: RemoteProcess) -> None:
+        out, err = process.read()
+        self._outputs[key][0].append(out)
+        self._outputs[key][1].append(err)
+        if process.finished():
+            outs, errs = (b"".join(part) for part in self._outputs[key])
+            self._results[key] = Finished(process.exit_status(), outs, errs)
+            del self._running[key]
             process.close()
-    return {key: results[key] for key in jobs}
+
+    def close(self) -> None:
+        """Drop the channels of commands still running (they see EOF, nothing else)."""
+        for process in self._running.values():
+            process.close()
+        self._running.clear()
+
+
+def run_all(jobs: Mapping[K, tuple[Connection, str]], timeout: float) -> dict[K, Finished]:
+    """Start every ``(connection, command)`` and wait for all of them."""
+    return Batch(jobs).wait(timeout)

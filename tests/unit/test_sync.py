@@ -444,3 +444,11 @@ def test_sync_flag_reaches_the_request() -> None:
     assert parser.parse_args(["exec", "--sync", "h"]).sync is True
     assert parser.parse_args(["run", "h", "s"]).sync is False
     assert not hasattr(parser.parse_args(["check", "h"]), "sync")
+
+
+def test_a_name_that_is_not_utf8_is_refused_unless_ignored(tmp_path: Path) -> None:
+    (tmp_path / os.fsdecode(b"caf\xe9.py")).write_text("")
+    with pytest.raises(UsageError, match=r"caf\\xe9.py'.*not UTF-8"):
+        scan_source(str(tmp_path))
+    (tmp_path / ".clusterlaunchignore").write_text("caf*\n")
+    assert [e.path for e in scan_source(str(tmp_path)).entries] == [".clusterlaunchignore"]
