@@ -149,7 +149,8 @@ def _find_shared_dirs(
     prefix = f"{TOKEN_PREFIX}{secrets.token_hex(6)}-"
     tokens = {node.node_rank: f"{prefix}{node.node_rank}" for node in plan.nodes}
     source_token = _leave_token(source, prefix + "source")
-    placed: list[NodePlan] = []
+    # Until the first round answers, any host may hold a token: remove them all.
+    placed = list(plan.nodes)
 
     def remove_tokens() -> Batch[int]:
         return Batch(

@@ -1,7 +1,8 @@
 """``--sync`` copies, one destination directory each: rsync, or file by file (SFTP, local).
 
 Runs in worker threads; :meth:`Copier.cancel` (Ctrl-C, SIGTERM) kills every
-rsync at once and stops file-by-file copies after their current file.
+rsync and stops every SFTP upload (removing its temporary file) at once; a
+local copy ends after its current file.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class Copier:
         self._stopped = threading.Event()
         self._lock = threading.Lock()
         self._processes: list[subprocess.Popen[bytes]] = []
+        self._sinks: list[FileSink] = []
 
     def run(self, node: NodePlan, task: SyncTask) -> tuple[Transfer, float, str | None]:
         """(what was sent, seconds, error or None); never raises for a host's failure."""
@@ -56,7 +58,7 @@ class Copier:
             elif task.method == RSYNC:
                 transfer = self._rsync(node)
             else:
-                sink = open_files(self.connections[node.host])
+                sink = self._open(node)
                 try:
                     transfer = self._copy(sink, node.workdir)
                 finally:
@@ -94,6 +96,14 @@ class Copier:
             raise TransportError(node.host, f"rsync exited with {process.returncode}: {said}")
         return parse_rsync_report(out)
 
+    def _open(self, node: NodePlan) -> FileSink:
+        with self._lock:
+            if self._stopped.is_set():
+                raise TransportError(node.host, "cancelled")
+            sink = open_files(self.connections[node.host])
+            self._sinks.append(sink)
+        return sink
+
     def _copy(self, sink: FileSink, workdir: str) -> Transfer:
         root = sink.root(workdir)
         plan = plan_copy(self.tree, _survey(sink, root, self.tree))
@@ -115,12 +125,14 @@ class Copier:
         return transfer_of(plan)
 
     def cancel(self) -> None:
-        """Stop: kill every rsync, and let SFTP copies end after their current file."""
+        """Stop now: kill every rsync, stop every SFTP upload (a large one too)."""
         with self._lock:
             self._stopped.set()
             for process in self._processes:
                 if process.poll() is None:
                     process.kill()
+            for sink in self._sinks:
+                sink.cancel()
 
 
 def _survey(sink: FileSink, root: str, tree: SourceTree) -> dict[str, RemoteEntry]:

@@ -15,6 +15,7 @@ import posixpath
 import secrets
 import shutil
 import stat
+import threading
 from typing import Protocol
 
 import paramiko
@@ -60,6 +61,10 @@ class FileSink(Protocol):
         """Set the permission bits of ``path``."""
         ...
 
+    def cancel(self) -> None:
+        """From another thread: make a ``put`` in progress stop soon (and clean up)."""
+        ...
+
     def close(self) -> None:
         """Release the sink."""
         ...
@@ -92,12 +97,17 @@ def _temporary(path: str) -> str:
     return posixpath.join(posixpath.dirname(path), f".clusterlaunch-tmp-{secrets.token_hex(6)}")
 
 
+class _Cancelled(Exception):
+    """Raised inside paramiko's progress callback to abandon an upload."""
+
+
 class SftpFiles:
     """A host's file system over the SSH connection's SFTP subsystem."""
 
     def __init__(self, host: str, sftp: paramiko.SFTPClient) -> None:
         self.host = host
         self._sftp = sftp
+        self._cancelled = threading.Event()
 
     def _fail(self, what: str, path: str, exc: BaseException) -> TransportError:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -115,7 +125,7 @@ class SftpFiles:
             if exc.errno == errno.ENOENT:
                 return None
             raise self._fail("list", path, exc) from None
-        except paramiko.SSHException as exc:
+        except (EOFError, paramiko.SSHException) as exc:
             raise self._fail("list", path, exc) from None
         return {a.filename: _entry(a.st_mode or 0, a.st_size or 0, a.st_mtime or 0) for a in found}
 
@@ -123,14 +133,14 @@ class SftpFiles:
         """The link's target as stored."""
         try:
             return self._sftp.readlink(path) or ""
-        except (OSError, paramiko.SSHException) as exc:
+        except (OSError, EOFError, paramiko.SSHException) as exc:
             raise self._fail("read link", path, exc) from None
 
     def mkdir(self, path: str) -> None:
         """Create one directory."""
         try:
             self._sftp.mkdir(path)
-        except (OSError, paramiko.SSHException) as exc:
+        except (OSError, EOFError, paramiko.SSHException) as exc:
             raise self._fail("create directory", path, exc) from None
 
     def put(self, local: str, path: str, mode: int, mtime_ns: int) -> None:
@@ -138,13 +148,21 @@ class SftpFiles:
         temporary = _temporary(path)
         seconds = mtime_ns // 1_000_000_000
         try:
-            self._sftp.put(local, temporary, confirm=False)  # errors raise anyway
+            # The callback runs after every chunk: the place to notice a cancel.
+            self._sftp.put(local, temporary, callback=self._check, confirm=False)
             self._sftp.chmod(temporary, mode)
             self._sftp.utime(temporary, (seconds, seconds))
             self._rename(temporary, path)
-        except (OSError, paramiko.SSHException) as exc:
+        except _Cancelled:
+            self._discard(temporary)
+            raise TransportError(self.host, "cancelled") from None
+        except (OSError, EOFError, paramiko.SSHException) as exc:
             self._discard(temporary)
             raise self._fail("write", path, exc) from None
+
+    def _check(self, sent: int, total: int) -> None:
+        if self._cancelled.is_set():
+            raise _Cancelled
 
     def symlink(self, target: str, path: str) -> None:
         """Create the link under a temporary name, rename it into place."""
@@ -152,7 +170,7 @@ class SftpFiles:
         try:
             self._sftp.symlink(target, temporary)
             self._rename(temporary, path)
-        except (OSError, paramiko.SSHException) as exc:
+        except (OSError, EOFError, paramiko.SSHException) as exc:
             self._discard(temporary)
             raise self._fail("create link", path, exc) from None
 
@@ -160,7 +178,7 @@ class SftpFiles:
         """Set permissions."""
         try:
             self._sftp.chmod(path, mode)
-        except (OSError, paramiko.SSHException) as exc:
+        except (OSError, EOFError, paramiko.SSHException) as exc:
             raise self._fail("chmod", path, exc) from None
 
     def _rename(self, source: str, path: str) -> None:
@@ -173,8 +191,12 @@ class SftpFiles:
             self._sftp.rename(source, path)
 
     def _discard(self, temporary: str) -> None:
-        with contextlib.suppress(OSError, paramiko.SSHException):
+        with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
             self._sftp.remove(temporary)
+
+    def cancel(self) -> None:
+        """Stop an upload in progress after its current chunk."""
+        self._cancelled.set()
 
     def close(self) -> None:
         """Close the SFTP channel (the SSH connection stays open)."""
@@ -251,6 +273,9 @@ class LocalFiles:
             os.chmod(path, mode)
         except OSError as exc:
             raise self._fail("chmod", path, exc) from None
+
+    def cancel(self) -> None:
+        """Local copies are fast: the copy in progress is allowed to finish."""
 
     def close(self) -> None:
         """Nothing to release."""

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -264,3 +266,30 @@ def test_rsync_and_sftp_agree_on_what_is_unchanged(sim_cluster, tmp_path: Path) 
         {"node0": ("sftp", 0)},
         {"node0": ("rsync", 0)},
     ]
+
+
+def test_ctrl_c_during_an_upload_stops_it_and_leaves_nothing(sim_cluster, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    with (project / "big.bin").open("wb") as handle:
+        handle.truncate(1 << 30)  # sparse: instant here, seconds over SFTP
+    dest = tmp_path / "dest"
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, {"workdir": str(dest)})])
+    process = subprocess.Popen(
+        cli_argv("exec", sim_cluster, "--sync", str(hosts), "--", "true"),
+        cwd=project,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **WITHOUT_RSYNC},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list(dest.glob(".clusterlaunch-tmp-*")):  # the upload has begun
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=10) == 130
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert list(dest.iterdir()) == []  # the partial upload and the token are removed
