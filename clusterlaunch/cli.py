@@ -87,6 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("script", nargs="?", help="also check this script exists on every host")
     _add_job_control(commands)
     sandbox.add_parser(commands, _Parser)  # sandbox up|down: see clusterlaunch/sandbox.py
+    for sub in (run, exe):  # not check: it changes nothing (docs/sync.md)
+        sub.add_argument(
+            "--sync",
+            action="store_true",
+            help="first copy this directory to every host's workdir (rsync or SFTP; "
+            "honours .clusterlaunchignore, skips .git, sends changed files only)",
+        )
     return parser
 
 
@@ -248,6 +255,7 @@ def _request(args: argparse.Namespace, exec_argv: tuple[str, ...] | None) -> Job
         log_dir=args.log_dir,
         transport=transport,
         fail_fast=getattr(args, "fail_fast", False),
+        sync=getattr(args, "sync", False),
     )
 
 

@@ -13,9 +13,13 @@ nothing installed but Python.
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+from clusterlaunch.errors import UsageError
+from clusterlaunch.model import SshTarget
 
 # Reads exactly SIZE bytes of program from stdin (os.read can return less) and
 # runs it; exits 98 if stdin closes early. Python >= 3.8 (walrus).
@@ -168,3 +172,116 @@ def owned_torchrun_option(word: str) -> str | None:
         if name == owned or (len(name) >= 5 and owned.startswith(name)):
             return owned
     return None
+
+
+# ------------------------------------------------------------------------------ code sync
+
+
+def sync_prepare_command(workdir: str, token: str) -> str:
+    """Create ``workdir``, leave ``token`` in it, and print ``rsync=<path or nothing>``.
+
+    Run without the job's ``setup``: rsync's server is started the same bare way.
+    """
+    where = quote_word(HostPath(workdir))
+    return (
+        f"mkdir -p -- {where} && cd -- {where} && : > {shlex.quote(token)} && "
+        "printf 'rsync=%s\\n' \"$(command -v rsync)\""
+    )
+
+
+def sync_tokens_command(workdir: str, prefix: str) -> str:
+    """Print ``token=<name>`` for every file in ``workdir`` whose name starts with ``prefix``."""
+    # An unmatched glob prints the pattern itself; the caller keeps known names only.
+    return (
+        f"cd -- {quote_word(HostPath(workdir))} && "
+        f"for f in {shlex.quote(prefix)}*; do printf 'token=%s\\n' \"$f\"; done"
+    )
+
+
+def sync_cleanup_command(workdir: str, token: str) -> str:
+    """Remove ``token`` from ``workdir``."""
+    return f"cd -- {quote_word(HostPath(workdir))} && rm -f -- {shlex.quote(token)}"
+
+
+def ssh_argv(
+    target: SshTarget, *, config_file: str, strict: bool, connect_timeout: float
+) -> list[str]:
+    """The OpenSSH client command rsync runs (``--rsh``) to reach ``target``.
+
+    ``-F`` names the config clusterlaunch resolved the host through, and rsync
+    names the host by the same alias, so ssh applies the same ``Host`` block;
+    the explicit options repeat what clusterlaunch decided on top of it
+    (hosts-file user and port, keys, the host-key policy). Host keys are
+    always checked, and ``BatchMode`` makes a prompt fail instead of hang.
+    """
+    timeout = target.connect_timeout or connect_timeout
+    argv = ["ssh", "-F", config_file, "-p", str(target.port)]
+    if target.user:
+        argv += ["-l", target.user]
+    for identity in target.identity_files:
+        argv += ["-i", identity]
+    if target.identities_only:
+        argv += ["-o", "IdentitiesOnly=yes"]
+    if target.known_hosts_files:
+        files = " ".join(map(_ssh_option_word, target.known_hosts_files))
+        argv += ["-o", "UserKnownHostsFile=" + files]
+    argv += [
+        "-o",
+        "StrictHostKeyChecking=" + ("yes" if strict else "accept-new"),
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        f"ConnectTimeout={max(1, math.ceil(timeout))}",
+    ]
+    if target.proxy_jump:
+        argv += ["-o", f"ProxyJump={target.proxy_jump}"]
+    return argv
+
+
+def _ssh_option_word(word: str) -> str:
+    """One value of a multi-valued ``-o`` option: ssh splits on spaces outside double quotes."""
+    if '"' in word or "\n" in word:
+        raise UsageError(f"{word!r}: ssh cannot take a file name with '\"' or a newline")
+    return f'"{word}"' if " " in word or "\t" in word else word
+
+
+def home_relative(path: str) -> str:
+    """A :class:`HostPath` for programs that do not run it through a shell (SFTP, rsync -s).
+
+    Both start in the login directory, so ``~/x`` is just ``x`` and ``~`` is ``.``.
+    """
+    if path == "~":
+        return "."
+    if path.startswith("~/"):
+        return path[2:] or "."
+    return path
+
+
+def rsync_argv(ssh: Sequence[str], alias: str, workdir: str, source: str, report: str) -> list[str]:
+    """rsync of the files listed on stdin (NUL-separated) from ``source`` to ``alias:workdir``.
+
+    ``--rsh`` is one string that rsync splits itself, honouring single and
+    double quotes (adjacent quoted parts join), which :func:`shlex.quote`'s
+    output satisfies. ``--protect-args`` sends the destination over rsync's
+    own protocol, so the remote shell never word-splits it; that is also why
+    ``~`` is turned into a home-relative path here.
+    Times and permissions are kept (the next run's quick check then skips
+    unchanged files); owners are not, and nothing is deleted on the host.
+    """
+    host = f"[{alias}]" if ":" in alias else alias
+    return [
+        "rsync",
+        "--links",
+        "--perms",
+        "--times",
+        "--omit-dir-times",
+        "--protect-args",
+        "--8-bit-output",
+        "--from0",
+        "--files-from=-",
+        f"--out-format={report}%i %l %n",
+        "--rsh=" + quote_argv(ssh),
+        "--",
+        source.rstrip("/") + "/",
+        f"{host}:{home_relative(workdir)}",
+    ]

@@ -52,6 +52,18 @@ class PreflightError(ClusterlaunchError):
         super().__init__(f"preflight failed on {len({p.host for p in problems})} host(s)")
 
 
+class SyncError(PreflightError):
+    """``--sync`` could not copy the workdir to some host; nothing was started.
+
+    A kind of preflight failure: the CLI reports it the same way (exit 2, per-host table).
+    """
+
+    def __init__(self, problems: list[HostProblem], table: str) -> None:
+        super().__init__(problems, table)
+        hosts = len({p.host for p in problems})
+        self.args = (f"code sync (--sync) failed on {hosts} host(s)",)
+
+
 class TransportError(ClusterlaunchError):
     """A host could not be reached, authenticated or talked to."""
 

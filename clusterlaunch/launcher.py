@@ -1,4 +1,4 @@
-"""Plan, then apply: connect to every host, preflight, supervise the job.
+"""Plan, then apply: connect to every host, sync, preflight, supervise the job.
 
 The pure planner decides everything that can be decided without the network;
 this module does the effectful rest in a fixed order, and nothing starts on
@@ -21,6 +21,7 @@ from clusterlaunch.preflight import PreflightResult, run_preflight
 from clusterlaunch.remote import program_source
 from clusterlaunch.streams import Console, LogDir, OutputRouter
 from clusterlaunch.supervisor import Supervisor
+from clusterlaunch.sync import scan_source, sync_workdirs
 from clusterlaunch.transport import Connection, SshSettings, close_all, connect_all
 
 
@@ -42,6 +43,8 @@ class JobRequest:
     """``exec --fail-fast``: stop every host when one fails (torchrun jobs always do)."""
     transport: str = "ssh"
     """``ssh`` or ``srun`` (job steps of the current Slurm allocation)."""
+    sync: bool = False
+    """``--sync``: copy this directory to every host's workdir before the preflight."""
 
 
 def make_plan(
@@ -96,10 +99,14 @@ def check(request: JobRequest) -> PreflightResult:
 
 
 def launch(request: JobRequest, console: Console) -> JobOutcome:
-    """Connect, preflight (torchrun jobs), then supervise the job to its end."""
+    """Connect, sync (``--sync``), preflight (torchrun jobs), then supervise the job to its end."""
     plan = make_plan(request)
+    # Scanned before connecting: a bad ignore file is bad input, and contacts nothing.
+    source = scan_source(os.getcwd()) if request.sync else None
     connections = connect(request)
     try:
+        if source is not None:
+            sync_workdirs(plan, connections, source, request.ssh, console, request.fanout)
         if request.exec_argv is None:
             result = preflight(request, plan, connections)
             if result.problems:

@@ -190,6 +190,16 @@ class SshConnection:
             raise TransportError(self.host, f"cannot start a command: {exc}") from None
         return SshProcess(channel)
 
+    def open_sftp(self) -> paramiko.SFTPClient:
+        """An SFTP session on this connection (``--sync`` without rsync)."""
+        try:
+            sftp = paramiko.SFTPClient.from_transport(self._transport, window_size=WINDOW)
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            raise TransportError(self.host, f"cannot open SFTP: {exc}") from None
+        if sftp is None:
+            raise TransportError(self.host, "cannot open SFTP: no channel")
+        return sftp
+
     def close(self) -> None:
         """Close the target's connection, then the jump hosts'."""
         self._closed.set()

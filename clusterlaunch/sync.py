@@ -1,0 +1,236 @@
+"""``--sync``: copy this directory to every host's workdir before anything starts.
+
+In order: the source is scanned before any connection (a bad ignore file is a
+usage error); every host creates its destination and leaves a token file in
+it; every host lists the tokens its destination holds, so hosts that share one
+directory (one machine, a shared file system, or this very directory) are
+copied to once and never by two writers at a time; then each directory is
+copied, with rsync where both ends have it, over SFTP otherwise, and with a
+plain copy for ``localhost``. Any failure raises :class:`SyncError` naming
+every failed host, before the launcher starts anything anywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import stat
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+
+from clusterlaunch import commands, render
+from clusterlaunch.errors import HostProblem, SyncError, UsageError
+from clusterlaunch.model import JobPlan, NodePlan
+from clusterlaunch.streams import Console
+from clusterlaunch.synccopy import Copier
+from clusterlaunch.syncplan import (
+    IGNORE_FILE,
+    TOKEN_PREFIX,
+    HostCheck,
+    IgnoreRules,
+    LocalEntry,
+    SourceTree,
+    plan_tasks,
+    report_line,
+)
+from clusterlaunch.transport import Connection, SshSettings
+from clusterlaunch.transport.oneshot import Batch, Finished, run_all
+
+CHECK_TIMEOUT = 30.0
+"""Seconds for each quick round of commands (create the destination, list tokens)."""
+MAX_PARALLEL = 16
+"""Copies at once: the controller's uplink, not the hosts, is the limit."""
+
+
+def scan_source(root: str) -> SourceTree:
+    """The files ``--sync`` copies from ``root``, honouring ``.clusterlaunchignore``."""
+    ignore = os.path.join(root, IGNORE_FILE)
+    try:
+        with open(ignore, encoding="utf-8") as handle:
+            rules = IgnoreRules(handle.read(), ignore)
+    except FileNotFoundError:
+        rules = IgnoreRules()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{ignore}: cannot read: {exc}; fix or delete the file") from None
+    entries: list[LocalEntry] = []
+    _walk(root, "", rules, entries)
+    return SourceTree(root, tuple(sorted(entries, key=lambda e: e.path)))
+
+
+def _walk(root: str, relative: str, rules: IgnoreRules, out: list[LocalEntry]) -> None:
+    where = os.path.join(root, relative) if relative else root
+    try:
+        with os.scandir(where) as found:
+            listing = [(e.name, e.stat(follow_symlinks=False)) for e in found]
+    except OSError as exc:
+        raise UsageError(
+            f"{where}: cannot read ({exc.strerror}); fix its permissions or add it to {IGNORE_FILE}"
+        ) from None
+    for name, info in listing:
+        path = f"{relative}/{name}" if relative else name
+        if stat.S_ISDIR(info.st_mode):
+            if not rules.ignores_dir(path):
+                _walk(root, path, rules, out)
+        elif (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)) and not (
+            rules.ignores_file(path)
+        ):
+            # Sockets, FIFOs and devices are never copied.
+            link = os.readlink(os.path.join(root, path)) if stat.S_ISLNK(info.st_mode) else None
+            _check_utf8(root, path, link)
+            out.append(
+                LocalEntry(path, info.st_size, info.st_mtime_ns, stat.S_IMODE(info.st_mode), link)
+            )
+
+
+def _check_utf8(root: str, path: str, link: str | None) -> None:
+    """SFTP paths are UTF-8: refuse other names here rather than fail halfway."""
+    for name in (path, link or ""):
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.path.join(root, path).encode("utf-8", "surrogateescape")
+            raise UsageError(
+                f"{shown!r}: name (or link target) is not UTF-8; rename it or add it "
+                f"to {IGNORE_FILE}"
+            ) from None
+
+
+def sync_workdirs(
+    plan: JobPlan,
+    connections: Mapping[str, Connection],
+    tree: SourceTree,
+    ssh: SshSettings,
+    console: Console,
+    parallel: int = MAX_PARALLEL,
+) -> None:
+    """Copy ``tree`` to every node's workdir; raise SyncError if any copy failed."""
+    nodes = {node.node_rank: node for node in plan.nodes}
+    checks, source_token, cleanup = _find_shared_dirs(plan, connections, tree.root)
+    local_rsync = shutil.which("rsync") is not None and shutil.which("ssh") is not None
+    tasks = plan_tasks(checks, source_token, local_rsync)
+    copier = Copier(tree, connections, ssh)
+    workers = max(1, min(parallel, MAX_PARALLEL, len(tasks)))
+    try:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sync") as pool:
+            futures = [
+                (task, pool.submit(copier.run, nodes[task.node_ranks[0]], task)) for task in tasks
+            ]
+            try:
+                results = [(task, future.result()) for task, future in futures]
+            except BaseException:  # Ctrl-C, SIGTERM: stop rsync and SFTP, then re-raise
+                copier.cancel()
+                raise
+    finally:
+        cleanup.wait(CHECK_TIMEOUT)  # ran alongside the copies; they never look at tokens
+    problems = []
+    for task, (transfer, seconds, error) in results:
+        hosts = [nodes[rank].host for rank in task.node_ranks]
+        if error is None:
+            line = report_line(
+                hosts, nodes[task.node_ranks[0]].workdir, task.method, transfer, seconds
+            )
+            console.err.write(f"clusterlaunch: {line}\n".encode())
+        else:
+            problems.append(HostProblem(",".join(hosts), f"sync ({task.method})", error))
+    console.err.flush()
+    if problems:
+        raise SyncError(problems, render.problems_text(problems))
+
+
+def _find_shared_dirs(
+    plan: JobPlan, connections: Mapping[str, Connection], source: str
+) -> tuple[list[HostCheck], str | None, Batch[int]]:
+    """Create every destination, and tell which nodes (and the source) share one.
+
+    Also returns the started, not yet awaited, removal of the hosts' tokens.
+    """
+    prefix = f"{TOKEN_PREFIX}{secrets.token_hex(6)}-"
+    tokens = {node.node_rank: f"{prefix}{node.node_rank}" for node in plan.nodes}
+    source_token = _leave_token(source, prefix + "source")
+    # Until the first round answers, any host may hold a token: remove them all.
+    placed = list(plan.nodes)
+
+    def remove_tokens() -> Batch[int]:
+        return Batch(
+            {
+                node.node_rank: (
+                    connections[node.host],
+                    commands.sync_cleanup_command(node.workdir, tokens[node.node_rank]),
+                )
+                for node in placed
+            }
+        )
+
+    try:
+        prepared = _round(
+            plan,
+            connections,
+            lambda n: commands.sync_prepare_command(n.workdir, tokens[n.node_rank]),
+        )
+        placed = [node for node in plan.nodes if prepared[node.node_rank].status == 0]
+        _raise_failures(plan, prepared, "cannot create the workdir")
+        listed = _round(
+            plan, connections, lambda n: commands.sync_tokens_command(n.workdir, prefix)
+        )
+        _raise_failures(plan, listed, "cannot list the workdir")
+    except BaseException:
+        remove_tokens().wait(CHECK_TIMEOUT)
+        raise
+    finally:
+        if source_token is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(source, source_token))
+    known = {*tokens.values(), *([source_token] if source_token else [])}
+    checks = [
+        HostCheck(
+            node_rank=node.node_rank,
+            host=node.host,
+            local=node.target.is_local,
+            rsync=any(_fields(prepared[node.node_rank].out, "rsync")),
+            seen=frozenset(set(_fields(listed[node.node_rank].out, "token")) & known),
+        )
+        for node in plan.nodes
+    ]
+    return checks, source_token, remove_tokens()
+
+
+def _leave_token(directory: str, name: str) -> str | None:
+    """Create token ``name`` in ``directory``; None where it cannot be written."""
+    try:
+        with open(os.path.join(directory, name), "x"):
+            pass
+    except OSError:
+        return None  # a read-only source: then no host can be recognised as it
+    return name
+
+
+def _round(
+    plan: JobPlan, connections: Mapping[str, Connection], command: Callable[[NodePlan], str]
+) -> dict[int, Finished]:
+    """Run ``command(node)`` on every node at once."""
+    jobs = {node.node_rank: (connections[node.host], command(node)) for node in plan.nodes}
+    return run_all(jobs, CHECK_TIMEOUT)
+
+
+def _fields(out: bytes, name: str) -> list[str]:
+    """The values of ``name=value`` lines (anything else a login script printed is ignored)."""
+    mark = name.encode() + b"="
+    return [
+        line[len(mark) :].decode("utf-8", "surrogateescape")
+        for line in out.split(b"\n")
+        if line.startswith(mark)
+    ]
+
+
+def _raise_failures(plan: JobPlan, results: Mapping[int, Finished], what: str) -> None:
+    problems = []
+    for node in plan.nodes:
+        result = results[node.node_rank]
+        if result.status != 0:
+            said = result.err.decode("utf-8", "replace").strip().splitlines()[-2:]
+            detail = result.error or " | ".join(said) or f"exit {result.status}"
+            problems.append(HostProblem(node.host, "sync", f"{what} {node.workdir}: {detail}"))
+    if problems:
+        raise SyncError(problems, render.problems_text(problems))

@@ -1,0 +1,161 @@
+"""``--sync`` copies, one destination directory each: rsync, or file by file (SFTP, local).
+
+Runs in worker threads; :meth:`Copier.cancel` (Ctrl-C, SIGTERM) kills every
+rsync and stops every SFTP upload (removing its temporary file) at once; a
+local copy ends after its current file.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from clusterlaunch import commands
+from clusterlaunch.errors import TransportError
+from clusterlaunch.model import NodePlan
+from clusterlaunch.syncplan import (
+    RSYNC,
+    RSYNC_MARK,
+    SAME,
+    RemoteEntry,
+    SourceTree,
+    SyncTask,
+    Transfer,
+    parse_rsync_report,
+    plan_copy,
+    transfer_of,
+)
+from clusterlaunch.transport import Connection, SshSettings
+from clusterlaunch.transport.files import FileSink, open_files
+from clusterlaunch.transport.sshconfig import DEFAULT_SSH_CONFIG
+
+
+@dataclass
+class Copier:
+    """Runs one :class:`SyncTask`; ``cancel`` stops every copy in progress."""
+
+    tree: SourceTree
+    connections: Mapping[str, Connection]
+    ssh: SshSettings
+
+    def __post_init__(self) -> None:
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+        self._processes: list[subprocess.Popen[bytes]] = []
+        self._sinks: list[FileSink] = []
+
+    def run(self, node: NodePlan, task: SyncTask) -> tuple[Transfer, float, str | None]:
+        """(what was sent, seconds, error or None); never raises for a host's failure."""
+        started = time.monotonic()
+        try:
+            if task.method == SAME:
+                transfer = Transfer()
+            elif task.method == RSYNC:
+                transfer = self._rsync(node)
+            else:
+                sink = self._open(node)
+                try:
+                    transfer = self._copy(sink, node.workdir)
+                finally:
+                    sink.close()
+        except TransportError as exc:
+            return Transfer(), time.monotonic() - started, exc.detail
+        return transfer, time.monotonic() - started, None
+
+    def _rsync(self, node: NodePlan) -> Transfer:
+        ssh = commands.ssh_argv(
+            node.target,
+            config_file=_ssh_config_file(self.ssh.config_path),
+            strict=self.ssh.host_key_policy == "strict",
+            connect_timeout=self.ssh.connect_timeout,
+        )
+        argv = commands.rsync_argv(ssh, node.target.alias, node.workdir, self.tree.root, RSYNC_MARK)
+        with self._lock:
+            if self._stopped.is_set():
+                raise TransportError(node.host, "cancelled")
+            try:
+                # Its own session: a Ctrl-C reaches the controller only, which then stops it.
+                process = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise TransportError(node.host, f"cannot run rsync: {exc}") from None
+            self._processes.append(process)
+        out, err = process.communicate(self.tree.files_from())
+        if process.returncode != 0:
+            said = " | ".join(err.decode("utf-8", "replace").strip().splitlines()[-3:])
+            raise TransportError(node.host, f"rsync exited with {process.returncode}: {said}")
+        return parse_rsync_report(out)
+
+    def _open(self, node: NodePlan) -> FileSink:
+        with self._lock:
+            if self._stopped.is_set():
+                raise TransportError(node.host, "cancelled")
+            sink = open_files(self.connections[node.host])
+            self._sinks.append(sink)
+        return sink
+
+    def _copy(self, sink: FileSink, workdir: str) -> Transfer:
+        root = sink.root(workdir)
+        plan = plan_copy(self.tree, _survey(sink, root, self.tree))
+        if plan.conflicts:
+            raise TransportError(sink.host, "; ".join(plan.conflicts[:3]) + " (remove it there)")
+        for directory in plan.mkdirs:
+            sink.mkdir(posixpath.join(root, directory))
+        for entry in plan.sends:
+            if self._stopped.is_set():
+                raise TransportError(sink.host, "cancelled")
+            path = posixpath.join(root, entry.path)
+            if entry.link is not None:
+                sink.symlink(entry.link, path)
+            else:
+                local = os.path.join(self.tree.root, entry.path)
+                sink.put(local, path, entry.mode, entry.mtime_ns)
+        for entry in plan.chmods:
+            sink.chmod(posixpath.join(root, entry.path), entry.mode)
+        return transfer_of(plan)
+
+    def cancel(self) -> None:
+        """Stop now: kill every rsync, stop every SFTP upload (a large one too)."""
+        with self._lock:
+            self._stopped.set()
+            for process in self._processes:
+                if process.poll() is None:
+                    process.kill()
+            for sink in self._sinks:
+                sink.cancel()
+
+
+def _survey(sink: FileSink, root: str, tree: SourceTree) -> dict[str, RemoteEntry]:
+    """What the destination holds where the source has entries: one listing per directory."""
+    found: dict[str, RemoteEntry] = {}
+    links = {entry.path for entry in tree.entries if entry.link is not None}
+    for directory in ("", *tree.dirs):
+        if directory and (directory not in found or found[directory].kind != "dir"):
+            continue  # not there yet: nothing below it can be either
+        listing = sink.listdir(posixpath.join(root, directory) if directory else root) or {}
+        for name, entry in listing.items():
+            path = f"{directory}/{name}" if directory else name
+            if path in links and entry.kind == "link":
+                entry = replace(entry, link=sink.readlink(posixpath.join(root, path)))
+            found[path] = entry
+    return found
+
+
+def _ssh_config_file(path: str | None) -> str:
+    """The config for ``ssh -F``: the one clusterlaunch read, or none at all.
+
+    ``-F`` also keeps ssh from reading /etc/ssh/ssh_config, which
+    clusterlaunch's own connections do not read either.
+    """
+    chosen = os.path.expanduser(path or DEFAULT_SSH_CONFIG)
+    return chosen if os.path.exists(chosen) else os.devnull

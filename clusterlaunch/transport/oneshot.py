@@ -1,0 +1,89 @@
+"""Short commands on many hosts at once, each read to its end: one round trip for all."""
+
+from __future__ import annotations
+
+import select
+import time
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from clusterlaunch.errors import TransportError
+from clusterlaunch.transport.base import Connection, RemoteProcess
+
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """How one command ended. ``status`` is None when it could not start or timed out."""
+
+    status: int | None
+    out: bytes = b""
+    err: bytes = b""
+    error: str | None = None
+    """Why there is no status."""
+
+
+class Batch(Generic[K]):
+    """Commands started together (stdin closed at once) and waited for together.
+
+    Starting returns at once, so a batch whose answer is not needed yet (a
+    cleanup) can run while the caller does something else.
+    """
+
+    def __init__(self, jobs: Mapping[K, tuple[Connection, str]]) -> None:
+        self._keys = list(jobs)
+        self._results: dict[K, Finished] = {}
+        self._running: dict[K, RemoteProcess] = {}
+        self._outputs: dict[K, tuple[list[bytes], list[bytes]]] = {}
+        for key, (connection, command) in jobs.items():
+            try:
+                process = connection.start(command)
+            except TransportError as exc:
+                self._results[key] = Finished(None, error=exc.detail)
+                continue
+            process.close_stdin()
+            self._running[key] = process
+            self._outputs[key] = ([], [])
+
+    def wait(self, timeout: float) -> dict[K, Finished]:
+        """Every command's end, in the order given; those still running after ``timeout`` lose."""
+        deadline = time.monotonic() + timeout
+        running = self._running
+        try:
+            while running and (left := deadline - time.monotonic()) > 0:
+                fds = [fd for process in running.values() for fd in process.waitables()]
+                if fds:
+                    select.select(fds, [], [], min(left, 0.2))
+                else:
+                    time.sleep(0.005)
+                for key, process in list(running.items()):
+                    self._pump(key, process)
+            for key in running:
+                out, err = (b"".join(part) for part in self._outputs[key])
+                self._results[key] = Finished(None, out, err, f"no answer within {timeout:g} s")
+        finally:
+            self.close()
+        return {key: self._results[key] for key in self._keys}
+
+    def _pump(self, key: K, process: RemoteProcess) -> None:
+        out, err = process.read()
+        self._outputs[key][0].append(out)
+        self._outputs[key][1].append(err)
+        if process.finished():
+            outs, errs = (b"".join(part) for part in self._outputs[key])
+            self._results[key] = Finished(process.exit_status(), outs, errs)
+            del self._running[key]
+            process.close()
+
+    def close(self) -> None:
+        """Drop the channels of commands still running (they see EOF, nothing else)."""
+        for process in self._running.values():
+            process.close()
+        self._running.clear()
+
+
+def run_all(jobs: Mapping[K, tuple[Connection, str]], timeout: float) -> dict[K, Finished]:
+    """Start every ``(connection, command)`` and wait for all of them."""
+    return Batch(jobs).wait(timeout)

@@ -1,0 +1,295 @@
+"""``--sync`` against real sshd hosts: what arrives, what is sent again, what fails.
+
+The simulated hosts all share this machine's file system, so each test gives
+each host its own destination (``workdir:`` in the hosts file) and then looks
+at the copies directly. The SFTP path is forced the way it happens for real:
+the controller has no rsync on its PATH.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.support import PYTHON, cli_argv, rank_lines, write_hosts
+
+pytestmark = [pytest.mark.cluster]
+
+TRAIN = """\
+import os, pathlib
+print("synced", os.getcwd(), pathlib.Path("pkg/deep/util.py").read_text().strip())
+"""
+FILES = {
+    ".clusterlaunchignore": "# generated weights and data\n*.ckpt\ndata/\n",
+    "train.py": TRAIN,
+    "pkg/__init__.py": "",
+    "pkg/deep/util.py": "VERSION = 1\n",
+    "run.sh": "#!/bin/sh\necho run\n",
+    "notes with spaces ünï 'q' \"x\".txt": "notes\n",
+}
+IGNORED = {
+    "model.ckpt": "weights",
+    "pkg/deep/old.ckpt": "weights",
+    "data/shard0.bin": "data",
+    "data/nested/shard1.bin": "data",
+    ".git/HEAD": "ref: refs/heads/main\n",
+    ".git/objects/ab/cdef": "blob",
+}
+LINKS = {"latest.py": "train.py"}
+SENT_FIRST = len(FILES) + len(LINKS)
+WITHOUT_RSYNC = {"PATH": "/nonexistent"}  # the controller has neither rsync nor ssh
+REPORT = re.compile(
+    r"^clusterlaunch: sync (\S+)(?: \(and (.*): same directory\))?"
+    r"(?: -> (.*): (rsync|sftp|local), sent (\d+) files?| *: skipped, (.*) is this directory)",
+    re.MULTILINE,
+)
+
+
+def make_project(root: Path) -> Path:
+    for path, text in {**FILES, **IGNORED}.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    (root / "run.sh").chmod(0o755)
+    for link, target in LINKS.items():
+        (root / link).symlink_to(target)
+    return root
+
+
+def tree_of(root: Path) -> dict[str, object]:
+    """Every file (text, mode) and link (target) under ``root``, by relative path."""
+    found: dict[str, object] = {}
+    for path in sorted(root.rglob("*")):
+        name = str(path.relative_to(root))
+        if path.is_symlink():
+            found[name] = ("link", os.readlink(path))
+        elif path.is_file():
+            found[name] = (path.read_text(), path.stat().st_mode & 0o777)
+    return found
+
+
+def expected_tree(project: Path) -> dict[str, object]:
+    return {k: v for k, v in tree_of(project).items() if k in FILES or k in LINKS}
+
+
+def run_in(
+    project: Path, cluster, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The CLI, started in ``project`` (the directory --sync copies)."""
+    return subprocess.run(
+        cli_argv(*args[:1], cluster, *args[1:]),
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+    )
+
+
+def reports(stderr: str) -> dict[str, tuple[str, int]]:
+    """``{host: (method, files sent)}`` from the sync lines; hosts sharing a copy too."""
+    found: dict[str, tuple[str, int]] = {}
+    for match in REPORT.finditer(stderr):
+        hosts = [match[1], *(match[2].split(", ") if match[2] else [])]
+        result = ("same", 0) if match[6] is not None else (match[4], int(match[5]))
+        found.update(dict.fromkeys(hosts, result))
+    return found
+
+
+@pytest.mark.parametrize(("method", "env"), [("rsync", None), ("sftp", WITHOUT_RSYNC)])
+def test_sync_sends_selected_files_then_only_changes(
+    sim_cluster, tmp_path: Path, method: str, env: dict[str, str] | None
+) -> None:
+    project = make_project(tmp_path / "project")
+    dests = {host: tmp_path / "dest dir" / f"dest-{host}" for host in ("node0", "node1")}
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml", [(h, 1, {"workdir": str(d)}) for h, d in dests.items()]
+    )
+    argv = ("exec", "--sync", str(hosts), "--", PYTHON, "train.py")
+
+    first = run_in(project, sim_cluster, *argv, env=env)
+    assert first.returncode == 0, first.stderr
+    assert reports(first.stderr) == {h: (method, SENT_FIRST) for h in dests}
+    for host, dest in dests.items():
+        assert tree_of(dest) == expected_tree(project)  # nothing ignored, no .git, no tokens
+        assert f"[{host}] synced {dest} VERSION = 1" in first.stdout
+
+    again = run_in(project, sim_cluster, *argv, env=env)
+    assert again.returncode == 0, again.stderr
+    assert reports(again.stderr) == {h: (method, 0) for h in dests}
+
+    (project / "pkg" / "deep" / "util.py").write_text("VERSION = 22\n")
+    changed = run_in(project, sim_cluster, *argv, env=env)
+    assert changed.returncode == 0, changed.stderr
+    assert reports(changed.stderr) == {h: (method, 1) for h in dests}
+    for host, dest in dests.items():
+        assert tree_of(dest) == expected_tree(project)
+        assert f"[{host}] synced {dest} VERSION = 22" in changed.stdout
+
+
+def test_shared_directories_are_copied_once_and_the_source_not_at_all(
+    sim_cluster, tmp_path: Path
+) -> None:
+    project = make_project(tmp_path / "project")
+    shared, local = tmp_path / "shared", tmp_path / "local copy"
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml",
+        [
+            ("node0", 1, {"workdir": str(shared)}),
+            ("node1", 1, {"workdir": str(shared)}),  # the same directory: one copy
+            ("node2", 1),  # the default workdir: this very directory
+            ("localhost", 1, {"workdir": str(local)}),
+        ],
+    )
+    result = run_in(project, sim_cluster, "exec", "--sync", str(hosts), "--", "true")
+    assert result.returncode == 0, result.stderr
+    assert reports(result.stderr) == {
+        "node0": ("rsync", SENT_FIRST),
+        "node1": ("rsync", SENT_FIRST),
+        "node2": ("same", 0),
+        "localhost": ("local", SENT_FIRST),
+    }
+    assert "sync node0 (and node1: same directory)" in result.stderr
+    assert tree_of(shared) == tree_of(local) == expected_tree(project)
+    assert not list(project.glob(".clusterlaunch-*"))  # the tokens are gone everywhere
+
+
+def test_unwritable_destination_fails_before_anything_starts(sim_cluster, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project")
+    (tmp_path / "a file").write_text("")
+    good = tmp_path / "good"
+    marker = tmp_path / "started"
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml",
+        [("node0", 1, {"workdir": str(good)}), ("node1", 1, {"workdir": f"{tmp_path}/a file/x"})],
+    )
+    result = run_in(project, sim_cluster, "exec", "--sync", str(hosts), "--", "touch", str(marker))
+    assert result.returncode == 2, result.stderr
+    assert "code sync (--sync) failed on 1 host(s); nothing was started" in result.stderr
+    assert re.search(r"node1 +sync +cannot create the workdir .*Not a directory", result.stderr)
+    assert not marker.exists()
+    assert list(good.iterdir()) == []  # created, but no copy and no token left behind
+
+
+@pytest.mark.parametrize(("method", "env"), [("rsync", None), ("sftp", WITHOUT_RSYNC)])
+def test_failed_copy_fails_the_launch(
+    sim_cluster, tmp_path: Path, method: str, env: dict[str, str] | None
+) -> None:
+    project = make_project(tmp_path / "project")
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    (bad / "train.py").mkdir(parents=True)  # a directory where a file must go
+    (bad / "train.py" / "keep").write_text("")
+    marker = tmp_path / "started"
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml",
+        [("node0", 1, {"workdir": str(good)}), ("node1", 1, {"workdir": str(bad)})],
+    )
+    result = run_in(
+        project, sim_cluster, "exec", "--sync", str(hosts), "--", "touch", str(marker), env=env
+    )
+    assert result.returncode == 2, result.stderr
+    assert "code sync (--sync) failed on 1 host(s); nothing was started" in result.stderr
+    assert re.search(rf"node1 +sync \({method}\) +.*train\.py", result.stderr), result.stderr
+    assert reports(result.stderr) == {"node0": (method, SENT_FIRST)}
+    assert not marker.exists()
+
+
+@pytest.mark.torch
+def test_run_starts_the_synced_script(sim_cluster, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "job.py").write_text(
+        "import os, sys\n"
+        "import torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\n"
+        "print(f'rank {dist.get_rank()} of {dist.get_world_size()} in {os.getcwd()}')\n"
+        "dist.barrier()\n"
+        "dist.destroy_process_group()\n"
+        "sys.stdout.flush()\n"
+        "os._exit(0)\n"
+    )
+    dests = [tmp_path / "node0", tmp_path / "node1"]
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml",
+        [(f"node{i}", 1, {"workdir": str(d)}) for i, d in enumerate(dests)],
+    )
+    result = run_in(project, sim_cluster, "run", "--sync", str(hosts), "job.py")
+    assert result.returncode == 0, result.stderr
+    lines = sorted(text for *_, text in rank_lines(result.stdout))
+    assert lines == [f"rank {i} of 2 in {d}" for i, d in enumerate(dests)]
+
+
+def test_rsync_follows_proxy_jump_with_strict_host_keys(
+    sim_cluster_factory, tmp_path: Path
+) -> None:
+    cluster = sim_cluster_factory(2)
+    config = tmp_path / "ssh_config"
+    text = Path(cluster.ssh_config).read_text()
+    config.write_text(text.replace("Host node1\n", "Host node1\n    ProxyJump node0\n"))
+    project = make_project(tmp_path / "project")
+    dest = tmp_path / "dest"
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node1", 1, {"workdir": str(dest)})])
+    args = ("--ssh-config", str(config), "--host-key-policy", "strict", str(hosts), "--", "true")
+    result = run_in(project, None, "exec", "--sync", *args)
+    assert result.returncode == 0, result.stderr
+    assert reports(result.stderr) == {"node1": ("rsync", SENT_FIRST)}
+    assert tree_of(dest) == expected_tree(project)
+    # node0 serves only as the jump host: once for clusterlaunch, once for rsync's ssh.
+    log = (cluster.host("node0").host_dir / "sshd.log").read_text()
+    assert log.count("Accepted publickey") == 2, log
+
+
+def test_rsync_trusts_the_key_clusterlaunch_recorded(sim_cluster_factory, tmp_path: Path) -> None:
+    cluster = sim_cluster_factory(1)
+    Path(cluster.known_hosts).write_text("")  # accept-new records node0's key first
+    project = make_project(tmp_path / "project")
+    dest = tmp_path / "dest"
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, {"workdir": str(dest)})])
+    result = run_in(project, cluster, "exec", "--sync", str(hosts), "--", "true")
+    assert result.returncode == 0, result.stderr
+    assert reports(result.stderr) == {"node0": ("rsync", SENT_FIRST)}
+    assert Path(cluster.known_hosts).read_text().strip()
+
+
+def test_rsync_and_sftp_agree_on_what_is_unchanged(sim_cluster, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project")
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, {"workdir": str(tmp_path / "d")})])
+    argv = ("exec", "--sync", str(hosts), "--", "true")
+    runs = [run_in(project, sim_cluster, *argv, env=env) for env in (None, WITHOUT_RSYNC, None)]
+    assert [reports(r.stderr) for r in runs] == [
+        {"node0": ("rsync", SENT_FIRST)},
+        {"node0": ("sftp", 0)},
+        {"node0": ("rsync", 0)},
+    ]
+
+
+def test_ctrl_c_during_an_upload_stops_it_and_leaves_nothing(sim_cluster, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    with (project / "big.bin").open("wb") as handle:
+        handle.truncate(1 << 30)  # sparse: instant here, seconds over SFTP
+    dest = tmp_path / "dest"
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, {"workdir": str(dest)})])
+    process = subprocess.Popen(
+        cli_argv("exec", sim_cluster, "--sync", str(hosts), "--", "true"),
+        cwd=project,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **WITHOUT_RSYNC},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list(dest.glob(".clusterlaunch-tmp-*")):  # the upload has begun
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=10) == 130
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert list(dest.iterdir()) == []  # the partial upload and the token are removed
