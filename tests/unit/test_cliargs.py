@@ -1,0 +1,97 @@
+"""Command-line parsing details fixed after review: exec options, option groups, checks."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.cli import main
+from clusterlaunch.cliargs import build_parser, check_local_script, split_passthrough
+from clusterlaunch.errors import UsageError
+from clusterlaunch.model import HostSpec, Inventory, LaunchOptions, SshTarget
+from clusterlaunch.planner import plan_job
+
+
+@pytest.fixture(autouse=True)
+def _keep_signal_handlers() -> Iterator[None]:
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+@pytest.mark.parametrize(
+    ("argv", "head", "passthrough"),
+    [
+        (["run", "h", "t.py", "--", "x"], ["run", "h", "t.py"], ["--", "x"]),
+        (["run", "h", "--ranks", "0", "t.py", "--ranks"], ["run", "h", "--ranks", "0", "t.py"],
+         ["--ranks"]),
+        (["exec", "h", "--", "echo", "--", "a"], ["exec", "h"], ["echo", "--", "a"]),
+        (["exec", "h", "echo", "-n", "hi"], ["exec", "h"], ["echo", "-n", "hi"]),
+        (["exec", "h", "--env", "X=1", "--", "cmd"], ["exec", "h", "--env", "X=1"], ["cmd"]),
+        (["exec", "h", "--fail-fast", "--env=X=1", "cmd"], ["exec", "h", "--fail-fast",
+         "--env=X=1"], ["cmd"]),
+        (["check", "h", "s.py"], ["check", "h", "s.py"], []),
+    ],
+)  # fmt: skip
+def test_split_passthrough(argv: list[str], head: list[str], passthrough: list[str]) -> None:
+    assert split_passthrough(build_parser(), argv) == (head, passthrough)
+
+
+def test_exec_options_after_hosts_are_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("hosts:\n  - {host: localhost, gpus: 1}\n")
+    code = main(["exec", "--dry-run", str(hosts), "--env", "X=1", "--", "echo", "hi"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "X=1" in out and out.rstrip().endswith("-- echo hi")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--json", "H", "t.py"],  # --json without --dry-run
+        ["check", "--grace", "3", "H"],  # job options do not apply to check
+        ["check", "--timeout", "3", "H"],
+    ],
+)
+def test_options_that_do_not_apply_are_refused(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("hosts:\n  - {host: localhost, gpus: 1}\n")
+    code = main([str(hosts) if word == "H" else word for word in argv])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("clusterlaunch: error:") and err.count("\n") == 1
+
+
+def _plan(workdir: str | None) -> tuple[object, LaunchOptions]:
+    options = LaunchOptions(script="train.py")
+    inventory = Inventory(path="h", hosts=(HostSpec(host="a", gpus=1, workdir=workdir),))
+    plan = plan_job(
+        inventory,
+        [SshTarget(alias="a", hostname="10.0.0.1")],
+        options,
+        job_id="j",
+        local_env={},
+        local_cwd="/here",
+        agent_size=1,
+    )
+    return plan, options
+
+
+def test_local_script_check_only_when_the_hosts_run_this_directory(tmp_path: Path) -> None:
+    plan, options = _plan(workdir=None)  # workdir = /here, the controller's directory
+    with pytest.raises(UsageError, match="no such script here"):
+        check_local_script(plan, options, cwd="/here")  # type: ignore[arg-type]
+    elsewhere, _ = _plan(workdir="/shared/project")  # the hosts file's workdir
+    check_local_script(elsewhere, options, cwd="/here")  # type: ignore[arg-type]
+    (tmp_path / "train.py").write_text("")
+    with pytest.raises(UsageError):  # --sync copies this directory: it must have the script
+        check_local_script(elsewhere, options, synced=True, cwd="/here")  # type: ignore[arg-type]
+    check_local_script(elsewhere, options, synced=True, cwd=str(tmp_path))  # type: ignore[arg-type]
