@@ -163,3 +163,20 @@ def netns_cluster_factory(
         return NetnsCluster(n_hosts, base, **kwargs).start()
 
     yield from _factory(tmp_path, start)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print what tests measured (``record_property``), e.g. cluster start-up time.
+
+    Measurements are reported, not asserted on tightly: timing targets live in
+    the benchmarks (docs/benchmarks.md).
+    """
+    rows = [
+        f"{report.nodeid}: {name} = {value}"
+        for report in terminalreporter.stats.get("passed", [])
+        for name, value in getattr(report, "user_properties", [])
+    ]
+    if rows:
+        terminalreporter.write_sep("-", "measurements")
+        for row in rows:
+            terminalreporter.write_line(row)

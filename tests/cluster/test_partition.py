@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.netns, pytest.mark.torch]
 
 
 def test_silent_partition_is_detected_and_everything_ends(
-    netns_cluster_factory, tmp_path: Path
+    netns_cluster_factory, tmp_path: Path, record_property
 ) -> None:
     cluster = netns_cluster_factory(3)
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1), ("node2", 1)])
@@ -35,7 +35,7 @@ def test_silent_partition_is_detected_and_everything_ends(
         if process.poll() is None:
             process.kill()
             process.wait()
-    print(f"partition detected and the job ended after {detected_after:.1f} s")
+    record_property("partition_to_job_end_s", round(detected_after, 2))
     reachable = [h.marker for h in cluster.hosts if h.name != "node2"]
     assert wait_until_gone(reachable, timeout=5.0) == []
     # Still cut off, node2's agent hears no heartbeat and ends the job itself:
