@@ -76,6 +76,20 @@ class SshTarget:
         """True for the local transport (no SSH at all)."""
         return self.alias == LOCALHOST
 
+    def key_policy(self, override: str | None) -> tuple[str, str]:
+        """(``strict`` or ``accept-new``, where that came from) for this host's key.
+
+        ``--host-key-policy`` wins, else the config's StrictHostKeyChecking
+        (``yes``/``ask`` are strict: nobody can answer a prompt here). ``no``
+        and ``off`` are not honoured: clusterlaunch never skips the check.
+        """
+        if override:
+            return override, f"--host-key-policy {override}"
+        configured = (self.host_key_checking or "").lower()
+        if configured in ("yes", "ask"):
+            return "strict", f"StrictHostKeyChecking {configured} in the SSH config"
+        return "accept-new", "the default, accept-new"
+
     @property
     def label(self) -> str:
         """Short name used in prefixes and tables."""

@@ -71,7 +71,7 @@ class Copier:
         ssh = commands.ssh_argv(
             node.target,
             config_file=_ssh_config_file(self.ssh.config_path),
-            strict=self.ssh.host_key_policy == "strict",
+            strict=node.target.key_policy(self.ssh.host_key_policy)[0] == "strict",
             connect_timeout=self.ssh.connect_timeout,
         )
         argv = commands.rsync_argv(ssh, node.target.alias, node.workdir, self.tree.root, RSYNC_MARK)

@@ -60,12 +60,17 @@ class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
 
 
 class _StrictPolicy(paramiko.MissingHostKeyPolicy):
+    """Refuse unknown keys, saying which setting made it strict."""
+
+    def __init__(self, origin: str) -> None:
+        self._origin = origin
+
     def missing_host_key(
         self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
     ) -> None:
         raise HostKeyError(
             hostname,
-            "unknown host key (--host-key-policy strict); add it to known_hosts "
+            f"unknown host key ({self._origin}); add it to known_hosts "
             "(ssh-keyscan) or connect once with --host-key-policy accept-new",
         )
 
@@ -258,8 +263,9 @@ def _open_client(
     _load_known_hosts(client, target)
     if sock is None and target.proxy_command:
         sock = paramiko.ProxyCommand(target.proxy_command)
-    if host_key_policy(settings, target) == "strict":
-        client.set_missing_host_key_policy(_StrictPolicy())
+    policy, origin = target.key_policy(settings.host_key_policy)
+    if policy == "strict":
+        client.set_missing_host_key_policy(_StrictPolicy(origin))
     else:
         files = target.known_hosts_files or (str(Path("~/.ssh/known_hosts").expanduser()),)
         client.set_missing_host_key_policy(_AcceptNewPolicy(files[0], known_hosts_lock))
@@ -294,19 +300,6 @@ def _open_client(
         client.close()
         raise TransportError(target.alias, _network_message(target, exc, timeout)) from None
     return client
-
-
-def host_key_policy(settings: SshSettings, target: SshTarget) -> str:
-    """``--host-key-policy``, else the config's StrictHostKeyChecking, never weaker than accept-new.
-
-    ``no``/``off`` in a config is not honoured: clusterlaunch never connects to
-    a host whose key it has not checked. ``ask`` cannot prompt here, so it is
-    strict.
-    """
-    if settings.host_key_policy:
-        return settings.host_key_policy
-    configured = (target.host_key_checking or "").lower()
-    return "strict" if configured in ("yes", "ask") else "accept-new"
 
 
 def _load_known_hosts(client: paramiko.SSHClient, target: SshTarget) -> None:

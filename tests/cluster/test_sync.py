@@ -250,7 +250,9 @@ def test_rsync_trusts_the_key_clusterlaunch_recorded(sim_cluster_factory, tmp_pa
     project = make_project(tmp_path / "project")
     dest = tmp_path / "dest"
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, {"workdir": str(dest)})])
-    result = run_in(project, cluster, "exec", "--sync", str(hosts), "--", "true")
+    # Explicit: the sim ssh_config says StrictHostKeyChecking yes, which would refuse.
+    policy = ("--host-key-policy", "accept-new")
+    result = run_in(project, cluster, "exec", "--sync", *policy, str(hosts), "--", "true")
     assert result.returncode == 0, result.stderr
     assert reports(result.stderr) == {"node0": ("rsync", SENT_FIRST)}
     assert Path(cluster.known_hosts).read_text().strip()

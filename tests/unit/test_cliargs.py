@@ -95,3 +95,25 @@ def test_local_script_check_only_when_the_hosts_run_this_directory(tmp_path: Pat
     with pytest.raises(UsageError):  # --sync copies this directory: it must have the script
         check_local_script(elsewhere, options, synced=True, cwd="/here")  # type: ignore[arg-type]
     check_local_script(elsewhere, options, synced=True, cwd=str(tmp_path))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("override", "configured", "policy"),
+    [
+        (None, None, "accept-new"),
+        (None, "yes", "strict"),
+        (None, "ask", "strict"),
+        (None, "accept-new", "accept-new"),
+        (None, "no", "accept-new"),  # never weaker than accept-new
+        (None, "off", "accept-new"),
+        ("accept-new", "yes", "accept-new"),  # the flag wins
+        ("strict", "no", "strict"),
+    ],
+)
+def test_host_key_policy_resolution(
+    override: str | None, configured: str | None, policy: str
+) -> None:
+    target = SshTarget(alias="a", hostname="10.0.0.1", host_key_checking=configured)
+    chosen, origin = target.key_policy(override)
+    assert chosen == policy
+    assert origin  # said in the refusal message
