@@ -84,7 +84,10 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
 
 def _install_signal_handlers() -> None:
     for signum in _SIGNAL_EXITS:
-        signal.signal(signum, _raise_stop)
+        # A signal ignored when we started stays ignored: that is what nohup
+        # (SIGHUP) and a shell's background job (SIGINT) ask for.
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _raise_stop)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -33,7 +33,7 @@ class Parser(argparse.ArgumentParser):
     """argparse, but usage errors exit 2 with one line instead of a usage dump."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+        raise UsageError(f"{message} (see {self.prog} --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,7 +138,9 @@ def _add_environment_options(parser: argparse.ArgumentParser) -> None:
         help="forward local variables matching this glob, e.g. 'NCCL_*' (repeatable)",
     )
     group.add_argument(
-        "--python", help="Python on the hosts (default: the hosts file's, else python3)"
+        "--python",
+        help="Python on the hosts (default: the hosts file's, else python3; "
+        "for localhost, the Python running clusterlaunch)",
     )
     group.add_argument("--workdir", help="directory on the hosts (default: this directory's path)")
 

@@ -68,6 +68,7 @@ def _parse_mpi(text: str, path: str) -> Inventory:
         if not line:
             continue
         name, *words = line.split()
+        _refuse_user_in_host(name, path, number, name)
         slots = 1  # OpenMPI's default when a line gives no slots
         for word in words:
             key, _, value = word.partition("=")
@@ -147,14 +148,7 @@ def _host_entries(
         raise HostsFileError(
             path, key_line(entry, "host"), where + ".host", f"must be a host name, got {name!r}"
         )
-    if "@" in name:
-        user, _, bare = name.rpartition("@")
-        raise HostsFileError(
-            path,
-            key_line(entry, "host"),
-            where + ".host",
-            f"{name!r} has a user in it; write host: {bare} and user: {user}",
-        )
+    _refuse_user_in_host(name, path, key_line(entry, "host"), where + ".host")
     merged = {**defaults, **entry}
     if "gpus" not in merged:
         raise HostsFileError(
@@ -190,6 +184,14 @@ def _host_entries(
         "addr": _optional_str(entry, "addr", path, where + ".addr"),
     }
     return [HostSpec(host=host, line=line, **spec) for host in names]  # type: ignore[arg-type]
+
+
+def _refuse_user_in_host(name: str, path: str, line: int | None, field: str) -> None:
+    if "@" in name:
+        user, _, bare = name.rpartition("@")
+        raise HostsFileError(
+            path, line, field, f"{name!r} has a user in it; write host: {bare} and user: {user}"
+        )
 
 
 def _check_keys(

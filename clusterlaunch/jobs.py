@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import select
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import Any
 
 from clusterlaunch import commands
 from clusterlaunch.model import HostSpec, SshTarget
+from clusterlaunch.planner import python_for
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection, RemoteProcess
 
@@ -49,7 +51,7 @@ def jobctl_command(python: str, args: Sequence[str]) -> str:
     """The shell command that runs the ``jobctl`` program with ``args``."""
     argv = [
         *commands.bootstrap_argv(
-            commands.HostPath(python), "jobctl", len(program_source("jobctl"))
+            commands.HostPath(python), "jobctl", len(program_source("jobctl")), site=False
         ),
         *args,
     ]
@@ -124,7 +126,7 @@ def _run_everywhere(
     source = program_source("jobctl")
     running: dict[str, RemoteProcess] = {}
     for spec in specs:
-        command = jobctl_command(python or spec.python or "python3", args)
+        command = jobctl_command(python_for(spec, python, sys.executable), args)
         process = connections[spec.host].start(command, source)
         process.close_stdin()
         running[spec.host] = process

@@ -227,7 +227,7 @@ def _agent_argv(
     torchrun: bool,
 ) -> list[str]:
     argv = [
-        *commands.bootstrap_argv(python, "agent", agent_size),
+        *commands.bootstrap_argv(python, "agent", agent_size, site=False),
         "--job-id",
         job_id,
         "--node-rank",

@@ -25,7 +25,7 @@ from clusterlaunch.streams import OutputRouter
 from clusterlaunch.transport.base import Connection, RemoteProcess
 
 HEARTBEAT_S = 1.0
-SUSPEND_GAP_S = 2.0  # a loop iteration this late means we were stopped (Ctrl-Z)
+SUSPEND_GAP_S = 2.0  # our own clock jumping this far means we were stopped (Ctrl-Z)
 RESUME_GRACE_S = 8.0  # keepalives need this long to catch up after a resume
 EXIT_HOST_LOST = 255
 EXIT_TIMEOUT = 124
@@ -168,7 +168,8 @@ class Supervisor:
                 raise result.error
             host.lost = host.done = True
             self.router.message(f"{host.node.host}: {result.error.detail}")
-            self._set_stop(JobOutcome(EXIT_HOST_LOST, f"{host.node.host} could not start"))
+            if self.fail_fast:
+                self._set_stop(JobOutcome(EXIT_HOST_LOST, f"{host.node.host} could not start"))
 
     def _heartbeats(self) -> None:
         while not self._heartbeat_stop.wait(HEARTBEAT_S):
@@ -182,25 +183,24 @@ class Supervisor:
         while self.stop is None and not all(h.done for h in self.hosts):
             self._step(0.2)
             if self.timeout is not None and self.clock() - started > self.timeout:
-                self._set_stop(JobOutcome(EXIT_TIMEOUT, f"--timeout {self.timeout:g} s reached"))
+                running = ", ".join(h.node.host for h in self.hosts if not h.done)
+                reason = f"--timeout {self.timeout:g} s reached (still running: {running})"
+                self._set_stop(JobOutcome(EXIT_TIMEOUT, reason))
 
     def _step(self, wait: float) -> None:
         """Wait for output (at most ``wait`` s), route it, judge endings."""
-        now = self.clock()
-        if now - self._last_tick > SUSPEND_GAP_S + wait:
-            # We were stopped (Ctrl-Z, SIGSTOP): keepalive clocks are stale, not the hosts.
-            self._resumed_at = now
-        self._last_tick = now
         fds = [
             fd
             for host in self.hosts
             if host.process is not None and not host.done
             for fd in host.process.waitables()
         ]
+        self._awake()
         if fds:
             select.select(fds, [], [], wait)
         else:
             time.sleep(wait)
+        self._awake()
         for host in self.hosts:
             if host.process is not None and not host.done:
                 self._pump(host)
@@ -251,7 +251,7 @@ class Supervisor:
         assert host.process is not None
         if host.process.finished():
             self._host_finished(host)
-        elif not host.connection.alive() and not self._just_resumed():
+        elif self._awake() and not host.connection.alive():
             host.lost = host.done = True
             self._ended_count += 1
             host.order = self._ended_count
@@ -261,8 +261,18 @@ class Supervisor:
             else:
                 host.process.close()
 
-    def _just_resumed(self) -> bool:
-        return self._resumed_at is not None and self.clock() - self._resumed_at < RESUME_GRACE_S
+    def _awake(self) -> bool:
+        """Note the time; False for a while after we were suspended (Ctrl-Z, SIGSTOP).
+
+        While we were stopped, so were the keepalive threads: the hosts' silence
+        was ours. Called right before every liveness judgement, so a stop at
+        any point of the loop is noticed before it could be misread.
+        """
+        now = self.clock()
+        if now - self._last_tick > SUSPEND_GAP_S:
+            self._resumed_at = now
+        self._last_tick = now
+        return self._resumed_at is None or now - self._resumed_at >= RESUME_GRACE_S
 
     def _host_finished(self, host: HostRun) -> None:
         assert host.process is not None

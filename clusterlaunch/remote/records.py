@@ -5,10 +5,44 @@ directory that NFS may share between hosts. A record names the agent by PID
 *and* start time, so a recycled PID is never mistaken for a job.
 """
 
-import json
 import os
-import socket
 import time
+
+# The agent starts with ``python -S`` and avoids json/re/socket on its start-up
+# path (they cost more than the rest of the agent): events are flat data, so a
+# small encoder is enough. The controller parses them with the real json.
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def to_json(value):
+    """JSON text for None, bool, int, float, str, list/tuple and dict (string keys)."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + "".join(_escape(ch) for ch in value) + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(to_json(item) for item in value) + "]"
+    if isinstance(value, dict):
+        items = sorted(value.items())
+        return "{" + ", ".join(to_json(str(k)) + ": " + to_json(v) for k, v in items) + "}"
+    raise TypeError("cannot encode %r" % (value,))
+
+
+def _escape(ch):
+    if ch in _ESCAPES:
+        return _ESCAPES[ch]
+    return "\\u%04x" % ord(ch) if ch < " " else ch
+
+
+def hostname():
+    """This host's name, without importing socket."""
+    return os.uname().nodename
 
 
 def state_dir():
@@ -60,7 +94,7 @@ class JobRecord:
             "pgid": job_pid,
             "started_at": time.time(),
             "command": args.argv,
-            "hostname": socket.gethostname(),
+            "hostname": hostname(),
             "cwd": os.getcwd(),
             "grace": args.grace,
             # "server_ip server_port" of the SSH session: tells hosts apart that
@@ -70,7 +104,7 @@ class JobRecord:
         path = os.path.join(folder, "%s.n%d.%d.json" % (args.job_id, args.node_rank, me))
         temporary = path + ".tmp"
         with open(temporary, "w") as handle:
-            json.dump(record, handle)
+            handle.write(to_json(record))
         os.replace(temporary, path)
         return cls(path)
 

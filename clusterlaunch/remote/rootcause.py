@@ -4,12 +4,16 @@ torchrun exits 1 whatever its workers did; the worker's own exit code and its
 global rank are only in this block on torchrun's stderr.
 """
 
-import re
+ROOT_CAUSE_HEADER = "Root Cause (first observed failure):"
+_FIELD = r"^\s{1,4}(\w+)\s*:\s?(.*)$"
+_RANK = r"(-?\d+)\s*\(local_rank:\s*(\d+)\)"
+_EXIT = r"(-?\d+)(?:\s*\(pid:\s*(\d+)\))?(?:\s*\((SIG\w+)\))?"
 
-_HEADER = "Root Cause (first observed failure):"
-_FIELD = re.compile(r"^\s{1,4}(\w+)\s*:\s?(.*)$")
-_RANK = re.compile(r"(-?\d+)\s*\(local_rank:\s*(\d+)\)")
-_EXIT = re.compile(r"(-?\d+)(?:\s*\(pid:\s*(\d+)\))?(?:\s*\((SIG\w+)\))?")
+
+def root_cause_complete(text):
+    """True once a root-cause block has been printed to its closing rule."""
+    start = text.rfind(ROOT_CAUSE_HEADER)
+    return start >= 0 and "\n=====" in text[start:]
 
 
 def parse_root_cause(text):
@@ -18,18 +22,20 @@ def parse_root_cause(text):
     Keys: rank, local_rank, exitcode (torchrun's: negative for a signal), pid,
     signal (e.g. "SIGKILL" or None), host, error_file.
     """
-    start = text.rfind(_HEADER)
+    import re  # here, not at the top: the agent's start-up stays cheap
+
+    start = text.rfind(ROOT_CAUSE_HEADER)
     if start < 0:
         return None
     fields = {}
-    for line in text[start + len(_HEADER) :].splitlines()[1:]:
+    for line in text[start + len(ROOT_CAUSE_HEADER) :].splitlines()[1:]:
         if line.startswith("====="):
             break
-        match = _FIELD.match(line)
+        match = re.match(_FIELD, line)
         if match and match.group(1) not in fields:
             fields[match.group(1)] = match.group(2).strip()
-    rank = _RANK.match(fields.get("rank", ""))
-    exit_match = _EXIT.match(fields.get("exitcode", ""))
+    rank = re.match(_RANK, fields.get("rank", ""))
+    exit_match = re.match(_EXIT, fields.get("exitcode", ""))
     if rank is None or exit_match is None:
         return None
     return {

@@ -8,7 +8,6 @@ Layout (torchrun ``--log-dir D --redirects 3``):
 """
 
 import os
-import shutil
 import time
 
 TAIL_RESCAN_S = 0.2
@@ -85,4 +84,6 @@ class RankTail:
                 pass
         self.files.clear()
         self.order = []
+        import shutil  # only now: it is slow to import and the agent starts often
+
         shutil.rmtree(self.root, ignore_errors=True)

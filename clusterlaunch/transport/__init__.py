@@ -8,7 +8,6 @@ current Slurm allocation, see :mod:`clusterlaunch.transport.srun`).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 
 from clusterlaunch.errors import HostProblem, TransportError
@@ -50,12 +49,12 @@ def connect_all(
         raise ValueError(f"unknown transport {transport!r}")
     from clusterlaunch.transport import ssh
 
-    lock = threading.Lock()
+    known_hosts = ssh.KnownHosts()
 
     def open_one(target: SshTarget) -> Connection:
         if target.is_local:
             return LocalConnection()
-        return ssh.connect(target, settings, lock)
+        return ssh.connect(target, settings, known_hosts)
 
     connections: dict[str, Connection] = {}
     problems: list[HostProblem] = []

@@ -463,3 +463,21 @@ def test_proxy_command(sim_cluster_factory, tmp_path: Path) -> None:
     cluster.kill_host("node0")  # the proxy's route: node1 is unreachable without it
     again = run_cli("exec", None, *args)
     assert again.returncode == 2 and "nothing was started" in again.stderr
+
+
+def test_a_suspended_controller_is_not_a_lost_host(sim_cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    script = "echo started; sleep 12; echo finished"
+    process = start_cli("exec", sim_cluster, str(hosts), "--", "sh", "-c", script)
+    try:
+        wait_for_lines(process, b"started", 2, timeout=60)
+        process.send_signal(signal.SIGSTOP)  # Ctrl-Z: longer than keepalives allow,
+        time.sleep(8)  # shorter than the hosts' 15 s heartbeat timeout
+        process.send_signal(signal.SIGCONT)
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err.decode()
+        assert out.count(b"finished") == 2
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -265,7 +265,7 @@ def test_python_option_with_equals_is_refused(
 
 def agent_words(python: str, node_rank: int, first_rank: int) -> list[str]:
     return [
-        *commands.bootstrap_argv(python, "agent", len(program_source("agent"))),
+        *commands.bootstrap_argv(python, "agent", len(program_source("agent")), site=False),
         "--job-id", "j1", "--node-rank", str(node_rank),
         "--grace", "5", "--heartbeat-timeout", "15",
         "--first-rank", str(first_rank), "--tail-dir", f"/tmp/clusterlaunch-j1-n{node_rank}",

@@ -196,7 +196,7 @@ def _hostile_plan(workdir: str, python: str, setup: str | None = None) -> tuple[
     )
     node = job.nodes[0]
     expected_argv = [
-        *commands.bootstrap_argv(python, "agent", 777),
+        *commands.bootstrap_argv(python, "agent", 777, site=False),
         "--job-id", "j1", "--node-rank", "0", "--grace", "5", "--heartbeat-timeout", "15",
         "--first-rank", "0", "--tail-dir", "/tmp/clusterlaunch-j1-n0",
         "--",
@@ -326,3 +326,8 @@ def test_setup_with_or_does_not_bypass_failed_cd(tmp_path: Path) -> None:
         str(tmp_path / "missing"), "false || true", {}, [sys.executable, "-c", "print('RAN')"]
     )
     assert not _runs("/bin/sh", command, tmp_path)
+
+
+def test_stdlib_programs_skip_site_packages() -> None:
+    assert commands.bootstrap_argv("/py", "agent", 1, site=False)[:3] == ["/py", "-S", "-c"]
+    assert commands.bootstrap_argv("/py", "probe", 1)[:2] == ["/py", "-c"]  # finds torch

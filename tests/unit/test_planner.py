@@ -71,7 +71,7 @@ def plan(
 
 def agent_words(python: str, node_rank: int, first_rank: int | None) -> list[str]:
     words = [
-        *commands.bootstrap_argv(python, "agent", AGENT_SIZE),
+        *commands.bootstrap_argv(python, "agent", AGENT_SIZE, site=False),
         "--job-id",
         JOB,
         "--node-rank",
