@@ -11,6 +11,7 @@ See docs/benchmarks.md for what each measurement does and how to read the table.
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 import time
@@ -158,8 +159,14 @@ def main(argv: list[str] | None = None) -> int:
         "load_after": report.loadavg(),
         "machine": report.machine_info(),
     }
-    fresh = {"measurements": entries, **run_info}
-    rows = report.results_of(fresh)
+    write_failed = False
+    if args.out:  # first, so that nothing measured is lost to a display problem
+        try:
+            write_outputs(Path(args.out), Path(args.doc) if args.doc else None, entries, run_info)
+        except Exception:
+            traceback.print_exc()
+            write_failed = True
+    rows = report.results_of({"measurements": entries})
     print()
     print(format_table(rows))
     counts = summary_counts(rows)
@@ -171,9 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     errors = [e["name"] for e in entries if e["error"]]
     if errors:
         print(f"errors in: {', '.join(errors)} (tracebacks above)")
-    if args.out:
-        write_outputs(Path(args.out), Path(args.doc) if args.doc else None, entries, run_info)
-    if errors:
+    if errors or write_failed:
         return 1
     return 1 if args.strict and counts[MISS] else 0
 
@@ -187,8 +192,6 @@ def write_outputs(
     out.mkdir(parents=True, exist_ok=True)
     json_path = out / "results.json"
     document = report.combine(report.load(json_path), entries, list(MEASUREMENTS), run_info)
-    import json
-
     json_path.write_text(json.dumps(document, indent=1) + "\n")
     png = plot(
         report.results_of(document),

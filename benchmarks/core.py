@@ -178,6 +178,8 @@ def format_value(value: float, unit: str) -> str:
     """A number with its unit, 3 significant digits; rates get k/M."""
     if math.isnan(value):
         return "–"
+    if math.isinf(value):
+        return f"{value} {unit}"
     if unit.endswith("/s") and abs(value) >= 1e3:
         scaled, suffix = (value / 1e6, "M") if abs(value) >= 1e6 else (value / 1e3, "k")
         return f"{_sig3(scaled)} {suffix}{unit}"
@@ -190,8 +192,8 @@ def format_ratio(ratio: float) -> str:
 
 
 def _sig3(value: float) -> str:
-    if value == 0:
-        return "0"
+    if value == 0 or not math.isfinite(value):
+        return str(value)
     digits = max(0, 2 - math.floor(math.log10(abs(value))))
     return f"{value:.{digits}f}"
 

@@ -78,8 +78,8 @@ class Timed:
     returncode: int
     stdout: bytes
     stderr: bytes
-    maxrss_kib: int
-    """``ru_maxrss`` of this process alone (wait4), in KiB."""
+    peak_rss_kib: int
+    """Peak RSS of the command's own process (VmHWM of its memory after exec), in KiB."""
     cpu_s: float = 0.0
     """User + system CPU of this process and the children it reaped (local side only)."""
 
@@ -93,18 +93,20 @@ class Timed:
         return self
 
 
-def reap(process: subprocess.Popen[bytes]) -> tuple[int, int]:
-    """Wait for ``process`` with wait4: (exit status as Popen reports it, maxrss KiB)."""
-    code, usage = reap_usage(process)
-    return code, usage.ru_maxrss
+def reap(process: subprocess.Popen[bytes]) -> int:
+    """Wait for ``process`` with wait4; its exit status as Popen reports it."""
+    return reap_usage(process)[0]
 
 
 def reap_usage(process: subprocess.Popen[bytes]) -> tuple[int, Any]:
     """Wait for ``process`` with wait4: (exit status as Popen reports it, its rusage).
 
     Popen's own wait() discards the child's resource usage; wait4 returns the
-    usage of this one child (and of its own reaped children), not of every
-    child this harness ever had, as RUSAGE_CHILDREN would.
+    CPU time of this one child (and of its own reaped children), not of every
+    child this harness ever had, as RUSAGE_CHILDREN would. Its ``ru_maxrss`` is
+    no measure of the child's memory, though: Linux carries the high-water RSS
+    of the memory a process had before exec into it, and a child spawned from
+    this harness starts from the harness's (see :class:`PeakRss`).
     """
     while True:
         try:
@@ -326,6 +328,7 @@ class Bench:
             stdout=stdout,
             stderr=subprocess.PIPE,
         )
+        peak = PeakRss(process, argv, every=0.005)
         readers = [_drain(process.stderr, err_chunks)]
         if stdout is subprocess.PIPE:
             readers.append(_drain(process.stdout, out_chunks))
@@ -335,6 +338,7 @@ class Bench:
             code, usage = reap_usage(process)
         finally:
             timer.cancel()
+            peak_kib = peak.stop()
         elapsed = time.perf_counter() - began
         for reader in readers:
             reader.join()
@@ -346,7 +350,7 @@ class Bench:
             code,
             b"".join(out_chunks),
             b"".join(err_chunks),
-            usage.ru_maxrss,
+            peak_kib,
             usage.ru_utime + usage.ru_stime,
         )
 
@@ -368,6 +372,47 @@ class Bench:
             tag = "warm-up" if index < 0 else f"{index + 1}/{self.repeat}"
             self.log(f"{label}: round {tag}")
             yield index
+
+
+class PeakRss:
+    """Polls a child's VmHWM (the peak RSS of its own memory) until it exits.
+
+    VmHWM starts afresh at exec, so it covers the command alone; reads taken
+    before the exec (when /proc/PID/cmdline is still this harness's) are
+    ignored. A peak reached in the last poll interval before exit would be
+    missed; memory peaks during connection and streaming, long before.
+    """
+
+    def __init__(self, process: subprocess.Popen[bytes], argv: Sequence[str], every: float):
+        self._process = process
+        self._cmdline = b"\0".join(os.fsencode(a) for a in argv) + b"\0"
+        self._every = every
+        self._stop = threading.Event()
+        self.kib = 0
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        pid = self._process.pid
+        while self._process.returncode is None:  # not reaped: the PID is still its own
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    cmdline = handle.read()
+                with open(f"/proc/{pid}/status", "rb") as handle:
+                    status = handle.read()
+            except OSError:
+                return
+            found = re.search(rb"^VmHWM:\s+(\d+) kB", status, re.M)
+            if cmdline == self._cmdline and found:
+                self.kib = max(self.kib, int(found[1]))
+            if self._stop.wait(self._every):
+                return
+
+    def stop(self) -> int:
+        """Stop polling; the peak seen, in KiB (0 if never seen after exec)."""
+        self._stop.set()
+        self._thread.join()
+        return self.kib
 
 
 def _drain(stream: IO[bytes] | None, into: list[bytes]) -> threading.Thread:

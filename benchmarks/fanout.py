@@ -130,7 +130,7 @@ def run(bench: Bench) -> list[Result]:
                 result.samples.append(done.seconds)
                 result.extra.setdefault("local_cpu_s", []).append(round(done.cpu_s, 4))
                 if result.role == "clusterlaunch":
-                    result.extra.setdefault("maxrss_kib", []).append(done.maxrss_kib)
+                    result.extra.setdefault("peak_rss_kib", []).append(done.peak_rss_kib)
     leftovers = bench.assert_clean()
     for result in results:
         result.problems += leftovers

@@ -48,7 +48,7 @@ def by_hand(bench: Bench) -> float:
         )
         for rank, host in enumerate(bench.names(2))
     ]
-    codes = [reap(p)[0] for p in processes]
+    codes = [reap(p) for p in processes]
     elapsed = time.perf_counter() - began
     if codes != [0, 0]:
         raise BenchError(f"torchrun over ssh exited {codes}")
@@ -83,7 +83,7 @@ def run(bench: Bench) -> list[Result]:
             done = bench.run(bench.cl("run", "--master-port", port, hosts, SCRIPT)).check()
             seconds[which] = done.seconds
             if index >= 0:
-                cl.extra.setdefault("maxrss_kib", []).append(done.maxrss_kib)
+                cl.extra.setdefault("peak_rss_kib", []).append(done.peak_rss_kib)
                 cl.extra.setdefault("local_cpu_s", []).append(round(done.cpu_s, 4))
         if index >= 0:
             cl.samples.append(seconds["clusterlaunch"])

@@ -2,8 +2,10 @@
 
 It must complete (exit 0, one output line from every host), leave nothing
 running on any host, and the controller's peak RSS must stay under 200 MB.
-The RSS is the controller process's own ``ru_maxrss`` (wait4 on its PID), so
-no other process of the harness is counted. MB here means MiB.
+The RSS is the controller process's own peak (VmHWM of its memory after exec,
+polled every 5 ms from /proc), so no other process is counted: not the harness
+either, whose own peak wait4's ``ru_maxrss`` would carry over into the child.
+MB here means MiB.
 """
 
 from __future__ import annotations
@@ -62,9 +64,11 @@ def run(bench: Bench) -> list[Result]:
             )
         wall.problems += check_output(done.stdout, names)
         wall.problems += bench.assert_clean(timeout=5.0)
+        if done.peak_rss_kib == 0:
+            wall.problems.append("the controller's peak RSS could not be read")
         if index >= 0:
             wall.samples.append(done.seconds)
-            rss.samples.append(done.maxrss_kib / 1024)
+            rss.samples.append(done.peak_rss_kib / 1024)
             wall.extra.setdefault("local_cpu_s", []).append(round(done.cpu_s, 4))
     wall.problems = sorted(set(wall.problems))
     rss.problems += wall.problems

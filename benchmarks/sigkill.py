@@ -64,7 +64,7 @@ def one_run(bench: Bench, stubborn: bool) -> float:
         wait_until_up(process, HOSTS, timeout=120)
         killed_at = time.time()
         process.kill()
-        code, _ = reap(process)
+        code = reap(process)
         if code != -9:
             raise BenchError(f"clusterlaunch ended with {code} before the SIGKILL")
         return wait_gone(bench.markers(), timeout=GRACE + 30) - killed_at

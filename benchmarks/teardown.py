@@ -98,7 +98,7 @@ def one_run(
     ended: dict[str, float] = {}
 
     def wait_for_controller() -> None:
-        ended["code"], _ = reap(process)
+        ended["code"] = reap(process)
         ended["at"] = time.time()
 
     waiter = threading.Thread(target=wait_for_controller, daemon=True)

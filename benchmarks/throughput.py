@@ -100,12 +100,15 @@ def run(bench: Bench) -> list[Result]:
             continue
         mine = timed["clusterlaunch", lines]
         cl.samples.append(lines / mine.seconds)
-        cl.extra.setdefault("maxrss_kib", []).append(mine.maxrss_kib)
+        cl.extra.setdefault("peak_rss_kib", []).append(mine.peak_rss_kib)
         cl.extra.setdefault("local_cpu_s", []).append(round(mine.cpu_s, 4))
         ssh.samples.append(lines / timed["ssh", lines].seconds)
         for result, which in ((cl_rate, "clusterlaunch"), (ssh_rate, "ssh")):
             extra_s = timed[which, lines].seconds - timed[which, 1].seconds
-            result.samples.append((lines - 1) / extra_s if extra_s > 0 else float("inf"))
+            if extra_s > 0:  # noise can make seq 1 the slower run: no rate then
+                result.samples.append((lines - 1) / extra_s)
+            else:
+                result.extra["skipped_rounds"] = result.extra.get("skipped_rounds", 0) + 1
     cl.problems = sorted(set(cl.problems))
     cl.problems += bench.assert_clean()
     if bench.profile_dir is not None:
