@@ -1,0 +1,1 @@
+"""Benchmarks of clusterlaunch against a simulated cluster: ``python -m benchmarks``."""

@@ -1,0 +1,452 @@
+"""The benchmark environment: a simulated cluster, hosts files, timed commands, cleanup.
+
+Every command is a subprocess, timed from just before it is spawned to when it
+has been reaped, so Python start-up and imports count, as they do for a user.
+Processes are only ever signalled by PID; leftovers are found by the simulated
+hosts' markers (:mod:`clusterlaunch.simcluster.orphans`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from clusterlaunch.simcluster import (
+    LoopbackCluster,
+    PortInUseError,
+    find_free_port,
+    find_processes,
+    kill_processes,
+    port_is_free,
+    wait_until_gone,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+WORKERS = Path(__file__).resolve().parent / "workers"
+SSH_PORT_FROM = 24000
+"""sshd port search starts here: away from the test suite's 22220+."""
+MASTER_PORT_FROM = 31000
+
+
+class BenchError(RuntimeError):
+    """A benchmark could not run as designed (not a missed target)."""
+
+
+class NoRcLoopbackCluster(LoopbackCluster):
+    """The product's loopback cluster, whose sessions skip the login shell's ~/.bashrc.
+
+    bash sources ~/.bashrc for commands run by sshd only as a top-level shell
+    (SHLVL unset or 0); sshd's ``SetEnv SHLVL=1`` makes it a nested one. Stock
+    Debian/Ubuntu .bashrc files return at once for non-interactive shells
+    anyway; a heavy one (``eval "$(pyenv init -)"``: ~0.1 s of CPU per session)
+    would be paid once per host and session by every tool alike, and on a
+    simulated cluster all of those run on this machine's few cores.
+    """
+
+    def _write_files(self) -> None:
+        super()._write_files()
+        for host in self.hosts:
+            config = host.host_dir / "sshd_config"
+            text, count = re.subn(
+                r"^SetEnv (.*)$", r"SetEnv \1 SHLVL=1", config.read_text(), flags=re.M
+            )
+            if count != 1:
+                raise BenchError(f"{config}: expected one SetEnv line to extend, found {count}")
+            config.write_text(text)
+
+
+@dataclass
+class Timed:
+    """A finished command: wall seconds, exit status, output, and its own peak RSS."""
+
+    argv: Sequence[str]
+    seconds: float
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+    peak_rss_kib: int
+    """Peak RSS of the command's own process (VmHWM of its memory after exec), in KiB."""
+    cpu_s: float = 0.0
+    """User + system CPU of this process and the children it reaped (local side only)."""
+
+    def check(self, expect: int = 0) -> Timed:
+        """Raise :class:`BenchError` unless it exited with ``expect``."""
+        if self.returncode != expect:
+            tail = self.stderr.decode("utf-8", "replace")[-1500:]
+            raise BenchError(
+                f"{shlex.join(self.argv)} exited {self.returncode} (expected {expect}):\n{tail}"
+            )
+        return self
+
+
+def reap(process: subprocess.Popen[bytes]) -> int:
+    """Wait for ``process`` with wait4; its exit status as Popen reports it."""
+    return reap_usage(process)[0]
+
+
+def reap_usage(process: subprocess.Popen[bytes]) -> tuple[int, Any]:
+    """Wait for ``process`` with wait4: (exit status as Popen reports it, its rusage).
+
+    Popen's own wait() discards the child's resource usage; wait4 returns the
+    CPU time of this one child (and of its own reaped children), not of every
+    child this harness ever had, as RUSAGE_CHILDREN would. Its ``ru_maxrss`` is
+    no measure of the child's memory, though: Linux carries the high-water RSS
+    of the memory a process had before exec into it, and a child spawned from
+    this harness starts from the harness's (see :class:`PeakRss`).
+    """
+    while True:
+        try:
+            _, status, usage = os.wait4(process.pid, 0)
+            break
+        except InterruptedError:
+            continue
+    code = os.waitstatus_to_exitcode(status)
+    process.returncode = code  # Popen must not wait again
+    return code, usage
+
+
+class Bench:
+    """One benchmark run's environment (use as a context manager)."""
+
+    def __init__(
+        self,
+        n_hosts: int,
+        repeat: int,
+        quick: bool = False,
+        profile_dir: Path | None = None,
+        log: IO[str] = sys.stderr,
+        keep: bool = False,
+        host_python: str | None = None,
+        host_rc: bool = False,
+    ) -> None:
+        self.n_hosts = n_hosts
+        self.repeat = repeat
+        self.quick = quick
+        self.profile_dir = profile_dir
+        self.log_stream = log
+        self.keep = keep
+        self.python = sys.executable
+        """The interpreter of the controller, and of torch jobs on the hosts."""
+        self.host_python = host_python or sys.executable
+        """The hosts' interpreter for ``exec`` measurements (the agent needs only the stdlib)."""
+        self.host_rc = host_rc
+        """True: sessions source the login shell's ~/.bashrc (see NoRcLoopbackCluster)."""
+        self.tmp = Path(tempfile.mkdtemp(prefix="clusterlaunch-bench-"))
+        self.workdir = self.tmp / "work"
+        self.cluster: LoopbackCluster | None = None
+        self._hosts_files: dict[tuple[int, str], Path] = {}
+        self._next_master_port = MASTER_PORT_FROM
+        self.env = self._make_env()
+
+    # -- lifecycle ------------------------------------------------------------
+    def __enter__(self) -> Bench:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Copy the workers, start the cluster."""
+        shutil.copytree(WORKERS, self.workdir, ignore=shutil.ignore_patterns("__pycache__"))
+        addrs = [f"127.0.0.{11 + i}" for i in range(self.n_hosts)]
+        start = SSH_PORT_FROM
+        for _ in range(5):
+            port = find_free_port(addrs, start)
+            try:
+                began = time.perf_counter()
+                kind = LoopbackCluster if self.host_rc else NoRcLoopbackCluster
+                self.cluster = kind(self.n_hosts, self.tmp / "cluster", port=port)
+                self.cluster.start()
+                self.log(
+                    f"simulated cluster: {self.n_hosts} sshd on 127.0.0.11.. port {port} "
+                    f"(up in {time.perf_counter() - began:.2f} s)"
+                )
+                break
+            except PortInUseError:  # a concurrent suite took it since find_free_port
+                self.cluster = None
+                start = port + 1
+        else:
+            raise BenchError(f"no free sshd port from {SSH_PORT_FROM}")
+        self._check_code_under_test()
+        self._check_sessions()
+
+    def close(self) -> None:
+        """Kill anything left on the hosts (by PID), stop the cluster, remove the files."""
+        try:
+            if self.cluster is not None:
+                left = kill_processes(find_processes(self.cluster.markers()))
+                for proc in left:
+                    self.log(f"cleanup: killed leftover {proc}")
+                self.cluster.stop()
+                self.cluster = None
+        finally:
+            if not self.keep:
+                shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _make_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        # Subprocesses must import the clusterlaunch next to this harness, not an
+        # installed (or editable-installed elsewhere) copy.
+        old = env.get("PYTHONPATH")
+        env["PYTHONPATH"] = str(REPO) + (os.pathsep + old if old else "")
+        env["NO_COLOR"] = "1"
+        return env
+
+    def _check_code_under_test(self) -> None:
+        probe = subprocess.run(
+            [self.python, "-c", "import clusterlaunch; print(clusterlaunch.__file__)"],
+            env=self.env,
+            cwd=self.workdir,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        where = Path(probe.stdout.strip()).resolve()
+        if not where.is_relative_to(REPO):
+            raise BenchError(f"subprocesses import clusterlaunch from {where}, not {REPO}")
+        self.log(f"code under test: {where.parent}")
+
+    def _check_sessions(self) -> None:
+        """The hosts' sessions carry their marker, and skip ~/.bashrc unless --host-rc."""
+        host = self.names(1)[0]
+        done = self.run(
+            self.ssh(host, "echo $SHLVL $CLUSTERLAUNCH_SIM_HOST"), stdout=subprocess.PIPE
+        )
+        words = done.check().stdout.decode().split()
+        expected_level = "1" if self.host_rc else "2"
+        if len(words) != 2 or words[0] != expected_level or not words[1].endswith(host):
+            raise BenchError(f"unexpected session on {host}: {words} (SHLVL, marker)")
+        rc = "sourced" if self.host_rc else "skipped (SHLVL=1)"
+        self.log(f"sessions on the hosts: ~/.bashrc {rc}")
+
+    # -- helpers for measurements -----------------------------------------------
+    def log(self, message: str) -> None:
+        """Progress, to stderr."""
+        print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=self.log_stream, flush=True)
+
+    @property
+    def ssh_config(self) -> Path:
+        """The cluster's OpenSSH client config."""
+        assert self.cluster is not None
+        return self.cluster.ssh_config
+
+    def names(self, count: int) -> list[str]:
+        """The first ``count`` host aliases."""
+        assert self.cluster is not None
+        if count > self.n_hosts:
+            raise BenchError(f"need {count} hosts, the cluster has {self.n_hosts}")
+        return self.cluster.names[:count]
+
+    def markers(self) -> list[str]:
+        """Markers of every host (what the orphan detector looks for)."""
+        assert self.cluster is not None
+        return self.cluster.markers()
+
+    def hosts_file(self, count: int, torch: bool = False) -> Path:
+        """A clusterlaunch hosts file of the first ``count`` hosts, 1 process each.
+
+        ``torch``: the hosts run torch jobs, so use the controller's interpreter
+        (which has torch) rather than ``--host-python``.
+        """
+        python = self.python if torch else self.host_python
+        path = self._hosts_files.get((count, python))
+        if path is None:
+            lines = ["defaults:", f"  python: {json.dumps(python)}", "hosts:"]
+            lines += [f"  - host: {name}\n    gpus: 1" for name in self.names(count)]
+            path = self.tmp / f"hosts-{count}-{len(self._hosts_files)}.yaml"
+            path.write_text("\n".join(lines) + "\n")
+            self._hosts_files[(count, python)] = path
+        return path
+
+    def master_port(self) -> int:
+        """A port not used before in this run and free right now (torchrun's store)."""
+        port = self._next_master_port
+        while not port_is_free(["0.0.0.0"], port):
+            port += 1
+        self._next_master_port = port + 1
+        return port
+
+    def cl(self, command: str, *args: str, profile_as: str | None = None) -> list[str]:
+        """argv of ``clusterlaunch COMMAND --ssh-config CFG ARGS``.
+
+        ``profile_as``: run it under pyinstrument instead, writing the report to
+        ``profile_dir/profile-<name>.txt`` (only with ``--profile``).
+        """
+        tail = ["clusterlaunch", command, "--ssh-config", str(self.ssh_config), *args]
+        if profile_as is not None and self.profile_dir is not None:
+            report = self.profile_dir / f"profile-{profile_as}.txt"
+            return [
+                self.python, "-m", "pyinstrument", "--show-all", "--no-color",
+                "-r", "text", "-o", str(report), "-m", *tail,
+            ]  # fmt: skip
+        return [self.python, "-m", *tail]
+
+    def ssh(self, host: str, command: str) -> list[str]:
+        """OpenSSH client argv running ``command`` (a shell string) on ``host``."""
+        return ["ssh", "-F", str(self.ssh_config), host, command]
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdout: Any = subprocess.DEVNULL,
+        env: Mapping[str, str] | None = None,
+        timeout: float = 300.0,
+    ) -> Timed:
+        """Run ``argv`` to completion in the workdir, timing it.
+
+        ``stdout``: DEVNULL (default), PIPE (captured), or an open file.
+        stderr is always captured (for error messages).
+        """
+        out_chunks: list[bytes] = []
+        err_chunks: list[bytes] = []
+        began = time.perf_counter()
+        process = subprocess.Popen(
+            list(argv),
+            cwd=self.workdir,
+            env=dict(env) if env is not None else self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+        )
+        peak = PeakRss(process, argv, every=0.005)
+        readers = [_drain(process.stderr, err_chunks)]
+        if stdout is subprocess.PIPE:
+            readers.append(_drain(process.stdout, out_chunks))
+        timer = threading.Timer(timeout, _kill_quietly, (process,))
+        timer.start()
+        try:
+            code, usage = reap_usage(process)
+        finally:
+            timer.cancel()
+            peak_kib = peak.stop()
+        elapsed = time.perf_counter() - began
+        for reader in readers:
+            reader.join()
+        if code == -9 and elapsed >= timeout:
+            raise BenchError(f"{shlex.join(argv)}: no result within {timeout:g} s (killed)")
+        return Timed(
+            argv,
+            elapsed,
+            code,
+            b"".join(out_chunks),
+            b"".join(err_chunks),
+            peak_kib,
+            usage.ru_utime + usage.ru_stime,
+        )
+
+    def assert_clean(self, timeout: float = 5.0) -> list[str]:
+        """Problems (as text) if processes are still running on the hosts after ``timeout``.
+
+        Leftovers are killed by PID, so the next run starts clean either way.
+        """
+        left = wait_until_gone(self.markers(), timeout=timeout)
+        if not left:
+            return []
+        kill_processes(left)
+        names = ", ".join(sorted({p.cmdline.split(" ")[0] for p in left}))
+        return [f"{len(left)} process(es) left after {timeout:g} s ({names})"]
+
+    def rounds(self, label: str, warmup: int = 1) -> Iterator[int]:
+        """Round numbers: ``warmup`` unrecorded ones (negative), then ``repeat`` recorded."""
+        for index in range(-warmup, self.repeat):
+            tag = "warm-up" if index < 0 else f"{index + 1}/{self.repeat}"
+            self.log(f"{label}: round {tag}")
+            yield index
+
+
+class PeakRss:
+    """Polls a child's VmHWM (the peak RSS of its own memory) until it exits.
+
+    VmHWM starts afresh at exec, so it covers the command alone; reads taken
+    before the exec (when /proc/PID/cmdline is still this harness's) are
+    ignored. A peak reached in the last poll interval before exit would be
+    missed; memory peaks during connection and streaming, long before.
+    """
+
+    def __init__(self, process: subprocess.Popen[bytes], argv: Sequence[str], every: float):
+        self._process = process
+        self._cmdline = b"\0".join(os.fsencode(a) for a in argv) + b"\0"
+        self._every = every
+        self._stop = threading.Event()
+        self.kib = 0
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        pid = self._process.pid
+        while self._process.returncode is None:  # not reaped: the PID is still its own
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    cmdline = handle.read()
+                with open(f"/proc/{pid}/status", "rb") as handle:
+                    status = handle.read()
+            except OSError:
+                return
+            found = re.search(rb"^VmHWM:\s+(\d+) kB", status, re.M)
+            if cmdline == self._cmdline and found:
+                self.kib = max(self.kib, int(found[1]))
+            if self._stop.wait(self._every):
+                return
+
+    def stop(self) -> int:
+        """Stop polling; the peak seen, in KiB (0 if never seen after exec)."""
+        self._stop.set()
+        self._thread.join()
+        return self.kib
+
+
+def _drain(stream: IO[bytes] | None, into: list[bytes]) -> threading.Thread:
+    def read() -> None:
+        assert stream is not None
+        with stream:
+            while chunk := stream.read(1 << 16):
+                into.append(chunk)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread
+
+
+def _kill_quietly(process: subprocess.Popen[bytes]) -> None:
+    # os.kill, not process.kill(): that polls, and could reap the child under reap()'s wait4.
+    # The PID cannot have been reused: the child is not reaped while returncode is None.
+    with contextlib.suppress(ProcessLookupError):
+        if process.returncode is None:
+            os.kill(process.pid, signal.SIGKILL)
+
+
+def ssh_version() -> str:
+    """``OpenSSH_9.2p1 ...`` (ssh -V writes to stderr)."""
+    try:
+        done = subprocess.run(["ssh", "-V"], capture_output=True, text=True, check=False)
+    except OSError:
+        return "not installed"
+    return (done.stderr or done.stdout).strip()
+
+
+def pdsh_version() -> str:
+    """``pdsh-2.34 ...`` or ``not installed``."""
+    if shutil.which("pdsh") is None:
+        return "not installed"
+    done = subprocess.run(["pdsh", "-V"], capture_output=True, text=True, check=False)
+    return (done.stdout or done.stderr).splitlines()[0].strip()

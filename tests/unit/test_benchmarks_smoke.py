@@ -1,0 +1,145 @@
+"""The benchmark harness's pure helpers: statistics, targets, the table, merging.
+
+Nothing here runs a benchmark (that needs a simulated cluster and minutes).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from benchmarks.core import (
+    INFO,
+    MISS,
+    PASS,
+    Result,
+    Target,
+    evaluate,
+    format_table,
+    format_value,
+    merge_results,
+    order_entries,
+    ratio_to_baseline,
+    rotate,
+    summarize,
+    summary_counts,
+)
+
+
+def test_summarize_min_median_max() -> None:
+    assert summarize([3.0, 1.0, 2.0]) == {"min": 1.0, "median": 2.0, "max": 3.0, "n": 3}
+    assert summarize([1.0, 2.0, 3.0, 10.0])["median"] == 2.5
+    empty = summarize([])
+    assert empty["n"] == 0 and math.isnan(empty["median"])
+
+
+def _pair() -> dict[str, Result]:
+    pdsh = Result("f.pdsh", "fanout", "pdsh", "s", [2.0, 1.0, 3.0], role="baseline")
+    one = Result("f.cl.1", "fanout", "cl 1 host", "s", [0.4, 0.5, 0.6])
+    cl = Result(
+        "f.cl",
+        "fanout",
+        "cl 32 hosts",
+        "s",
+        [0.8, 0.9, 1.0],
+        baseline="f.pdsh",
+        targets=[
+            Target("ratio_max", 0.5, ref="f.pdsh", ref_label="pdsh"),
+            Target("ratio_max", 3.0, ref="f.cl.1", ref_label="own 1-host"),
+        ],
+    )
+    return {r.key: r for r in (pdsh, one, cl)}
+
+
+def test_ratio_targets_use_medians() -> None:
+    results = _pair()
+    verdict, verdicts = evaluate(results["f.cl"], results)
+    assert verdict == PASS  # 0.9 / 2.0 = 0.45 and 0.9 / 0.5 = 1.8
+    assert [v.achieved for v in verdicts] == ["0.450×", "1.80×"]
+    assert ratio_to_baseline(results["f.cl"], results) == pytest.approx(0.45)
+    results["f.cl"].samples = [1.1, 1.2, 1.3]
+    assert evaluate(results["f.cl"], results)[0] == MISS
+
+
+def test_absolute_min_delta_and_problems() -> None:
+    fast = Result("t", "teardown", "gone", "s", [0.5, 0.9, 1.4], targets=[Target("max", 1.0)])
+    assert evaluate(fast, {})[0] == PASS
+    worst = Result(
+        "k", "sigkill", "gone", "s", [0.5, 4.5], targets=[Target("max", 4.0, stat="max")]
+    )
+    assert evaluate(worst, {})[0] == MISS
+    ssh = Result("ssh", "throughput", "ssh", "lines/s", [4e6], role="baseline")
+    rate = Result(
+        "cl", "throughput", "cl", "lines/s", [3e6], targets=[Target("ratio_min", 0.6, ref="ssh")]
+    )
+    assert evaluate(rate, {"ssh": ssh})[0] == PASS
+    rate.problems.append("lost 3 lines")
+    assert evaluate(rate, {"ssh": ssh})[0] == MISS
+    hand = Result("hand", "overhead", "by hand", "s", [4.0])
+    cl = Result("cl", "overhead", "cl", "s", [4.3], targets=[Target("delta_max", 0.5, ref="hand")])
+    verdict, verdicts = evaluate(cl, {"hand": hand})
+    assert verdict == PASS and verdicts[0].achieved == "+0.300 s"
+    assert evaluate(hand, {})[0] == INFO
+
+
+def test_missing_reference_or_samples_is_not_a_pass() -> None:
+    lonely = Result("a", "g", "a", "s", [1.0], targets=[Target("ratio_max", 1.0, ref="gone")])
+    assert evaluate(lonely, {})[0] == MISS
+    empty = Result("b", "g", "b", "s", [], targets=[Target("max", 1.0)])
+    assert evaluate(empty, {})[0] == MISS
+
+
+def test_target_validation_and_description() -> None:
+    with pytest.raises(ValueError):
+        Target("ratio_max", 0.5)
+    with pytest.raises(ValueError):
+        Target("fastest", 1.0)
+    assert Target("ratio_max", 0.5, ref="x", ref_label="pdsh").describe("s") == "≤ 0.5× pdsh"
+    assert Target("max", 200, stat="max").describe("MB") == "max ≤ 200 MB"
+    assert Target("delta_max", 0.5, ref="h", ref_label="by hand").describe("s") == (
+        "≤ by hand + 0.500 s"
+    )
+
+
+def test_format_value() -> None:
+    assert format_value(1.23456, "s") == "1.23 s"
+    assert format_value(0.012345, "s") == "0.0123 s"
+    assert format_value(4_350_000, "lines/s") == "4.35 Mlines/s"
+    assert format_value(343_000, "lines/s") == "343 klines/s"
+    assert format_value(float("nan"), "s") == "–"
+
+
+def test_table_has_a_row_per_result_and_verdicts() -> None:
+    results = _pair()
+    table = format_table(list(results.values()))
+    lines = table.splitlines()
+    assert lines[0].startswith("| measurement ") and set(lines[1]) <= {"|", "-"}
+    assert len(lines) == 2 + 3
+    assert "fanout: cl 32 hosts" in lines[4] and lines[4].rstrip().endswith("| PASS   |")
+    assert "0.450× (vs pdsh)" in lines[4]
+    assert len({len(line) for line in lines}) == 1  # aligned
+    assert summary_counts(results.values()) == {PASS: 1, MISS: 0, "info": 2}
+
+
+def test_result_json_round_trip() -> None:
+    result = _pair()["f.cl"]
+    data = result.to_json()
+    assert data["stats"]["median"] == 0.9
+    assert Result.from_json(data) == result
+
+
+def test_merge_and_order_entries() -> None:
+    old = [{"name": "fanout", "v": 1}, {"name": "scale", "v": 1}]
+    new = [{"name": "fanout", "v": 2}, {"name": "teardown", "v": 2}]
+    merged = merge_results(old, new)
+    assert {(e["name"], e["v"]) for e in merged} == {("fanout", 2), ("scale", 1), ("teardown", 2)}
+    ordered = order_entries(merged, ["fanout", "teardown", "scale"])
+    assert [e["name"] for e in ordered] == ["fanout", "teardown", "scale"]
+
+
+def test_rotate_alternates_the_first() -> None:
+    assert rotate(["a", "b", "c"], 0) == ["a", "b", "c"]
+    assert rotate(["a", "b", "c"], 4) == ["b", "c", "a"]
+    assert rotate(["a", "b"], -1) == ["b", "a"]
+    assert rotate([], 3) == []
