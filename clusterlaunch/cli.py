@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from types import FrameType
 
-from clusterlaunch import cliargs, jobs, render, sandbox, slurmargs
+from clusterlaunch import cliargs, jobs, render, sandboxargs, slurmargs
 from clusterlaunch.errors import ClusterlaunchError, PreflightError, UsageError
 from clusterlaunch.hostfile import load_inventory
 from clusterlaunch.launcher import check, launch, make_plan
@@ -57,7 +57,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command in ("ps", "kill"):
         return _job_control(args, console)
     if args.command == "sandbox":
-        return sandbox.run_command(args, console.out)
+        return sandboxargs.run(args, console.out)
     request = cliargs.job_request(args)
     if args.command == "run" and not args.dry_run:
         cliargs.check_local_script(make_plan(request), request.options, synced=request.sync)

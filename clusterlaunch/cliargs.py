@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import clusterlaunch
-from clusterlaunch import sandbox, slurmargs
+from clusterlaunch import sandboxargs, slurmargs
 from clusterlaunch.errors import UsageError
 from clusterlaunch.launcher import JobRequest
 from clusterlaunch.logs import parse_rank_filter
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_exec(commands.add_parser("exec", help="run a command on every host"))
     _add_check(commands.add_parser("check", help="run the preflight checks only"))
     _add_job_control(commands)
-    sandbox.add_parser(commands, Parser)  # sandbox up|down: see clusterlaunch/sandbox.py
+    sandboxargs.add_parser(commands, Parser)  # sandbox up|down: see clusterlaunch/sandbox.py
     return parser
 
 

@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from clusterlaunch.errors import ClusterlaunchError, UsageError
+
+# The CLI's defaults live in sandboxargs (imported without the simulated cluster).
+from clusterlaunch.sandboxargs import DEFAULT_DIR, DEFAULT_HOSTS
 from clusterlaunch.simcluster import (
     DEFAULT_PORT,
     LoopbackCluster,
@@ -41,8 +44,6 @@ from clusterlaunch.simcluster import (
 from clusterlaunch.simcluster.loopback import SSHD, STATE_FILE
 from clusterlaunch.simcluster.orphans import is_alive, start_time
 
-DEFAULT_DIR = ".sandbox"
-DEFAULT_HOSTS = 3
 MAX_HOSTS = 64
 FIRST_OCTET = 11
 HOSTS_FILE = "hosts.yaml"
@@ -286,23 +287,6 @@ def down_text(stopped: Stopped | None, directory: Path, cwd: Path) -> str:
 
 
 # -- command line ---------------------------------------------------------------------------
-def add_parser(commands: Any, parser_class: type[argparse.ArgumentParser]) -> None:
-    """Register ``sandbox up`` and ``sandbox down`` under the ``commands`` subparsers."""
-    sandbox = commands.add_parser("sandbox", help="start or stop a simulated cluster here")
-    actions = sandbox.add_subparsers(
-        dest="sandbox_command", metavar="up|down", required=True, parser_class=parser_class
-    )
-    start = actions.add_parser("up", help="start simulated hosts, write a hosts file")
-    start.add_argument("--hosts", type=int, default=DEFAULT_HOSTS, help="how many (default 3)")
-    start.add_argument("--gpus", type=int, default=1, help="processes per host (default 1)")
-    start.add_argument(
-        "--port", type=int, help=f"sshd port (default: free one from {DEFAULT_PORT})"
-    )
-    stop = actions.add_parser("down", help="stop the hosts, kill leftovers, remove the directory")
-    for sub in (start, stop):
-        sub.add_argument("--dir", default=DEFAULT_DIR, help=f"directory (default {DEFAULT_DIR})")
-
-
 def run_command(args: argparse.Namespace, out: BinaryIO) -> int:
     """Run ``sandbox up`` or ``sandbox down``, printing to ``out``; returns the exit status."""
     cwd = Path.cwd()

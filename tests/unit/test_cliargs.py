@@ -117,3 +117,25 @@ def test_host_key_policy_resolution(
     chosen, origin = target.key_policy(override)
     assert chosen == policy
     assert origin  # said in the refusal message
+
+
+def test_sandbox_help_names_the_real_first_port() -> None:
+    from clusterlaunch.sandboxargs import FIRST_PORT
+    from clusterlaunch.simcluster import DEFAULT_PORT
+
+    assert FIRST_PORT == DEFAULT_PORT
+
+
+def test_starting_the_cli_does_not_load_optional_parts() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, clusterlaunch.cli; "
+        "print(sorted(m for m in ('clusterlaunch.sandbox', 'clusterlaunch.simcluster', "
+        "'clusterlaunch.sync', 'pathspec') if m in sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert loaded.stdout.strip() == "[]"
