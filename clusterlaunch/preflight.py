@@ -105,7 +105,10 @@ def run_preflight(
     runs[0].process.send(b"done\n")
     for run in runs:
         run.process.close_stdin()
-    _pump_until(runs, lambda r: r.done(), deadline)
+    # "end" comes after node 0 closed its listener: enough to start torchrun on
+    # that port. Waiting for the interpreters to exit as well would add their
+    # shutdown to every launch.
+    _pump_until(runs, lambda r: "end" in r.stages or r.done(), deadline)
     for run in runs:
         run.report.exit_status = run.process.exit_status()
         run.process.close()
