@@ -52,12 +52,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_job_command_options(parser: argparse.ArgumentParser) -> None:
+    """What ``run`` and ``exec`` share: how to reach hosts, their environment, the job."""
+    _add_connection_options(parser)
+    _add_environment_options(parser)
+    _add_job_options(parser)
+    slurmargs.add_options(parser)
+    parser.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
+
+
 def _add_run(run: argparse.ArgumentParser) -> None:
-    _add_connection_options(run)
-    _add_environment_options(run)
-    _add_job_options(run)
-    slurmargs.add_options(run)
-    run.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
+    _add_job_command_options(run)
     run.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON")
     run.add_argument("--master-port", help="a port number, or auto (default: the hosts file's)")
     run.add_argument(
@@ -72,11 +77,7 @@ def _add_run(run: argparse.ArgumentParser) -> None:
 
 
 def _add_exec(exe: argparse.ArgumentParser) -> None:
-    _add_connection_options(exe)
-    _add_environment_options(exe)
-    _add_job_options(exe)
-    slurmargs.add_options(exe)
-    exe.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
+    _add_job_command_options(exe)
     exe.add_argument(
         "--fail-fast",
         action="store_true",

@@ -14,7 +14,7 @@ from importlib import resources
 BUNDLES = {
     "agent": ("proctree", "records", "rootcause", "tail", "agent"),
     "probe": ("probe",),
-    "jobctl": ("records", "jobctl"),
+    "jobctl": ("proctree", "records", "jobctl"),
 }
 _STRIP_MARK = b"# bundle: strip"
 

@@ -8,6 +8,8 @@ directory that NFS may share between hosts. A record names the agent by PID
 import os
 import time
 
+from clusterlaunch.remote.proctree import read_stat  # bundle: strip
+
 # The agent starts with ``python -S`` and avoids json/re/socket on its start-up
 # path (they cost more than the rest of the agent): events are flat data, so a
 # small encoder is enough. The controller parses them with the real json.
@@ -65,12 +67,8 @@ def private_dir(path):
 
 def process_start_time(pid):
     """Kernel start time of ``pid`` in clock ticks, or None if it is gone."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return None
-    return int(data[data.rfind(b")") + 2 :].split()[19])
+    info = read_stat(pid)
+    return None if info is None else info[3]
 
 
 class JobRecord:
