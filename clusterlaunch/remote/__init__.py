@@ -12,7 +12,7 @@ from importlib import resources
 # marked "# bundle: strip" (the package imports that only work locally, where
 # the modules are also imported by the unit tests).
 BUNDLES = {
-    "agent": ("proctree", "records", "rootcause", "tail", "agent"),
+    "agent": ("proctree", "records", "rootcause", "tail", "wire", "agent"),
     "probe": ("probe",),
     "jobctl": ("proctree", "records", "jobctl"),
 }

@@ -18,7 +18,6 @@ Frame format: ``TAG SIZE\\n`` then SIZE bytes. Tags: ``o<rank>``/``e<rank>``
 worker stdout/stderr, ``O``/``E`` the job's own stdout/stderr, ``J`` a JSON event.
 """
 
-import errno
 import os
 import select
 import signal
@@ -28,90 +27,20 @@ import time
 
 from clusterlaunch.remote.proctree import (  # bundle: strip
     TreeKiller,  # bundle: strip
+    WorkerWatch,  # bundle: strip
     become_subreaper,  # bundle: strip
-    children_of,  # bundle: strip
     descendants,  # bundle: strip
-    read_stat,  # bundle: strip
 )  # bundle: strip
-from clusterlaunch.remote.records import JobRecord, hostname, to_json  # bundle: strip
+from clusterlaunch.remote.records import JobRecord, hostname  # bundle: strip
 from clusterlaunch.remote.rootcause import (  # bundle: strip
     parse_root_cause,  # bundle: strip
     root_cause_complete,  # bundle: strip
 )  # bundle: strip
 from clusterlaunch.remote.tail import RankTail  # bundle: strip
+from clusterlaunch.remote.wire import Output, exit_status, parse_args  # bundle: strip
 
-SYNC = b"\n@@clusterlaunch-agent/1@@\n"
 PR_SET_PDEATHSIG = 1
-OUT_CAP = 8 << 20  # stop reading inputs while this much output is unsent
 CHUNK = 1 << 18
-
-
-class Output:
-    """Non-blocking framed writer on fd 1.
-
-    Writes never block: a stalled channel (partition) must not stop the
-    heartbeat check that tears the job down.
-    """
-
-    def __init__(self, fd=1):
-        self.fd = fd
-        self.pending = bytearray()
-        self.broken = False
-
-    def start(self):
-        os.set_blocking(self.fd, False)
-        self.pending += SYNC
-
-    def frame(self, tag, data):
-        if data and not self.broken:
-            self.pending += b"%s %d\n" % (tag, len(data))
-            self.pending += data
-
-    def event(self, **fields):
-        self.frame(b"J", to_json(fields).encode())
-
-    def flush(self):
-        while self.pending and not self.broken:
-            try:
-                sent = os.write(self.fd, self.pending)
-            except BlockingIOError:
-                return
-            except OSError as exc:  # EPIPE: the controller is gone
-                if exc.errno != errno.EINTR:
-                    self.broken = True
-                    self.pending.clear()
-                return
-            del self.pending[:sent]
-
-    def drain(self, timeout):
-        """Try to get everything out before exiting, for at most ``timeout`` s."""
-        deadline = time.monotonic() + timeout
-        while self.pending and not self.broken and time.monotonic() < deadline:
-            select.select([], [self.fd], [], max(0.0, deadline - time.monotonic()))
-            self.flush()
-
-    @property
-    def full(self):
-        return len(self.pending) > OUT_CAP
-
-
-class WorkerWatch:
-    """Remembers when each of torchrun's workers died (for cross-host root cause)."""
-
-    def __init__(self):
-        self.alive = set()
-        self.died_at = {}
-
-    def poll(self, torchrun_pid):
-        now = time.time()
-        current = set()
-        for pid in children_of(torchrun_pid):
-            info = read_stat(pid)
-            if info is not None and info[0] != "Z":
-                current.add(pid)
-        for pid in self.alive - current:
-            self.died_at.setdefault(pid, now)
-        self.alive = current
 
 
 class Agent:
@@ -378,57 +307,6 @@ def term_when_parent_dies(agent_pid):
         return
     if os.getppid() != agent_pid:  # the agent died before prctl took effect
         os._exit(143)
-
-
-def exit_status(code):
-    """A Popen return code as a shell would report it (128+N for signal N)."""
-    if code is None:
-        return 255
-    return 128 - code if code < 0 else code
-
-
-class Args:
-    """The agent's settings (written by clusterlaunch's planner, never by hand)."""
-
-    def __init__(self):
-        self.job_id = None
-        self.node_rank = None
-        self.grace = 5.0
-        self.heartbeat_timeout = 15.0
-        self.first_rank = 0
-        self.tail_dir = None
-        self.argv = []
-
-
-_OPTIONS = {
-    "--job-id": ("job_id", str),
-    "--node-rank": ("node_rank", int),
-    "--grace": ("grace", float),
-    "--heartbeat-timeout": ("heartbeat_timeout", float),
-    "--first-rank": ("first_rank", int),
-    "--tail-dir": ("tail_dir", str),
-}
-
-
-def parse_args(argv):
-    """``--name value`` pairs, ``--``, then the job's argv (argparse costs 60 ms to import)."""
-    if "--" not in argv:
-        raise SystemExit("clusterlaunch-agent: no command given after --")
-    split = argv.index("--")
-    args = Args()
-    args.argv = list(argv[split + 1 :])
-    words = iter(argv[:split])
-    for name in words:
-        if name not in _OPTIONS:
-            raise SystemExit("clusterlaunch-agent: unknown option %s" % name)
-        attribute, kind = _OPTIONS[name]
-        try:
-            setattr(args, attribute, kind(next(words)))
-        except (StopIteration, ValueError):
-            raise SystemExit("clusterlaunch-agent: bad value for %s" % name) from None
-    if args.job_id is None or args.node_rank is None or not args.argv:
-        raise SystemExit("clusterlaunch-agent: --job-id, --node-rank and a command are required")
-    return args
 
 
 def main(argv=None):

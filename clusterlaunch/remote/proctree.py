@@ -182,3 +182,22 @@ class TreeKiller:
         fresh = [pid for pid in pids if pid not in self.termed]
         self.termed.update(fresh)
         signal_all(fresh, signal.SIGTERM)
+
+
+class WorkerWatch:
+    """Remembers when each of torchrun's workers died (for cross-host root cause)."""
+
+    def __init__(self):
+        self.alive = set()
+        self.died_at = {}
+
+    def poll(self, torchrun_pid):
+        now = time.time()
+        current = set()
+        for pid in children_of(torchrun_pid):
+            info = read_stat(pid)
+            if info is not None and info[0] != "Z":
+                current.add(pid)
+        for pid in self.alive - current:
+            self.died_at.setdefault(pid, now)
+        self.alive = current

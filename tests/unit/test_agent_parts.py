@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from clusterlaunch.remote.agent import exit_status, parse_args
 from clusterlaunch.remote.records import to_json
 from clusterlaunch.remote.rootcause import root_cause_complete
+from clusterlaunch.remote.wire import exit_status, parse_args
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,116 @@
+"""The agent's side of the wire: framed output, and the arguments it is started with.
+
+Stdlib only, bundled with the agent (see ``clusterlaunch.remote.BUNDLES``).
+Frame format: ``TAG SIZE\\n`` then SIZE bytes, after a sync marker; the
+controller's decoder is ``clusterlaunch/frames.py``.
+"""
+
+import errno
+import os
+import select
+import time
+
+from clusterlaunch.remote.records import to_json  # bundle: strip
+
+SYNC = b"\n@@clusterlaunch-agent/1@@\n"
+OUT_CAP = 8 << 20  # stop reading inputs while this much output is unsent
+
+
+class Output:
+    """Non-blocking framed writer on fd 1.
+
+    Writes never block: a stalled channel (partition) must not stop the
+    heartbeat check that tears the job down.
+    """
+
+    def __init__(self, fd=1):
+        self.fd = fd
+        self.pending = bytearray()
+        self.broken = False
+
+    def start(self):
+        os.set_blocking(self.fd, False)
+        self.pending += SYNC
+
+    def frame(self, tag, data):
+        if data and not self.broken:
+            self.pending += b"%s %d\n" % (tag, len(data))
+            self.pending += data
+
+    def event(self, **fields):
+        self.frame(b"J", to_json(fields).encode())
+
+    def flush(self):
+        while self.pending and not self.broken:
+            try:
+                sent = os.write(self.fd, self.pending)
+            except BlockingIOError:
+                return
+            except OSError as exc:  # EPIPE: the controller is gone
+                if exc.errno != errno.EINTR:
+                    self.broken = True
+                    self.pending.clear()
+                return
+            del self.pending[:sent]
+
+    def drain(self, timeout):
+        """Try to get everything out before exiting, for at most ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while self.pending and not self.broken and time.monotonic() < deadline:
+            select.select([], [self.fd], [], max(0.0, deadline - time.monotonic()))
+            self.flush()
+
+    @property
+    def full(self):
+        return len(self.pending) > OUT_CAP
+
+
+def exit_status(code):
+    """A Popen return code as a shell would report it (128+N for signal N)."""
+    if code is None:
+        return 255
+    return 128 - code if code < 0 else code
+
+
+class Args:
+    """The agent's settings (written by clusterlaunch's planner, never by hand)."""
+
+    def __init__(self):
+        self.job_id = None
+        self.node_rank = None
+        self.grace = 5.0
+        self.heartbeat_timeout = 15.0
+        self.first_rank = 0
+        self.tail_dir = None
+        self.argv = []
+
+
+_OPTIONS = {
+    "--job-id": ("job_id", str),
+    "--node-rank": ("node_rank", int),
+    "--grace": ("grace", float),
+    "--heartbeat-timeout": ("heartbeat_timeout", float),
+    "--first-rank": ("first_rank", int),
+    "--tail-dir": ("tail_dir", str),
+}
+
+
+def parse_args(argv):
+    """``--name value`` pairs, ``--``, then the job's argv (argparse costs 60 ms to import)."""
+    if "--" not in argv:
+        raise SystemExit("clusterlaunch-agent: no command given after --")
+    split = argv.index("--")
+    args = Args()
+    args.argv = list(argv[split + 1 :])
+    words = iter(argv[:split])
+    for name in words:
+        if name not in _OPTIONS:
+            raise SystemExit("clusterlaunch-agent: unknown option %s" % name)
+        attribute, kind = _OPTIONS[name]
+        try:
+            setattr(args, attribute, kind(next(words)))
+        except (StopIteration, ValueError):
+            raise SystemExit("clusterlaunch-agent: bad value for %s" % name) from None
+    if args.job_id is None or args.node_rank is None or not args.argv:
+        raise SystemExit("clusterlaunch-agent: --job-id, --node-rank and a command are required")
+    return args
