@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from clusterlaunch import envpolicy
+from clusterlaunch import hostfields
 from clusterlaunch.errors import HostsFileError
 from clusterlaunch.hostranges import HostRangeError, expand_hosts
 from clusterlaunch.model import HostSpec, Inventory
@@ -27,7 +27,6 @@ HOST_KEYS = ("host", "gpus", "user", "port", "python", "workdir", "setup", "env"
 # A MPI/DeepSpeed hostfile line: a host (ranges allowed) and optional key=value
 # words. No colons, so a YAML file never looks like one.
 _MPI_LINE = re.compile(r"[A-Za-z0-9\[][^\s:#=]*(\s+[A-Za-z_]+=\S+)*")
-_DIGITS = re.compile(r"[0-9]+")
 
 
 def load_inventory(path: str) -> Inventory:
@@ -68,12 +67,12 @@ def _parse_mpi(text: str, path: str) -> Inventory:
         if not line:
             continue
         name, *words = line.split()
-        _refuse_user_in_host(name, path, number, name)
+        hostfields.refuse_user_in_host(name, path, number, name)
         slots = 1  # OpenMPI's default when a line gives no slots
         for word in words:
             key, _, value = word.partition("=")
             if key == "slots":
-                slots = _positive_int(value, path, number, f"{name}: slots", "slots=4")
+                slots = hostfields.positive_int(value, path, number, f"{name}: slots", "slots=4")
             elif key != "max_slots":
                 hint = _suggest(key, ("slots", "max_slots"))
                 raise HostsFileError(path, number, name, f"unknown option {key!r}{hint}")
@@ -123,8 +122,8 @@ def _parse_yaml(text: str, path: str) -> Inventory:
     inventory = Inventory(
         path=path,
         hosts=tuple(hosts),
-        master_port=_master_port(data, path),
-        master_addr=_optional_str(data, "master_addr", path, "master_addr"),
+        master_port=hostfields.master_port(data, path),
+        master_addr=hostfields.optional_str(data, "master_addr", path, "master_addr"),
     )
     _check_inventory(inventory)
     return inventory
@@ -148,7 +147,7 @@ def _host_entries(
         raise HostsFileError(
             path, key_line(entry, "host"), where + ".host", f"must be a host name, got {name!r}"
         )
-    _refuse_user_in_host(name, path, key_line(entry, "host"), where + ".host")
+    hostfields.refuse_user_in_host(name, path, key_line(entry, "host"), where + ".host")
     merged = {**defaults, **entry}
     if "gpus" not in merged:
         raise HostsFileError(
@@ -156,42 +155,34 @@ def _host_entries(
         )
     source = entry if "gpus" in entry else defaults
     prefix = where if "gpus" in entry else "defaults"
-    gpus = _positive_int(
+    gpus = hostfields.positive_int(
         merged["gpus"], path, key_line(source, "gpus"), prefix + ".gpus", "gpus: 4"
     )
     env = {
-        **_env(defaults, path, "defaults.env"),
-        **_env(entry, path, where + ".env"),
+        **hostfields.env(defaults, path, "defaults.env"),
+        **hostfields.env(entry, path, where + ".env"),
     }
-    devices = _devices(entry, gpus, path, where)
+    devices = hostfields.devices(entry, gpus, path, where)
     names = _expand(name, path, key_line(entry, "host"), where + ".host")
     if len(names) > 1 and "addr" in entry:
         raise HostsFileError(
             path, key_line(entry, "addr"), where + ".addr", "cannot be combined with a host range"
         )
-    python = _shared_str(entry, defaults, "python", path, where)
+    python = hostfields.shared_str(entry, defaults, "python", path, where)
     if python is not None:
-        _check_python(python, entry, defaults, path, where)
+        hostfields.check_python(python, entry, defaults, path, where)
     spec = {
         "gpus": gpus,
-        "user": _shared_str(entry, defaults, "user", path, where),
-        "port": _port(entry, defaults, path, where),
+        "user": hostfields.shared_str(entry, defaults, "user", path, where),
+        "port": hostfields.port(entry, defaults, path, where),
         "python": python,
-        "workdir": _shared_str(entry, defaults, "workdir", path, where),
-        "setup": _shared_str(entry, defaults, "setup", path, where),
+        "workdir": hostfields.shared_str(entry, defaults, "workdir", path, where),
+        "setup": hostfields.shared_str(entry, defaults, "setup", path, where),
         "env": env,
         "devices": devices,
-        "addr": _optional_str(entry, "addr", path, where + ".addr"),
+        "addr": hostfields.optional_str(entry, "addr", path, where + ".addr"),
     }
     return [HostSpec(host=host, line=line, **spec) for host in names]  # type: ignore[arg-type]
-
-
-def _refuse_user_in_host(name: str, path: str, line: int | None, field: str) -> None:
-    if "@" in name:
-        user, _, bare = name.rpartition("@")
-        raise HostsFileError(
-            path, line, field, f"{name!r} has a user in it; write host: {bare} and user: {user}"
-        )
 
 
 def _check_keys(
@@ -213,132 +204,11 @@ def _suggest(word: str, choices: tuple[str, ...]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _positive_int(value: Any, path: str, line: int | None, field: str, example: str) -> int:
-    number = _as_int(value)
-    if number is None or number < 1:
-        raise HostsFileError(path, line, field, f"must be a positive integer, got {value!r}")
-    return number
-
-
-def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
-        return int(value)
-    return None
-
-
 def _expand(name: str, path: str, line: int | None, field: str) -> list[str]:
     try:
         return expand_hosts(name)
     except HostRangeError as exc:
         raise HostsFileError(path, line, field, str(exc)) from None
-
-
-def _env(mapping: Mapping[str, Any], path: str, field: str) -> dict[str, str]:
-    line = key_line(mapping, "env")
-    raw = mapping.get("env")
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise HostsFileError(path, line, field, "must be a mapping of NAME: value strings")
-    result: dict[str, str] = {}
-    for key, value in raw.items():
-        why = envpolicy.refusal(str(key))
-        if why is not None:
-            raise HostsFileError(path, key_line(raw, str(key)), f"{field}.{key}", why)
-        if isinstance(value, bool) or not isinstance(value, str | int):
-            raise HostsFileError(
-                path,
-                key_line(raw, str(key)),
-                f"{field}.{key}",
-                f"must be a string, got {value!r}; write the value in quotes",
-            )
-        result[str(key)] = str(value)
-    return result
-
-
-def _devices(entry: Mapping[str, Any], gpus: int, path: str, where: str) -> tuple[int, ...] | None:
-    if "devices" not in entry:
-        return None
-    raw = entry["devices"]
-    line = key_line(entry, "devices")
-    field = where + ".devices"
-    if not isinstance(raw, list) or any(_as_int(d) is None or int(d) < 0 for d in raw):
-        raise HostsFileError(path, line, field, f"must be a list of GPU indices, got {raw!r}")
-    devices = tuple(int(d) for d in raw)
-    if len(set(devices)) != len(devices):
-        raise HostsFileError(path, line, field, f"lists a GPU twice: {list(devices)}")
-    if len(devices) != gpus:
-        raise HostsFileError(
-            path, line, field, f"has {len(devices)} entries but gpus is {gpus}; they must match"
-        )
-    return devices
-
-
-def _shared_str(
-    entry: Mapping[str, Any], defaults: Mapping[str, Any], key: str, path: str, where: str
-) -> str | None:
-    if key in entry:
-        return _optional_str(entry, key, path, f"{where}.{key}")
-    return _optional_str(defaults, key, path, f"defaults.{key}")
-
-
-def _optional_str(mapping: Mapping[str, Any], key: str, path: str, field: str) -> str | None:
-    if key not in mapping or mapping[key] is None:
-        return None
-    value = mapping[key]
-    if not isinstance(value, str) or not value.strip() or "\x00" in value:
-        raise HostsFileError(
-            path, key_line(mapping, key), field, f"must be a non-empty string, got {value!r}"
-        )
-    return value
-
-
-def _port(
-    entry: Mapping[str, Any], defaults: Mapping[str, Any], path: str, where: str
-) -> int | None:
-    source, field = (entry, f"{where}.port") if "port" in entry else (defaults, "defaults.port")
-    if "port" not in source:
-        return None
-    port = _as_int(source["port"])
-    if port is None or not 1 <= port <= 65535:
-        raise HostsFileError(
-            path,
-            key_line(source, "port"),
-            field,
-            f"must be a TCP port 1-65535, got {source['port']!r}",
-        )
-    return port
-
-
-def _master_port(data: Mapping[str, Any], path: str) -> int | None:
-    if "master_port" not in data or data["master_port"] == "auto":
-        return None
-    port = _as_int(data["master_port"])
-    if port is None or not 1 <= port <= 65535:
-        raise HostsFileError(
-            path,
-            key_line(data, "master_port"),
-            "master_port",
-            f"must be auto or a TCP port 1-65535, got {data['master_port']!r}",
-        )
-    return port
-
-
-def _check_python(
-    python: str, entry: Mapping[str, Any], defaults: Mapping[str, Any], path: str, where: str
-) -> None:
-    # ``env K=V PYTHON`` would take a path containing "=" for another assignment.
-    if "=" in python or "\n" in python:
-        source, field = (
-            (entry, f"{where}.python") if "python" in entry else (defaults, "defaults.python")
-        )
-        raise HostsFileError(
-            path, key_line(source, "python"), field, "must be a path without '=' or newlines"
-        )
 
 
 def _check_inventory(inventory: Inventory) -> None:

@@ -47,9 +47,9 @@ def connect_all(
         return dict(steps), missing
     if transport != "ssh":
         raise ValueError(f"unknown transport {transport!r}")
-    from clusterlaunch.transport import ssh
+    from clusterlaunch.transport import hostkeys, ssh
 
-    known_hosts = ssh.KnownHosts()
+    known_hosts = hostkeys.KnownHosts()
 
     def open_one(target: SshTarget) -> Connection:
         if target.is_local:

@@ -18,7 +18,7 @@ import paramiko
 
 from clusterlaunch.errors import HostKeyError, TransportError
 from clusterlaunch.model import SshTarget
-from clusterlaunch.transport import sshconfig
+from clusterlaunch.transport import hostkeys, sshconfig
 
 WINDOW = 16 << 20  # a large window lets bulk output flow without round trips
 CHUNK = 1 << 20
@@ -36,69 +36,6 @@ class SshSettings:
     dead_after: float = 6.0
     """A host that answers no keepalive for this long is lost."""
     config_path: str | None = None
-
-
-class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
-    """OpenSSH's ``StrictHostKeyChecking accept-new``: record unknown keys, refuse changed ones.
-
-    (A changed key never reaches a policy: paramiko raises BadHostKeyException.)
-    """
-
-    def __init__(self, known_hosts: str, lock: threading.Lock) -> None:
-        self._path = Path(known_hosts)
-        self._lock = lock
-
-    def missing_host_key(
-        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
-    ) -> None:
-        line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
-        with self._lock:
-            self._path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            with self._path.open("a", encoding="ascii") as handle:
-                handle.write(line)
-        client.get_host_keys().add(hostname, key.get_name(), key)
-
-
-class _StrictPolicy(paramiko.MissingHostKeyPolicy):
-    """Refuse unknown keys, saying which setting made it strict."""
-
-    def __init__(self, origin: str) -> None:
-        self._origin = origin
-
-    def missing_host_key(
-        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
-    ) -> None:
-        raise HostKeyError(
-            hostname,
-            f"unknown host key ({self._origin}); add it to known_hosts "
-            "(ssh-keyscan) or connect once with --host-key-policy accept-new",
-        )
-
-
-class KnownHosts:
-    """known_hosts files, parsed once per run and shared (read-only) by every connection.
-
-    Parsing per connection is O(hosts) each, O(hosts²) for a run when the
-    file lists every host (measured: 2.3 ms per line per connection). Also
-    holds the lock under which ``accept-new`` appends a key.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self._parsed: dict[tuple[str, ...], paramiko.HostKeys] = {}
-
-    def keys_for(self, target: SshTarget) -> paramiko.HostKeys:
-        """The known keys that apply to ``target`` (global file plus its own files)."""
-        files = ("/etc/ssh/ssh_known_hosts", *target.known_hosts_files)
-        with self.lock:
-            keys = self._parsed.get(files)
-            if keys is None:
-                keys = paramiko.HostKeys()
-                for path in files:
-                    if Path(path).is_file():
-                        keys.load(path)  # several files merge, as in OpenSSH
-                self._parsed[files] = keys
-        return keys
 
 
 class SshProcess:
@@ -245,7 +182,9 @@ class SshConnection:
             client.close()
 
 
-def connect(target: SshTarget, settings: SshSettings, known_hosts: KnownHosts) -> SshConnection:
+def connect(
+    target: SshTarget, settings: SshSettings, known_hosts: hostkeys.KnownHosts
+) -> SshConnection:
     """Authenticate to ``target`` (through its ProxyJump hops) and start the keepalive."""
     chain = [target]
     if target.proxy_jump:
@@ -287,7 +226,7 @@ def _tunnel(client: paramiko.SSHClient, target: SshTarget) -> paramiko.Channel:
 def _open_client(
     target: SshTarget,
     settings: SshSettings,
-    known_hosts: KnownHosts,
+    known_hosts: hostkeys.KnownHosts,
     sock: paramiko.Channel | paramiko.ProxyCommand | None,
 ) -> paramiko.SSHClient:
     client = paramiko.SSHClient()
@@ -298,10 +237,10 @@ def _open_client(
         sock = paramiko.ProxyCommand(target.proxy_command)
     policy, origin = target.key_policy(settings.host_key_policy)
     if policy == "strict":
-        client.set_missing_host_key_policy(_StrictPolicy(origin))
+        client.set_missing_host_key_policy(hostkeys.StrictPolicy(origin))
     else:
         files = target.known_hosts_files or (str(Path("~/.ssh/known_hosts").expanduser()),)
-        client.set_missing_host_key_policy(_AcceptNewPolicy(files[0], known_hosts.lock))
+        client.set_missing_host_key_policy(hostkeys.AcceptNewPolicy(files[0], known_hosts.lock))
     timeout = target.connect_timeout or settings.connect_timeout
     try:
         client.connect(
@@ -322,7 +261,7 @@ def _open_client(
         raise
     except paramiko.BadHostKeyException as exc:
         client.close()
-        raise HostKeyError(target.alias, _changed_key_message(target, exc)) from None
+        raise HostKeyError(target.alias, hostkeys.changed_key_message(target, exc)) from None
     except paramiko.AuthenticationException as exc:
         client.close()
         who = f"{target.user}@" if target.user else ""
@@ -333,16 +272,6 @@ def _open_client(
         client.close()
         raise TransportError(target.alias, _network_message(target, exc, timeout)) from None
     return client
-
-
-def _changed_key_message(target: SshTarget, exc: paramiko.BadHostKeyException) -> str:
-    name = target.hostname if target.port == 22 else f"[{target.hostname}]:{target.port}"
-    files = " ".join(target.known_hosts_files) or "~/.ssh/known_hosts"
-    return (
-        f"HOST KEY CHANGED (known {exc.expected_key.get_name()} {exc.expected_key.fingerprint}, "
-        f"offered {exc.key.get_name()} {exc.key.fingerprint}); refusing to connect. If the host "
-        f"was really reinstalled, remove the old key: ssh-keygen -R '{name}' -f {files.split()[0]}"
-    )
 
 
 def _network_message(target: SshTarget, exc: BaseException, timeout: float) -> str:
