@@ -29,6 +29,9 @@ def torchrun_command(bench: Bench, node_rank: int, port: int) -> str:
         bench.python, "-m", "torch.distributed.run",
         "--nnodes", "2", "--nproc-per-node", "1", "--node-rank", str(node_rank),
         "--rdzv-backend", "static", "--master-addr", "127.0.0.11", "--master-port", str(port),
+        # Inside the benchmark's own directory, which is removed at the end:
+        # without it every run leaves a /tmp/torchelastic_* directory behind.
+        "--log-dir", str(bench.workdir / "torchrun-logs"),
         SCRIPT,
     ]  # fmt: skip
     return f"cd {shlex.quote(str(bench.workdir))} && exec {shlex.join(argv)}"

@@ -31,7 +31,7 @@ from clusterlaunch.remote.proctree import (  # bundle: strip
     become_subreaper,  # bundle: strip
     descendants,  # bundle: strip
 )  # bundle: strip
-from clusterlaunch.remote.records import JobRecord, hostname  # bundle: strip
+from clusterlaunch.remote.records import JobRecord, hostname, live_records  # bundle: strip
 from clusterlaunch.remote.rootcause import (  # bundle: strip
     parse_root_cause,  # bundle: strip
     root_cause_complete,  # bundle: strip
@@ -277,6 +277,7 @@ class Agent:
             self.tail.remove()
         if self.record is not None:
             self.record.remove()
+        live_records()  # and clean up after agents that died without doing so
         self.out.drain(5.0)
         return exit_status(code)
 

@@ -14,36 +14,9 @@ import signal
 import sys
 import time
 
-from clusterlaunch.remote.records import process_start_time, state_dir  # bundle: strip
+from clusterlaunch.remote.records import live_records, process_start_time  # bundle: strip
 
 JOBCTL_MARK = "@@jobctl@@ "
-
-
-def live_records():
-    """Records whose agent still runs; stale ones (agent gone) are removed."""
-    folder = state_dir()
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return []
-    records = []
-    for name in names:
-        if not name.endswith(".json"):
-            continue
-        path = os.path.join(folder, name)
-        try:
-            with open(path) as handle:
-                record = json.load(handle)
-        except (OSError, ValueError):
-            continue
-        if process_start_time(record.get("agent_pid", -1)) != record.get("agent_start"):
-            try:
-                os.unlink(path)  # the agent died without cleaning up (SIGKILL)
-            except OSError:
-                pass
-            continue
-        records.append(record)
-    return records
 
 
 def emit(**fields):

@@ -95,6 +95,7 @@ class JobRecord:
             "hostname": hostname(),
             "cwd": os.getcwd(),
             "grace": args.grace,
+            "tail_dir": args.tail_dir,
             # "server_ip server_port" of the SSH session: tells hosts apart that
             # share one machine (and one state directory), as test hosts do.
             "ssh_server": " ".join(os.environ.get("SSH_CONNECTION", "").split()[2:4]),
@@ -111,3 +112,55 @@ class JobRecord:
             os.unlink(self.path)
         except OSError:
             pass
+
+
+TEMP_PREFIX = "/tmp/clusterlaunch-"
+
+
+def live_records():
+    """Records whose agent still runs. Those of dead agents are cleaned up on the way.
+
+    An agent that was SIGKILLed (or lost with its host) could not remove its
+    record or its job's temporary directory; whoever reads the records next
+    (``ps``, ``kill``, or any agent finishing) does it for it.
+    """
+    import json  # here: the agent's start-up avoids json
+
+    folder = state_dir()
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    records = []
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            with open(path) as handle:
+                record = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        if process_start_time(record.get("agent_pid", -1)) == record.get("agent_start"):
+            records.append(record)
+        else:
+            _clean_up_after(record, path)
+    return records
+
+
+def _clean_up_after(record, path):
+    tail_dir = record.get("tail_dir")
+    # Only a directory the record names, in the shape the planner gives it,
+    # owned by us: a record file is never trusted to delete anything else.
+    if isinstance(tail_dir, str) and tail_dir.startswith(TEMP_PREFIX) and "/.." not in tail_dir:
+        try:
+            if os.lstat(tail_dir).st_uid == os.getuid():
+                import shutil
+
+                shutil.rmtree(tail_dir, ignore_errors=True)
+        except OSError:
+            pass
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -423,7 +423,10 @@ def test_agent_killed_on_a_host_takes_its_job_with_it(
     from clusterlaunch.simcluster import find_processes
 
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
-    process = start_cli("run", sim_cluster, "--grace", "2", str(hosts), "sleeper.py")
+    job = f"agentkill-{os.getpid()}"
+    process = start_cli(
+        "run", sim_cluster, "--job-id", job, "--grace", "2", str(hosts), "sleeper.py"
+    )
     try:
         wait_for_lines(process, b" up", 2, timeout=90)
         node1 = sim_cluster.host("node1").marker
@@ -439,6 +442,13 @@ def test_agent_killed_on_a_host_takes_its_job_with_it(
             process.wait()
     # torchrun got SIGTERM from the kernel (parent-death signal) and took its workers.
     assert_no_orphans(sim_cluster, timeout=5.0)
+    # The dead agent could not remove its temp dir; the next agent to finish on
+    # that machine (here node0's, which shares it) cleans up after it.
+    leftover = Path(f"/tmp/clusterlaunch-{job}-n1")
+    deadline = time.monotonic() + 5
+    while leftover.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not leftover.exists()
 
 
 def test_proxy_command(sim_cluster_factory, tmp_path: Path) -> None:
