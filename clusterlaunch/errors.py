@@ -90,11 +90,3 @@ class JobOutcome:
     host: str | None = None
     rank: int | None = None
     tail: list[str] = field(default_factory=list)
-
-
-class JobError(ClusterlaunchError):
-    """The job ended badly; ``outcome`` says how (failure, lost host, timeout, signal)."""
-
-    def __init__(self, outcome: JobOutcome) -> None:
-        self.outcome = outcome
-        super().__init__(outcome.reason)
