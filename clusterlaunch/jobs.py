@@ -9,18 +9,18 @@ verified by PID and start time, and they stop their own process groups.
 from __future__ import annotations
 
 import json
-import select
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from clusterlaunch import commands
+from clusterlaunch.errors import TransportError
 from clusterlaunch.model import HostSpec, SshTarget
 from clusterlaunch.planner import python_for
 from clusterlaunch.remote import program_source
-from clusterlaunch.transport.base import Connection, RemoteProcess
+from clusterlaunch.transport.base import Connection
+from clusterlaunch.transport.oneshot import Batch
 
 MARK = b"@@jobctl@@ "
 
@@ -123,26 +123,18 @@ def _run_everywhere(
     python: str | None,
     timeout: float,
 ) -> list[tuple[str, dict[str, Any]]]:
-    source = program_source("jobctl")
-    running: dict[str, RemoteProcess] = {}
-    for spec in specs:
-        command = jobctl_command(python_for(spec, python, sys.executable), args)
-        process = connections[spec.host].start(command, source)
-        process.close_stdin()
-        running[spec.host] = process
-    output = {alias: bytearray() for alias in running}
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not all(p.finished() for p in running.values()):
-        fds = [fd for p in running.values() for fd in p.waitables()]
-        if fds:
-            select.select(fds, [], [], 0.1)
-        for alias, process in running.items():
-            out, _ = process.read()
-            output[alias] += out
+    jobs = {
+        spec.host: (
+            connections[spec.host],
+            jobctl_command(python_for(spec, python, sys.executable), args),
+        )
+        for spec in specs
+    }
     results = []
-    for alias, process in running.items():
-        process.close()
-        for line in bytes(output[alias]).splitlines():
+    for alias, finished in Batch(jobs, stdin=program_source("jobctl")).wait(timeout).items():
+        if not finished.started:
+            raise TransportError(alias, finished.error or "cannot start jobctl")
+        for line in finished.out.splitlines():
             if line.startswith(MARK):
                 results.append((alias, json.loads(line[len(MARK) :])))
     return results

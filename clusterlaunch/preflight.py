@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterlaunch.errors import HostProblem
+from clusterlaunch.logs import LineBuffer, split_lines
 from clusterlaunch.model import JobPlan, NodePlan
 from clusterlaunch.planner import probe_command
 from clusterlaunch.remote import program_source
@@ -61,15 +62,13 @@ class _ProbeRun:
         self.report = HostReport(node)
         self.script = script
         self.process = process
-        self._partial = b""
+        self._lines = LineBuffer()
         self.stages: dict[str, dict[str, Any]] = {}
 
     def pump(self) -> None:
         out, err = self.process.read()
         self.report.stderr = (self.report.stderr + err)[-4096:]
-        data = self._partial + out
-        *lines, self._partial = data.split(b"\n")
-        for line in lines:
+        for line in split_lines(self._lines.feed(out)):
             if line.startswith(MARK):
                 fields = json.loads(line[len(MARK) :])
                 self.stages[fields.pop("stage")] = fields

@@ -23,6 +23,8 @@ class Finished:
     err: bytes = b""
     error: str | None = None
     """Why there is no status."""
+    started: bool = True
+    """False when the command could not even be started on its connection."""
 
 
 class Batch(Generic[K]):
@@ -32,16 +34,17 @@ class Batch(Generic[K]):
     cleanup) can run while the caller does something else.
     """
 
-    def __init__(self, jobs: Mapping[K, tuple[Connection, str]]) -> None:
+    def __init__(self, jobs: Mapping[K, tuple[Connection, str]], stdin: bytes = b"") -> None:
+        """Start every ``(connection, command)``, each fed ``stdin`` and then EOF."""
         self._keys = list(jobs)
         self._results: dict[K, Finished] = {}
         self._running: dict[K, RemoteProcess] = {}
         self._outputs: dict[K, tuple[list[bytes], list[bytes]]] = {}
         for key, (connection, command) in jobs.items():
             try:
-                process = connection.start(command)
+                process = connection.start(command, stdin)
             except TransportError as exc:
-                self._results[key] = Finished(None, error=exc.detail)
+                self._results[key] = Finished(None, error=exc.detail, started=False)
                 continue
             process.close_stdin()
             self._running[key] = process
