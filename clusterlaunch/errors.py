@@ -77,6 +77,10 @@ class HostKeyError(TransportError):
     """A host key was unknown (under strict checking) or has changed."""
 
 
+STOP_CODES = (124, 129, 130, 137, 143)
+"""Exit statuses of a job stopped from outside rather than failed by one of its ranks."""
+
+
 @dataclass
 class JobOutcome:
     """How a job ended, as the controller observed it.
@@ -90,3 +94,8 @@ class JobOutcome:
     host: str | None = None
     rank: int | None = None
     tail: list[str] = field(default_factory=list)
+
+    @property
+    def stopped(self) -> bool:
+        """Ended from outside (timeout, SIGHUP/INT/TERM, ``kill``), not failed by a rank."""
+        return self.exit_code in STOP_CODES

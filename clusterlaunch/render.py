@@ -125,7 +125,7 @@ def problems_text(problems: Sequence[HostProblem]) -> str:
 
 def outcome_text(outcome: JobOutcome) -> str:
     """The failure summary: what failed first, and its last lines of output."""
-    verb = "stopped" if outcome.exit_code in (124, 129, 130, 137, 143) else "failed"
+    verb = "stopped" if outcome.stopped else "failed"
     lines = [f"job {verb}: {outcome.reason}"]
     if outcome.tail:
         who = f"rank {outcome.rank}" if outcome.rank is not None else outcome.host

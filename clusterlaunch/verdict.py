@@ -19,7 +19,6 @@ from clusterlaunch.transport.base import Connection, RemoteProcess
 EXIT_HOST_LOST = 255
 EXIT_TIMEOUT = 124
 EXIT_KILLED = 137  # stopped from outside with ``clusterlaunch kill``
-_STOP_CODES = (EXIT_TIMEOUT, EXIT_KILLED, 129, 130, 143)
 
 
 @dataclass
@@ -67,7 +66,7 @@ def decide_outcome(
         first = min(lost, key=lambda h: h.order or len(hosts) + 1)
         return JobOutcome(EXIT_HOST_LOST, stop.reason, host=first.node.host)
     culprit = first_failure(hosts)
-    if culprit is None or stop.exit_code in _STOP_CODES:
+    if culprit is None or stop.stopped:
         return stop
     root = (culprit.ended or {}).get("root_cause")
     if root:
