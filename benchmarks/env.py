@@ -3,7 +3,7 @@
 Every command is a subprocess, timed from just before it is spawned to when it
 has been reaped, so Python start-up and imports count, as they do for a user.
 Processes are only ever signalled by PID; leftovers are found by the simulated
-hosts' markers (:mod:`clusterlaunch.simcluster.orphans`).
+hosts' markers (:mod:`clusterlaunch.testing.orphans`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from clusterlaunch.simcluster import (
+from clusterlaunch.testing import (
     LoopbackCluster,
     PortInUseError,
     find_free_port,

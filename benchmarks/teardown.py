@@ -17,7 +17,7 @@ from pathlib import Path
 
 from benchmarks.core import Result, Target
 from benchmarks.env import Bench, BenchError, reap
-from clusterlaunch.simcluster import find_processes
+from clusterlaunch.testing import find_processes
 
 NAME = "teardown"
 HOSTS = 8

@@ -1,5 +1,5 @@
 """``python -m clusterlaunch``."""
 
-from clusterlaunch.cli import main
+from clusterlaunch.cli.main import main
 
 raise SystemExit(main())

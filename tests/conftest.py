@@ -25,17 +25,16 @@ from typing import Any, TypeVar
 
 import pytest
 
-from clusterlaunch.simcluster import (
+from clusterlaunch.testing import (
     DEFAULT_PORT,
     LoopbackCluster,
-    NetnsCluster,
     PortInUseError,
     find_free_port,
     kill_processes,
-    netns_unavailable_reason,
     wait_until_gone,
 )
-from clusterlaunch.simcluster.loopback import SSHD
+from clusterlaunch.testing.loopback import SSHD
+from tests.netns import NetnsCluster, netns_unavailable_reason
 
 PORT_ENV = "CLUSTERLAUNCH_TEST_SSH_PORT"
 ORPHAN_TIMEOUT = 5.0

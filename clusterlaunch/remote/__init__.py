@@ -1,7 +1,7 @@
 """Programs that run on the hosts, shipped as source over the SSH channel's stdin.
 
 They use the standard library only (Python >= 3.8), so a host needs nothing
-installed but Python. See :mod:`clusterlaunch.commands` for the bootstrap.
+installed but Python. See :mod:`clusterlaunch.core.commands` for the bootstrap.
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from clusterlaunch.errors import HostProblem, TransportError
-from clusterlaunch.fanout import Failed, run_parallel
-from clusterlaunch.model import SshTarget
+from clusterlaunch.controller.fanout import Failed, run_parallel
+from clusterlaunch.core.errors import HostProblem, TransportError
+from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import srun
 from clusterlaunch.transport.base import Connection, RemoteProcess
 from clusterlaunch.transport.local import LocalConnection

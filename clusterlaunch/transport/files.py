@@ -1,7 +1,7 @@
 """File copies for ``--sync`` without rsync: over SFTP, or on this machine for ``localhost``.
 
 Both sinks offer the same few operations, so the changed-only logic
-(:func:`clusterlaunch.syncplan.plan_copy`) is shared. Every file and link is
+(:func:`clusterlaunch.core.syncplan.plan_copy`) is shared. Every file and link is
 written under a temporary name and renamed into place, so a host never sees a
 half-written file, and a running program's file is replaced, not rewritten.
 """
@@ -20,9 +20,9 @@ from typing import Protocol
 
 import paramiko
 
-from clusterlaunch.commands import home_relative
-from clusterlaunch.errors import TransportError
-from clusterlaunch.syncplan import RemoteEntry
+from clusterlaunch.core.commands import home_relative
+from clusterlaunch.core.errors import TransportError
+from clusterlaunch.core.syncplan import RemoteEntry
 from clusterlaunch.transport.base import Connection
 from clusterlaunch.transport.local import LocalConnection
 from clusterlaunch.transport.ssh import SshConnection

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import paramiko
 
-from clusterlaunch.errors import HostKeyError
-from clusterlaunch.model import SshTarget
+from clusterlaunch.core.errors import HostKeyError
+from clusterlaunch.core.model import SshTarget
 
 
 class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):

@@ -7,7 +7,7 @@ import os
 import pwd
 import subprocess
 
-from clusterlaunch.model import LOCALHOST
+from clusterlaunch.core.model import LOCALHOST
 
 _CHUNK = 1 << 20
 

@@ -8,7 +8,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from clusterlaunch.errors import TransportError
+from clusterlaunch.core.errors import TransportError
 from clusterlaunch.transport.base import Connection, RemoteProcess
 
 K = TypeVar("K", bound=Hashable)

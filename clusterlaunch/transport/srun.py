@@ -35,8 +35,8 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 
-from clusterlaunch.errors import HostProblem, TransportError
-from clusterlaunch.model import SshTarget
+from clusterlaunch.core.errors import HostProblem, TransportError
+from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport.local import LocalProcess, login_shell
 
 SRUN = "srun"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import paramiko
 
-from clusterlaunch.errors import HostKeyError, TransportError
-from clusterlaunch.model import SshTarget
+from clusterlaunch.core.errors import HostKeyError, TransportError
+from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import hostkeys, sshconfig
 
 WINDOW = 16 << 20  # a large window lets bulk output flow without round trips

@@ -1,6 +1,6 @@
 """Resolve hosts-file destinations through an OpenSSH client config.
 
-Gives the planner plain :class:`~clusterlaunch.model.SshTarget` data, so the
+Gives the planner plain :class:`~clusterlaunch.core.model.SshTarget` data, so the
 planner never sees paramiko, and the master address can be the ``HostName``
 peers can reach instead of an alias only the controller's config knows.
 """
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import paramiko
 
-from clusterlaunch.errors import UsageError
-from clusterlaunch.model import LOCALHOST, HostSpec, SshTarget
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
 DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")

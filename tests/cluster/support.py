@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from clusterlaunch.simcluster import LoopbackCluster
+from clusterlaunch.testing import LoopbackCluster
 
 # The interpreter the hosts run jobs with: scripts/test.sh points it at its venv.
 PYTHON = os.environ.get("CLUSTERLAUNCH_TEST_PYTHON", sys.executable)

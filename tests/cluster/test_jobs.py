@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch.simcluster import find_processes
+from clusterlaunch.testing import find_processes
 from tests.cluster.support import run_cli, start_cli, wait_for_lines, write_hosts
 
 pytestmark = [pytest.mark.cluster, pytest.mark.torch]

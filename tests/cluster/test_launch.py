@@ -420,7 +420,7 @@ def test_interrupt_while_a_host_hangs_in_the_handshake(tmp_path: Path) -> None:
 def test_agent_killed_on_a_host_takes_its_job_with_it(
     sim_cluster, tmp_path: Path, assert_no_orphans
 ) -> None:
-    from clusterlaunch.simcluster import find_processes
+    from clusterlaunch.testing import find_processes
 
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
     job = f"agentkill-{os.getpid()}"

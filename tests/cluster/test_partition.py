@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch.simcluster import wait_until_gone
+from clusterlaunch.testing import wait_until_gone
 from tests.cluster.support import start_cli, wait_for_lines, write_hosts
 
 pytestmark = [pytest.mark.cluster, pytest.mark.netns, pytest.mark.torch]

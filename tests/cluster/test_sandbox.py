@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch import sandbox
-from clusterlaunch.simcluster import find_processes, stop_detached
-from clusterlaunch.simcluster.loopback import SSHD
-from clusterlaunch.simcluster.orphans import is_alive
+from clusterlaunch.testing import find_processes, sandbox, stop_detached
+from clusterlaunch.testing.loopback import SSHD
+from clusterlaunch.testing.orphans import is_alive
 from tests.cluster.support import PYTHON, rank_lines
 
 pytestmark = [pytest.mark.cluster]

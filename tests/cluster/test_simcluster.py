@@ -16,18 +16,18 @@ from pathlib import Path
 
 import pytest
 
-import clusterlaunch.simcluster as simcluster
-from clusterlaunch.simcluster import (
+import clusterlaunch.testing as simcluster
+from clusterlaunch.testing import (
     LoopbackCluster,
-    NetnsCluster,
     PortInUseError,
     SimClusterError,
     find_free_port,
     find_processes,
     wait_until_gone,
 )
-from clusterlaunch.simcluster.loopback import SSHD
-from clusterlaunch.simcluster.orphans import descendants, executable, is_alive
+from clusterlaunch.testing.loopback import SSHD
+from clusterlaunch.testing.orphans import descendants, executable, is_alive
+from tests.netns import NetnsCluster
 
 pytestmark = pytest.mark.cluster
 
@@ -239,7 +239,7 @@ def test_cli_up_and_down(tmp_path: Path) -> None:
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])
     )
-    cli = [sys.executable, "-m", "clusterlaunch.simcluster"]
+    cli = [sys.executable, "-m", "clusterlaunch.testing"]
     sandbox = tmp_path / "sandbox"
     port = find_free_port(["127.0.0.11", "127.0.0.12"], 22500)
     up = [*cli, "up", "--hosts", "2", "--dir", str(sandbox), "--port", str(port)]

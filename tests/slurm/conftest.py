@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from clusterlaunch.simcluster import kill_processes, wait_until_gone
+from clusterlaunch.testing import kill_processes, wait_until_gone
 from tests.cluster.support import PYTHON, WORKERS
 
 FAKE_BIN = Path(__file__).parent / "fake_bin"

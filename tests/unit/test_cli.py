@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch import commands
-from clusterlaunch.cli import main
-from clusterlaunch.hostfile import load_inventory
-from clusterlaunch.model import SshTarget
-from clusterlaunch.planner import JOB_ID_VAR
+from clusterlaunch.cli.main import main
+from clusterlaunch.core import commands
+from clusterlaunch.core.hostfile import load_inventory
+from clusterlaunch.core.model import SshTarget
+from clusterlaunch.core.planner import JOB_ID_VAR
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport.sshconfig import resolve_targets
 

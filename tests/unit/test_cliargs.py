@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch.cli import main
-from clusterlaunch.cliargs import build_parser, check_local_script, split_passthrough
-from clusterlaunch.errors import UsageError
-from clusterlaunch.model import HostSpec, Inventory, LaunchOptions, SshTarget
-from clusterlaunch.planner import plan_job
+from clusterlaunch.cli.args import build_parser, check_local_script, split_passthrough
+from clusterlaunch.cli.main import main
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.model import HostSpec, Inventory, LaunchOptions, SshTarget
+from clusterlaunch.core.planner import plan_job
 
 
 @pytest.fixture(autouse=True)
@@ -120,8 +120,8 @@ def test_host_key_policy_resolution(
 
 
 def test_sandbox_help_names_the_real_first_port() -> None:
-    from clusterlaunch.sandboxargs import FIRST_PORT
-    from clusterlaunch.simcluster import DEFAULT_PORT
+    from clusterlaunch.cli.sandbox import FIRST_PORT
+    from clusterlaunch.testing import DEFAULT_PORT
 
     assert FIRST_PORT == DEFAULT_PORT
 
@@ -131,9 +131,9 @@ def test_starting_the_cli_does_not_load_optional_parts() -> None:
     import sys
 
     code = (
-        "import sys, clusterlaunch.cli; "
-        "print(sorted(m for m in ('clusterlaunch.sandbox', 'clusterlaunch.simcluster', "
-        "'clusterlaunch.sync', 'pathspec') if m in sys.modules))"
+        "import sys, clusterlaunch.cli.main; "
+        "print(sorted(m for m in ('clusterlaunch.testing.sandbox', 'clusterlaunch.testing', "
+        "'clusterlaunch.controller.sync', 'pathspec') if m in sys.modules))"
     )
     loaded = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch import commands
-from clusterlaunch.model import HostSpec, Inventory, LaunchOptions, SshTarget
-from clusterlaunch.planner import JOB_ID_VAR, plan_job
+from clusterlaunch.core import commands
+from clusterlaunch.core.model import HostSpec, Inventory, LaunchOptions, SshTarget
+from clusterlaunch.core.planner import JOB_ID_VAR, plan_job
 
 HOSTILE = [
     "plain",

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clusterlaunch import logs
-from clusterlaunch.frames import EVENT, NOISE, SYNC, Frame, FrameDecoder, FrameError
-from clusterlaunch.logs import (
+from clusterlaunch.core import lines as logs
+from clusterlaunch.core.frames import EVENT, NOISE, SYNC, Frame, FrameDecoder, FrameError
+from clusterlaunch.core.lines import (
     LineBuffer,
     Prefixes,
     TailKeeper,
@@ -19,8 +19,8 @@ from clusterlaunch.logs import (
     prefix_block,
     split_lines,
 )
+from clusterlaunch.core.render import rank_ranges, table
 from clusterlaunch.remote.rootcause import parse_root_cause
-from clusterlaunch.render import rank_ranges, table
 
 
 def frame(tag: bytes, data: bytes) -> bytes:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch.errors import HostsFileError, UsageError
-from clusterlaunch.hostfile import load_inventory, looks_like_mpi_hostfile, parse_inventory
-from clusterlaunch.hostranges import HostRangeError, expand_hosts, fold_hosts
-from clusterlaunch.model import HostSpec, Inventory
+from clusterlaunch.core.errors import HostsFileError, UsageError
+from clusterlaunch.core.hostfile import load_inventory, looks_like_mpi_hostfile, parse_inventory
+from clusterlaunch.core.hostranges import HostRangeError, expand_hosts, fold_hosts
+from clusterlaunch.core.model import HostSpec, Inventory
 
 PATH = "hosts.yaml"
 

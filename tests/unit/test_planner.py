@@ -9,10 +9,17 @@ from collections.abc import Sequence
 
 import pytest
 
-from clusterlaunch import commands, envpolicy
-from clusterlaunch.errors import UsageError
-from clusterlaunch.model import HostSpec, Inventory, JobPlan, LaunchOptions, NodePlan, SshTarget
-from clusterlaunch.planner import (
+from clusterlaunch.core import commands, envpolicy
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.model import (
+    HostSpec,
+    Inventory,
+    JobPlan,
+    LaunchOptions,
+    NodePlan,
+    SshTarget,
+)
+from clusterlaunch.core.planner import (
     JOB_ID_VAR,
     choose_master_addr,
     master_port_of,
@@ -614,7 +621,7 @@ def test_probe_command_uses_the_job_prefix() -> None:
 
 
 def test_python_default_is_python3_remotely_and_ours_for_localhost() -> None:
-    from clusterlaunch.planner import python_for
+    from clusterlaunch.core.planner import python_for
 
     remote = HostSpec(host="gpu-a", gpus=1)
     local = HostSpec(host="localhost", gpus=1)

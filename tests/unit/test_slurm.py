@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch.cli import main
-from clusterlaunch.errors import UsageError
-from clusterlaunch.hostranges import HostRangeError
-from clusterlaunch.model import HostSpec, Inventory, SshTarget
-from clusterlaunch.slurm import (
+from clusterlaunch.cli.main import main
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.hostranges import HostRangeError
+from clusterlaunch.core.model import HostSpec, Inventory, SshTarget
+from clusterlaunch.core.slurm import (
     check_in_allocation,
     expand_counts,
     expand_nodelist,

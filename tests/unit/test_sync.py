@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch import commands
-from clusterlaunch.cli import main
-from clusterlaunch.errors import UsageError
-from clusterlaunch.model import HostSpec, Inventory, LaunchOptions, SshTarget
-from clusterlaunch.planner import plan_job
-from clusterlaunch.sync import scan_source
-from clusterlaunch.synccopy import Copier
-from clusterlaunch.syncplan import (
+from clusterlaunch.cli.main import main
+from clusterlaunch.controller.sync import scan_source
+from clusterlaunch.controller.synccopy import Copier
+from clusterlaunch.core import commands
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.model import HostSpec, Inventory, LaunchOptions, SshTarget
+from clusterlaunch.core.planner import plan_job
+from clusterlaunch.core.syncplan import (
     LOCAL,
     RSYNC,
     RSYNC_MARK,
@@ -428,7 +428,7 @@ def test_bad_ignore_file_is_a_usage_error_before_connecting(
     def no_connect(*args: object, **kwargs: object) -> None:
         raise AssertionError("connected")
 
-    monkeypatch.setattr("clusterlaunch.launcher.connect", no_connect)
+    monkeypatch.setattr("clusterlaunch.controller.launcher.connect", no_connect)
     code = main(["run", "--sync", "hosts.yaml", "train.py"])
     err = capsys.readouterr().err
     assert code == 2
@@ -437,7 +437,7 @@ def test_bad_ignore_file_is_a_usage_error_before_connecting(
 
 
 def test_sync_flag_reaches_the_request() -> None:
-    from clusterlaunch.cli import build_parser
+    from clusterlaunch.cli.main import build_parser
 
     parser = build_parser()
     assert parser.parse_args(["run", "--sync", "h", "s"]).sync is True

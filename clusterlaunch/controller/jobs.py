@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from clusterlaunch import commands
-from clusterlaunch.errors import TransportError
-from clusterlaunch.model import HostSpec, SshTarget
-from clusterlaunch.planner import python_for
+from clusterlaunch.core import commands
+from clusterlaunch.core.errors import TransportError
+from clusterlaunch.core.model import HostSpec, SshTarget
+from clusterlaunch.core.planner import python_for
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection
 from clusterlaunch.transport.oneshot import Batch

@@ -1,8 +1,8 @@
 """The command line's Slurm part: ``HOSTS=slurm``, ``--transport``, ``--gpus-per-host``.
 
-Kept out of :mod:`clusterlaunch.cli` so that the CLI only registers these
+Kept out of :mod:`clusterlaunch.cli.main` so that the CLI only registers these
 options and asks :func:`hosts` for the inventory; bad input raises
-:class:`~clusterlaunch.errors.UsageError`, which the CLI maps to exit 2.
+:class:`~clusterlaunch.core.errors.UsageError`, which the CLI maps to exit 2.
 See docs/slurm.md.
 """
 
@@ -13,10 +13,10 @@ import os
 import re
 from dataclasses import replace
 
-from clusterlaunch import slurm
-from clusterlaunch.errors import UsageError
-from clusterlaunch.hostfile import load_inventory
-from clusterlaunch.model import Inventory, SshTarget
+from clusterlaunch.core import slurm
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.hostfile import load_inventory
+from clusterlaunch.core.model import Inventory, SshTarget
 from clusterlaunch.transport import TRANSPORTS
 from clusterlaunch.transport.local import login_shell
 from clusterlaunch.transport.srun import srun_argv

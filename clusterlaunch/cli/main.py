@@ -15,12 +15,16 @@ import sys
 from collections.abc import Sequence
 from types import FrameType
 
-from clusterlaunch import cliargs, jobs, render, sandboxargs, slurmargs
-from clusterlaunch.errors import ClusterlaunchError, PreflightError, UsageError
-from clusterlaunch.hostfile import load_inventory
-from clusterlaunch.launcher import check, launch, make_plan
-from clusterlaunch.streams import Console
-from clusterlaunch.supervisor import StopJob
+from clusterlaunch.cli import args as cliargs
+from clusterlaunch.cli import sandbox as sandboxargs
+from clusterlaunch.cli import slurm as slurmargs
+from clusterlaunch.controller import jobs
+from clusterlaunch.controller.launcher import check, launch, make_plan
+from clusterlaunch.controller.output import Console
+from clusterlaunch.controller.supervisor import StopJob
+from clusterlaunch.core import render
+from clusterlaunch.core.errors import ClusterlaunchError, PreflightError, UsageError
+from clusterlaunch.core.hostfile import load_inventory
 from clusterlaunch.transport import close_all, connect_all
 from clusterlaunch.transport.sshconfig import resolve_targets
 

@@ -124,7 +124,7 @@ class LoopbackCluster:
     launches sshd and waits until every host accepts TCP connections; ``stop()`` (also
     called on a failed start and by the context manager) stops every sshd of the cluster.
     Sessions started through the hosts are not touched by ``stop()``: tests find them
-    with :func:`clusterlaunch.simcluster.orphans.find_processes` and ``markers()``.
+    with :func:`clusterlaunch.testing.orphans.find_processes` and ``markers()``.
     """
 
     def __init__(

@@ -1,7 +1,7 @@
 """``clusterlaunch sandbox up|down``: a simulated cluster on this machine to try things on.
 
 ``up`` starts the loopback cluster the test suite uses (one real OpenSSH sshd
-per "host", on 127.0.0.11, .12, ...; see :mod:`clusterlaunch.simcluster`),
+per "host", on 127.0.0.11, .12, ...; see :mod:`clusterlaunch.testing`),
 detached so it outlives the command, writes a ready hosts file next to the
 generated SSH config and prints the exact commands to try. ``down`` stops every
 sshd by its recorded PID, kills (by PID) anything still running that was
@@ -25,11 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from clusterlaunch.errors import ClusterlaunchError, UsageError
-
 # The CLI's defaults live in sandboxargs (imported without the simulated cluster).
-from clusterlaunch.sandboxargs import DEFAULT_DIR, DEFAULT_HOSTS
-from clusterlaunch.simcluster import (
+from clusterlaunch.cli.sandbox import DEFAULT_DIR, DEFAULT_HOSTS
+from clusterlaunch.core.errors import ClusterlaunchError, UsageError
+from clusterlaunch.testing import (
     DEFAULT_PORT,
     LoopbackCluster,
     PortInUseError,
@@ -41,8 +40,8 @@ from clusterlaunch.simcluster import (
     stop_detached,
     wait_until_gone,
 )
-from clusterlaunch.simcluster.loopback import SSHD, STATE_FILE
-from clusterlaunch.simcluster.orphans import is_alive, start_time
+from clusterlaunch.testing.loopback import SSHD, STATE_FILE
+from clusterlaunch.testing.orphans import is_alive, start_time
 
 MAX_HOSTS = 64
 FIRST_OCTET = 11

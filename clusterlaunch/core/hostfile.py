@@ -1,6 +1,6 @@
 """Read and validate a hosts file: clusterlaunch YAML or an MPI/DeepSpeed hostfile.
 
-Every problem becomes a :class:`~clusterlaunch.errors.HostsFileError` that names
+Every problem becomes a :class:`~clusterlaunch.core.errors.HostsFileError` that names
 the file, the line, the field and the fix; nothing here touches the network.
 """
 
@@ -14,11 +14,11 @@ from typing import Any
 
 import yaml
 
-from clusterlaunch import hostfields
-from clusterlaunch.errors import HostsFileError
-from clusterlaunch.hostranges import HostRangeError, expand_hosts
-from clusterlaunch.model import HostSpec, Inventory
-from clusterlaunch.yamlines import DuplicateKeyError, LineMap, key_line, load_yaml
+from clusterlaunch.core import hostfields
+from clusterlaunch.core.errors import HostsFileError
+from clusterlaunch.core.hostranges import HostRangeError, expand_hosts
+from clusterlaunch.core.model import HostSpec, Inventory
+from clusterlaunch.core.yamlines import DuplicateKeyError, LineMap, key_line, load_yaml
 
 TOP_KEYS = ("master_port", "master_addr", "defaults", "hosts")
 SHARED_KEYS = ("user", "port", "python", "workdir", "setup", "env", "gpus")

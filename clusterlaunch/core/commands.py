@@ -18,8 +18,8 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from clusterlaunch.errors import UsageError
-from clusterlaunch.model import SshTarget
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.model import SshTarget
 
 # Reads exactly SIZE bytes of program from stdin (os.read can return less) and
 # runs it; exits 98 if stdin closes early. Python >= 3.8 (walrus).

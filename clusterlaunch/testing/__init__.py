@@ -1,11 +1,11 @@
-"""A real simulated cluster on one machine: one OpenSSH sshd per "host".
+"""Test infrastructure shipped with the package: a real simulated cluster on one machine.
 
 Two tiers share one client-side API (``ssh_config`` with one alias per host, a generated
 ``known_hosts``, a client key, ``hosts``, ``markers()``):
 
 * :class:`LoopbackCluster` — host i listens on 127.0.0.(11+i); works without root.
-* :class:`NetnsCluster` — each host is a network namespace on a private bridge, with
-  its own hostname; root only.  Supports partitions.
+* ``tests/netns.py``'s ``NetnsCluster`` (test-only) — each host is a network namespace
+  on a private bridge, with its own hostname; root only.  Supports partitions.
 
 :mod:`.orphans` finds processes that a test left running on the hosts.
 Stdlib only: the product's SSH code (paramiko) must not be what the cluster relies on.
@@ -22,13 +22,11 @@ from .loopback import (
     start_detached,
     stop_detached,
 )
-from .netns import NetnsCluster, netns_unavailable_reason
 from .orphans import ProcInfo, find_processes, kill_processes, wait_until_gone
 
 __all__ = [
     "DEFAULT_PORT",
     "LoopbackCluster",
-    "NetnsCluster",
     "PortInUseError",
     "ProcInfo",
     "SimClusterError",
@@ -36,7 +34,6 @@ __all__ = [
     "find_free_port",
     "find_processes",
     "kill_processes",
-    "netns_unavailable_reason",
     "port_is_free",
     "start_detached",
     "stop_detached",

@@ -1,6 +1,6 @@
 """Command-line parsing: the parser, the pass-through split, and flags → request.
 
-Everything here is about reading what the user typed; :mod:`clusterlaunch.cli`
+Everything here is about reading what the user typed; :mod:`clusterlaunch.cli.main`
 runs it and maps errors to exit statuses. Bad input raises ``UsageError``.
 """
 
@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import clusterlaunch
-from clusterlaunch import sandboxargs, slurmargs
-from clusterlaunch.errors import UsageError
-from clusterlaunch.launcher import JobRequest
-from clusterlaunch.logs import parse_rank_filter
-from clusterlaunch.model import JobPlan, LaunchOptions
-from clusterlaunch.planner import new_job_id, parse_env_assignments, parse_torchrun_args
+from clusterlaunch.cli import sandbox as sandboxargs
+from clusterlaunch.cli import slurm as slurmargs
+from clusterlaunch.controller.launcher import JobRequest
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.lines import parse_rank_filter
+from clusterlaunch.core.model import JobPlan, LaunchOptions
+from clusterlaunch.core.planner import new_job_id, parse_env_assignments, parse_torchrun_args
 from clusterlaunch.transport import POLICIES, SshSettings
 
 _ASCII_NUMBER = re.compile(r"[0-9]+")

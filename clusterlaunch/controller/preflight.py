@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterlaunch.errors import HostProblem
-from clusterlaunch.logs import LineBuffer, split_lines
-from clusterlaunch.model import JobPlan, NodePlan
-from clusterlaunch.planner import probe_command
+from clusterlaunch.core.errors import HostProblem
+from clusterlaunch.core.lines import LineBuffer, split_lines
+from clusterlaunch.core.model import JobPlan, NodePlan
+from clusterlaunch.core.planner import probe_command
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection, RemoteProcess
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-from clusterlaunch.logs import LineBuffer, Prefixes, TailKeeper, prefix_block
+from clusterlaunch.core.lines import LineBuffer, Prefixes, TailKeeper, prefix_block
 
 
 class Console:

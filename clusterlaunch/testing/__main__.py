@@ -1,8 +1,8 @@
 """Command line for the loopback simulated cluster.
 
-    python -m clusterlaunch.simcluster up --hosts 8 --dir D [--port P]
-    python -m clusterlaunch.simcluster down --dir D
-    python -m clusterlaunch.simcluster timing [--hosts 8]
+    python -m clusterlaunch.testing up --hosts 8 --dir D [--port P]
+    python -m clusterlaunch.testing down --dir D
+    python -m clusterlaunch.testing timing [--hosts 8]
 
 ``up`` leaves the sshd servers running after it exits (their PIDs are recorded in
 ``D/simcluster.json``); ``down`` stops them and removes D.
@@ -63,7 +63,7 @@ def _timing(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m clusterlaunch.simcluster")
+    parser = argparse.ArgumentParser(prog="python -m clusterlaunch.testing")
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start a detached loopback cluster in --dir")
     up.add_argument("--hosts", type=int, default=4)

@@ -1,6 +1,6 @@
 """One exception tree for everything clusterlaunch can report.
 
-Modules raise these; only :mod:`clusterlaunch.cli` turns them into messages and
+Modules raise these; only :mod:`clusterlaunch.cli.main` turns them into messages and
 exit statuses, so the mapping from "what went wrong" to "what the shell sees"
 lives in one place.
 """

@@ -1,6 +1,6 @@
 """Validation of single hosts-file fields, each error naming file, line, field and fix.
 
-Used by :mod:`clusterlaunch.hostfile`; pure, no I/O.
+Used by :mod:`clusterlaunch.core.hostfile`; pure, no I/O.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from clusterlaunch import envpolicy
-from clusterlaunch.errors import HostsFileError
-from clusterlaunch.yamlines import key_line
+from clusterlaunch.core import envpolicy
+from clusterlaunch.core.errors import HostsFileError
+from clusterlaunch.core.yamlines import key_line
 
 _DIGITS = re.compile(r"[0-9]+")
 

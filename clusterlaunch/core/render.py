@@ -8,10 +8,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from clusterlaunch.errors import HostProblem, JobOutcome
-from clusterlaunch.jobs import KillReport, RemoteJob
-from clusterlaunch.model import JobPlan
-from clusterlaunch.preflight import PreflightResult
+from clusterlaunch.controller.jobs import KillReport, RemoteJob
+from clusterlaunch.controller.preflight import PreflightResult
+from clusterlaunch.core.errors import HostProblem, JobOutcome
+from clusterlaunch.core.model import JobPlan
 
 
 def rank_ranges(ranks: Sequence[int]) -> str:

@@ -12,7 +12,7 @@ from typing import Any, BinaryIO
 
 DEFAULT_DIR = ".sandbox"
 DEFAULT_HOSTS = 3
-FIRST_PORT = 22220  # clusterlaunch.simcluster.DEFAULT_PORT (a test keeps them equal)
+FIRST_PORT = 22220  # clusterlaunch.testing.DEFAULT_PORT (a test keeps them equal)
 
 
 def add_parser(commands: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -31,7 +31,7 @@ def add_parser(commands: Any, parser_class: type[argparse.ArgumentParser]) -> No
 
 
 def run(args: argparse.Namespace, out: BinaryIO) -> int:
-    """Run ``sandbox up`` or ``sandbox down`` (see :mod:`clusterlaunch.sandbox`)."""
-    from clusterlaunch import sandbox
+    """Run ``sandbox up`` or ``sandbox down`` (see :mod:`clusterlaunch.testing.sandbox`)."""
+    from clusterlaunch.testing import sandbox
 
     return sandbox.run_command(args, out)

@@ -13,9 +13,9 @@ import secrets
 import shlex
 from collections.abc import Mapping, Sequence
 
-from clusterlaunch import commands, envpolicy
-from clusterlaunch.errors import UsageError
-from clusterlaunch.model import (
+from clusterlaunch.core import commands, envpolicy
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.model import (
     LOCALHOST,
     HostSpec,
     Inventory,

@@ -20,12 +20,12 @@ import stat
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
-from clusterlaunch import commands, render
-from clusterlaunch.errors import HostProblem, SyncError, UsageError
-from clusterlaunch.model import JobPlan, NodePlan
-from clusterlaunch.streams import Console
-from clusterlaunch.synccopy import Copier
-from clusterlaunch.syncplan import (
+from clusterlaunch.controller.output import Console
+from clusterlaunch.controller.synccopy import Copier
+from clusterlaunch.core import commands, render
+from clusterlaunch.core.errors import HostProblem, SyncError, UsageError
+from clusterlaunch.core.model import JobPlan, NodePlan
+from clusterlaunch.core.syncplan import (
     IGNORE_FILE,
     TOKEN_PREFIX,
     HostCheck,

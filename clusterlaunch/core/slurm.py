@@ -1,7 +1,7 @@
 """Hosts from the current Slurm allocation (``clusterlaunch run slurm ...``).
 
-Like :mod:`clusterlaunch.hostfile`, a pure parser (:func:`slurm_inventory`,
-environment in, :class:`~clusterlaunch.model.Inventory` out, tested by
+Like :mod:`clusterlaunch.core.hostfile`, a pure parser (:func:`slurm_inventory`,
+environment in, :class:`~clusterlaunch.core.model.Inventory` out, tested by
 equality) with one thin effectful loader (:func:`load_slurm_inventory`) that
 reads ``os.environ`` and, only for a node list ClusterShell cannot read, asks
 ``scontrol show hostnames``.
@@ -22,9 +22,9 @@ import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 
-from clusterlaunch.errors import UsageError
-from clusterlaunch.hostranges import HostRangeError, expand_hosts
-from clusterlaunch.model import HostSpec, Inventory, SshTarget
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.hostranges import HostRangeError, expand_hosts
+from clusterlaunch.core.model import HostSpec, Inventory, SshTarget
 
 SLURM_HOSTS = "slurm"
 """The HOSTS word that means "the hosts of the current Slurm allocation"."""
@@ -50,7 +50,7 @@ def slurm_inventory(
 
     ``gpus_per_host`` (``--gpus-per-host``) wins over the environment.
     ``expand`` turns one comma-free piece of the node list into names; it
-    raises :class:`~clusterlaunch.hostranges.HostRangeError` for a bad one.
+    raises :class:`~clusterlaunch.core.hostranges.HostRangeError` for a bad one.
     """
     nodes = allocation_nodes(env, expand)
     counts = processes_per_node(env, gpus_per_host, len(nodes))

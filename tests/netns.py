@@ -20,8 +20,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import orphans
-from .loopback import LoopbackCluster, SimClusterError, SimHost
+from clusterlaunch.testing import orphans
+from clusterlaunch.testing.loopback import LoopbackCluster, SimClusterError, SimHost
 
 log = logging.getLogger(__name__)
 

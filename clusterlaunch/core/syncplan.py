@@ -2,7 +2,7 @@
 
 ``--sync`` copies the controller's current directory to every host's workdir
 before anything starts. Everything that can be decided without I/O lives here
-and is tested by equality; :mod:`clusterlaunch.sync` walks the tree, talks to
+and is tested by equality; :mod:`clusterlaunch.controller.sync` walks the tree, talks to
 the hosts and runs rsync. See docs/sync.md for the user-facing rules.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pathspec
 
-from clusterlaunch.errors import UsageError
+from clusterlaunch.core.errors import UsageError
 
 IGNORE_FILE = ".clusterlaunchignore"
 TOKEN_PREFIX = ".clusterlaunch-sync-"

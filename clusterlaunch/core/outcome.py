@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterlaunch.errors import JobOutcome
-from clusterlaunch.frames import FrameDecoder
-from clusterlaunch.model import JobPlan, NodePlan
-from clusterlaunch.streams import OutputRouter
+from clusterlaunch.controller.output import OutputRouter
+from clusterlaunch.core.errors import JobOutcome
+from clusterlaunch.core.frames import FrameDecoder
+from clusterlaunch.core.model import JobPlan, NodePlan
 from clusterlaunch.transport.base import Connection, RemoteProcess
 
 EXIT_HOST_LOST = 255

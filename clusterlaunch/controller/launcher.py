@@ -12,15 +12,15 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from clusterlaunch import render
-from clusterlaunch.errors import JobOutcome, PreflightError
-from clusterlaunch.logs import Prefixes
-from clusterlaunch.model import Inventory, JobPlan, LaunchOptions, SshTarget
-from clusterlaunch.planner import plan_job
-from clusterlaunch.preflight import PreflightResult, run_preflight
+from clusterlaunch.controller.output import Console, LogDir, OutputRouter
+from clusterlaunch.controller.preflight import PreflightResult, run_preflight
+from clusterlaunch.controller.supervisor import Supervisor
+from clusterlaunch.core import render
+from clusterlaunch.core.errors import JobOutcome, PreflightError
+from clusterlaunch.core.lines import Prefixes
+from clusterlaunch.core.model import Inventory, JobPlan, LaunchOptions, SshTarget
+from clusterlaunch.core.planner import plan_job
 from clusterlaunch.remote import program_source
-from clusterlaunch.streams import Console, LogDir, OutputRouter
-from clusterlaunch.supervisor import Supervisor
 from clusterlaunch.transport import Connection, SshSettings, close_all, connect_all
 
 
@@ -104,7 +104,7 @@ def launch(request: JobRequest, console: Console) -> JobOutcome:
     source = None
     if request.sync:
         # Only now: sync's imports (pathspec, SFTP) cost 55 ms of every start.
-        from clusterlaunch.sync import scan_source, sync_workdirs
+        from clusterlaunch.controller.sync import scan_source, sync_workdirs
 
         source = scan_source(os.getcwd())
     connections = connect(request)

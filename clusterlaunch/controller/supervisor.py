@@ -15,20 +15,20 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from clusterlaunch.errors import JobOutcome, TransportError
-from clusterlaunch.fanout import Failed, run_parallel
-from clusterlaunch.frames import EVENT, JOB_STDERR, JOB_STDOUT, NOISE, FrameError
-from clusterlaunch.model import JobPlan
-from clusterlaunch.remote import program_source
-from clusterlaunch.streams import OutputRouter
-from clusterlaunch.transport.base import Connection
-from clusterlaunch.verdict import (
+from clusterlaunch.controller.fanout import Failed, run_parallel
+from clusterlaunch.controller.output import OutputRouter
+from clusterlaunch.core.errors import JobOutcome, TransportError
+from clusterlaunch.core.frames import EVENT, JOB_STDERR, JOB_STDOUT, NOISE, FrameError
+from clusterlaunch.core.model import JobPlan
+from clusterlaunch.core.outcome import (
     EXIT_HOST_LOST,
     EXIT_KILLED,
     EXIT_TIMEOUT,
     HostRun,
     decide_outcome,
 )
+from clusterlaunch.remote import program_source
+from clusterlaunch.transport.base import Connection
 
 HEARTBEAT_S = 1.0
 SUSPEND_GAP_S = 2.0  # our own clock jumping this far means we were stopped (Ctrl-Z)

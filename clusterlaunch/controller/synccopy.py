@@ -15,10 +15,10 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from clusterlaunch import commands
-from clusterlaunch.errors import TransportError
-from clusterlaunch.model import NodePlan
-from clusterlaunch.syncplan import (
+from clusterlaunch.core import commands
+from clusterlaunch.core.errors import TransportError
+from clusterlaunch.core.model import NodePlan
+from clusterlaunch.core.syncplan import (
     RSYNC,
     RSYNC_MARK,
     SAME,
