@@ -11,11 +11,15 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
+import subprocess
+from collections.abc import Mapping
 from dataclasses import replace
 
 from clusterlaunch.core import slurm
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.hostfile import load_inventory
+from clusterlaunch.core.hostranges import HostRangeError, expand_hosts
 from clusterlaunch.core.model import Inventory, SshTarget
 from clusterlaunch.transport import TRANSPORTS
 from clusterlaunch.transport.local import login_shell
@@ -57,7 +61,7 @@ def hosts(args: argparse.Namespace) -> tuple[Inventory, tuple[SshTarget, ...], s
         raise UsageError(f"--gpus-per-host {gpus}: use a number of 1 or more")
     from_slurm = args.hosts == slurm.SLURM_HOSTS
     if from_slurm:
-        inventory = slurm.load_slurm_inventory(os.environ, None if gpus is None else int(gpus))
+        inventory = load_slurm_inventory(os.environ, None if gpus is None else int(gpus))
     elif gpus is not None:
         raise UsageError("--gpus-per-host is for HOSTS=slurm; set gpus: in the hosts file")
     else:
@@ -70,7 +74,7 @@ def hosts(args: argparse.Namespace) -> tuple[Inventory, tuple[SshTarget, ...], s
     if transport == "ssh":
         return inventory, tuple(resolve_targets(args.ssh_config, inventory.hosts)), transport
     if not from_slurm:
-        slurm.require_in_allocation(inventory, os.environ)
+        require_in_allocation(inventory, os.environ)
     return inventory, slurm.srun_targets(inventory.hosts), transport
 
 
@@ -80,3 +84,44 @@ def dry_run_note(transport: str) -> str:
         return ""
     line = " ".join(srun_argv("HOST", "COMMAND", login_shell()))
     return f"# each host's command runs as a step of the Slurm job:\n# {line}\n"
+
+
+# -- the effectful loader: the environment, and scontrol --------------------
+
+
+def load_slurm_inventory(env: Mapping[str, str], gpus_per_host: int | None) -> Inventory:
+    """The allocation's inventory, asking ``scontrol`` about parts ClusterShell cannot read."""
+    return slurm.slurm_inventory(env, gpus_per_host, expand=_expand_or_ask_scontrol)
+
+
+def require_in_allocation(inventory: Inventory, env: Mapping[str, str]) -> None:
+    """``core.slurm.check_in_allocation``, asking ``scontrol`` like the loader above."""
+    slurm.check_in_allocation(inventory, env, expand=_expand_or_ask_scontrol)
+
+
+def _expand_or_ask_scontrol(part: str) -> list[str]:
+    try:
+        return expand_hosts(part)
+    except HostRangeError:
+        names = scontrol_hostnames(part)
+        if not names:
+            raise
+        return names
+
+
+def scontrol_hostnames(part: str) -> list[str]:
+    """``scontrol show hostnames PART``, or ``[]`` when scontrol is absent or fails."""
+    scontrol = shutil.which("scontrol")
+    if scontrol is None:
+        return []
+    try:
+        result = subprocess.run(
+            [scontrol, "show", "hostnames", part],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return result.stdout.split() if result.returncode == 0 else []

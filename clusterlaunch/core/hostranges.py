@@ -3,11 +3,13 @@
 ClusterShell's NodeSet is the hostlist syntax Slurm users already write; we use
 it rather than a hand-written parser. Names without brackets pass through
 untouched, so addresses such as ``10.0.0.1`` are never reinterpreted.
+
+NodeSet is imported where it is used: it loads subprocess, select and
+threading (for group resolvers we never use), and the pure core loads no I/O
+module at import (tests/unit/test_layout.py).
 """
 
 from __future__ import annotations
-
-from ClusterShell.NodeSet import NodeSet, NodeSetException
 
 
 class HostRangeError(ValueError):
@@ -18,6 +20,8 @@ def expand_hosts(pattern: str) -> list[str]:
     """Expand ``pattern`` into host names, in ascending order within each range."""
     if "[" not in pattern and "]" not in pattern:
         return [pattern]
+    from ClusterShell.NodeSet import NodeSet, NodeSetException  # see the module docstring
+
     try:
         return list(NodeSet(pattern))
     except NodeSetException as exc:
@@ -28,4 +32,7 @@ def expand_hosts(pattern: str) -> list[str]:
 
 def fold_hosts(names: list[str]) -> str:
     """The compact range form of ``names`` (``["gpu1", "gpu2"]`` → ``gpu[1-2]``)."""
+    from ClusterShell.NodeSet import NodeSet  # see the module docstring
+
     return str(NodeSet.fromlist(names))
+

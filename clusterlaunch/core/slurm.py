@@ -3,8 +3,8 @@
 Like :mod:`clusterlaunch.core.hostfile`, a pure parser (:func:`slurm_inventory`,
 environment in, :class:`~clusterlaunch.core.model.Inventory` out, tested by
 equality) with one thin effectful loader (:func:`load_slurm_inventory`) that
-reads ``os.environ`` and, only for a node list ClusterShell cannot read, asks
-``scontrol show hostnames``.
+lives in :mod:`clusterlaunch.cli.slurm`: it reads ``os.environ`` and, only for a
+node list ClusterShell cannot read, asks ``scontrol show hostnames``.
 
 Variables read (all set by ``salloc``/``sbatch`` inside an allocation):
 
@@ -18,8 +18,6 @@ Variables read (all set by ``salloc``/``sbatch`` inside an allocation):
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 
 from clusterlaunch.core.errors import UsageError
@@ -210,44 +208,3 @@ def check_in_allocation(
             f"({NODELIST_VAR}={env.get(NODELIST_VAR)}); use Slurm node names, "
             "or --transport ssh"
         )
-
-
-# -- the effectful loader ------------------------------------------------------
-
-
-def load_slurm_inventory(env: Mapping[str, str], gpus_per_host: int | None) -> Inventory:
-    """:func:`slurm_inventory`, asking ``scontrol`` about parts ClusterShell cannot read."""
-    return slurm_inventory(env, gpus_per_host, expand=_expand_or_ask_scontrol)
-
-
-def require_in_allocation(inventory: Inventory, env: Mapping[str, str]) -> None:
-    """:func:`check_in_allocation`, asking ``scontrol`` like :func:`load_slurm_inventory`."""
-    check_in_allocation(inventory, env, expand=_expand_or_ask_scontrol)
-
-
-def _expand_or_ask_scontrol(part: str) -> list[str]:
-    try:
-        return expand_hosts(part)
-    except HostRangeError:
-        names = scontrol_hostnames(part)
-        if not names:
-            raise
-        return names
-
-
-def scontrol_hostnames(part: str) -> list[str]:
-    """``scontrol show hostnames PART``, or ``[]`` when scontrol is absent or fails."""
-    scontrol = shutil.which("scontrol")
-    if scontrol is None:
-        return []
-    try:
-        result = subprocess.run(
-            [scontrol, "show", "hostnames", part],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return result.stdout.split() if result.returncode == 0 else []

@@ -12,8 +12,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-import pathspec
-
 from clusterlaunch.core.errors import UsageError
 
 IGNORE_FILE = ".clusterlaunchignore"
@@ -42,6 +40,10 @@ class IgnoreRules:
     """
 
     def __init__(self, text: str = "", source: str = IGNORE_FILE) -> None:
+        # Imported here: pathspec pulls in asyncio, socket and subprocess, which
+        # the pure core never loads (tests/unit/test_layout.py).
+        import pathspec
+
         lines = text.splitlines()
         for number, line in enumerate(lines, 1):
             try:

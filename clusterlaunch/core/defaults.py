@@ -1,0 +1,20 @@
+"""Default settings: the one place each number is written (docs/cli.md shows them to users)."""
+
+GRACE_S = 5.0
+"""Seconds between SIGTERM and SIGKILL when a job is torn down (``--grace``)."""
+
+HEARTBEAT_TIMEOUT_S = 15.0
+"""A host ends its part of the job after this long without hearing from the
+controller (``--heartbeat-timeout``)."""
+
+HEARTBEAT_INTERVAL_S = 1.0
+"""How often the controller tells every agent it is still there."""
+
+FANOUT = 64
+"""Parallel connections and channel opens (``--fanout``)."""
+
+CONNECT_TIMEOUT_S = 10.0
+"""Seconds for one host's TCP connect and SSH handshake (``--connect-timeout``)."""
+
+PREFLIGHT_TIMEOUT_S = 60.0
+"""The whole preflight pass, every host at once."""
