@@ -35,4 +35,3 @@ def fold_hosts(names: list[str]) -> str:
     from ClusterShell.NodeSet import NodeSet  # see the module docstring
 
     return str(NodeSet.fromlist(names))
-

@@ -11,18 +11,17 @@ Two tiers share one client-side API (``ssh_config`` with one alias per host, a g
 Stdlib only: the product's SSH code (paramiko) must not be what the cluster relies on.
 """
 
-from .loopback import (
+from clusterlaunch.testing.detached import start_detached, stop_detached
+from clusterlaunch.testing.loopback import LoopbackCluster
+from clusterlaunch.testing.orphans import ProcInfo, find_processes, kill_processes, wait_until_gone
+from clusterlaunch.testing.sshd import (
     DEFAULT_PORT,
-    LoopbackCluster,
     PortInUseError,
     SimClusterError,
     SimHost,
     find_free_port,
     port_is_free,
-    start_detached,
-    stop_detached,
 )
-from .orphans import ProcInfo, find_processes, kill_processes, wait_until_gone
 
 __all__ = [
     "DEFAULT_PORT",

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from .loopback import (
+from clusterlaunch.testing import (
     DEFAULT_PORT,
     LoopbackCluster,
     SimClusterError,

@@ -7,114 +7,31 @@ from the host keys directly, so no ssh-keyscan and no trust-on-first-use is invo
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import pwd
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import orphans
+from clusterlaunch.testing import orphans
+from clusterlaunch.testing.sshd import (
+    DEFAULT_PORT,
+    SSH_HOST_BLOCK,
+    SSHD,
+    SSHD_CONFIG_TEMPLATE,
+    STATE_FILE,
+    PortInUseError,
+    SimClusterError,
+    SimHost,
+    port_is_free,
+)
 
-SSHD = "/usr/sbin/sshd"
-DEFAULT_PORT = 22220
-STATE_FILE = "simcluster.json"
 _C = TypeVar("_C", bound="LoopbackCluster")
-
-
-class SimClusterError(RuntimeError):
-    """A simulated cluster could not be started or stopped."""
-
-
-class PortInUseError(SimClusterError):
-    """The requested port is already taken on one of the cluster's addresses."""
-
-
-@dataclass(frozen=True)
-class SimHost:
-    """One simulated host: ssh alias *name* reaches sshd (PID *pid*) at *addr*:*port*.
-
-    *marker* is the ``CLUSTERLAUNCH_SIM_HOST`` value of its sessions; *host_dir* holds its
-    host key, sshd_config and logs (``sshd.log``, ``sshd.stderr``).
-    """
-
-    name: str
-    addr: str
-    port: int
-    marker: str
-    host_dir: Path
-    pid: int | None = None
-
-
-def port_is_free(addrs: Iterable[str], port: int) -> bool:
-    """True when *port* can be bound (as sshd binds it) on every address in *addrs*."""
-    for addr in addrs:
-        with socket.socket() as sock:
-            # sshd sets SO_REUSEADDR too, so TIME_WAIT leftovers do not count as taken.
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind((addr, port))
-            except OSError as exc:
-                if exc.errno == errno.EADDRINUSE:
-                    return False
-                raise
-    return True
-
-
-def find_free_port(addrs: Iterable[str], start: int = DEFAULT_PORT, attempts: int = 200) -> int:
-    """First port from *start* upward that is free on all *addrs*."""
-    wanted = list(addrs)
-    for port in range(start, start + attempts):
-        if port_is_free(wanted, port):
-            return port
-    raise PortInUseError(f"no free port in {start}..{start + attempts - 1} on {wanted}")
-
-
-# curve25519-sha256@libssh.org is the same exchange under its pre-RFC name: paramiko
-# (used by the product) knows only that name, OpenSSH's client prefers the RFC one.
-_SSHD_CONFIG = """\
-ListenAddress {addr}:{port}
-HostKey {host_key}
-PidFile {pid_file}
-AuthorizedKeysFile {authorized_keys}
-UsePAM no
-StrictModes no
-UseDNS no
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-MaxStartups 200:30:400
-MaxSessions 100
-KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org
-Subsystem sftp internal-sftp
-PrintMotd no
-PrintLastLog no
-SetEnv {var}={marker}
-"""
-
-_SSH_BLOCK = """\
-Host {name}
-    HostName {addr}
-    Port {port}
-    User {user}
-    IdentityFile {client_key}
-    IdentitiesOnly yes
-    UserKnownHostsFile {known_hosts}
-    GlobalKnownHostsFile /dev/null
-    StrictHostKeyChecking yes
-    UpdateHostKeys no
-    KexAlgorithms curve25519-sha256
-    BatchMode yes
-    LogLevel ERROR
-"""
 
 
 class LoopbackCluster:
@@ -219,8 +136,8 @@ class LoopbackCluster:
                 pid_file=_q(host.host_dir / "sshd.pid"), client_key=_q(self.client_key),
                 known_hosts=_q(self.known_hosts), authorized_keys=_q(self.authorized_keys),
             )  # fmt: skip
-            client.append(_SSH_BLOCK.format(**fields))
-            (host.host_dir / "sshd_config").write_text(_SSHD_CONFIG.format(**fields))
+            client.append(SSH_HOST_BLOCK.format(**fields))
+            (host.host_dir / "sshd_config").write_text(SSHD_CONFIG_TEMPLATE.format(**fields))
         self.known_hosts.write_text("".join(known))
         self.ssh_config.write_text("".join(client))
 
@@ -374,31 +291,3 @@ def _q(value: object) -> str:
     """Quote a config value for ssh(d)_config when it contains spaces."""
     text = str(value)
     return f'"{text}"' if " " in text else text
-
-
-def start_detached(
-    n_hosts: int, base_dir: str | os.PathLike[str], **kwargs: Any
-) -> LoopbackCluster:
-    """Start a loopback cluster whose sshd processes outlive this process.
-
-    PIDs, start times and markers are recorded in ``base_dir/simcluster.json`` for
-    :func:`stop_detached`.
-    """
-    return LoopbackCluster(n_hosts, base_dir, detached=True, **kwargs).start()
-
-
-def stop_detached(base_dir: str | os.PathLike[str]) -> list[orphans.ProcInfo]:
-    """Stop a cluster started by :func:`start_detached` and remove *base_dir*.
-
-    sshd processes are stopped by their recorded PID (checked against the recorded start
-    time); processes still running in the hosts' sessions are killed and returned.
-    """
-    root = Path(base_dir)
-    try:
-        state = json.loads((root / STATE_FILE).read_text())
-    except (OSError, ValueError) as exc:
-        raise SimClusterError(f"no simulated cluster state in {root}: {exc}") from exc
-    LoopbackCluster._stop_sshd({h["pid"]: h["starttime"] for h in state["hosts"] if h["pid"]})
-    left = orphans.kill_processes(orphans.find_processes(h["marker"] for h in state["hosts"]))
-    shutil.rmtree(root, ignore_errors=True)
-    return left

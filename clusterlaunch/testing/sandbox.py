@@ -233,7 +233,7 @@ def _shown(path: Path, cwd: Path) -> str:
 
 def example_script(cwd: Path) -> Path | None:
     """``examples/hello_ranks.py`` here, else in the source checkout clusterlaunch runs from."""
-    for base in (cwd, Path(__file__).resolve().parents[1]):
+    for base in (cwd, Path(__file__).resolve().parents[2]):
         if (base / EXAMPLE).is_file():
             return base / EXAMPLE
     return None

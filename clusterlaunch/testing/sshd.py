@@ -1,0 +1,104 @@
+"""One simulated host's parts: its sshd and client config templates, ports, errors.
+
+Used by :mod:`clusterlaunch.testing.loopback` (and the network-namespace tier in
+``tests/netns.py``). Stdlib only.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+SSHD = "/usr/sbin/sshd"
+DEFAULT_PORT = 22220
+STATE_FILE = "simcluster.json"
+
+
+class SimClusterError(RuntimeError):
+    """A simulated cluster could not be started or stopped."""
+
+
+class PortInUseError(SimClusterError):
+    """The requested port is already taken on one of the cluster's addresses."""
+
+
+@dataclass(frozen=True)
+class SimHost:
+    """One simulated host: ssh alias *name* reaches sshd (PID *pid*) at *addr*:*port*.
+
+    *marker* is the ``CLUSTERLAUNCH_SIM_HOST`` value of its sessions; *host_dir* holds its
+    host key, sshd_config and logs (``sshd.log``, ``sshd.stderr``).
+    """
+
+    name: str
+    addr: str
+    port: int
+    marker: str
+    host_dir: Path
+    pid: int | None = None
+
+
+def port_is_free(addrs: Iterable[str], port: int) -> bool:
+    """True when *port* can be bound (as sshd binds it) on every address in *addrs*."""
+    for addr in addrs:
+        with socket.socket() as sock:
+            # sshd sets SO_REUSEADDR too, so TIME_WAIT leftovers do not count as taken.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((addr, port))
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    return False
+                raise
+    return True
+
+
+def find_free_port(addrs: Iterable[str], start: int = DEFAULT_PORT, attempts: int = 200) -> int:
+    """First port from *start* upward that is free on all *addrs*."""
+    wanted = list(addrs)
+    for port in range(start, start + attempts):
+        if port_is_free(wanted, port):
+            return port
+    raise PortInUseError(f"no free port in {start}..{start + attempts - 1} on {wanted}")
+
+
+# curve25519-sha256@libssh.org is the same exchange under its pre-RFC name: paramiko
+# (used by the product) knows only that name, OpenSSH's client prefers the RFC one.
+SSHD_CONFIG_TEMPLATE = """\
+ListenAddress {addr}:{port}
+HostKey {host_key}
+PidFile {pid_file}
+AuthorizedKeysFile {authorized_keys}
+UsePAM no
+StrictModes no
+UseDNS no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+MaxStartups 200:30:400
+MaxSessions 100
+KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org
+Subsystem sftp internal-sftp
+PrintMotd no
+PrintLastLog no
+SetEnv {var}={marker}
+"""
+
+SSH_HOST_BLOCK = """\
+Host {name}
+    HostName {addr}
+    Port {port}
+    User {user}
+    IdentityFile {client_key}
+    IdentitiesOnly yes
+    UserKnownHostsFile {known_hosts}
+    GlobalKnownHostsFile /dev/null
+    StrictHostKeyChecking yes
+    UpdateHostKeys no
+    KexAlgorithms curve25519-sha256
+    BatchMode yes
+    LogLevel ERROR
+"""
