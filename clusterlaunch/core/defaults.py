@@ -18,3 +18,11 @@ CONNECT_TIMEOUT_S = 10.0
 
 PREFLIGHT_TIMEOUT_S = 60.0
 """The whole preflight pass, every host at once."""
+
+SANDBOX_DIR = ".sandbox"
+"""Where ``clusterlaunch sandbox up`` keeps its simulated hosts."""
+
+SANDBOX_HOSTS = 3
+
+SANDBOX_FIRST_PORT = 22220
+"""The first sshd port the simulated cluster tries (``clusterlaunch.testing.DEFAULT_PORT``)."""

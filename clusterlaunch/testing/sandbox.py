@@ -14,7 +14,6 @@ marker every sandbox session carries in its environment.
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
@@ -23,10 +22,10 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-# The CLI's defaults live in sandboxargs (imported without the simulated cluster).
-from clusterlaunch.cli.sandbox import DEFAULT_DIR, DEFAULT_HOSTS
+from clusterlaunch.core.defaults import SANDBOX_DIR as DEFAULT_DIR
+from clusterlaunch.core.defaults import SANDBOX_HOSTS as DEFAULT_HOSTS
 from clusterlaunch.core.errors import ClusterlaunchError, UsageError
 from clusterlaunch.testing import (
     DEFAULT_PORT,
@@ -147,7 +146,7 @@ def _start(directory: Path, n_hosts: int, port: int | None) -> LoopbackCluster:
     addrs = [f"127.0.0.{FIRST_OCTET + i}" for i in range(n_hosts)]
     candidate = DEFAULT_PORT
     for _ in range(5):
-        # Raises PortInUseError (reported by run_command) when no port is free at all.
+        # Raises PortInUseError (reported by cli/sandbox.py) when no port is free at all.
         chosen = port if port is not None else find_free_port(addrs, candidate)
         try:
             return start_detached(n_hosts, directory, port=chosen, first_host_octet=FIRST_OCTET)
@@ -283,21 +282,3 @@ def down_text(stopped: Stopped | None, directory: Path, cwd: Path) -> str:
     lines += [f"  {proc}" for proc in stopped.leftovers]
     lines.append(f"removed {where}")
     return "\n".join(lines) + "\n"
-
-
-# -- command line ---------------------------------------------------------------------------
-def run_command(args: argparse.Namespace, out: BinaryIO) -> int:
-    """Run ``sandbox up`` or ``sandbox down``, printing to ``out``; returns the exit status."""
-    cwd = Path.cwd()
-    directory = Path(args.dir).absolute()
-    try:
-        if args.sandbox_command == "up":
-            sshd = os.environ.get(SSHD_ENV) or SSHD
-            text = up_text(up(directory, args.hosts, args.gpus, args.port, sshd), cwd)
-        else:
-            text = down_text(down(directory), directory, cwd)
-    except SimClusterError as exc:  # e.g. a stale sandbox's sshd that would not die
-        raise SandboxError(f"sandbox {args.sandbox_command}: {exc}") from None
-    out.write(text.encode())
-    out.flush()
-    return 0

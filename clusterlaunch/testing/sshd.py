@@ -12,8 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from clusterlaunch.core.defaults import SANDBOX_FIRST_PORT
+
 SSHD = "/usr/sbin/sshd"
-DEFAULT_PORT = 22220
+DEFAULT_PORT = SANDBOX_FIRST_PORT
 STATE_FILE = "simcluster.json"
 
 
