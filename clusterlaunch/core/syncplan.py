@@ -40,9 +40,7 @@ class IgnoreRules:
     """
 
     def __init__(self, text: str = "", source: str = IGNORE_FILE) -> None:
-        # Imported here: pathspec pulls in asyncio, socket and subprocess, which
-        # the pure core never loads (tests/unit/test_layout.py).
-        import pathspec
+        import pathspec  # here: it loads asyncio and subprocess (tests/unit/test_layout.py)
 
         lines = text.splitlines()
         for number, line in enumerate(lines, 1):
