@@ -13,7 +13,7 @@ import secrets
 import shlex
 from collections.abc import Mapping, Sequence
 
-from clusterlaunch import commands, envpolicy
+from clusterlaunch import commands, envpolicy, limits
 from clusterlaunch.errors import UsageError
 from clusterlaunch.model import (
     LOCALHOST,
@@ -133,12 +133,11 @@ def node_env(
     own = {JOB_ID_VAR: job_id}
     if spec.devices is not None:
         own["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in spec.devices)
-    return envpolicy.merge(
-        spec.env,
-        envpolicy.forwarded(options.forward_env, local_env),
-        dict(options.env),
-        own,
-    )
+    forwarded = envpolicy.forwarded(options.forward_env, local_env)
+    for name, value in forwarded.items():
+        # Local variables may hold bytes that are not UTF-8; hosts receive text.
+        limits.sendable(f"--forward-env: ${name}", value)
+    return envpolicy.merge(spec.env, forwarded, dict(options.env), own)
 
 
 def plan_job(

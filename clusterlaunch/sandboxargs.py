@@ -10,9 +10,12 @@ from __future__ import annotations
 import argparse
 from typing import Any, BinaryIO
 
+from clusterlaunch import limits
+
 DEFAULT_DIR = ".sandbox"
 DEFAULT_HOSTS = 3
 FIRST_PORT = 22220  # clusterlaunch.simcluster.DEFAULT_PORT (a test keeps them equal)
+MAX_HOSTS = 64  # clusterlaunch.sandbox.MAX_HOSTS
 
 
 def add_parser(commands: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -22,9 +25,12 @@ def add_parser(commands: Any, parser_class: type[argparse.ArgumentParser]) -> No
         dest="sandbox_command", metavar="up|down", required=True, parser_class=parser_class
     )
     start = actions.add_parser("up", help="start simulated hosts, write a hosts file")
-    start.add_argument("--hosts", type=int, default=DEFAULT_HOSTS, help="how many (default 3)")
-    start.add_argument("--gpus", type=int, default=1, help="processes per host (default 1)")
-    start.add_argument("--port", type=int, help=f"sshd port (default: free one from {FIRST_PORT})")
+    hosts = limits.Number("--hosts", 1, MAX_HOSTS, "a whole number", whole=True)
+    gpus = limits.Number("--gpus", 1, limits.MAX_PROCS_PER_HOST, "a whole number", whole=True)
+    port = limits.Number("--port", 1, 65535, "a TCP port", whole=True)
+    start.add_argument("--hosts", type=hosts, default=DEFAULT_HOSTS, help="how many (default 3)")
+    start.add_argument("--gpus", type=gpus, default=1, help="processes per host (default 1)")
+    start.add_argument("--port", type=port, help=f"sshd port (default: free one from {FIRST_PORT})")
     stop = actions.add_parser("down", help="stop the hosts, kill leftovers, remove the directory")
     for sub in (start, stop):
         sub.add_argument("--dir", default=DEFAULT_DIR, help=f"directory (default {DEFAULT_DIR})")

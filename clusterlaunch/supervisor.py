@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from clusterlaunch.errors import JobOutcome, TransportError
+from clusterlaunch.errors import JobOutcome, StopJob, TransportError
 from clusterlaunch.fanout import Failed, run_parallel
 from clusterlaunch.frames import EVENT, JOB_STDERR, JOB_STDOUT, NOISE, FrameError
 from clusterlaunch.model import JobPlan
@@ -33,15 +33,6 @@ from clusterlaunch.verdict import (
 HEARTBEAT_S = 1.0
 SUSPEND_GAP_S = 2.0  # our own clock jumping this far means we were stopped (Ctrl-Z)
 RESUME_GRACE_S = 8.0  # keepalives need this long to catch up after a resume
-
-
-class StopJob(Exception):
-    """Raised by the CLI's signal handlers: stop the job with ``exit_code``."""
-
-    def __init__(self, exit_code: int, reason: str) -> None:
-        self.exit_code = exit_code
-        self.reason = reason
-        super().__init__(reason)
 
 
 class Supervisor:

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.cli import main
-from clusterlaunch.cliargs import build_parser, check_local_script, split_passthrough
+from clusterlaunch.cliargs import check_local_script
+from clusterlaunch.cliparser import build_parser
 from clusterlaunch.errors import UsageError
 from clusterlaunch.model import HostSpec, Inventory, LaunchOptions, SshTarget
+from clusterlaunch.passthrough import split_passthrough
 from clusterlaunch.planner import plan_job
 
 
