@@ -31,6 +31,8 @@ class HostRangeError(ValueError):
 def expand_hosts(pattern: str, limit: int = MAX_HOSTS) -> list[str]:
     """Expand ``pattern`` into at most ``limit`` host names, ascending within each range."""
     if "[" not in pattern and "]" not in pattern:
+        if limit < 1:
+            raise HostRangeError(f"more than {MAX_HOSTS:,} hosts; a job has at most {MAX_HOSTS:,}")
         return [pattern]
     count = count_hosts(pattern)
     if count > limit:
