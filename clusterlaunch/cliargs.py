@@ -123,7 +123,7 @@ def ssh_settings(args: argparse.Namespace) -> SshSettings:
 def exec_argv(args: argparse.Namespace) -> tuple[str, ...]:
     """The command ``exec`` runs on every host."""
     argv = tuple(args.passthrough)
-    if not argv:
+    if not argv or not argv[0].strip():
         raise UsageError(
             "exec: give a command after --, e.g. clusterlaunch exec hosts.yaml -- hostname"
         )

@@ -166,26 +166,22 @@ def shell_command(
 def owned_torchrun_option(word: str) -> str | None:
     """The clusterlaunch-owned torchrun option ``word`` spells, or ``None``.
 
-    Every spelling torchrun's argparse would take: ``--opt=value``,
-    underscores for hyphens, any prefix (torchrun allows abbreviations; a
-    prefix shared with other options is refused by torchrun anyway), and short
-    options with their value attached or bundled after a flag (``-r0``,
-    ``-t=3``, ``-mr0``).
+    Every spelling torchrun's argparse would take: ``--opt=value``, underscores
+    for hyphens, any prefix (one shared with other options torchrun refuses
+    anyway), and short options with their value attached or bundled after a
+    flag (``-r0``, ``-t=3``, ``-mr0``).
     """
     if word.startswith("--"):
         name = word.split("=", 1)[0].replace("_", "-")
-        if name.startswith("--rdzv"):
+        matches = [o for o in OWNED_TORCHRUN_OPTIONS if o.startswith(name)] if name[2:] else []
+        if name.startswith("--rdzv") or name in matches:
             return name
-        matches = [owned for owned in OWNED_TORCHRUN_OPTIONS if owned.startswith(name)]
-        if name in matches or (len(name) > 2 and matches):
-            return name if name in matches else " or ".join(matches)
-        return None
-    if word.startswith("-") and len(word) > 1:
-        for letter in word[1:]:
-            if "-" + letter in _OWNED_SHORT:
-                return _OWNED_SHORT["-" + letter]
-            if "-" + letter not in _SHORT_FLAGS:
-                break  # the rest is a value (or an option torchrun refuses)
+        return " or ".join(matches) or None
+    for letter in word[1:] if word.startswith("-") else "":
+        if "-" + letter in _OWNED_SHORT:
+            return _OWNED_SHORT["-" + letter]
+        if "-" + letter not in _SHORT_FLAGS:
+            break  # the rest is a value (or an option torchrun refuses)
     return None
 
 

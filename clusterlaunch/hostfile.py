@@ -16,7 +16,12 @@ import yaml
 from clusterlaunch import hostfields
 from clusterlaunch.errors import HostsFileError
 from clusterlaunch.hostranges import HostRangeError, expand_hosts
-from clusterlaunch.limits import MAX_HOSTS, MAX_HOSTS_FILE_BYTES, MAX_WORLD_SIZE
+from clusterlaunch.limits import (
+    MAX_HOSTS,
+    MAX_HOSTS_FILE_BYTES,
+    MAX_PROCS_PER_HOST,
+    MAX_WORLD_SIZE,
+)
 from clusterlaunch.model import HostSpec, Inventory
 from clusterlaunch.yamlines import (
     DuplicateKeyError,
@@ -96,15 +101,18 @@ def _parse_mpi(text: str, path: str) -> Inventory:
             continue
         name, *words = line.split()
         label = name if name.isprintable() and len(name) <= 60 else hostfields.shown(name)
-        slots = 1  # OpenMPI's default when a line gives no slots
+        options: dict[str, int] = {}
         for word in words:
             key, _, value = word.partition("=")
-            if key == "slots":
-                slots = hostfields.positive_int(value, path, number, f"{label}: slots")
-            elif key != "max_slots":
+            if key not in ("slots", "max_slots"):
                 hint = _suggest(key, ("slots", "max_slots"))
                 unknown = hostfields.shown(key)
                 raise HostsFileError(path, number, label, f"unknown option {unknown}{hint}")
+            if key in options:
+                raise HostsFileError(path, number, label, f"{key}= is given twice; keep one")
+            most = MAX_PROCS_PER_HOST if key == "slots" else MAX_WORLD_SIZE  # max_slots: ignored
+            options[key] = hostfields.positive_int(value, path, number, f"{label}: {key}", most)
+        slots = options.get("slots", 1)  # OpenMPI's default when a line gives no slots
         for expanded in _expand(name, path, number, label, room=MAX_HOSTS - len(hosts)):
             hosts.append(HostSpec(host=expanded, gpus=slots, line=number))
     inventory = Inventory(path=path, hosts=tuple(hosts))

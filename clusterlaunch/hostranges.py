@@ -82,7 +82,9 @@ def _group_size(group: str, pattern: str) -> int:
     for item in group.split(","):
         match = _ITEM.fullmatch(item)
         if match is None:
-            raise HostRangeError(f"bad host range {pattern!r}: {item!r} in [...]; {_EXAMPLE}")
+            raise HostRangeError(
+                f"bad host range {pattern!r}: {item!r} is not N, N-M or N-M/STEP; {_EXAMPLE}"
+            )
         first = int(match.group(1))
         last = int(match.group(2) or first)
         step = int(match.group(3) or 1)

@@ -17,8 +17,8 @@ MAX_HOSTS_FILE_BYTES = 1 << 20
 """1 MiB: 4,096 hosts written one per line with env and setup fit in a third of it."""
 MAX_YAML_NODES = 65_536
 """YAML nodes in the hosts file, aliases counted each time they are used (expanded).
-A 4,096-host file written one host per entry needs 5-15 per host. Composing this
-many takes 0.8 s here; it bounds alias bombs and flow-style floods alike."""
+A 4,096-host file written one host per entry needs 5-15 per host. Loading this
+many took 1.1 s of CPU here; it bounds alias bombs and flow-style floods alike."""
 MAX_YAML_DEPTH = 32
 """Nesting of YAML collections; a hosts file needs 5 (top, hosts, entry, env, value)."""
 MAX_HOSTS = 4_096
@@ -53,11 +53,13 @@ class Number:
         pattern = _WHOLE if self.whole else _DECIMAL
         value = float(text) if pattern.fullmatch(text) else None
         if value is None or not self.low <= value <= self.high:
-            raise UsageError(
-                f"{self.flag} {shown(text)}: use {self.what} from {_plain(self.low)} "
-                f"to {_plain(self.high)}"
-            )
+            raise UsageError(f"{self.flag} {shown(text)}: use {self.allowed}")
         return int(value) if self.whole else value
+
+    @property
+    def allowed(self) -> str:
+        """``a number of seconds from 0 to 3,600``: what the flag takes, for messages."""
+        return f"{self.what} from {_plain(self.low)} to {_plain(self.high)}"
 
 
 def _plain(number: float) -> str:
@@ -69,6 +71,7 @@ GRACE = Number("--grace", 0, 3600, SECONDS)
 HEARTBEAT_TIMEOUT = Number("--heartbeat-timeout", 2, 86_400, SECONDS)
 CONNECT_TIMEOUT = Number("--connect-timeout", 1, 3600, SECONDS)
 TIMEOUT = Number("--timeout", 1, 365 * 86_400, SECONDS)
+SSH_PORT = Number("Port", 1, 65535, "a TCP port", whole=True)
 FANOUT = Number("--fanout", 1, MAX_HOSTS, "a whole number of connections", whole=True)
 GPUS_PER_HOST = Number("--gpus-per-host", 1, MAX_PROCS_PER_HOST, "a whole number", whole=True)
 

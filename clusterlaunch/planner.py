@@ -160,6 +160,9 @@ def plan_job(
     """
     if len(targets) != len(inventory.hosts):
         raise ValueError("one target per host expected")
+    if not options.workdir and any(not spec.workdir for spec in inventory.hosts):
+        # The default workdir is this directory's path, sent to the hosts as text.
+        limits.sendable("this directory's path (the default workdir; or pass --workdir)", local_cwd)
     master_addr = choose_master_addr(inventory, targets)
     master_port = master_port_of(inventory, options)
     world_size = sum(spec.gpus for spec in inventory.hosts)

@@ -33,7 +33,13 @@ def add_parser(commands: Any, parser_class: type[argparse.ArgumentParser]) -> No
     start.add_argument("--port", type=port, help=f"sshd port (default: free one from {FIRST_PORT})")
     stop = actions.add_parser("down", help="stop the hosts, kill leftovers, remove the directory")
     for sub in (start, stop):
-        sub.add_argument("--dir", default=DEFAULT_DIR, help=f"directory (default {DEFAULT_DIR})")
+        sub.add_argument(
+            "--dir", type=_directory, default=DEFAULT_DIR, help=f"directory (default {DEFAULT_DIR})"
+        )
+
+
+def _directory(text: str) -> str:
+    return limits.text("--dir", text, sent=False)
 
 
 def run(args: argparse.Namespace, out: BinaryIO) -> int:

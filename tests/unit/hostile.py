@@ -86,6 +86,8 @@ def make_sandbox(root: Path, trap: Trap) -> Sandbox:
         "Host *\n"
         f"  HostName {TRAP_ADDR}\n  Port {trap.port}\n  ConnectTimeout 2\n"
     )
+    (root / "nan_timeout_config").write_text("Host *\n  ConnectTimeout nan\n")
+    (root / "word_port_config").write_text("Host *\n  Port abc\n")
     (root / "hosts.yaml").write_text(BASE_HOSTS)
     (root / "train.py").write_text("print('hi')\n")
     (root / "a-directory").mkdir()

@@ -63,6 +63,16 @@ TEXT = [
     ("forward-env-empty", run("--forward-env", ""), "--forward-env '': give a non-empty"),
     ("ssh-config-empty", run("--ssh-config", ""), "--ssh-config '': give a non-empty value"),
     ("ssh-config-missing", run("--ssh-config", "nope"), "--ssh-config nope: no such file"),
+    (
+        "ssh-config-timeout-nan",
+        run("--ssh-config", "nan_timeout_config"),
+        "SSH config, host node0: connecttimeout 'nan': use a number of seconds from 1 to 3,600",
+    ),
+    (
+        "ssh-config-port-word",
+        run("--ssh-config", "word_port_config"),
+        "SSH config, host node0: port 'abc': use a TCP port from 1 to 65,535",
+    ),
     ("log-dir-empty", run("--log-dir", ""), "--log-dir '': give a non-empty value"),
     ("job-id-empty", run("--job-id", ""), "--job-id '': use 1-64 letters"),
     ("job-id-space", run("--job-id", "a b"), "use 1-64 letters"),
@@ -152,6 +162,7 @@ SHAPE = [
     ("run-no-script", ["run", "hosts.yaml"], "the following arguments are required"),
     ("exec-no-command", ["exec", "hosts.yaml"], "exec: give a command after --"),
     ("exec-empty-command", ["exec", "hosts.yaml", "--"], "exec: give a command after --"),
+    ("exec-blank-command", ["exec", "hosts.yaml", "--", ""], "exec: give a command after --"),
     ("check-grace", ["check", "--grace", "1", "hosts.yaml"], "unrecognized arguments: --grace"),
     ("check-python-blank", ["check", "--python", " ", "hosts.yaml"], "give a non-empty value"),
     ("ps-python-empty", ["ps", "--python", "", "hosts.yaml"], "--python '': give a non-empty"),
@@ -165,6 +176,7 @@ SHAPE = [
     ("sandbox-hosts-zero", ["sandbox", "up", "--hosts", "0"], "--hosts '0': use a whole number"),
     ("sandbox-gpus-huge", ["sandbox", "up", "--gpus", "10000000000"], "from 1 to 1,024"),
     ("sandbox-port", ["sandbox", "up", "--port", "70000"], "--port '70000': use a TCP port"),
+    ("sandbox-dir-empty", ["sandbox", "down", "--dir", ""], "--dir '': give a non-empty value"),
 ]
 
 CASES = [*_numbers(), *TEXT, *RANKS, *TORCHRUN, *SHAPE]

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import io
+import signal
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -15,6 +18,15 @@ from clusterlaunch.hostranges import HostRangeError, count_hosts, expand_hosts
 from clusterlaunch.logs import parse_rank_filter
 from clusterlaunch.streams import Console, GuardedStream, as_bytes
 from clusterlaunch.yamlines import PythonEvents, YamlLimitError, load_yaml, loader_class
+
+
+@pytest.fixture(autouse=True)
+def _restore_signals() -> Iterator[None]:
+    """cli.main() installs SIGINT/SIGTERM/SIGHUP handlers; give pytest its own back."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
 
 
 @pytest.mark.parametrize(("text", "value"), [("0", 0.0), ("2.5", 2.5), (".5", 0.5), ("3600", 3600)])
@@ -153,3 +165,17 @@ def test_options_given_twice_in_any_spelling_are_refused() -> None:
         cli.build_parser().parse_args(["run", "--grace=1", "--grace", "2", "h", "s"])
     args = cli.build_parser().parse_args(["run", "--env", "A=1", "--env", "B=2", "h", "s"])
     assert args.env == ["A=1", "B=2"]  # the repeatable ones stay repeatable
+
+
+def test_a_non_utf8_working_directory_needs_workdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    here = tmp_path / "caf\udce9"  # a directory whose name is Latin-1 bytes
+    here.mkdir()
+    (here / "hosts.yaml").write_text("hosts:\n  - {host: localhost, gpus: 1}\n")
+    monkeypatch.chdir(here)
+    assert cli.main(["run", "--dry-run", "hosts.yaml", "train.py"]) == 2
+    err = capsysbinary.readouterr().err
+    assert err.startswith(b"clusterlaunch: error: this directory's path (the default workdir")
+    assert b"caf\\xe9': not valid UTF-8" in err and err.count(b"\n") == 1
+    assert cli.main(["run", "--dry-run", "--workdir", "/tmp", "hosts.yaml", "train.py"]) == 0
