@@ -17,7 +17,8 @@ from clusterlaunch.errors import UsageError
 from clusterlaunch.launcher import JobRequest
 from clusterlaunch.logs import parse_rank_filter
 from clusterlaunch.model import JobPlan, LaunchOptions
-from clusterlaunch.planner import new_job_id, parse_env_assignments, parse_torchrun_args
+from clusterlaunch.planner import new_job_id, parse_env_assignments
+from clusterlaunch.torchrunargs import parse_torchrun_args
 from clusterlaunch.transport import SshSettings
 
 _ASCII_NUMBER = re.compile(r"[0-9]+")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 import secrets
-import shlex
 from collections.abc import Mapping, Sequence
 
 from clusterlaunch import commands, envpolicy, limits
@@ -24,6 +23,7 @@ from clusterlaunch.model import (
     NodePlan,
     SshTarget,
 )
+from clusterlaunch.torchrunargs import parse_torchrun_args
 
 JOB_ID_VAR = "CLUSTERLAUNCH_JOB_ID"
 LOCAL_ADDR = "127.0.0.1"
@@ -72,22 +72,6 @@ def parse_env_assignments(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
             raise UsageError(f"--env {pair}: {why}")
         result.append((name, value))
     return tuple(result)
-
-
-def parse_torchrun_args(text: str) -> tuple[str, ...]:
-    """Split ``--torchrun-args`` and refuse options clusterlaunch owns."""
-    try:
-        words = shlex.split(text)
-    except ValueError as exc:
-        raise UsageError(f"--torchrun-args {text!r}: {exc}") from None
-    for word in words:
-        owned = commands.owned_torchrun_option(word)
-        if owned is not None:
-            raise UsageError(
-                f"--torchrun-args: {word} is set by clusterlaunch ({owned}); "
-                "change the hosts file or clusterlaunch's own flags instead"
-            )
-    return tuple(words)
 
 
 def choose_master_addr(inventory: Inventory, targets: Sequence[SshTarget]) -> str:

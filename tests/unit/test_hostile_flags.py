@@ -140,6 +140,9 @@ TORCHRUN = [
         ("--logs_specs x", "(--logs-specs)"),
         ("--run-path", "(--run-path)"),
         ('"unclosed', "No closing quotation"),
+        ("other.py", "'other.py' is not an option or an option's value"),
+        ("--max-restarts 3 other.py", "'other.py' is not an option"),
+        ("-m pkg", "'pkg' is not an option"),
         (BAD, "--torchrun-args '\\xff': not valid UTF-8"),
     ]
 ]
