@@ -2,8 +2,9 @@
 
 Exit statuses: 0 success; the first failing rank's own exit code; 2 bad input
 or failed preflight; 124 ``--timeout``; 129/130/143 after SIGHUP/Ctrl-C/SIGTERM;
-137 the job was stopped by ``clusterlaunch kill``; 255 a host was lost or could
-not be started.
+137 the job was stopped by ``clusterlaunch kill``; 141 stdout or stderr was
+closed (``| head``); 255 a host was lost or could not be started; 1 anything
+else, a local OSError included (one line, never a traceback).
 """
 
 from __future__ import annotations
@@ -16,14 +17,21 @@ from collections.abc import Sequence
 from types import FrameType
 
 from clusterlaunch.cli import args as cliargs
+from clusterlaunch.cli import parser as cliparser
 from clusterlaunch.cli import sandbox as sandboxargs
 from clusterlaunch.cli import slurm as slurmargs
+from clusterlaunch.cli.passthrough import split_passthrough
 from clusterlaunch.controller import jobs
 from clusterlaunch.controller.launcher import check, launch, make_plan
 from clusterlaunch.controller.output import Console
-from clusterlaunch.controller.supervisor import StopJob
 from clusterlaunch.core import render
-from clusterlaunch.core.errors import ClusterlaunchError, PreflightError, UsageError
+from clusterlaunch.core.errors import (
+    EXIT_BROKEN_PIPE,
+    ClusterlaunchError,
+    PreflightError,
+    StopJob,
+    UsageError,
+)
 from clusterlaunch.core.hostfile import load_inventory
 from clusterlaunch.transport import close_all, connect_all
 from clusterlaunch.transport.sshconfig import resolve_targets
@@ -32,7 +40,7 @@ EXIT_USAGE = 2
 _SIGNAL_EXITS = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 _SIGNAL_NAMES = {signal.SIGINT: "interrupted (Ctrl-C)", signal.SIGTERM: "terminated (SIGTERM)"}
 
-build_parser = cliargs.build_parser  # the parser, for docs and tests
+build_parser = cliparser.build_parser  # the parser, for docs and tests
 
 
 def _job_control(args: argparse.Namespace, console: Console) -> int:
@@ -51,17 +59,18 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
     finally:
         close_all(connections)
     if not reports:
-        console.err.write(f"clusterlaunch: no running job {args.job_id} on these hosts\n".encode())
+        console.say(f"clusterlaunch: no running job {args.job_id} on these hosts")
         return 1
     console.out.write(render.kill_text(args.job_id, reports).encode() + b"\n")
     return 0 if all(r.stopped for r in reports) else 1
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
+    if args.command == "sandbox":
+        return sandboxargs.run(args, console.out)  # type: ignore[arg-type]
+    cliargs.check_words(args)
     if args.command in ("ps", "kill"):
         return _job_control(args, console)
-    if args.command == "sandbox":
-        return sandboxargs.run(args, console.out)
     request = cliargs.job_request(args)
     if args.command == "run" and not args.dry_run:
         cliargs.check_local_script(make_plan(request), request.options, synced=request.sync)
@@ -100,24 +109,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     # paramiko logs connection failures with tracebacks; we report them ourselves.
     logging.getLogger("paramiko").addHandler(logging.NullHandler())
     try:
-        parser = cliargs.build_parser()
+        parser = cliparser.build_parser()
         words = sys.argv[1:] if argv is None else argv
-        head, passthrough = cliargs.split_passthrough(parser, words)
+        head, passthrough = split_passthrough(parser, words)
         args = parser.parse_args(head)
         args.passthrough = passthrough
         _install_signal_handlers()
-        return _run(args, console)
+        code = _run(args, console)
+        console.out.flush()  # a reader gone before the last bytes is a stop too
+        return code
     except PreflightError as exc:
-        console.err.write(f"clusterlaunch: {exc}; nothing was started\n{exc.table}\n".encode())
+        console.say(f"clusterlaunch: {exc}; nothing was started\n{exc.table}")
         return EXIT_USAGE
     except UsageError as exc:
-        console.err.write(f"clusterlaunch: error: {exc}\n".encode())
+        console.say(f"clusterlaunch: error: {exc}")
         return EXIT_USAGE
     except StopJob as stop:
-        console.err.write(f"clusterlaunch: {stop.reason}\n".encode())
+        if (
+            stop.exit_code != EXIT_BROKEN_PIPE
+        ):  # | head: leave quietly, as a program killed by SIGPIPE
+            console.say(f"clusterlaunch: {stop.reason}")
         return stop.exit_code
     except ClusterlaunchError as exc:
-        console.err.write(f"clusterlaunch: error: {exc}\n".encode())
+        console.say(f"clusterlaunch: error: {exc}")
+        return 1
+    except OSError as exc:
+        # Last resort for a local failure nothing above expected; whatever was
+        # started has been torn down by the finally blocks it passed through.
+        console.say(f"clusterlaunch: error: {_os_error_text(exc)}")
         return 1
     finally:
-        console.err.flush()
+        console.err.flush(stop=False)
+
+
+def _os_error_text(exc: OSError) -> str:
+    where = next((str(name) for name in (exc.filename, exc.filename2) if name), None)
+    what = exc.strerror or type(exc).__name__
+    return f"{where}: {what}" if where else f"{what} ({exc})"

@@ -12,9 +12,11 @@ import os
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from clusterlaunch.core import limits
 from clusterlaunch.core.defaults import SANDBOX_DIR as DEFAULT_DIR
 from clusterlaunch.core.defaults import SANDBOX_FIRST_PORT as FIRST_PORT
 from clusterlaunch.core.defaults import SANDBOX_HOSTS as DEFAULT_HOSTS
+from clusterlaunch.core.defaults import SANDBOX_MAX_HOSTS as MAX_HOSTS
 
 
 def add_parser(commands: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -24,12 +26,21 @@ def add_parser(commands: Any, parser_class: type[argparse.ArgumentParser]) -> No
         dest="sandbox_command", metavar="up|down", required=True, parser_class=parser_class
     )
     start = actions.add_parser("up", help="start simulated hosts, write a hosts file")
-    start.add_argument("--hosts", type=int, default=DEFAULT_HOSTS, help="how many (default 3)")
-    start.add_argument("--gpus", type=int, default=1, help="processes per host (default 1)")
-    start.add_argument("--port", type=int, help=f"sshd port (default: free one from {FIRST_PORT})")
+    hosts = limits.Number("--hosts", 1, MAX_HOSTS, "a whole number", whole=True)
+    gpus = limits.Number("--gpus", 1, limits.MAX_PROCS_PER_HOST, "a whole number", whole=True)
+    port = limits.Number("--port", 1, 65535, "a TCP port", whole=True)
+    start.add_argument("--hosts", type=hosts, default=DEFAULT_HOSTS, help="how many (default 3)")
+    start.add_argument("--gpus", type=gpus, default=1, help="processes per host (default 1)")
+    start.add_argument("--port", type=port, help=f"sshd port (default: free one from {FIRST_PORT})")
     stop = actions.add_parser("down", help="stop the hosts, kill leftovers, remove the directory")
     for sub in (start, stop):
-        sub.add_argument("--dir", default=DEFAULT_DIR, help=f"directory (default {DEFAULT_DIR})")
+        sub.add_argument(
+            "--dir", type=_directory, default=DEFAULT_DIR, help=f"directory (default {DEFAULT_DIR})"
+        )
+
+
+def _directory(text: str) -> str:
+    return limits.text("--dir", text, sent=False)
 
 
 def run(args: argparse.Namespace, out: BinaryIO) -> int:
@@ -45,9 +56,8 @@ def run(args: argparse.Namespace, out: BinaryIO) -> int:
     try:
         if args.sandbox_command == "up":
             sshd = os.environ.get(sandbox.SSHD_ENV) or SSHD
-            text = sandbox.up_text(
-                sandbox.up(directory, args.hosts, args.gpus, args.port, sshd), cwd
-            )
+            started = sandbox.up(directory, args.hosts, args.gpus, args.port, sshd)
+            text = sandbox.up_text(started, cwd)
         else:
             text = sandbox.down_text(sandbox.down(directory), directory, cwd)
     except SimClusterError as exc:  # e.g. a stale sandbox's sshd that would not die

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import replace
 
-from clusterlaunch.core import slurm
+from clusterlaunch.core import limits, slurm
 from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.hostfields import address_problem
 from clusterlaunch.core.hostfile import load_inventory
 from clusterlaunch.core.hostranges import HostRangeError, expand_hosts
 from clusterlaunch.core.model import Inventory, SshTarget
@@ -25,8 +25,6 @@ from clusterlaunch.transport import TRANSPORTS
 from clusterlaunch.transport.local import login_shell
 from clusterlaunch.transport.srun import srun_argv
 from clusterlaunch.transport.sshconfig import resolve_targets
-
-_ASCII_NUMBER = re.compile(r"[0-9]+")
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -43,6 +41,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--gpus-per-host",
         metavar="N",
+        type=limits.GPUS_PER_HOST,
         help="processes per host with HOSTS=slurm (default: SLURM_GPUS_ON_NODE, "
         "SLURM_GPUS_PER_NODE or SLURM_TASKS_PER_NODE)",
     )
@@ -57,18 +56,18 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 def hosts(args: argparse.Namespace) -> tuple[Inventory, tuple[SshTarget, ...], str]:
     """The inventory (hosts file or Slurm allocation), its targets, and the transport."""
     gpus = args.gpus_per_host
-    if gpus is not None and not (_ASCII_NUMBER.fullmatch(gpus) and int(gpus) >= 1):
-        raise UsageError(f"--gpus-per-host {gpus}: use a number of 1 or more")
     from_slurm = args.hosts == slurm.SLURM_HOSTS
     if from_slurm:
-        inventory = load_slurm_inventory(os.environ, None if gpus is None else int(gpus))
+        inventory = load_slurm_inventory(os.environ, gpus)
+        _check_allocation_size(inventory)
     elif gpus is not None:
         raise UsageError("--gpus-per-host is for HOSTS=slurm; set gpus: in the hosts file")
     else:
         inventory = load_inventory(args.hosts)
     if args.master_addr is not None:
-        if not args.master_addr or any(c.isspace() for c in args.master_addr):
-            raise UsageError(f"--master-addr {args.master_addr!r}: give a host name or address")
+        problem = address_problem(args.master_addr)
+        if problem is not None:
+            raise UsageError(f"--master-addr {limits.shown(args.master_addr)}: {problem}")
         inventory = replace(inventory, master_addr=args.master_addr)
     transport = args.transport or ("srun" if from_slurm else "ssh")
     if transport == "ssh":
@@ -76,6 +75,16 @@ def hosts(args: argparse.Namespace) -> tuple[Inventory, tuple[SshTarget, ...], s
     if not from_slurm:
         require_in_allocation(inventory, os.environ)
     return inventory, slurm.srun_targets(inventory.hosts), transport
+
+
+def _check_allocation_size(inventory: Inventory) -> None:
+    """The limits a hosts file has, for an allocation (docs/cli.md)."""
+    world = sum(spec.gpus for spec in inventory.hosts)
+    if len(inventory.hosts) > limits.MAX_HOSTS or world > limits.MAX_WORLD_SIZE:
+        raise UsageError(
+            f"the Slurm allocation has {len(inventory.hosts):,} nodes and {world:,} ranks; "
+            f"a job has at most {limits.MAX_HOSTS:,} hosts and {limits.MAX_WORLD_SIZE:,} ranks"
+        )
 
 
 def dry_run_note(transport: str) -> str:

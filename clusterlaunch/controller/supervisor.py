@@ -17,7 +17,7 @@ from typing import Any
 
 from clusterlaunch.controller.fanout import Failed, run_parallel
 from clusterlaunch.controller.output import OutputRouter
-from clusterlaunch.core.errors import JobOutcome, TransportError
+from clusterlaunch.core.errors import JobOutcome, StopJob, TransportError
 from clusterlaunch.core.frames import EVENT, JOB_STDERR, JOB_STDOUT, NOISE, FrameError
 from clusterlaunch.core.model import JobPlan
 from clusterlaunch.core.outcome import (
@@ -33,15 +33,6 @@ from clusterlaunch.transport.base import Connection
 HEARTBEAT_S = 1.0
 SUSPEND_GAP_S = 2.0  # our own clock jumping this far means we were stopped (Ctrl-Z)
 RESUME_GRACE_S = 8.0  # keepalives need this long to catch up after a resume
-
-
-class StopJob(Exception):
-    """Raised by the CLI's signal handlers: stop the job with ``exit_code``."""
-
-    def __init__(self, exit_code: int, reason: str) -> None:
-        self.exit_code = exit_code
-        self.reason = reason
-        super().__init__(reason)
 
 
 class Supervisor:

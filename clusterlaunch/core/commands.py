@@ -51,6 +51,7 @@ OWNED_TORCHRUN_OPTIONS = (
     "--run-path",
 )
 _OWNED_SHORT = {"-r": "--redirects", "-t": "--tee"}
+_SHORT_FLAGS = ("-m", "-h")  # torchrun's short options without a value, which may be bundled
 
 
 @dataclass(frozen=True)
@@ -165,19 +166,22 @@ def shell_command(
 def owned_torchrun_option(word: str) -> str | None:
     """The clusterlaunch-owned torchrun option ``word`` spells, or ``None``.
 
-    Accepts ``--opt=value``, underscores for hyphens, and the unambiguous
-    prefixes torchrun's argparse would accept.
+    Every spelling torchrun's argparse would take: ``--opt=value``, underscores
+    for hyphens, any prefix (one shared with other options torchrun refuses
+    anyway), and short options with their value attached or bundled after a
+    flag (``-r0``, ``-t=3``, ``-mr0``).
     """
-    if word in _OWNED_SHORT:
-        return _OWNED_SHORT[word]
-    if not word.startswith("--"):
-        return None
-    name = word.split("=", 1)[0].replace("_", "-")
-    if name.startswith("--rdzv"):
-        return name
-    for owned in OWNED_TORCHRUN_OPTIONS:
-        if name == owned or (len(name) >= 5 and owned.startswith(name)):
-            return owned
+    if word.startswith("--"):
+        name = word.split("=", 1)[0].replace("_", "-")
+        matches = [o for o in OWNED_TORCHRUN_OPTIONS if o.startswith(name)] if name[2:] else []
+        if name.startswith("--rdzv") or name in matches:
+            return name
+        return " or ".join(matches) or None
+    for letter in word[1:] if word.startswith("-") else "":
+        if "-" + letter in _OWNED_SHORT:
+            return _OWNED_SHORT["-" + letter]
+        if "-" + letter not in _SHORT_FLAGS:
+            break  # the rest is a value (or an option torchrun refuses)
     return None
 
 

@@ -24,5 +24,8 @@ SANDBOX_DIR = ".sandbox"
 
 SANDBOX_HOSTS = 3
 
+SANDBOX_MAX_HOSTS = 64
+"""Loopback addresses 127.0.0.11 and up, one sshd each."""
+
 SANDBOX_FIRST_PORT = 22220
 """The first sshd port the simulated cluster tries (``clusterlaunch.testing.DEFAULT_PORT``)."""

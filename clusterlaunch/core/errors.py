@@ -77,7 +77,25 @@ class HostKeyError(TransportError):
     """A host key was unknown (under strict checking) or has changed."""
 
 
-STOP_CODES = (124, 129, 130, 137, 143)
+class StopJob(Exception):
+    """Stop the job with ``exit_code``: raised by the CLI's signal handlers, and by
+    the console when its reader went away (``| head``).
+
+    Not a :class:`ClusterlaunchError`: it is a way out, and every layer's
+    ``finally`` tears down what it started on the way.
+    """
+
+    def __init__(self, exit_code: int, reason: str) -> None:
+        self.exit_code = exit_code
+        self.reason = reason
+        super().__init__(reason)
+
+
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE: what a shell reports for a program whose output pipe was closed."""
+
+
+STOP_CODES = (124, 129, 130, 137, EXIT_BROKEN_PIPE, 143)
 """Exit statuses of a job stopped from outside rather than failed by one of its ranks."""
 
 

@@ -5,29 +5,107 @@ Used by :mod:`clusterlaunch.core.hostfile`; pure, no I/O.
 
 from __future__ import annotations
 
+import ipaddress
 import re
+import reprlib
 from collections.abc import Mapping
 from typing import Any
 
 from clusterlaunch.core import envpolicy
 from clusterlaunch.core.errors import HostsFileError
+from clusterlaunch.core.limits import MAX_PROCS_PER_HOST
 from clusterlaunch.core.yamlines import key_line
 
-_DIGITS = re.compile(r"[0-9]+")
+_DIGITS = re.compile(r"[0-9]{1,18}")
+# What OpenSSH's valid_hostname() and valid_ruser() (misc.c) refuse: a name is
+# substituted into a ProxyCommand (%h, %r) that a shell runs, so
+# "pxn$(touch /tmp/pwned)" would run a command on this machine.
+_SSH_REFUSES_IN_HOST = frozenset("'`\"$\\;&<>|(){},")
+_SSH_REFUSES_IN_USER = frozenset("'`\";&<>|(){}")
+_MAX_NAME = 255
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 60
+_SHORT.maxlist = _SHORT.maxdict = 4
+
+
+def shown(value: Any) -> str:
+    """A value quoted for a one-line message, never longer than a line."""
+    return _SHORT.repr(value)
+
+
+def host_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be an SSH destination or an address, or ``None``.
+
+    The rules of OpenSSH's ``valid_hostname``, which makes ``ssh`` exit with
+    "hostname contains invalid characters"; also refused: anything
+    unprintable (not only ASCII control characters), names longer than 255
+    characters, and ``%`` outside an IPv6 zone (paramiko expands ``%`` tokens
+    in a ProxyCommand again after substituting the name).
+    """
+    if not name:
+        return "is empty"
+    if len(name) > _MAX_NAME:
+        return f"is longer than {_MAX_NAME} characters"
+    if name.startswith("-"):
+        return "starts with '-' (ssh would read it as an option)"
+    for char in name:
+        if char in _SSH_REFUSES_IN_HOST or char.isspace() or not char.isprintable():
+            return f"contains {char!r}, which OpenSSH refuses in a host name"
+    if "%" in name and not _is_ipv6(name):
+        return "contains '%', which is allowed only in an IPv6 address's zone (fe80::1%eth0)"
+    return None
+
+
+def user_name_problem(user: str) -> str | None:
+    """Why ``user`` cannot be an SSH user name (OpenSSH's ``valid_ruser``), or ``None``."""
+    if user.startswith("-"):
+        return "starts with '-' (ssh would read it as an option)"
+    if len(user) > _MAX_NAME:
+        return f"is longer than {_MAX_NAME} characters"
+    for index, char in enumerate(user):
+        if char in _SSH_REFUSES_IN_USER or not char.isprintable():
+            return f"contains {char!r}, which OpenSSH refuses in a user name"
+        if char.isspace() and user[index + 1 : index + 2] == "-":
+            return "has a '-' after a space, which OpenSSH refuses in a user name"
+    if user.endswith("\\"):
+        return "ends with a backslash, which OpenSSH refuses in a user name"
+    return None
+
+
+def _is_ipv6(name: str) -> bool:
+    try:
+        return isinstance(ipaddress.ip_address(name), ipaddress.IPv6Address)
+    except ValueError:
+        return False
+
+
+def check_host_name(name: str, path: str, line: int | None, field: str) -> None:
+    """A ``host:`` (each name of a range) or an address: one OpenSSH would take."""
+    refuse_user_in_host(name, path, line, field)
+    problem = host_name_problem(name)
+    if problem is not None:
+        raise HostsFileError(path, line, field, f"{shown(name)} {problem}")
 
 
 def refuse_user_in_host(name: str, path: str, line: int | None, field: str) -> None:
     if "@" in name:
         user, _, bare = name.rpartition("@")
         raise HostsFileError(
-            path, line, field, f"{name!r} has a user in it; write host: {bare} and user: {user}"
+            path,
+            line,
+            field,
+            f"{shown(name)} has a user in it; write host: {shown(bare)} and user: {shown(user)}",
         )
 
 
-def positive_int(value: Any, path: str, line: int | None, field: str, example: str) -> int:
+def positive_int(
+    value: Any, path: str, line: int | None, field: str, most: int = MAX_PROCS_PER_HOST
+) -> int:
     number = as_int(value)
-    if number is None or number < 1:
-        raise HostsFileError(path, line, field, f"must be a positive integer, got {value!r}")
+    if number is None or not 1 <= number <= most:
+        raise HostsFileError(
+            path, line, field, f"must be a positive integer up to {most:,}, got {shown(value)}"
+        )
     return number
 
 
@@ -58,7 +136,7 @@ def env(mapping: Mapping[str, Any], path: str, field: str) -> dict[str, str]:
                 path,
                 key_line(raw, str(key)),
                 f"{field}.{key}",
-                f"must be a string, got {value!r}; write the value in quotes",
+                f"must be a string, got {shown(value)}; write the value in quotes",
             )
         result[str(key)] = str(value)
     return result
@@ -71,7 +149,7 @@ def devices(entry: Mapping[str, Any], gpus: int, path: str, where: str) -> tuple
     line = key_line(entry, "devices")
     field = where + ".devices"
     if not isinstance(raw, list) or any(as_int(d) is None or int(d) < 0 for d in raw):
-        raise HostsFileError(path, line, field, f"must be a list of GPU indices, got {raw!r}")
+        raise HostsFileError(path, line, field, f"must be a list of GPU indices, got {shown(raw)}")
     devices = tuple(int(d) for d in raw)
     if len(set(devices)) != len(devices):
         raise HostsFileError(path, line, field, f"lists a GPU twice: {list(devices)}")
@@ -90,13 +168,41 @@ def shared_str(
     return optional_str(defaults, key, path, f"defaults.{key}")
 
 
+def user(
+    entry: Mapping[str, Any], defaults: Mapping[str, Any], path: str, where: str
+) -> str | None:
+    """``user:``, a name OpenSSH would take (it may reach a ProxyCommand as ``%r``)."""
+    source, field = (entry, f"{where}.user") if "user" in entry else (defaults, "defaults.user")
+    name = optional_str(source, "user", path, field)
+    problem = None if name is None else user_name_problem(name)
+    if problem is not None:
+        raise HostsFileError(path, key_line(source, "user"), field, f"{shown(name)} {problem}")
+    return name
+
+
+def address(mapping: Mapping[str, Any], key: str, path: str, field: str) -> str | None:
+    """``addr:`` or ``master_addr:``: a host name or address, by the same rules as ``host:``."""
+    value = optional_str(mapping, key, path, field)
+    problem = None if value is None else address_problem(value)
+    if problem is not None:
+        raise HostsFileError(path, key_line(mapping, key), field, f"{shown(value)} {problem}")
+    return value
+
+
+def address_problem(value: str) -> str | None:
+    """Why ``value`` is not a host name or address (``addr``, ``--master-addr``), or ``None``."""
+    if "@" in value:
+        return "contains '@'; give a host name or address"
+    return host_name_problem(value)
+
+
 def optional_str(mapping: Mapping[str, Any], key: str, path: str, field: str) -> str | None:
     if key not in mapping or mapping[key] is None:
         return None
     value = mapping[key]
     if not isinstance(value, str) or not value.strip() or "\x00" in value:
         raise HostsFileError(
-            path, key_line(mapping, key), field, f"must be a non-empty string, got {value!r}"
+            path, key_line(mapping, key), field, f"must be a non-empty string, got {shown(value)}"
         )
     return value
 
@@ -113,7 +219,7 @@ def port(
             path,
             key_line(source, "port"),
             field,
-            f"must be a TCP port 1-65535, got {source['port']!r}",
+            f"must be a TCP port 1-65535, got {shown(source['port'])}",
         )
     return port
 
@@ -127,7 +233,7 @@ def master_port(data: Mapping[str, Any], path: str) -> int | None:
             path,
             key_line(data, "master_port"),
             "master_port",
-            f"must be auto or a TCP port 1-65535, got {data['master_port']!r}",
+            f"must be auto or a TCP port 1-65535, got {shown(data['master_port'])}",
         )
     return port
 

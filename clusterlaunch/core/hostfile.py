@@ -9,7 +9,6 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -17,9 +16,23 @@ import yaml
 from clusterlaunch.core import hostfields
 from clusterlaunch.core.errors import HostsFileError
 from clusterlaunch.core.hostranges import HostRangeError, expand_hosts
+from clusterlaunch.core.limits import (
+    MAX_HOSTS,
+    MAX_HOSTS_FILE_BYTES,
+    MAX_PROCS_PER_HOST,
+    MAX_WORLD_SIZE,
+)
 from clusterlaunch.core.model import HostSpec, Inventory
-from clusterlaunch.core.yamlines import DuplicateKeyError, LineMap, key_line, load_yaml
+from clusterlaunch.core.yamlines import (
+    DuplicateKeyError,
+    LineMap,
+    YamlLimitError,
+    describe_yaml_error,
+    key_line,
+    load_yaml,
+)
 
+_ENTRY_EXAMPLE = "{host: gpu-a, gpus: 4}"
 TOP_KEYS = ("master_port", "master_addr", "defaults", "hosts")
 SHARED_KEYS = ("user", "port", "python", "workdir", "setup", "env", "gpus")
 HOST_KEYS = ("host", "gpus", "user", "port", "python", "workdir", "setup", "env", "devices", "addr")
@@ -31,15 +44,35 @@ _MPI_LINE = re.compile(r"[A-Za-z0-9\[][^\s:#=]*(\s+[A-Za-z_]+=\S+)*")
 
 def load_inventory(path: str) -> Inventory:
     """Read, detect the format of and validate the hosts file at ``path``."""
+    return parse_inventory(read_hosts_file(path), path)
+
+
+def read_hosts_file(path: str) -> str:
+    """The text of the hosts file, at most :data:`MAX_HOSTS_FILE_BYTES` (``/dev/zero`` too)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_HOSTS_FILE_BYTES + 1)
     except FileNotFoundError:
         raise HostsFileError(
             path, None, "", "no such file; pass the path of a hosts file"
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HostsFileError(path, None, "", f"cannot read it: {exc}") from None
-    return parse_inventory(text, path)
+    except OSError as exc:
+        raise HostsFileError(path, None, "", f"cannot read it: {exc.strerror or exc}") from None
+    if len(data) > MAX_HOSTS_FILE_BYTES:
+        raise HostsFileError(
+            path,
+            None,
+            "",
+            f"larger than {MAX_HOSTS_FILE_BYTES:,} bytes (1 MiB), the limit for a hosts file; "
+            "use host ranges (gpu[001-512]) and a defaults: block",
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise HostsFileError(
+            path, line, "", f"not UTF-8 text (byte 0x{data[exc.start]:02x}); save it as UTF-8"
+        ) from None
 
 
 def parse_inventory(text: str, path: str) -> Inventory:
@@ -67,16 +100,20 @@ def _parse_mpi(text: str, path: str) -> Inventory:
         if not line:
             continue
         name, *words = line.split()
-        hostfields.refuse_user_in_host(name, path, number, name)
-        slots = 1  # OpenMPI's default when a line gives no slots
+        label = name if name.isprintable() and len(name) <= 60 else hostfields.shown(name)
+        options: dict[str, int] = {}
         for word in words:
             key, _, value = word.partition("=")
-            if key == "slots":
-                slots = hostfields.positive_int(value, path, number, f"{name}: slots", "slots=4")
-            elif key != "max_slots":
+            if key not in ("slots", "max_slots"):
                 hint = _suggest(key, ("slots", "max_slots"))
-                raise HostsFileError(path, number, name, f"unknown option {key!r}{hint}")
-        for expanded in _expand(name, path, number, name):
+                unknown = hostfields.shown(key)
+                raise HostsFileError(path, number, label, f"unknown option {unknown}{hint}")
+            if key in options:
+                raise HostsFileError(path, number, label, f"{key}= is given twice; keep one")
+            most = MAX_PROCS_PER_HOST if key == "slots" else MAX_WORLD_SIZE  # max_slots: ignored
+            options[key] = hostfields.positive_int(value, path, number, f"{label}: {key}", most)
+        slots = options.get("slots", 1)  # OpenMPI's default when a line gives no slots
+        for expanded in _expand(name, path, number, label, room=MAX_HOSTS - len(hosts)):
             hosts.append(HostSpec(host=expanded, gpus=slots, line=number))
     inventory = Inventory(path=path, hosts=tuple(hosts))
     _check_inventory(inventory)
@@ -88,11 +125,11 @@ def _parse_yaml(text: str, path: str) -> Inventory:
         data = load_yaml(text)
     except DuplicateKeyError as exc:
         raise HostsFileError(path, exc.line, exc.key, f"{exc}; keep one of them") from None
+    except YamlLimitError as exc:
+        raise HostsFileError(path, exc.line, "", str(exc)) from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise HostsFileError(path, line, "", f"YAML syntax error: {problem}") from None
+        line, problem = describe_yaml_error(exc, text)
+        raise HostsFileError(path, line, "", problem) from None
     if data is None:
         raise HostsFileError(path, None, "hosts", "the file is empty; list your hosts under hosts:")
     if not isinstance(data, dict):
@@ -118,25 +155,28 @@ def _parse_yaml(text: str, path: str) -> Inventory:
         raise HostsFileError(path, key_line(data, "hosts"), "hosts", "must be a list of hosts")
     hosts: list[HostSpec] = []
     for index, entry in enumerate(entries):
-        hosts.extend(_host_entries(entry, defaults, index, path, data))
+        hosts.extend(_host_entries(entry, defaults, index, path, data, MAX_HOSTS - len(hosts)))
     inventory = Inventory(
         path=path,
         hosts=tuple(hosts),
         master_port=hostfields.master_port(data, path),
-        master_addr=hostfields.optional_str(data, "master_addr", path, "master_addr"),
+        master_addr=hostfields.address(data, "master_addr", path, "master_addr"),
     )
     _check_inventory(inventory)
     return inventory
 
 
 def _host_entries(
-    entry: Any, defaults: Mapping[str, Any], index: int, path: str, top: Any
+    entry: Any, defaults: Mapping[str, Any], index: int, path: str, top: Any, room: int
 ) -> list[HostSpec]:
     where = f"hosts[{index}]"
     if not isinstance(entry, dict):
-        line = key_line(top, "hosts")
+        got = hostfields.shown(entry)
         raise HostsFileError(
-            path, line, where, "must be a mapping like {host: gpu-a, gpus: 4}, got " + repr(entry)
+            path,
+            key_line(top, "hosts"),
+            where,
+            f"must be a mapping like {_ENTRY_EXAMPLE}, got {got}",
         )
     line = entry.line if isinstance(entry, LineMap) else None
     _check_keys(entry, HOST_KEYS, path, where + ".")
@@ -144,10 +184,10 @@ def _host_entries(
         raise HostsFileError(path, line, where + ".host", "missing; give the SSH destination")
     name = entry["host"]
     if not isinstance(name, str) or not name.strip() or any(c.isspace() for c in name):
+        got = hostfields.shown(name)
         raise HostsFileError(
-            path, key_line(entry, "host"), where + ".host", f"must be a host name, got {name!r}"
+            path, key_line(entry, "host"), where + ".host", f"must be a host name, got {got}"
         )
-    hostfields.refuse_user_in_host(name, path, key_line(entry, "host"), where + ".host")
     merged = {**defaults, **entry}
     if "gpus" not in merged:
         raise HostsFileError(
@@ -155,15 +195,13 @@ def _host_entries(
         )
     source = entry if "gpus" in entry else defaults
     prefix = where if "gpus" in entry else "defaults"
-    gpus = hostfields.positive_int(
-        merged["gpus"], path, key_line(source, "gpus"), prefix + ".gpus", "gpus: 4"
-    )
+    gpus = hostfields.positive_int(merged["gpus"], path, key_line(source, "gpus"), prefix + ".gpus")
     env = {
         **hostfields.env(defaults, path, "defaults.env"),
         **hostfields.env(entry, path, where + ".env"),
     }
     devices = hostfields.devices(entry, gpus, path, where)
-    names = _expand(name, path, key_line(entry, "host"), where + ".host")
+    names = _expand(name, path, key_line(entry, "host"), where + ".host", room)
     if len(names) > 1 and "addr" in entry:
         raise HostsFileError(
             path, key_line(entry, "addr"), where + ".addr", "cannot be combined with a host range"
@@ -173,14 +211,14 @@ def _host_entries(
         hostfields.check_python(python, entry, defaults, path, where)
     spec = {
         "gpus": gpus,
-        "user": hostfields.shared_str(entry, defaults, "user", path, where),
+        "user": hostfields.user(entry, defaults, path, where),
         "port": hostfields.port(entry, defaults, path, where),
         "python": python,
         "workdir": hostfields.shared_str(entry, defaults, "workdir", path, where),
         "setup": hostfields.shared_str(entry, defaults, "setup", path, where),
         "env": env,
         "devices": devices,
-        "addr": hostfields.optional_str(entry, "addr", path, where + ".addr"),
+        "addr": hostfields.address(entry, "addr", path, where + ".addr"),
     }
     return [HostSpec(host=host, line=line, **spec) for host in names]  # type: ignore[arg-type]
 
@@ -204,16 +242,31 @@ def _suggest(word: str, choices: tuple[str, ...]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _expand(name: str, path: str, line: int | None, field: str) -> list[str]:
+def _expand(name: str, path: str, line: int | None, field: str, room: int) -> list[str]:
+    """The names ``name`` stands for (at most ``room`` more hosts), each one OpenSSH would take."""
+    hostfields.refuse_user_in_host(name, path, line, field)
     try:
-        return expand_hosts(name)
+        names = expand_hosts(name, room)
     except HostRangeError as exc:
         raise HostsFileError(path, line, field, str(exc)) from None
+    for host in names:
+        hostfields.check_host_name(host, path, line, field)
+    return names
 
 
 def _check_inventory(inventory: Inventory) -> None:
     seen: dict[tuple[str, int | None], HostSpec] = {}
+    world = 0
     for spec in inventory.hosts:
+        world += spec.gpus
+        if world > MAX_WORLD_SIZE:
+            raise HostsFileError(
+                inventory.path,
+                spec.line,
+                "gpus",
+                f"the job reaches {world:,} ranks at {spec.host}; "
+                f"a job has at most {MAX_WORLD_SIZE:,} ranks",
+            )
         key = (spec.host, spec.port)
         if key in seen:
             first = seen[key]

@@ -13,11 +13,13 @@ import re
 from collections import deque
 from collections.abc import Iterable
 
+from clusterlaunch.core.limits import MAX_WORLD_SIZE, shown
+
 MAX_PARTIAL = 4 << 20
 """A "line" longer than this without a newline is passed on in pieces (memory bound)."""
 
 _BARE_CR = re.compile(rb"\r(?!\n)")
-_DIGITS = re.compile(r"[0-9]+")
+_RANK = re.compile(r"[0-9]{1,12}")
 _COLORS = (b"36", b"33", b"32", b"35", b"34", b"31", b"96", b"93", b"92", b"95", b"94", b"91")
 _RESET = b"\x1b[0m"
 
@@ -62,20 +64,38 @@ def split_lines(block: bytes) -> list[bytes]:
 
 
 def parse_rank_filter(text: str, world_size: int | None = None) -> frozenset[int]:
-    """``"0,4-7"`` → {0, 4, 5, 6, 7}; raises ValueError with a readable message."""
-    ranks: set[int] = set()
+    """``"0,4-7"`` → {0, 4, 5, 6, 7}; raises ValueError with a readable message.
+
+    Ranges are checked against ``world_size`` (else the largest job there can
+    be) before any set is built: ``0-99999999999`` ran out of memory.
+    """
+    last_rank = (MAX_WORLD_SIZE if world_size is None else world_size) - 1
+    spans = []
     for part in text.split(","):
         part = part.strip()
         low, dash, high = part.partition("-")
-        if not _DIGITS.fullmatch(low) or (dash and not _DIGITS.fullmatch(high)):
-            raise ValueError(f"--ranks {text!r}: use ranks and ranges like 0,4-7")
+        if not _RANK.fullmatch(low) or (dash and not _RANK.fullmatch(high)):
+            raise ValueError(f"--ranks {shown(text)}: use ranks and ranges like 0,4-7")
         first, last = int(low), int(high) if dash else int(low)
         if last < first:
-            raise ValueError(f"--ranks {text!r}: range {part} runs backwards")
+            raise ValueError(f"--ranks {shown(text)}: range {part} runs backwards")
+        if last > last_rank:
+            raise ValueError(f"--ranks {shown(text)}: the job has ranks 0-{last_rank} only")
+        spans.append((first, last))
+    ranks: set[int] = set()
+    for first, last in _merged(spans):  # each rank added once, however the ranges overlap
         ranks.update(range(first, last + 1))
-    if world_size is not None and max(ranks) >= world_size:
-        raise ValueError(f"--ranks {text!r}: the job has ranks 0-{world_size - 1} only")
     return frozenset(ranks)
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for first, last in sorted(spans):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+        else:
+            merged.append((first, last))
+    return merged
 
 
 class Prefixes:

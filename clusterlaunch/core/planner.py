@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import datetime
 import secrets
-import shlex
 from collections.abc import Mapping, Sequence
 
-from clusterlaunch.core import commands, envpolicy
+from clusterlaunch.core import commands, envpolicy, limits
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import (
     LOCALHOST,
@@ -24,6 +23,7 @@ from clusterlaunch.core.model import (
     NodePlan,
     SshTarget,
 )
+from clusterlaunch.core.torchrunargs import parse_torchrun_args
 
 JOB_ID_VAR = "CLUSTERLAUNCH_JOB_ID"
 LOCAL_ADDR = "127.0.0.1"
@@ -74,22 +74,6 @@ def parse_env_assignments(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return tuple(result)
 
 
-def parse_torchrun_args(text: str) -> tuple[str, ...]:
-    """Split ``--torchrun-args`` and refuse options clusterlaunch owns."""
-    try:
-        words = shlex.split(text)
-    except ValueError as exc:
-        raise UsageError(f"--torchrun-args {text!r}: {exc}") from None
-    for word in words:
-        owned = commands.owned_torchrun_option(word)
-        if owned is not None:
-            raise UsageError(
-                f"--torchrun-args: {word} is set by clusterlaunch ({owned}); "
-                "change the hosts file or clusterlaunch's own flags instead"
-            )
-    return tuple(words)
-
-
 def choose_master_addr(inventory: Inventory, targets: Sequence[SshTarget]) -> str:
     """The address every node dials: explicit, else node 0's ``addr``, else its HostName."""
     if inventory.master_addr:
@@ -133,12 +117,11 @@ def node_env(
     own = {JOB_ID_VAR: job_id}
     if spec.devices is not None:
         own["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in spec.devices)
-    return envpolicy.merge(
-        spec.env,
-        envpolicy.forwarded(options.forward_env, local_env),
-        dict(options.env),
-        own,
-    )
+    forwarded = envpolicy.forwarded(options.forward_env, local_env)
+    for name, value in forwarded.items():
+        # Local variables may hold bytes that are not UTF-8; hosts receive text.
+        limits.sendable(f"--forward-env: ${name}", value)
+    return envpolicy.merge(spec.env, forwarded, dict(options.env), own)
 
 
 def plan_job(
@@ -161,6 +144,9 @@ def plan_job(
     """
     if len(targets) != len(inventory.hosts):
         raise ValueError("one target per host expected")
+    if not options.workdir and any(not spec.workdir for spec in inventory.hosts):
+        # The default workdir is this directory's path, sent to the hosts as text.
+        limits.sendable("this directory's path (the default workdir; or pass --workdir)", local_cwd)
     master_addr = choose_master_addr(inventory, targets)
     master_port = master_port_of(inventory, options)
     world_size = sum(spec.gpus for spec in inventory.hosts)

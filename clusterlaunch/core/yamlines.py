@@ -1,9 +1,17 @@
-"""YAML loading that remembers line numbers, so errors can point at them.
+"""YAML loading that remembers line numbers, so errors can point at them, within limits.
 
 PyYAML's safe loader forgets where values came from. This loader builds
 ordinary dicts and lists, but mappings are a ``dict`` subclass that records the
 line of the mapping and of each key, and duplicate keys are reported instead of
 silently keeping the last one.
+
+It also bounds what a small file can cost: collections nest at most
+:data:`~clusterlaunch.core.limits.MAX_YAML_DEPTH` deep (5,000 levels overflowed the
+Python stack) and the document has at most
+:data:`~clusterlaunch.core.limits.MAX_YAML_NODES` nodes with every alias counted at
+its full size (a 368-byte alias bomb took 48 s and 3.2 GB). Events come from
+libyaml when PyYAML has it (1 MiB of ``x: 1`` lines: 1.2 s instead of 21 s);
+nodes are composed here, so the limits hold before anything is built.
 """
 
 from __future__ import annotations
@@ -11,7 +19,31 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from yaml.nodes import MappingNode
+from yaml.composer import Composer
+from yaml.constructor import ConstructorError, SafeConstructor
+from yaml.events import AliasEvent, Event
+from yaml.nodes import MappingNode, Node, ScalarNode
+from yaml.parser import Parser
+from yaml.reader import Reader
+from yaml.resolver import Resolver
+from yaml.scanner import Scanner
+
+from clusterlaunch.core.limits import MAX_YAML_DEPTH, MAX_YAML_NODES
+
+
+class PythonEvents(Reader, Scanner, Parser):
+    """PyYAML's pure-Python event source, for a PyYAML built without libyaml."""
+
+    def __init__(self, stream: str) -> None:
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+
+
+try:
+    from yaml._yaml import CParser as _EventSource
+except ImportError:
+    _EventSource = PythonEvents  # type: ignore[assignment, misc]
 
 
 class LineMap(dict[str, Any]):
@@ -31,11 +63,101 @@ class DuplicateKeyError(Exception):
         super().__init__(f"duplicate key {key!r} (first at line {first_line})")
 
 
-class _LineLoader(yaml.SafeLoader):
-    """Safe loader whose mappings are :class:`LineMap`."""
+class YamlLimitError(Exception):
+    """The document exceeds a size limit; ``line`` is where it was noticed (1-based)."""
+
+    def __init__(self, line: int, problem: str) -> None:
+        self.line = line
+        super().__init__(problem)
 
 
-def _construct_line_map(loader: _LineLoader, node: MappingNode) -> Any:
+class _Limited(Composer):
+    """Composes within the limits; mixed in before an event source and the safe constructor."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__()
+        self._depth = 0
+        self._nodes = 0
+        self._sizes: dict[Node, int] = {}  # expanded size of every finished node
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node:
+        event = self.peek_event()  # type: ignore[attr-defined]
+        if isinstance(event, AliasEvent):
+            target = self.anchors.get(event.anchor)
+            if target is not None:  # an undefined alias is PyYAML's own error
+                if target not in self._sizes:
+                    raise YamlLimitError(
+                        _line(event), f"alias *{event.anchor} is used inside its own anchor"
+                    )
+                self._grow(self._sizes[target], event)
+            return self._composed(parent, index)
+        self._depth += 1
+        if self._depth > MAX_YAML_DEPTH:
+            raise YamlLimitError(
+                _line(event), f"nested deeper than {MAX_YAML_DEPTH} levels (the limit)"
+            )
+        start = self._nodes
+        self._grow(1, event)
+        try:
+            node = self._composed(parent, index)
+        finally:
+            self._depth -= 1
+        self._sizes[node] = self._nodes - start
+        return node
+
+    def _composed(self, parent: Node | None, index: Any) -> Node:
+        node = super().compose_node(parent, index)
+        assert node is not None  # PyYAML returns None only past the end of the stream
+        return node
+
+    def _grow(self, count: int, event: Event) -> None:
+        self._nodes += count
+        if self._nodes > MAX_YAML_NODES:
+            raise YamlLimitError(
+                _line(event),
+                f"more than {MAX_YAML_NODES:,} YAML values (aliases counted in full), "
+                "the limit for a hosts file; use host ranges and a defaults: block",
+            )
+
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        # PyYAML lets ValueError escape for a bad date or an integer of 5,000 digits.
+        try:
+            return super().construct_object(node, deep)  # type: ignore[misc]
+        except (ValueError, OverflowError) as exc:
+            raise ConstructorError(None, None, str(exc), node.start_mark) from None
+
+
+def loader_class(events: type) -> type:
+    """A safe loader on ``events`` (libyaml's or PyYAML's parser) with line maps and limits."""
+
+    class Loader(_Limited, events, SafeConstructor, Resolver):
+        def __init__(self, stream: str) -> None:
+            events.__init__(self, stream)  # type: ignore[misc]
+            _Limited.__init__(self, stream)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+
+    Loader.add_constructor(Resolver.DEFAULT_MAPPING_TAG, _construct_line_map)
+    Loader.add_constructor("tag:yaml.org,2002:str", _construct_text)
+    return Loader
+
+
+def _line(event: Event) -> int:
+    return 1 + (event.start_mark.line if event.start_mark is not None else 0)
+
+
+def _construct_text(loader: Any, node: ScalarNode) -> str:
+    value = loader.construct_scalar(node)
+    assert isinstance(value, str)
+    # "\ud800" and "\0" escapes are valid YAML, but no host can be sent them.
+    if "\x00" in value or any("\ud800" <= char <= "\udfff" for char in value):
+        raise ConstructorError(
+            None, None, "a NUL or a lone surrogate (\\ud800-\\udfff) in a string", node.start_mark
+        )
+    return value
+
+
+def _construct_line_map(loader: Any, node: MappingNode) -> Any:
     result = LineMap()
     result.line = node.start_mark.line + 1
     result.key_lines = {}
@@ -58,15 +180,31 @@ def _construct_line_map(loader: _LineLoader, node: MappingNode) -> Any:
         result[key_text] = loader.construct_object(value_node, deep=True)
 
 
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_line_map)
+_LOADER = loader_class(_EventSource)
 
 
 def load_yaml(text: str) -> Any:
     """Parse ``text`` safely; mappings come back as :class:`LineMap`.
 
-    Raises ``yaml.YAMLError`` for syntax errors and :class:`DuplicateKeyError`.
+    Raises ``yaml.YAMLError`` for syntax errors, :class:`DuplicateKeyError`
+    and :class:`YamlLimitError`.
     """
-    return yaml.load(text, Loader=_LineLoader)
+    return yaml.load(text, Loader=_LOADER)
+
+
+def describe_yaml_error(exc: yaml.YAMLError, text: str) -> tuple[int | None, str]:
+    """(line, one-line problem) for a PyYAML error, the same from libyaml and from Python."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    kind = "YAML value" if isinstance(exc, ConstructorError) else "YAML syntax"
+    if mark is None:
+        return None, f"{kind} error: {problem}"
+    if problem == "found character that cannot start any token":  # libyaml leaves out which
+        lines = text.splitlines()
+        row = lines[mark.line] if mark.line < len(lines) else ""
+        if mark.column < len(row):
+            problem = f"found character {row[mark.column]!r} that cannot start any token"
+    return mark.line + 1, f"{kind} error: {problem}"
 
 
 def key_line(mapping: object, key: str) -> int | None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from clusterlaunch.core.defaults import SANDBOX_DIR as DEFAULT_DIR
 from clusterlaunch.core.defaults import SANDBOX_HOSTS as DEFAULT_HOSTS
+from clusterlaunch.core.defaults import SANDBOX_MAX_HOSTS as MAX_HOSTS
 from clusterlaunch.core.errors import ClusterlaunchError, UsageError
 from clusterlaunch.testing import (
     DEFAULT_PORT,
@@ -39,10 +40,9 @@ from clusterlaunch.testing import (
     stop_detached,
     wait_until_gone,
 )
-from clusterlaunch.testing.loopback import SSHD, STATE_FILE
 from clusterlaunch.testing.orphans import is_alive, start_time
+from clusterlaunch.testing.sshd import SSHD, STATE_FILE
 
-MAX_HOSTS = 64
 FIRST_OCTET = 11
 HOSTS_FILE = "hosts.yaml"
 SSHD_ENV = "CLUSTERLAUNCH_SANDBOX_SSHD"

@@ -10,9 +10,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import paramiko
 
+from clusterlaunch.core import limits
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
 
@@ -42,18 +44,19 @@ def resolve_target(config: paramiko.SSHConfig, spec: HostSpec) -> SshTarget:
     if spec.host == LOCALHOST:
         return SshTarget(alias=LOCALHOST, hostname=LOCALHOST, port=0, user=spec.user)
     found = config.lookup(spec.host)
-    timeout = found.get("connecttimeout")
     return SshTarget(
         alias=spec.host,
         hostname=found.get("hostname", spec.host),
-        port=spec.port or int(found.get("port", 22)),
+        port=spec.port or _config_number(found, spec.host, "port", 22, limits.SSH_PORT),
         user=spec.user or found.get("user"),
         identity_files=tuple(_expand_paths(found.get("identityfile", []))),
         identities_only=str(found.get("identitiesonly", "no")).lower() == "yes",
         known_hosts_files=tuple(_known_hosts(found.get("userknownhostsfile"))),
         proxy_jump=_proxy_jump(found.get("proxyjump")),
         proxy_command=_none_is_none(found.get("proxycommand")),
-        connect_timeout=float(timeout) if timeout else None,
+        connect_timeout=_config_number(
+            found, spec.host, "connecttimeout", None, limits.CONNECT_TIMEOUT
+        ),
         host_key_checking=_none_is_none(found.get("stricthostkeychecking")),
     )
 
@@ -70,6 +73,22 @@ def jump_host(config: paramiko.SSHConfig, jump: str) -> SshTarget:
     host, _, port = rest.partition(":")
     spec = HostSpec(host=host, gpus=1, user=user or None, port=int(port) if port else None)
     return resolve_target(config, spec)
+
+
+def _config_number(
+    found: paramiko.SSHConfigDict, alias: str, key: str, default: float | None, kind: limits.Number
+) -> Any:
+    """A number from the SSH config, in the range the command line allows (int("abc") was a
+    traceback, ConnectTimeout nan a hang)."""
+    text = found.get(key)
+    if text is None:
+        return default
+    try:
+        return kind(str(text).strip())
+    except UsageError:
+        raise UsageError(
+            f"SSH config, host {alias}: {key} {limits.shown(str(text))}: use {kind.allowed}"
+        ) from None
 
 
 def _expand_paths(paths: Iterable[str]) -> list[str]:

@@ -152,18 +152,21 @@ def assert_usage_error(code: int, out: str, err: str, fragment: str) -> None:
         (["exec", "--dry-run", "local.yaml", "--"], "exec: give a command after --"),
         (
             ["run", "--dry-run", "--fanout", "0", "local.yaml", "train.py"],
-            "--fanout must be at least 1",
+            "--fanout '0': use a whole number of connections from 1 to 4,096",
         ),
-        (["run", "--dry-run", "--grace", "-1", "local.yaml", "train.py"], "--grace must be >= 0"),
+        (
+            ["run", "--dry-run", "--grace", "-1", "local.yaml", "train.py"],
+            "--grace '-1': use a number of seconds from 0 to 3,600",
+        ),
         (
             ["run", "--dry-run", "--heartbeat-timeout", "1", "local.yaml", "train.py"],
-            "--heartbeat-timeout > 1",
+            "--heartbeat-timeout '1': use a number of seconds from 2 to 86,400",
         ),
         (
             ["run", "--dry-run", "--ssh-config", "nope", "two.yaml", "train.py"],
             "--ssh-config nope: no such file",
         ),
-        (["run", "--dry-run", "--fanout", "x", "local.yaml", "train.py"], "invalid int value"),
+        (["run", "--dry-run", "--fanout", "x", "local.yaml", "train.py"], "--fanout 'x': use a"),
         (
             ["run", "--dry-run", "--host-key-policy", "yolo", "local.yaml", "train.py"],
             "invalid choice",

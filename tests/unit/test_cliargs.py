@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch.cli.args import build_parser, check_local_script, split_passthrough
+from clusterlaunch.cli.args import check_local_script
 from clusterlaunch.cli.main import main
+from clusterlaunch.cli.parser import build_parser
+from clusterlaunch.cli.passthrough import split_passthrough
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import HostSpec, Inventory, LaunchOptions, SshTarget
 from clusterlaunch.core.planner import plan_job

@@ -341,7 +341,7 @@ def test_load_inventory_directory(tmp_path: Path) -> None:
 def test_load_inventory_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / "latin1.yaml"
     path.write_bytes(b"hosts:\n  - {host: caf\xe9, gpus: 1}\n")
-    with pytest.raises(HostsFileError, match="cannot read it"):
+    with pytest.raises(HostsFileError, match=r"latin1.yaml:2: not UTF-8 text \(byte 0xe9\)"):
         load_inventory(str(path))
 
 
@@ -349,7 +349,13 @@ def test_load_inventory_not_utf8(tmp_path: Path) -> None:
 
 # (name, text, line, field, fragment of the problem that tells the fix)
 BAD_YAML = [
-    ("syntax-flow", "hosts:\n  - {host: a, gpus: 1\n", 3, "", "YAML syntax error: expected ','"),
+    (
+        "syntax-flow",
+        "hosts:\n  - {host: a, gpus: 1\n",
+        3,
+        "",
+        "YAML syntax error: did not find expected ','",
+    ),
     ("syntax-indent", "hosts:\n  - host: a\n   gpus: 1\n", 3, "", "YAML syntax error"),
     ("syntax-tab", "hosts:\n\t- host: a\n", 2, "", "YAML syntax error: found character '\\t'"),
     ("not-a-mapping", "- {host: a, gpus: 1}\n", 1, "", "expected a mapping with a hosts: list"),
@@ -442,35 +448,35 @@ BAD_YAML = [
         "hosts:\n  - host: a\n    gpus: four\n",
         3,
         "hosts[0].gpus",
-        "must be a positive integer, got 'four'",
+        "must be a positive integer up to 1,024, got 'four'",
     ),
     (
         "gpus-float",
         "hosts:\n  - host: a\n    gpus: 2.5\n",
         3,
         "hosts[0].gpus",
-        "must be a positive integer, got 2.5",
+        "must be a positive integer up to 1,024, got 2.5",
     ),
     (
         "gpus-zero",
         "hosts:\n  - host: a\n    gpus: 0\n",
         3,
         "hosts[0].gpus",
-        "must be a positive integer, got 0",
+        "must be a positive integer up to 1,024, got 0",
     ),
     (
         "gpus-negative",
         "hosts:\n  - host: a\n    gpus: -2\n",
         3,
         "hosts[0].gpus",
-        "must be a positive integer, got -2",
+        "must be a positive integer up to 1,024, got -2",
     ),
     (
         "gpus-bool",
         "hosts:\n  - host: a\n    gpus: true\n",
         3,
         "hosts[0].gpus",
-        "must be a positive integer, got True",
+        "must be a positive integer up to 1,024, got True",
     ),
     (
         "gpus-list",
@@ -779,8 +785,20 @@ BAD_MPI = [
         "unknown option 'slot' (did you mean 'slots'?)",
     ),
     ("unknown-option", "gpu1 cpus=2\n", 1, "gpu1", "unknown option 'cpus'"),
-    ("slots-zero", "\ngpu1 slots=0\n", 2, "gpu1: slots", "must be a positive integer, got '0'"),
-    ("slots-word", "gpu1 slots=x\n", 1, "gpu1: slots", "must be a positive integer, got 'x'"),
+    (
+        "slots-zero",
+        "\ngpu1 slots=0\n",
+        2,
+        "gpu1: slots",
+        "must be a positive integer up to 1,024, got '0'",
+    ),
+    (
+        "slots-word",
+        "gpu1 slots=x\n",
+        1,
+        "gpu1: slots",
+        "must be a positive integer up to 1,024, got 'x'",
+    ),
     (
         "duplicate",
         "gpu1\ngpu2\n\ngpu1 slots=3\n",

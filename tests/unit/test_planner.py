@@ -561,7 +561,7 @@ def test_parse_torchrun_args_allowed(text: str, words: tuple[str, ...]) -> None:
         ("--nnodes=3", "--nnodes"),
         ("--master_port=1", "--master-port"),
         ("--master-addr x", "--master-addr"),
-        ("--master x", "--master-addr"),
+        ("--master x", "--master-addr or --master-port"),
         ("--rdzv-backend c10d", "--rdzv-backend"),
         ("--rdzv_endpoint x:1", "--rdzv-endpoint"),
         ("--rdzv-anything", "--rdzv-anything"),

@@ -270,9 +270,9 @@ def test_gpus_per_host_and_master_addr(
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
-        (["--gpus-per-host", "x"], "--gpus-per-host x: use a number of 1 or more"),
-        (["--gpus-per-host", "\u0663"], "use a number of 1 or more"),  # Arabic-Indic 3
-        (["--master-addr", ""], "--master-addr '': give a host name or address"),
+        (["--gpus-per-host", "x"], "--gpus-per-host 'x': use a whole number from 1 to 1,024"),
+        (["--gpus-per-host", "\u0663"], "use a whole number from 1 to"),  # Arabic-Indic 3
+        (["--master-addr", ""], "--master-addr '': is empty"),
         (["--transport", "rsh"], "invalid choice: 'rsh'"),
     ],
 )

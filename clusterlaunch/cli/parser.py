@@ -1,0 +1,196 @@
+"""The ``clusterlaunch`` argument parser: commands, options, help texts.
+
+:mod:`clusterlaunch.cli.args` reads what it parsed. Number flags are checked
+against their ranges as they are parsed (types from :mod:`clusterlaunch.core.limits`);
+each option may be given once and must be spelled in full.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import clusterlaunch
+from clusterlaunch.cli import sandbox as sandboxargs
+from clusterlaunch.cli import slurm as slurmargs
+from clusterlaunch.core import limits
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.transport import POLICIES
+
+_GIVEN = "_options_given"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but usage errors exit 2 with one line instead of a usage dump.
+
+    Options must be spelled in full (an abbreviation such as ``--gra 5`` would
+    also throw off where SCRIPT starts), and each may be given once.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _Once)
+        self.register("action", "store", _Once)
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+class _Once(argparse._StoreAction):
+    """Refuses an option given twice: which of ``--grace 1 --grace 60`` was meant?"""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        given = namespace.__dict__.setdefault(_GIVEN, set())
+        if option_string is not None and self.dest in given:
+            raise UsageError(f"{option_string} is given twice; give each option once")
+        given.add(self.dest)
+        super().__call__(parser, namespace, values, option_string)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``clusterlaunch`` argument parser."""
+    summary = (clusterlaunch.__doc__ or "").strip().split("\n")[0]
+    parser = Parser(prog="clusterlaunch", description=summary)
+    parser.add_argument(
+        "--version", action="version", version=f"clusterlaunch {clusterlaunch.__version__}"
+    )
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    _add_run(commands.add_parser("run", help="run a torchrun job on every host"))
+    _add_exec(commands.add_parser("exec", help="run a command on every host"))
+    _add_check(commands.add_parser("check", help="run the preflight checks only"))
+    _add_job_control(commands)
+    sandboxargs.add_parser(commands, Parser)  # sandbox up|down: see clusterlaunch/sandbox.py
+    return parser
+
+
+def _add_job_command_options(parser: argparse.ArgumentParser) -> None:
+    """What ``run`` and ``exec`` share: how to reach hosts, their environment, the job."""
+    _add_connection_options(parser)
+    _add_environment_options(parser)
+    _add_job_options(parser)
+    slurmargs.add_options(parser)
+    parser.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
+
+
+def _add_run(run: argparse.ArgumentParser) -> None:
+    _add_job_command_options(run)
+    run.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON")
+    run.add_argument("--master-port", help="a port number, or auto (default: the hosts file's)")
+    run.add_argument(
+        "--torchrun-args",
+        default="",
+        help='extra torchrun options; write --torchrun-args="--max-restarts 3"',
+    )
+    run.add_argument("--ranks", help="show only these global ranks on the console, e.g. 0,4-7")
+    run.add_argument("hosts", help="hosts file (YAML or MPI hostfile), or slurm")
+    run.add_argument("script", help="the training script (relative to the workdir)")
+    # SCRIPT_ARGS never reach argparse: see split_passthrough.
+
+
+def _add_exec(exe: argparse.ArgumentParser) -> None:
+    _add_job_command_options(exe)
+    exe.add_argument(
+        "--fail-fast",
+        action="store_true",
+        help="stop every host as soon as one fails (default: let every host finish)",
+    )
+    exe.add_argument("hosts", help="hosts file, or slurm; then [--] COMMAND [ARGS...]")
+
+
+def _add_check(chk: argparse.ArgumentParser) -> None:
+    _add_connection_options(chk)
+    _add_environment_options(chk)
+    slurmargs.add_options(chk)
+    chk.add_argument("--master-port", help="a port number, or auto")
+    chk.add_argument("hosts", help="hosts file, or slurm")
+    chk.add_argument("script", nargs="?", help="also check this script exists on every host")
+
+
+def _add_job_control(commands: Any) -> None:
+    ps = commands.add_parser("ps", help="list running clusterlaunch jobs on the hosts")
+    _add_connection_options(ps)
+    ps.add_argument("--python", help="Python on the hosts (default: the hosts file's)")
+    ps.add_argument("--json", action="store_true", help="one JSON object per job node")
+    ps.add_argument("hosts", help="hosts file")
+    kill = commands.add_parser("kill", help="tear one job down on every host")
+    _add_connection_options(kill)
+    kill.add_argument("--python", help="Python on the hosts (default: the hosts file's)")
+    kill.add_argument("hosts", help="hosts file")
+    kill.add_argument("job_id", help="the job id (see clusterlaunch ps)")
+
+
+def _add_connection_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("connection")
+    group.add_argument("--ssh-config", help="SSH client config (default: ~/.ssh/config)")
+    group.add_argument(
+        "--host-key-policy",
+        choices=POLICIES,
+        help="strict: refuse unknown host keys; accept-new: record them. Default: the SSH "
+        "config's StrictHostKeyChecking (yes/ask = strict), else accept-new. A changed key "
+        "is always refused; checking is never turned off",
+    )
+    group.add_argument(
+        "--fanout", type=limits.FANOUT, default=64, help="parallel connections (default 64)"
+    )
+    group.add_argument(
+        "--connect-timeout", type=limits.CONNECT_TIMEOUT, default=10.0, help="seconds (default 10)"
+    )
+
+
+def _add_environment_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("environment on the hosts")
+    group.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a variable on every host (repeatable; wins over the hosts file)",
+    )
+    group.add_argument(
+        "--forward-env",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="forward local variables matching this glob, e.g. 'NCCL_*' (repeatable)",
+    )
+    group.add_argument(
+        "--python",
+        help="Python on the hosts (default: the hosts file's, else python3; "
+        "for localhost, the Python running clusterlaunch)",
+    )
+    group.add_argument("--workdir", help="directory on the hosts (default: this directory's path)")
+
+
+def _add_job_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("job")
+    group.add_argument(
+        "--grace",
+        type=limits.GRACE,
+        default=5.0,
+        help="seconds between SIGTERM and SIGKILL (default 5)",
+    )
+    group.add_argument(
+        "--timeout", type=limits.TIMEOUT, help="wall-clock limit for the job (exit 124)"
+    )
+    group.add_argument("--log-dir", help="write one log per rank and the controller's log here")
+    group.add_argument("--job-id", help="use this job id instead of a generated one")
+    group.add_argument(
+        "--heartbeat-timeout",
+        type=limits.HEARTBEAT_TIMEOUT,
+        default=15.0,
+        help="hosts end their part of the job after this long without hearing "
+        "from the controller (default 15)",
+    )
+    group.add_argument(
+        "--sync",
+        action="store_true",
+        help="first copy this directory to every host's workdir (rsync or SFTP; "
+        "honours .clusterlaunchignore, skips .git, sends changed files only)",
+    )

@@ -1,0 +1,66 @@
+"""Where clusterlaunch's own words end and the words passed through untouched begin.
+
+``run HOSTS SCRIPT ARGS...``: ARGS are the script's; ``exec HOSTS [OPTIONS] [--]
+COMMAND...``: COMMAND is run as given. argparse cannot say this itself (its
+handling of ``--`` and dash-words there differs between Python versions).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+# How many positionals come before the words passed through untouched.
+_PASSTHROUGH_AFTER = {"run": 2, "exec": 1}
+
+
+def split_passthrough(
+    parser: argparse.ArgumentParser, argv: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """Split ``argv`` into clusterlaunch's words and the words passed through untouched.
+
+    ``run``: everything after SCRIPT is the script's, exactly as typed (argparse's
+    handling of ``--`` and dash-words there differs between Python versions).
+    ``exec``: options may follow HOSTS; the command starts after ``--`` or at
+    the first word that is not an option.
+    """
+    words = list(argv)
+    command_index = next((i for i, w in enumerate(words) if not w.startswith("-")), None)
+    if command_index is None or words[command_index] not in _PASSTHROUGH_AFTER:
+        return words, []
+    command = words[command_index]
+    takes_value = {
+        option
+        for action in _subparser(parser, command)._actions  # no public arity table
+        for option in action.option_strings
+        if action.nargs != 0
+    }
+    wanted = _PASSTHROUGH_AFTER[command]
+    seen = 0
+    index = command_index + 1
+    options_done = False
+    while index < len(words):
+        word = words[index]
+        if seen == wanted:
+            if command == "run":
+                break  # everything after SCRIPT is the script's
+            if word == "--":  # exec HOSTS [OPTIONS] -- COMMAND
+                return words[:index], words[index + 1 :]
+            if not word.startswith("-") or word == "-":
+                break  # exec HOSTS [OPTIONS] COMMAND
+        index += 1
+        if word == "--" and not options_done:
+            options_done = True
+        elif word.startswith("-") and word != "-" and not options_done:
+            if word in takes_value:
+                index += 1  # the option's value
+        else:
+            seen += 1
+    return words[:index], words[index:]
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices[name]
+    raise KeyError(name)

@@ -1,0 +1,95 @@
+"""``clusterlaunch ... | head``: a reader that goes away stops the job cleanly (exit 141).
+
+Real processes: clusterlaunch runs as a program with its stdout a pipe that the
+test closes, on ``localhost`` (the local transport, no SSH needed).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHATTY = """\
+import os, sys, time
+open(os.path.join(sys.argv[1], str(os.getpid())), "w").close()
+for i in range(10**6):
+    print(f"line {i}", flush=True)
+    time.sleep(0.001)
+"""
+
+
+def _start(tmp_path: Path, *argv: str, stdout: int = subprocess.PIPE) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "clusterlaunch", *argv],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _job_dir(tmp_path: Path, gpus: int) -> Path:
+    (tmp_path / "hosts.yaml").write_text(f"hosts:\n  - {{host: localhost, gpus: {gpus}}}\n")
+    (tmp_path / "chatty.py").write_text(CHATTY)
+    (tmp_path / "pids").mkdir()
+    return tmp_path / "pids"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(
+            ["run", "hosts.yaml", "chatty.py", "{pids}"], id="run", marks=pytest.mark.torch
+        ),
+        pytest.param(
+            ["exec", "hosts.yaml", "--", sys.executable, "chatty.py", "{pids}"], id="exec"
+        ),
+    ],
+)
+def test_closed_stdout_stops_the_job_and_exits_141(tmp_path: Path, argv: list[str]) -> None:
+    pids = _job_dir(tmp_path, gpus=2)
+    proc = _start(tmp_path, *[word.replace("{pids}", str(pids)) for word in argv])
+    assert proc.stdout is not None and proc.stderr is not None
+    first = [proc.stdout.readline() for _ in range(2)]
+    proc.stdout.close()  # what `| head -2` does after two lines
+    err = proc.stderr.read().decode()
+    code = proc.wait(timeout=60)
+    assert all(line.strip() for line in first), first
+    assert code == 141, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert "job stopped: stdout was closed (broken pipe)" in err, err
+    workers = [int(p.name) for p in pids.iterdir()]
+    assert workers
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in workers if _alive(pid)], "the job was not torn down"
+
+
+def test_a_reader_gone_before_the_first_byte_is_a_quiet_141(tmp_path: Path) -> None:
+    """``--dry-run`` into a pipe already closed: no traceback, not even at interpreter exit."""
+    (tmp_path / "hosts.yaml").write_text("hosts:\n  - {host: localhost, gpus: 2}\n")
+    reader, writer = os.pipe()
+    os.close(reader)  # gone before clusterlaunch even starts
+    proc = _start(tmp_path, "run", "--dry-run", "hosts.yaml", "train.py", stdout=writer)
+    os.close(writer)
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141
+    assert err == ""
