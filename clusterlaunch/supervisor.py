@@ -33,6 +33,7 @@ from clusterlaunch.verdict import (
 HEARTBEAT_S = 1.0
 SUSPEND_GAP_S = 2.0  # our own clock jumping this far means we were stopped (Ctrl-Z)
 RESUME_GRACE_S = 8.0  # keepalives need this long to catch up after a resume
+KILLED = "the job was killed (clusterlaunch kill)"
 
 
 class StopJob(Exception):
@@ -87,7 +88,7 @@ class Supervisor:
             heartbeat.start()
             self._watch()
         except StopJob as stop:
-            self._set_stop(JobOutcome(stop.exit_code, stop.reason))
+            self._set_stop(JobOutcome(stop.exit_code, stop.reason, stopped=True))
         finally:
             self.teardown()
             self._heartbeat_stop.set()
@@ -153,7 +154,7 @@ class Supervisor:
             if self.timeout is not None and self.clock() - started > self.timeout:
                 running = ", ".join(h.node.host for h in self.hosts if not h.done)
                 reason = f"--timeout {self.timeout:g} s reached (still running: {running})"
-                self._set_stop(JobOutcome(EXIT_TIMEOUT, reason))
+                self._set_stop(JobOutcome(EXIT_TIMEOUT, reason, stopped=True))
 
     def _step(self, wait: float) -> None:
         """Wait for output (at most ``wait`` s), route it, judge endings."""
@@ -199,7 +200,7 @@ class Supervisor:
         if event.get("event") == "started":
             host.started = event
         elif event.get("event") == "stopping" and event.get("reason") == "killed":
-            self._set_stop(JobOutcome(EXIT_KILLED, "the job was killed (clusterlaunch kill)"))
+            self._set_stop(JobOutcome(EXIT_KILLED, KILLED, stopped=True))
             if self.quiet_teardown:
                 self.router.quiet_hosts()
         elif event.get("event") == "stopping" and event.get("reason") == "controller-lost":
@@ -213,7 +214,7 @@ class Supervisor:
             if event.get("message"):
                 self.router.message(f"{host.node.host}: {event['message']}")
             if event.get("reason") == "killed":
-                self._set_stop(JobOutcome(EXIT_KILLED, "the job was killed (clusterlaunch kill)"))
+                self._set_stop(JobOutcome(EXIT_KILLED, KILLED, stopped=True))
 
     def _check(self, host: HostRun) -> None:
         assert host.process is not None
