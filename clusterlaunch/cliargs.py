@@ -18,8 +18,9 @@ from clusterlaunch import sandboxargs, slurmargs
 from clusterlaunch.errors import UsageError
 from clusterlaunch.launcher import JobRequest
 from clusterlaunch.logs import parse_rank_filter
-from clusterlaunch.model import JobPlan, LaunchOptions
+from clusterlaunch.model import DEFAULT_SETUP_TIMEOUT, JobPlan, LaunchOptions
 from clusterlaunch.planner import new_job_id, parse_env_assignments, parse_torchrun_args
+from clusterlaunch.setupguard import checked_timeout
 from clusterlaunch.transport import POLICIES, SshSettings
 
 _ASCII_NUMBER = re.compile(r"[0-9]+")
@@ -100,10 +101,12 @@ def _add_job_control(commands: Any) -> None:
     _add_connection_options(ps)
     ps.add_argument("--python", help="Python on the hosts (default: the hosts file's)")
     ps.add_argument("--json", action="store_true", help="one JSON object per job node")
+    _add_setup_timeout(ps)
     ps.add_argument("hosts", help="hosts file")
     kill = commands.add_parser("kill", help="tear one job down on every host")
     _add_connection_options(kill)
     kill.add_argument("--python", help="Python on the hosts (default: the hosts file's)")
+    _add_setup_timeout(kill)
     kill.add_argument("hosts", help="hosts file")
     kill.add_argument("job_id", help="the job id (see clusterlaunch ps)")
 
@@ -144,6 +147,18 @@ def _add_environment_options(parser: argparse.ArgumentParser) -> None:
         "for localhost, the Python running clusterlaunch)",
     )
     group.add_argument("--workdir", help="directory on the hosts (default: this directory's path)")
+    _add_setup_timeout(group)
+
+
+def _add_setup_timeout(parser: Any) -> None:
+    parser.add_argument(
+        "--setup-timeout",
+        type=float,
+        default=DEFAULT_SETUP_TIMEOUT,
+        metavar="SECONDS",
+        help="stop a host's setup: that runs longer, and report it (default "
+        f"{DEFAULT_SETUP_TIMEOUT:g})",
+    )
 
 
 def _add_job_options(parser: argparse.ArgumentParser) -> None:
@@ -253,6 +268,7 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
         torchrun_args=parse_torchrun_args(getattr(args, "torchrun_args", "") or ""),
         grace=grace,
         heartbeat_timeout=heartbeat,
+        setup_timeout=checked_timeout(getattr(args, "setup_timeout", DEFAULT_SETUP_TIMEOUT)),
     )
 
 

@@ -20,6 +20,7 @@ from clusterlaunch.fanout import Failed, run_parallel
 from clusterlaunch.frames import EVENT, JOB_STDERR, JOB_STDOUT, NOISE, FrameError
 from clusterlaunch.model import JobPlan
 from clusterlaunch.remote import program_source
+from clusterlaunch.setupguard import kill_setups
 from clusterlaunch.streams import OutputRouter
 from clusterlaunch.transport.base import Connection
 from clusterlaunch.verdict import (
@@ -102,6 +103,8 @@ class Supervisor:
         if self.stop is not None and self.quiet_teardown:
             self.router.quiet_hosts()
         self._request_teardown(b"t")
+        # A host still in its setup has no agent to obey "t": end it by process group.
+        kill_setups([(host.connection, host.setup) for host in self.hosts if not host.done])
         deadline = self.clock() + self.grace + 3.0
         while not all(h.done for h in self.hosts) and self.clock() < deadline:
             try:
@@ -174,12 +177,15 @@ class Supervisor:
             if host.process is not None and not host.done:
                 self._pump(host)
                 self._check(host)
+                for line in host.setup.notices():
+                    self.router.message(line)
 
     def _pump(self, host: HostRun) -> None:
         assert host.process is not None
         out, err = host.process.read()
         if err:
             self.router.host_output(host.node.host, True, err)
+        out = host.setup.feed(out)  # the setup's reports come before the agent's frames
         if not out:
             return
         try:
