@@ -16,7 +16,7 @@ from clusterlaunch import limits, slurmargs
 from clusterlaunch.errors import UsageError
 from clusterlaunch.launcher import JobRequest
 from clusterlaunch.logs import parse_rank_filter
-from clusterlaunch.model import JobPlan, LaunchOptions
+from clusterlaunch.model import DEFAULT_SETUP_TIMEOUT, JobPlan, LaunchOptions
 from clusterlaunch.planner import new_job_id, parse_env_assignments
 from clusterlaunch.torchrunargs import parse_torchrun_args
 from clusterlaunch.transport import SshSettings
@@ -81,6 +81,7 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
         torchrun_args=parse_torchrun_args(getattr(args, "torchrun_args", "") or ""),
         grace=getattr(args, "grace", 5.0),
         heartbeat_timeout=getattr(args, "heartbeat_timeout", 15.0),
+        setup_timeout=getattr(args, "setup_timeout", DEFAULT_SETUP_TIMEOUT),
     )
 
 

@@ -81,18 +81,35 @@ def connect(request: JobRequest) -> dict[str, Connection]:
 
 
 def preflight(
-    request: JobRequest, plan: JobPlan, connections: Mapping[str, Connection]
+    request: JobRequest,
+    plan: JobPlan,
+    connections: Mapping[str, Connection],
+    console: Console | None = None,
 ) -> PreflightResult:
-    """Run the preflight probe on every host (``run`` only)."""
-    return run_preflight(plan, connections, request.options.script, need_torch=True)
+    """Run the preflight probe on every host (``run`` and ``check``)."""
+
+    def notify(line: str) -> None:
+        if console is not None:  # a slow setup: say why nothing happens
+            console.err.write(f"clusterlaunch: {line}\n".encode())
+            console.err.flush()
+
+    return run_preflight(
+        plan,
+        connections,
+        request.options.script,
+        need_torch=True,
+        setup_timeout=request.options.setup_timeout,
+        notify=notify,
+        job_id=plan.job_id,
+    )
 
 
-def check(request: JobRequest) -> PreflightResult:
+def check(request: JobRequest, console: Console | None = None) -> PreflightResult:
     """``clusterlaunch check``: connect and preflight, start nothing."""
     plan = make_plan(request)
     connections = connect(request)
     try:
-        return preflight(request, plan, connections)
+        return preflight(request, plan, connections, console)
     finally:
         close_all(connections)
 
@@ -112,7 +129,7 @@ def launch(request: JobRequest, console: Console) -> JobOutcome:
         if source is not None:
             sync_workdirs(plan, connections, source, request.ssh, console, request.fanout)
         if request.exec_argv is None:
-            result = preflight(request, plan, connections)
+            result = preflight(request, plan, connections, console)
             if result.problems:
                 raise PreflightError(result.problems, render.preflight_text(result))
             if plan.master_port is None and result.master_port is not None:

@@ -20,6 +20,7 @@ from clusterlaunch.fanout import Failed, run_parallel
 from clusterlaunch.frames import EVENT, JOB_STDERR, JOB_STDOUT, NOISE, FrameError
 from clusterlaunch.model import JobPlan
 from clusterlaunch.remote import program_source
+from clusterlaunch.setupguard import kill_setups
 from clusterlaunch.streams import OutputRouter
 from clusterlaunch.transport.base import Connection
 from clusterlaunch.verdict import (
@@ -33,6 +34,7 @@ from clusterlaunch.verdict import (
 HEARTBEAT_S = 1.0
 SUSPEND_GAP_S = 2.0  # our own clock jumping this far means we were stopped (Ctrl-Z)
 RESUME_GRACE_S = 8.0  # keepalives need this long to catch up after a resume
+KILLED = "the job was killed (clusterlaunch kill)"
 
 
 class Supervisor:
@@ -78,7 +80,7 @@ class Supervisor:
             heartbeat.start()
             self._watch()
         except StopJob as stop:
-            self._set_stop(JobOutcome(stop.exit_code, stop.reason))
+            self._set_stop(JobOutcome(stop.exit_code, stop.reason, stopped=True))
         finally:
             self.teardown()
             self._heartbeat_stop.set()
@@ -92,6 +94,8 @@ class Supervisor:
         if self.stop is not None and self.quiet_teardown:
             self.router.quiet_hosts()
         self._request_teardown(b"t")
+        # A host still in its setup has no agent to obey "t": end it by process group.
+        kill_setups([(host.connection, host.setup) for host in self.hosts if not host.done])
         deadline = self.clock() + self.grace + 3.0
         while not all(h.done for h in self.hosts) and self.clock() < deadline:
             try:
@@ -144,7 +148,7 @@ class Supervisor:
             if self.timeout is not None and self.clock() - started > self.timeout:
                 running = ", ".join(h.node.host for h in self.hosts if not h.done)
                 reason = f"--timeout {self.timeout:g} s reached (still running: {running})"
-                self._set_stop(JobOutcome(EXIT_TIMEOUT, reason))
+                self._set_stop(JobOutcome(EXIT_TIMEOUT, reason, stopped=True))
 
     def _step(self, wait: float) -> None:
         """Wait for output (at most ``wait`` s), route it, judge endings."""
@@ -164,12 +168,15 @@ class Supervisor:
             if host.process is not None and not host.done:
                 self._pump(host)
                 self._check(host)
+                for line in host.setup.notices():
+                    self.router.message(line)
 
     def _pump(self, host: HostRun) -> None:
         assert host.process is not None
         out, err = host.process.read()
         if err:
             self.router.host_output(host.node.host, True, err)
+        out = host.setup.feed(out)  # the setup's reports come before the agent's frames
         if not out:
             return
         try:
@@ -190,7 +197,7 @@ class Supervisor:
         if event.get("event") == "started":
             host.started = event
         elif event.get("event") == "stopping" and event.get("reason") == "killed":
-            self._set_stop(JobOutcome(EXIT_KILLED, "the job was killed (clusterlaunch kill)"))
+            self._set_stop(JobOutcome(EXIT_KILLED, KILLED, stopped=True))
             if self.quiet_teardown:
                 self.router.quiet_hosts()
         elif event.get("event") == "stopping" and event.get("reason") == "controller-lost":
@@ -204,7 +211,7 @@ class Supervisor:
             if event.get("message"):
                 self.router.message(f"{host.node.host}: {event['message']}")
             if event.get("reason") == "killed":
-                self._set_stop(JobOutcome(EXIT_KILLED, "the job was killed (clusterlaunch kill)"))
+                self._set_stop(JobOutcome(EXIT_KILLED, KILLED, stopped=True))
 
     def _check(self, host: HostRun) -> None:
         assert host.process is not None

@@ -13,6 +13,7 @@ from typing import Any
 from clusterlaunch.errors import JobOutcome
 from clusterlaunch.frames import FrameDecoder
 from clusterlaunch.model import JobPlan, NodePlan
+from clusterlaunch.setupguard import SetupWatch
 from clusterlaunch.streams import OutputRouter
 from clusterlaunch.transport.base import Connection, RemoteProcess
 
@@ -36,6 +37,11 @@ class HostRun:
     done: bool = False
     order: int = 0
     """When it ended, relative to the other hosts (1 = first)."""
+    setup: SetupWatch = field(init=False)
+    """Its ``setup:``'s reports, read before the agent's frames."""
+
+    def __post_init__(self) -> None:
+        self.setup = SetupWatch(self.node.host, expected=bool(self.node.setup))
 
     @property
     def failed_on_its_own(self) -> bool:
