@@ -205,3 +205,40 @@ def test_torchrun_huge_lines_are_never_split_or_cut(sim_cluster, tmp_path: Path)
     start = out.index(b"[r0 node0:0] ")
     assert out[start:] == b"[r0 node0:0] " + lines[0] + b"\n"  # one prefix, one line
     assert b"[r1 node0:1] " + lines[1] + b"\n" in err
+
+
+def test_fail_fast_teardown_waits_for_output_still_arriving(sim_cluster, tmp_path: Path) -> None:
+    # node1 fails while node0 has tens of MiB on their way; the reader then
+    # stalls for longer than teardown's own limit (--grace 1 + 3 s): what node0
+    # wrote before it was stopped must still arrive, and its agent must confirm.
+    trigger = tmp_path / "fail-now"
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml",
+        [
+            ("node0", 1, {"env": {"BURST_LABEL": "node0", "BURST_OUT": str(64 * MIB)}}),
+            ("node1", 1, {"env": {"BURST_LABEL": "node1", "BURST_OUT": str(256 * 1024),
+                                  "BURST_EXIT": "3", "BURST_AFTER": str(trigger)}}),
+        ],
+    )  # fmt: skip
+    process = start_cli(
+        "exec", sim_cluster, "--fail-fast", "--grace", "1", str(hosts),
+        "--", PYTHON, str(WORKERS / "burst.py"), "0", "1",
+    )  # fmt: skip
+    assert process.stdout is not None and process.stderr is not None
+    seen = bytearray()
+    while b"onode1 last line" not in seen[-(1 << 20) :]:  # node1 has ended: teardown begins
+        chunk = process.stdout.read1(1 << 16)
+        assert chunk, bytes(seen[-500:])
+        seen += chunk
+        if len(seen) > MIB:
+            trigger.touch()  # node0 is streaming now, with the channel and cap full
+    time.sleep(6)
+    out = bytes(seen) + process.stdout.read()
+    err = process.stderr.read()
+    assert process.wait(timeout=60) == 3, err[-2000:]
+    assert b"no confirmation" not in err, err[-2000:]
+    got = take_apart(out, True)[b"onode0"]
+    written = payload(b"onode0", 64 * MIB)
+    cut = len(got) if written.startswith(got) else len(got) - 1  # display newline at a cut
+    assert written.startswith(got[:cut]) and got[cut:] in (b"", b"\n")
+    assert cut < len(written), "node0 ended before node1 failed: nothing was tested"

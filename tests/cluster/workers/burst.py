@@ -7,14 +7,16 @@
 
 The label is ``$BURST_LABEL`` (exec) or ``r$RANK`` (torchrun); ``$BURST_OUT``,
 ``$BURST_ERR`` and ``$BURST_EXIT`` override the arguments (per host, through the
-hosts file); with ``$BURST_DONE`` set, a file named after the label is created
-in that directory once the burst is written. Every segment of the output (up to
-a newline or a bare carriage return) starts with ``o<label> `` on stdout and
-``e<label> `` on stderr, so a test can take interleaved output apart again.
+hosts file) and ``$BURST_AFTER`` names a file to wait for before; with ``$BURST_DONE`` set, a
+file named after the label is created in that directory once the burst is
+written. Every segment of the output (up to a newline or a bare carriage return)
+starts with ``o<label> `` on stdout and ``e<label> `` on stderr, so a test can
+take interleaved output apart again.
 """
 
 import os
 import sys
+import time
 
 BINARY = bytes(b for b in range(256) if b not in (10, 13))  # non-UTF-8, NUL, ESC...
 
@@ -70,6 +72,8 @@ def main() -> None:
     err_size = int(os.environ.get("BURST_ERR") or sys.argv[2])
     code = int(os.environ.get("BURST_EXIT") or (sys.argv[3] if len(sys.argv) > 3 else 0))
     tags = (b"o" + label.encode(), b"e" + label.encode())
+    while os.environ.get("BURST_AFTER") and not os.path.exists(os.environ["BURST_AFTER"]):
+        time.sleep(0.02)
     _write_interleaved(payload(tags[0], out_size), payload(tags[1], err_size))
     if os.environ.get("BURST_DONE"):
         open(os.path.join(os.environ["BURST_DONE"], label), "w").close()
