@@ -150,11 +150,11 @@ class RankTail:
             try:
                 data = os.read(fd, budget if left is None else min(budget, left))
             except OSError:
-                continue
+                data = b""
             if data:
                 chunks.append((tag, data))
             elif left:
-                self.ends[path] = 0  # shorter than it was (truncated): nothing more to read
+                self.ends[path] = 0  # truncated or unreadable: nothing more to be had
         return chunks
 
     def remove(self):

@@ -7,6 +7,7 @@ plays the controller on the agent's stdin/stdout pipes.
 from __future__ import annotations
 
 import inspect
+import os
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from typing import Any
 
 from clusterlaunch.frames import EVENT, FrameDecoder
 from clusterlaunch.remote import program_source
+from clusterlaunch.remote.tail import JobPipes, RankTail
 
 MIB = 1 << 20
 BIG = 24 * MIB  # three times the agent's 8 MiB output cap, hundreds of pipe buffers
@@ -139,3 +141,60 @@ def test_signal_handler_only_records_and_frames_stay_whole(tmp_path: Path) -> No
     _, events, _ = controller.read_all()
     assert [e["event"] for e in events] == ["stopping", "exit"]
     assert events[0]["reason"] == "killed" and events[1]["reason"] == "killed"
+
+
+# ------------------------------------------------------------------- the agent's readers, alone
+
+
+def _rank_file(root: Path, local: int, name: str, data: bytes) -> Path:
+    path = root / "run_0" / "attempt_0" / str(local) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def _read_until_done(tail: RankTail) -> dict[bytes, bytes]:
+    got: dict[bytes, bytes] = defaultdict(bytes)
+    for _ in range(1000):
+        if tail.done:
+            return dict(got)
+        for tag, data in tail.poll(4096):
+            got[tag] += data
+    raise AssertionError("RankTail never got done")
+
+
+def test_frozen_tail_reads_to_the_size_it_had_and_no_further(tmp_path: Path) -> None:
+    tail = RankTail(str(tmp_path), first_rank=8)
+    assert not tail.done  # not frozen: more may come
+    late = _rank_file(tmp_path, 1, "stderr.log", b"e" * 10_000)  # appears only now
+    out = _rank_file(tmp_path, 0, "stdout.log", b"o" * 50_000)
+    tail.freeze()
+    with out.open("ab") as stray:
+        stray.write(b"written after the end")  # a writer we could not stop
+    assert _read_until_done(tail) == {b"o8": b"o" * 50_000, b"e9": b"e" * 10_000}
+    late.unlink()
+    tail.remove()
+    assert not tmp_path.exists()
+
+
+def test_frozen_tail_is_done_when_a_file_shrinks(tmp_path: Path) -> None:
+    path = _rank_file(tmp_path, 0, "stdout.log", b"x" * 9000)
+    tail = RankTail(str(tmp_path), first_rank=0)
+    tail.freeze()
+    path.write_bytes(b"short")  # truncated under us
+    assert _read_until_done(tail) == {b"o0": b"short"}  # what is there, and then it stops
+
+
+def test_job_pipes_end_at_eof_or_when_nobody_is_left_to_write() -> None:
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    os.write(out_w, b"last words")
+    os.close(out_w)  # ended: EOF after the data
+    os.write(err_w, b"oops")  # err_w stays open: a stray holder
+    pipes = JobPipes(os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"))
+    assert pipes.read(1024) == [(b"O", b"last words"), (b"E", b"oops")]
+    assert pipes.read(1024) == [] and not pipes.closed  # stdout closed at EOF, stderr waits
+    assert pipes.fds() == [err_r]
+    assert pipes.read(1024, final=True) == [] and pipes.closed
+    assert bytes(pipes.err_tail) == b"oops"
+    os.close(err_w)
