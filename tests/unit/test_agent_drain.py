@@ -99,9 +99,8 @@ def test_slow_reader_gets_every_byte_of_pipes_and_rank_files(tmp_path: Path) -> 
     controller = FakeController(tmp_path, job, "--tail-dir", str(tail_dir), "--first-rank", "4")
     controller.heartbeats()
     # The job writes 24 MiB (three times the agent's output cap) and exits while
-    # nobody reads, for longer than any time limit the agent ever had for its
-    # last output (5 s).
-    time.sleep(6)
+    # nobody reads. (The agent used to delete the rank files here, unread.)
+    time.sleep(2)
     data, events, order = controller.read_all()
     assert data[b"O"] == pattern("out", 48000)  # torchrun's (or the command's) own streams
     assert data[b"E"] == pattern("err", 48000)
@@ -115,7 +114,7 @@ def test_slow_reader_gets_every_byte_of_pipes_and_rank_files(tmp_path: Path) -> 
 
 def test_stdin_eof_ends_the_drain(tmp_path: Path) -> None:
     controller = FakeController(tmp_path, f"sys.stdout.buffer.write(b'x' * {BIG})")
-    time.sleep(1.5)
+    time.sleep(0.5)
     assert controller.process.stdin is not None
     controller.process.stdin.close()  # the controller is gone, nobody will read
     # The job, blocked on its full pipe, is torn down (SIGTERM) and the agent leaves.
@@ -124,10 +123,10 @@ def test_stdin_eof_ends_the_drain(tmp_path: Path) -> None:
 
 def test_heartbeat_silence_ends_the_drain(tmp_path: Path) -> None:
     job = f"sys.stdout.buffer.write(b'x' * {BIG})"
-    controller = FakeController(tmp_path, job, "--heartbeat-timeout", "2")
+    controller = FakeController(tmp_path, job, "--heartbeat-timeout", "1")
     began = time.monotonic()
     controller.process.wait(timeout=30)  # no heartbeat, nothing read: gives up on its own
-    assert time.monotonic() - began >= 2
+    assert time.monotonic() - began >= 1
 
 
 def test_signal_handler_only_records_and_frames_stay_whole(tmp_path: Path) -> None:
