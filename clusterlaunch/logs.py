@@ -28,23 +28,19 @@ _RESET = b"\x1b[0m"
 class LineBuffer:
     """Splits one byte stream where it can be passed on, keeping the unfinished tail.
 
-    A block ends after a ``\\n``; with ``live_cr`` also after a bare ``\\r``
-    (one followed by something other than ``\\n``: a progress bar's redraw),
-    so redraws reach the console while they happen. A ``\\r`` at the very end
-    is held back, as it may be the start of ``\\r\\n``. An unfinished line over
-    ``MAX_PARTIAL`` bytes is passed on as a piece; :attr:`mid_line` then says
-    that the next block continues that line.
+    A block ends after a ``\\n``; with ``live_cr`` also after a ``\\r``, so a
+    progress bar's redraws reach the console as they happen. An unfinished
+    line over ``MAX_PARTIAL`` bytes is passed on as a piece. After each block,
+    :attr:`continued` says whether it goes on with a line an earlier block
+    began (the rest of a piece, or the ``\\n`` of a ``\\r\\n`` that arrived in
+    two parts), so it must not get a prefix of its own.
     """
 
     def __init__(self, live_cr: bool = False) -> None:
         self._partial = b""
         self._live_cr = live_cr
         self._last = b"\n"  # the last byte passed on (as if after a newline at first)
-
-    @property
-    def mid_line(self) -> bool:
-        """The last block ended inside a line: the next one continues it."""
-        return self._last not in (b"\n", b"\r")
+        self.continued = False
 
     @property
     def line_open(self) -> bool:
@@ -55,12 +51,11 @@ class LineBuffer:
         """The bytes that ``data`` lets pass, as one block (possibly b"")."""
         if self._partial:
             data = self._partial + data
-        body = len(data) - 1 if data.endswith(b"\r") else len(data)
-        cut = data.rfind(b"\n", 0, body) + 1
+        cut = data.rfind(b"\n") + 1
         if self._live_cr:
-            cut = max(cut, data.rfind(b"\r", 0, body) + 1)
+            cut = max(cut, data.rfind(b"\r") + 1)
         if len(data) - cut > MAX_PARTIAL:
-            cut = body
+            cut = len(data)
         return self._take(data, cut)
 
     def flush(self) -> bytes:
@@ -70,6 +65,8 @@ class LineBuffer:
     def _take(self, data: bytes, cut: int) -> bytes:
         block, self._partial = data[:cut], data[cut:]
         if block:
+            after_cr = self._last == b"\r" and block.startswith(b"\n")
+            self.continued = self._last not in (b"\n", b"\r") or after_cr
             self._last = block[-1:]
         return block
 
@@ -78,8 +75,7 @@ def prefix_block(prefix: bytes, block: bytes, continued: bool = False) -> bytes:
     """Put ``prefix`` at the start of every line of ``block`` and after every bare ``\\r``.
 
     Nothing follows a final ``\\n`` or ``\\r``: the next block starts with its
-    own prefix. ``continued``: the block goes on with a line already started
-    (a piece of an overlong line), so it gets no prefix at its start.
+    own prefix, unless it is ``continued`` (see :class:`LineBuffer`).
     """
     if not block:
         return b""

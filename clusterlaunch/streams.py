@@ -153,14 +153,14 @@ class OutputRouter:
     def rank_output(self, rank: int, is_stderr: bool, data: bytes) -> None:
         """A worker's raw output chunk."""
         buffer = self._buffer(rank, is_stderr)
-        continued = buffer.mid_line
-        self._emit_rank(rank, is_stderr, buffer.feed(data), continued)
+        block = buffer.feed(data)
+        self._emit_rank(rank, is_stderr, block, buffer.continued)
 
     def host_output(self, host: str, is_stderr: bool, data: bytes) -> None:
         """Output of the host's shell, torchrun itself, or a command run by ``exec``."""
         buffer = self._buffer(host, is_stderr)
-        continued = buffer.mid_line
-        self._emit_host(host, is_stderr, buffer.feed(data), continued)
+        block = buffer.feed(data)
+        self._emit_host(host, is_stderr, block, buffer.continued)
 
     def message(self, text: str) -> None:
         """clusterlaunch's own message, always to stderr."""
@@ -179,14 +179,14 @@ class OutputRouter:
         for rank in ranks:
             for is_stderr in (False, True):
                 buffer = self._buffer(rank, is_stderr)
-                continued = buffer.mid_line
-                self._emit_rank(rank, is_stderr, buffer.flush(), continued)
+                block = buffer.flush()
+                self._emit_rank(rank, is_stderr, block, buffer.continued)
                 if buffer.line_open:
                     self._emit_rank(rank, is_stderr, b"\n", True, to_log=False)
         for is_stderr in (False, True):
             buffer = self._buffer(host, is_stderr)
-            continued = buffer.mid_line
-            self._emit_host(host, is_stderr, buffer.flush(), continued)
+            block = buffer.flush()
+            self._emit_host(host, is_stderr, block, buffer.continued)
             if buffer.line_open:
                 self._emit_host(host, is_stderr, b"\n", True)
 

@@ -13,7 +13,9 @@ and compared with what each source wrote, byte for byte.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
+import select
 import threading
 import time
 from collections import defaultdict
@@ -242,3 +244,34 @@ def test_fail_fast_teardown_waits_for_output_still_arriving(sim_cluster, tmp_pat
     cut = len(got) if written.startswith(got) else len(got) - 1  # display newline at a cut
     assert written.startswith(got[:cut]) and got[cut:] in (b"", b"\n")
     assert cut < len(written), "node0 ended before node1 failed: nothing was tested"
+
+
+def test_progress_redraw_reaches_the_console_while_the_line_is_unfinished(
+    sim_cluster, tmp_path: Path
+) -> None:
+    # The job prints one redraw, then waits until the test has seen it: it can
+    # only finish if the redraw was passed on live, not when its line ended.
+    trigger = tmp_path / "seen"
+    script = tmp_path / "redraw.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "out = sys.stdout.buffer\n"
+        "out.write(b'step 1/2\\r'); out.flush()\n"
+        f"while not os.path.exists({str(trigger)!r}): time.sleep(0.05)\n"
+        "out.write(b'step 2/2\\rdone\\n'); out.flush()\n"
+    )
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    process = start_cli("exec", sim_cluster, str(hosts), "--", PYTHON, str(script))
+    assert process.stdout is not None
+    seen = b""
+    deadline = time.monotonic() + 60
+    while b"step 1/2\r" not in seen:
+        assert time.monotonic() < deadline, f"no live redraw: {seen!r}"
+        if select.select([process.stdout], [], [], 1.0)[0]:
+            chunk = os.read(process.stdout.fileno(), 4096)
+            assert chunk, f"output ended without the redraw: {seen!r}"
+            seen += chunk
+    trigger.touch()
+    seen += process.stdout.read()
+    assert process.wait(timeout=60) == 0
+    assert seen == b"[node0] step 1/2\r[node0] step 2/2\r[node0] done\n"

@@ -188,7 +188,7 @@ def test_line_buffer_bounds_partial_lines() -> None:
     half = b"x" * (logs.MAX_PARTIAL // 2 + 1)
     assert buf.feed(half) == b""
     assert buf.feed(half) == half + half  # over the bound: passed on as a piece, no newline
-    assert buf.mid_line
+    assert buf.line_open
     assert buf.flush() == b""
     assert buf.feed(b"y" * logs.MAX_PARTIAL) == b""  # exactly the bound is still kept
     assert buf.feed(b"\n") == b"y" * logs.MAX_PARTIAL + b"\n"

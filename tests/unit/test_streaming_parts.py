@@ -22,30 +22,30 @@ def feed_chunks(buffer: LineBuffer, chunks: list[bytes]) -> list[tuple[bytes, bo
     """Every block the buffer passes on, with whether it continues a started line."""
     blocks = []
     for chunk in [*chunks, None]:
-        continued = buffer.mid_line
         block = buffer.flush() if chunk is None else buffer.feed(chunk)
         if block:
-            blocks.append((block, continued))
+            blocks.append((block, buffer.continued))
     return blocks
 
 
 # ------------------------------------------------------------------------------ LineBuffer, live \r
 
 
-def test_live_redraws_pass_as_soon_as_they_are_complete() -> None:
+def test_live_redraws_pass_as_soon_as_their_carriage_return_arrives() -> None:
     buf = LineBuffer(live_cr=True)
-    assert buf.feed(b"10%\r20%\r") == b"10%\r"  # the last \r might start \r\n: held
-    assert not buf.mid_line and buf.line_open
-    assert buf.feed(b"30%") == b"20%\r"
+    assert buf.feed(b"10%\r20%\r") == b"10%\r20%\r"
+    assert not buf.continued and buf.line_open
+    assert buf.feed(b"30%") == b""
     assert buf.feed(b"\n") == b"30%\n"
-    assert not buf.line_open
+    assert not buf.continued and not buf.line_open
 
 
-def test_crlf_split_across_chunks_stays_one_line_end() -> None:
+def test_crlf_split_across_chunks_is_one_line_end() -> None:
     buf = LineBuffer(live_cr=True)
-    assert buf.feed(b"a\r") == b""
-    assert buf.feed(b"\nb") == b"a\r\n"
-    assert buf.flush() == b"b"
+    assert buf.feed(b"a\r") == b"a\r"
+    assert buf.feed(b"\nb") == b"\n" and buf.continued  # no prefix before this newline
+    assert prefix_block(P, b"a\r") + prefix_block(P, b"\n", True) == prefix_block(P, b"a\r\n")
+    assert buf.flush() == b"b" and not buf.continued
 
 
 def test_tqdm_style_leading_carriage_returns() -> None:
@@ -65,7 +65,7 @@ def test_last_line_without_newline_flushes_exactly() -> None:
     buf = LineBuffer(live_cr=True)
     assert buf.feed(b"done\nno newline") == b"done\n"
     assert buf.flush() == b"no newline"
-    assert buf.line_open and buf.mid_line
+    assert buf.line_open
     assert buf.flush() == b""
 
 
@@ -73,19 +73,15 @@ def test_huge_line_goes_on_in_pieces_with_bounded_memory() -> None:
     buf = LineBuffer(live_cr=True)
     chunk = b"x" * (1 << 20)
     fed = passed = 0
+    pieces = []
     for _ in range(20):  # a 20 MiB line, no newline
-        passed += len(buf.feed(chunk))
+        block = buf.feed(chunk)
+        pieces += [buf.continued] if block else []
+        passed += len(block)
         fed += len(chunk)
         assert fed - passed <= logs.MAX_PARTIAL  # never more than this held back
-    assert passed > 0 and buf.mid_line
-    assert fed == passed + len(buf.flush())
-
-
-def test_piece_never_ends_on_a_carriage_return_that_may_start_crlf() -> None:
-    buf = LineBuffer()
-    data = b"y" * (logs.MAX_PARTIAL + 10) + b"\r"
-    assert buf.feed(data) == data[:-1]
-    assert buf.feed(b"\n") == b"\r\n"
+    assert pieces[0] is False and all(pieces[1:]) and len(pieces) > 1  # one line
+    assert fed == passed + len(buf.flush()) and buf.continued
 
 
 _ALPHABET = st.sampled_from([b"a", b"\xff", b"\r", b"\n", b"\r\n", b"\x00"])
@@ -206,10 +202,10 @@ def test_rank_log_is_byte_identical_and_the_console_ends_the_line(tmp_path: Path
 
 def test_redraw_reaches_the_console_before_the_line_ends(tmp_path: Path) -> None:
     router, console, _ = make_router(tmp_path)
-    router.rank_output(1, True, b"step 1/3\rstep 2/3\r")
+    router.rank_output(1, True, b"step 1/3\r")
     _, err = console_bytes(console)
-    assert err == b"[r1 h:1] step 1/3\r"
-    router.rank_output(1, True, b"step 3/3\n")
+    assert err == b"[r1 h:1] step 1/3\r"  # at once, not when the line ends
+    router.rank_output(1, True, b"step 2/3\rstep 3/3\n")
     _, err = console_bytes(console)
     assert err == b"[r1 h:1] step 1/3\r[r1 h:1] step 2/3\r[r1 h:1] step 3/3\n"
 
