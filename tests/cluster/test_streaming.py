@@ -154,7 +154,7 @@ def test_exec_every_byte_arrives_through_a_stalled_reader(
         ],
     )  # fmt: skip
     code, out, err = run_with_slow_reader(
-        5.5 if late else 1.0, "exec", sim_cluster, "--log-dir", str(logs),
+        5.5 if late else 0.5, "exec", sim_cluster, "--log-dir", str(logs),
         str(hosts), "--", PYTHON, str(WORKERS / "burst.py"), "0", "0",
         until=(lambda: len(list(done.iterdir())) == 3) if late else None,
     )  # fmt: skip
@@ -217,7 +217,7 @@ def test_fail_fast_teardown_waits_for_output_still_arriving(sim_cluster, tmp_pat
     hosts = write_hosts(
         tmp_path / "hosts.yaml",
         [
-            ("node0", 1, {"env": {"BURST_LABEL": "node0", "BURST_OUT": str(64 * MIB)}}),
+            ("node0", 1, {"env": {"BURST_LABEL": "node0", "BURST_OUT": str(40 * MIB)}}),
             ("node1", 1, {"env": {"BURST_LABEL": "node1", "BURST_OUT": str(256 * 1024),
                                   "BURST_EXIT": "3", "BURST_AFTER": str(trigger)}}),
         ],
@@ -240,7 +240,7 @@ def test_fail_fast_teardown_waits_for_output_still_arriving(sim_cluster, tmp_pat
     assert process.wait(timeout=60) == 3, err[-2000:]
     assert b"no confirmation" not in err, err[-2000:]
     got = take_apart(out, True)[b"onode0"]
-    written = payload(b"onode0", 64 * MIB)
+    written = payload(b"onode0", 40 * MIB)
     cut = len(got) if written.startswith(got) else len(got) - 1  # display newline at a cut
     assert written.startswith(got[:cut]) and got[cut:] in (b"", b"\n")
     assert cut < len(written), "node0 ended before node1 failed: nothing was tested"
