@@ -236,3 +236,42 @@ def test_host_output_goes_to_controller_log_with_an_ending_newline(tmp_path: Pat
     log = (tmp_path / "logs" / "controller.log").read_bytes()
     assert log == b"[h]      torchrun says\n[h]      no newline\n"
     assert not (tmp_path / "logs" / "rank-1.log").exists()  # empty: removed at close
+
+
+# ------------------------------------------------------------------ the transport's last bytes
+
+
+class RacingChannel:
+    """A paramiko channel whose last data and EOF arrive between two of our checks."""
+
+    def __init__(self) -> None:
+        self.buffered = b""
+        self.closed = False
+        self._late = b"the last bytes"
+
+    def fileno(self) -> int:
+        return -1
+
+    def recv_ready(self) -> bool:
+        return bool(self.buffered)
+
+    def recv_stderr_ready(self) -> bool:
+        return False
+
+    @property
+    def eof_received(self) -> bool:
+        self.buffered, self._late = self.buffered + self._late, b""  # the transport thread ran
+        return True
+
+    def exit_status_ready(self) -> bool:
+        return True
+
+
+def test_ssh_process_is_not_finished_while_the_last_bytes_sit_unread() -> None:
+    from clusterlaunch.transport.ssh import SshProcess
+
+    channel = RacingChannel()
+    process = SshProcess(channel)  # type: ignore[arg-type]
+    assert not process.finished()  # data came in with the EOF: not read yet
+    channel.buffered = b""  # read now
+    assert process.finished()
