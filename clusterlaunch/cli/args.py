@@ -12,12 +12,12 @@ import os
 import re
 from pathlib import Path
 
-from clusterlaunch.cli import slurm as slurmargs
-from clusterlaunch.controller.launcher import JobRequest
 from clusterlaunch.core import limits
+from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.core.errors import UsageError
+from clusterlaunch.controller.launcher import JobRequest
 from clusterlaunch.core.lines import parse_rank_filter
-from clusterlaunch.core.model import JobPlan, LaunchOptions
+from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, JobPlan, LaunchOptions
 from clusterlaunch.core.planner import new_job_id, parse_env_assignments
 from clusterlaunch.core.torchrunargs import parse_torchrun_args
 from clusterlaunch.transport import SshSettings
@@ -82,6 +82,7 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
         torchrun_args=parse_torchrun_args(getattr(args, "torchrun_args", "") or ""),
         grace=getattr(args, "grace", 5.0),
         heartbeat_timeout=getattr(args, "heartbeat_timeout", 15.0),
+        setup_timeout=getattr(args, "setup_timeout", DEFAULT_SETUP_TIMEOUT),
     )
 
 

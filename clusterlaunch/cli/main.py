@@ -44,24 +44,38 @@ build_parser = cliparser.build_parser  # the parser, for docs and tests
 
 
 def _job_control(args: argparse.Namespace, console: Console) -> int:
+    """``ps`` / ``kill``: every host that could not be asked is an error line, and exit 2."""
     inventory = load_inventory(args.hosts)
     targets = resolve_targets(args.ssh_config, inventory.hosts)
     connections, problems = connect_all(targets, cliargs.ssh_settings(args), args.fanout)
+    unanswered = [jobs.Unanswered(p.host, p.detail) for p in problems]
+    reachable = [spec for spec in inventory.hosts if spec.host in connections]
+    limit = args.setup_timeout
     try:
-        if problems:
-            raise PreflightError(problems, render.problems_text(problems))
         if args.command == "ps":
-            found = jobs.list_jobs(inventory.hosts, targets, connections, args.python)
-            text = render.jobs_json(found) if args.json else render.jobs_text(found)
-            console.out.write(text.encode() + b"\n")
-            return 0
-        reports = jobs.kill_job(inventory.hosts, targets, connections, args.job_id, args.python)
+            found, missed = jobs.list_jobs(reachable, targets, connections, args.python, limit)
+            text = render.jobs_json(found) if args.json else render.jobs_text(found, missed)
+            if text:
+                console.out.write(text.encode() + b"\n")
+        else:
+            reports, missed = jobs.kill_job(
+                reachable, targets, connections, args.job_id, args.python, setup_timeout=limit
+            )
     finally:
         close_all(connections)
+    unanswered += missed
+    for host in unanswered:
+        console.err.write(f"clusterlaunch: error: {host.host}: {host.why}\n".encode())
+    if args.command == "ps":
+        return EXIT_USAGE if unanswered else 0
     if not reports:
-        console.say(f"clusterlaunch: no running job {args.job_id} on these hosts")
-        return 1
+        if len(unanswered) < len(inventory.hosts):
+            where = "the hosts that answered" if unanswered else "these hosts"
+            console.say(f"clusterlaunch: no running job {args.job_id} on {where}")
+        return EXIT_USAGE if unanswered else 1
     console.out.write(render.kill_text(args.job_id, reports).encode() + b"\n")
+    if unanswered:
+        return EXIT_USAGE
     return 0 if all(r.stopped for r in reports) else 1
 
 
@@ -82,7 +96,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         console.out.write(text.encode() + b"\n")
         return 0
     if args.command == "check":
-        result = check(request)
+        result = check(request, console)
         console.out.write(render.preflight_text(result).encode() + b"\n")
         return EXIT_USAGE if result.problems else 0
     outcome = launch(request, console)

@@ -11,10 +11,11 @@ import argparse
 from typing import Any
 
 import clusterlaunch
+from clusterlaunch.core import limits
 from clusterlaunch.cli import sandbox as sandboxargs
 from clusterlaunch.cli import slurm as slurmargs
-from clusterlaunch.core import limits
 from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT
 from clusterlaunch.transport import POLICIES
 
 _GIVEN = "_options_given"
@@ -118,10 +119,12 @@ def _add_job_control(commands: Any) -> None:
     _add_connection_options(ps)
     ps.add_argument("--python", help="Python on the hosts (default: the hosts file's)")
     ps.add_argument("--json", action="store_true", help="one JSON object per job node")
+    _add_setup_timeout(ps)
     ps.add_argument("hosts", help="hosts file")
     kill = commands.add_parser("kill", help="tear one job down on every host")
     _add_connection_options(kill)
     kill.add_argument("--python", help="Python on the hosts (default: the hosts file's)")
+    _add_setup_timeout(kill)
     kill.add_argument("hosts", help="hosts file")
     kill.add_argument("job_id", help="the job id (see clusterlaunch ps)")
 
@@ -166,6 +169,18 @@ def _add_environment_options(parser: argparse.ArgumentParser) -> None:
         "for localhost, the Python running clusterlaunch)",
     )
     group.add_argument("--workdir", help="directory on the hosts (default: this directory's path)")
+    _add_setup_timeout(group)
+
+
+def _add_setup_timeout(parser: Any) -> None:
+    parser.add_argument(
+        "--setup-timeout",
+        type=limits.SETUP_TIMEOUT,
+        default=DEFAULT_SETUP_TIMEOUT,
+        metavar="SECONDS",
+        help="stop a host's setup: that runs longer, and report it (default "
+        f"{DEFAULT_SETUP_TIMEOUT:g})",
+    )
 
 
 def _add_job_options(parser: argparse.ArgumentParser) -> None:

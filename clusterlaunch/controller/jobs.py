@@ -3,24 +3,28 @@
 Every agent keeps a record of its job on its host (``remote/records.py``); the
 small ``jobctl`` program lists those records or asks the agents of one job to
 tear it down. Nothing is ever matched by name: agents are found by record,
-verified by PID and start time, and they stop their own process groups.
+verified by PID and start time, and they stop their own process groups. A
+host that could not be asked is reported as such (:class:`Unanswered`), never
+as a host without jobs.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from clusterlaunch.core import commands
-from clusterlaunch.core.errors import TransportError
-from clusterlaunch.core.model import HostSpec, SshTarget
+from clusterlaunch.controller.setups import kill_setups
+from clusterlaunch.core import setupguard
+from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, HostSpec, SshTarget
 from clusterlaunch.core.planner import python_for
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection
-from clusterlaunch.transport.oneshot import Batch
+from clusterlaunch.transport.oneshot import Batch, Finished
 
 MARK = b"@@jobctl@@ "
 
@@ -47,15 +51,25 @@ class KillReport:
     seconds: float
 
 
-def jobctl_command(python: str, args: Sequence[str]) -> str:
-    """The shell command that runs the ``jobctl`` program with ``args``."""
-    argv = [
-        *commands.bootstrap_argv(
-            commands.HostPath(python), "jobctl", len(program_source("jobctl")), site=False
-        ),
-        *args,
-    ]
-    return commands.shell_command(None, None, {}, argv)
+@dataclass(frozen=True)
+class Unanswered:
+    """A host that could not be asked: its jobs are unknown, which is not "none"."""
+
+    host: str
+    why: str
+
+
+def jobctl_command(spec: HostSpec, python: str, args: Sequence[str], setup_timeout: float) -> str:
+    """The shell command that runs ``jobctl`` with ``args`` as the job's agent ran.
+
+    Same prefix as the job: the hosts file's ``workdir`` (else the login
+    directory), ``setup`` and ``env``, so a ``python:`` that only resolves
+    after the setup (``module load``, a venv on ``PATH``) resolves here too.
+    """
+    size = len(program_source("jobctl"))
+    argv = [*commands.bootstrap_argv(commands.HostPath(python), "jobctl", size, site=False), *args]
+    guard = setupguard.SetupGuard(setup_timeout, secrets.token_hex(8))
+    return commands.shell_command(spec.workdir, spec.setup, spec.env, argv, guard)
 
 
 def list_jobs(
@@ -63,10 +77,12 @@ def list_jobs(
     targets: Sequence[SshTarget],
     connections: Mapping[str, Connection],
     python: str | None = None,
-) -> list[RemoteJob]:
-    """Every running clusterlaunch job on these hosts, one entry per node."""
+    setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
+) -> tuple[list[RemoteJob], list[Unanswered]]:
+    """Every running clusterlaunch job on these hosts, one entry per node; who did not answer."""
     found: dict[tuple[str, int, int], RemoteJob] = {}
-    for alias, record in _run_everywhere(specs, connections, ["list"], python, timeout=30):
+    answers, unanswered = _ask_everywhere(specs, connections, ["list"], python, 30, setup_timeout)
+    for alias, record in answers:
         host = _attribute(record, alias, targets)
         job = RemoteJob(
             job_id=str(record["job_id"]),
@@ -79,7 +95,7 @@ def list_jobs(
         # Hosts sharing one machine (test hosts, an NFS /tmp) see the same records.
         found.setdefault((job.job_id, job.node_rank, job.agent_pid), job)
     # Job ids begin with their start time, so this lists jobs oldest first.
-    return sorted(found.values(), key=lambda j: (j.job_id, j.node_rank))
+    return sorted(found.values(), key=lambda j: (j.job_id, j.node_rank)), unanswered
 
 
 def kill_job(
@@ -89,11 +105,15 @@ def kill_job(
     job_id: str,
     python: str | None = None,
     timeout: float = 60.0,
-) -> list[KillReport]:
+    setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
+) -> tuple[list[KillReport], list[Unanswered]]:
     """Ask every agent of ``job_id`` on these hosts to tear its job down; wait for it."""
     args = ["kill", job_id, "--timeout", str(timeout)]
     reports: dict[tuple[int, int], KillReport] = {}
-    for alias, record in _run_everywhere(specs, connections, args, python, timeout + 10):
+    answers, unanswered = _ask_everywhere(
+        specs, connections, args, python, timeout + 10, setup_timeout
+    )
+    for alias, record in answers:
         key = (int(record["node_rank"]), int(record["agent_pid"]))
         report = KillReport(
             host=_attribute(record, alias, targets),
@@ -103,7 +123,7 @@ def kill_job(
         )
         if key not in reports or report.stopped:
             reports[key] = report
-    return sorted(reports.values(), key=lambda r: r.node_rank)
+    return sorted(reports.values(), key=lambda r: r.node_rank), unanswered
 
 
 def _attribute(record: Mapping[str, Any], alias: str, targets: Sequence[SshTarget]) -> str:
@@ -116,25 +136,72 @@ def _attribute(record: Mapping[str, Any], alias: str, targets: Sequence[SshTarge
     return alias
 
 
-def _run_everywhere(
+def _ask_everywhere(
     specs: Sequence[HostSpec],
     connections: Mapping[str, Connection],
     args: Sequence[str],
     python: str | None,
     timeout: float,
-) -> list[tuple[str, dict[str, Any]]]:
+    setup_timeout: float,
+) -> tuple[list[tuple[str, dict[str, Any]]], list[Unanswered]]:
+    """Run jobctl on every host: its records, and the hosts that gave no complete answer."""
+    pythons = {spec.host: python_for(spec, python, sys.executable) for spec in specs}
     jobs = {
         spec.host: (
             connections[spec.host],
-            jobctl_command(python_for(spec, python, sys.executable), args),
+            jobctl_command(spec, pythons[spec.host], args, setup_timeout),
         )
         for spec in specs
     }
-    results = []
-    for alias, finished in Batch(jobs, stdin=program_source("jobctl")).wait(timeout).items():
-        if not finished.started:
-            raise TransportError(alias, finished.error or "cannot start jobctl")
-        for line in finished.out.splitlines():
-            if line.startswith(MARK):
-                results.append((alias, json.loads(line[len(MARK) :])))
-    return results
+    with_setup = {spec.host for spec in specs if spec.setup}
+    batch = Batch(jobs, stdin=program_source("jobctl"))
+    finished: dict[str, Finished] = {}
+    try:
+        finished = batch.wait(timeout + (setup_timeout if with_setup else 0))
+    finally:
+        _end_stuck_setups(batch, jobs, with_setup, finished)
+    answers: list[tuple[str, dict[str, Any]]] = []
+    unanswered = []
+    for alias, result in finished.items():
+        watch = setupguard.SetupWatch(alias, expected=alias in with_setup)
+        lines = watch.feed(result.out).splitlines()
+        records = [json.loads(line[len(MARK) :]) for line in lines if line.startswith(MARK)]
+        if {"event": "end"} in records:
+            answers += [(alias, record) for record in records if record != {"event": "end"}]
+        else:
+            unanswered.append(Unanswered(alias, _why(result, watch, pythons[alias])))
+    return answers, unanswered
+
+
+def _end_stuck_setups(
+    batch: Batch[str],
+    jobs: Mapping[str, tuple[Connection, str]],
+    with_setup: set[str],
+    finished: Mapping[str, Finished],
+) -> None:
+    """Kill the setups of hosts given up on (timed out, or interrupted by a signal)."""
+    stuck = []
+    for alias in with_setup:
+        if alias in finished and finished[alias].status is not None:
+            continue
+        watch = setupguard.SetupWatch(alias, expected=True)
+        watch.feed(batch.stdout_so_far(alias))
+        stuck.append((jobs[alias][0], watch))
+    kill_setups(stuck)
+
+
+def _why(result: Finished, watch: setupguard.SetupWatch, python: str) -> str:
+    """Why a host's jobctl gave no complete answer, in the user's terms."""
+    detail = " | ".join(result.err.decode("utf-8", "replace").strip().splitlines()[-2:])
+    tail = f" ({detail})" if detail else ""
+    if not result.started:
+        return f"could not ask: {result.error}"
+    if watch.timed_out:
+        return f"could not ask: setup did not finish within {watch.limit} s (--setup-timeout)"
+    if result.status is None:
+        return f"could not ask: {result.error or 'the connection ended'}{tail}"
+    if watch.running:
+        return f"could not ask: setup failed with exit {result.status}{tail}"
+    if result.status == 127:
+        return f"could not ask: {python} not found{tail}; fix python: or --python"
+    return f"could not ask: jobctl failed with exit {result.status}{tail}"

@@ -81,18 +81,35 @@ def connect(request: JobRequest) -> dict[str, Connection]:
 
 
 def preflight(
-    request: JobRequest, plan: JobPlan, connections: Mapping[str, Connection]
+    request: JobRequest,
+    plan: JobPlan,
+    connections: Mapping[str, Connection],
+    console: Console | None = None,
 ) -> PreflightResult:
-    """Run the preflight probe on every host (``run`` only)."""
-    return run_preflight(plan, connections, request.options.script, need_torch=True)
+    """Run the preflight probe on every host (``run`` and ``check``)."""
+
+    def notify(line: str) -> None:
+        if console is not None:  # a slow setup: say why nothing happens
+            console.err.write(f"clusterlaunch: {line}\n".encode())
+            console.err.flush()
+
+    return run_preflight(
+        plan,
+        connections,
+        request.options.script,
+        need_torch=True,
+        setup_timeout=request.options.setup_timeout,
+        notify=notify,
+        job_id=plan.job_id,
+    )
 
 
-def check(request: JobRequest) -> PreflightResult:
+def check(request: JobRequest, console: Console | None = None) -> PreflightResult:
     """``clusterlaunch check``: connect and preflight, start nothing."""
     plan = make_plan(request)
     connections = connect(request)
     try:
-        return preflight(request, plan, connections)
+        return preflight(request, plan, connections, console)
     finally:
         close_all(connections)
 
@@ -100,6 +117,17 @@ def check(request: JobRequest) -> PreflightResult:
 def launch(request: JobRequest, console: Console) -> JobOutcome:
     """Connect, sync (``--sync``), preflight (torchrun jobs), then supervise the job to its end."""
     plan = make_plan(request)
+    log_dir = open_log_dir(plan, request)  # bad input too: before any host is contacted
+    try:
+        return _launch(request, console, plan, log_dir)
+    finally:
+        if log_dir is not None:
+            log_dir.close()  # idempotent; removes the files of a job that never started
+
+
+def _launch(
+    request: JobRequest, console: Console, plan: JobPlan, log_dir: LogDir | None
+) -> JobOutcome:
     # Scanned before connecting: a bad ignore file is bad input, and contacts nothing.
     source = None
     if request.sync:
@@ -112,12 +140,12 @@ def launch(request: JobRequest, console: Console) -> JobOutcome:
         if source is not None:
             sync_workdirs(plan, connections, source, request.ssh, console, request.fanout)
         if request.exec_argv is None:
-            result = preflight(request, plan, connections)
+            result = preflight(request, plan, connections, console)
             if result.problems:
                 raise PreflightError(result.problems, render.preflight_text(result))
             if plan.master_port is None and result.master_port is not None:
                 plan = make_plan(request, master_port=result.master_port)
-        router = make_router(plan, request, console)
+        router = make_router(plan, request, console, log_dir)
         try:
             torchrun = request.exec_argv is None
             outcome = Supervisor(
@@ -138,19 +166,30 @@ def launch(request: JobRequest, console: Console) -> JobOutcome:
         close_all(connections)
 
 
-def make_router(plan: JobPlan, request: JobRequest, console: Console) -> OutputRouter:
-    """Console and log-dir output for ``plan``'s ranks and hosts."""
-    ranks = [
+def _ranks(plan: JobPlan, request: JobRequest) -> list[tuple[int, str, int]]:
+    return [
         (rank, node.host, rank - node.first_rank)
         for node in plan.nodes
         for rank in node.global_ranks
         if request.exec_argv is None  # exec has hosts, not ranks
     ]
+
+
+def open_log_dir(plan: JobPlan, request: JobRequest) -> LogDir | None:
+    """``--log-dir`` with this job's files created (UsageError if it cannot be)."""
+    if not request.log_dir:
+        return None
+    log_dir = LogDir(request.log_dir)
+    log_dir.open([*(f"rank-{rank}.log" for rank, _, _ in _ranks(plan, request)), "controller.log"])
+    return log_dir
+
+
+def make_router(
+    plan: JobPlan, request: JobRequest, console: Console, log_dir: LogDir | None = None
+) -> OutputRouter:
+    """Console and ``log_dir`` output for ``plan``'s ranks and hosts."""
+    ranks = _ranks(plan, request)
     hosts = [node.host for node in plan.nodes]
-    log_dir = None
-    if request.log_dir:
-        log_dir = LogDir(request.log_dir)
-        log_dir.open()
     return OutputRouter(
         Prefixes(ranks, hosts, color=console.color()),
         console,

@@ -7,14 +7,16 @@ writes them. Worker stdout goes to stdout, worker stderr to stderr.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from clusterlaunch.core.errors import EXIT_BROKEN_PIPE, StopJob
+from clusterlaunch.core.errors import EXIT_BROKEN_PIPE, StopJob, UsageError
 from clusterlaunch.core.lines import LineBuffer, Prefixes, TailKeeper, prefix_block
 
 
@@ -98,29 +100,86 @@ def as_bytes(text: str) -> bytes:
 
 
 class LogDir:
-    """``--log-dir``: one raw file per global rank plus the controller's own log."""
+    """``--log-dir``: one raw file per global rank plus the controller's own log.
+
+    Opened before any host is contacted. Every file is created new
+    (``O_CREAT|O_EXCL|O_NOFOLLOW``, relative to the directory's descriptor):
+    a file or symlink already there, planted or left by an earlier job, is
+    refused, never followed or appended to. A directory every user may
+    write to is refused unless it is sticky (like ``/tmp``), where nobody
+    else can remove or replace our files. Files still empty at the end are
+    removed, so a job that never started leaves the directory reusable.
+    """
 
     def __init__(self, path: str) -> None:
         self.path = Path(path)
+        self._dir_fd: int | None = None
         self._files: dict[str, BinaryIO] = {}
 
-    def open(self) -> None:
-        """Create the directory (the only side effect, kept out of the constructor)."""
-        self.path.mkdir(parents=True, exist_ok=True)
+    def open(self, names: Iterable[str] = ()) -> None:
+        """Create the directory if needed and the files ``names``; UsageError if we cannot."""
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._dir_fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        except (FileExistsError, NotADirectoryError):
+            raise UsageError(f"--log-dir {self.path}: not a directory") from None
+        except OSError as exc:
+            raise UsageError(f"--log-dir {self.path}: cannot create it ({_reason(exc)})") from None
+        mode = os.fstat(self._dir_fd).st_mode
+        if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+            self.close()
+            raise UsageError(
+                f"--log-dir {self.path}: every user may write to it, so anyone could swap "
+                "the logs; use a directory only you can write to"
+            )
+        for name in names:
+            self._create(name)
+
+    def _create(self, name: str) -> BinaryIO:
+        assert self._dir_fd is not None, "LogDir.open() first"
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(name, flags, 0o666, dir_fd=self._dir_fd)
+        except FileExistsError:
+            self.close()
+            raise UsageError(
+                f"--log-dir {self.path}: {name} already exists (logs of an earlier job?); "
+                "use a new directory, e.g. --log-dir logs/$(date +%Y%m%d-%H%M%S)"
+            ) from None
+        except OSError as exc:
+            self.close()
+            problem = f"cannot create {name} ({_reason(exc)})"
+            raise UsageError(f"--log-dir {self.path}: {problem}") from None
+        handle = self._files[name] = os.fdopen(fd, "ab")
+        return handle
 
     def write(self, name: str, data: bytes) -> None:
         """Append ``data`` to file ``name`` in the directory."""
-        handle = self._files.get(name)
-        if handle is None:
-            handle = (self.path / name).open("ab")
-            self._files[name] = handle
+        handle = self._files.get(name) or self._create(name)
         handle.write(data)
 
     def close(self) -> None:
-        """Flush and close every file."""
-        for handle in self._files.values():
+        """Flush and close every file; remove those that stayed empty. Idempotent."""
+        for name, handle in self._files.items():
+            handle.flush()
+            info = os.fstat(handle.fileno())
             handle.close()
+            if info.st_size == 0 and self._dir_fd is not None:
+                self._remove_if_ours(name, info)
         self._files.clear()
+        if self._dir_fd is not None:
+            os.close(self._dir_fd)
+            self._dir_fd = None
+
+    def _remove_if_ours(self, name: str, info: os.stat_result) -> None:
+        with contextlib.suppress(OSError):
+            now = os.stat(name, dir_fd=self._dir_fd, follow_symlinks=False)
+            if (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino):
+                os.unlink(name, dir_fd=self._dir_fd)
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
 
 
 class OutputRouter:
@@ -160,11 +219,15 @@ class OutputRouter:
 
     def rank_output(self, rank: int, is_stderr: bool, data: bytes) -> None:
         """A worker's raw output chunk."""
-        self._emit_rank(rank, is_stderr, self._buffer(rank, is_stderr).feed(data))
+        buffer = self._buffer(rank, is_stderr)
+        block = buffer.feed(data)
+        self._emit_rank(rank, is_stderr, block, buffer.continued)
 
     def host_output(self, host: str, is_stderr: bool, data: bytes) -> None:
         """Output of the host's shell, torchrun itself, or a command run by ``exec``."""
-        self._emit_host(host, is_stderr, self._buffer(host, is_stderr).feed(data))
+        buffer = self._buffer(host, is_stderr)
+        block = buffer.feed(data)
+        self._emit_host(host, is_stderr, block, buffer.continued)
 
     def message(self, text: str) -> None:
         """clusterlaunch's own message, always to stderr."""
@@ -174,12 +237,25 @@ class OutputRouter:
         self._log("controller.log", f"{_stamp()} ".encode() + line)
 
     def flush_host(self, host: str, ranks: Iterable[int]) -> None:
-        """A host ended: its unfinished last lines become lines."""
+        """A host ended: its unfinished last lines are passed on as they are.
+
+        ``rank-N.log`` gets the bytes exactly (no newline is added); the
+        console and ``controller.log`` get a newline after a last line that
+        had none, so whatever comes next starts on a line of its own.
+        """
         for rank in ranks:
             for is_stderr in (False, True):
-                self._emit_rank(rank, is_stderr, self._buffer(rank, is_stderr).flush())
+                buffer = self._buffer(rank, is_stderr)
+                block = buffer.flush()
+                self._emit_rank(rank, is_stderr, block, buffer.continued)
+                if buffer.line_open:
+                    self._emit_rank(rank, is_stderr, b"\n", True, to_log=False)
         for is_stderr in (False, True):
-            self._emit_host(host, is_stderr, self._buffer(host, is_stderr).flush())
+            buffer = self._buffer(host, is_stderr)
+            block = buffer.flush()
+            self._emit_host(host, is_stderr, block, buffer.continued)
+            if buffer.line_open:
+                self._emit_host(host, is_stderr, b"\n", True)
 
     def close(self) -> None:
         """Flush the console and close log files."""
@@ -191,30 +267,32 @@ class OutputRouter:
     def _buffer(self, key: object, is_stderr: bool) -> LineBuffer:
         buffer = self._buffers.get((key, is_stderr))
         if buffer is None:
-            buffer = self._buffers[(key, is_stderr)] = LineBuffer()
+            buffer = self._buffers[(key, is_stderr)] = LineBuffer(live_cr=True)
         return buffer
 
-    def _emit_rank(self, rank: int, is_stderr: bool, block: bytes) -> None:
+    def _emit_rank(
+        self, rank: int, is_stderr: bool, block: bytes, continued: bool, to_log: bool = True
+    ) -> None:
         if not block:
             return
         self.tails.add(rank, block)
-        if self._log_dir is not None:
+        if self._log_dir is not None and to_log:
             self._log_dir.write(f"rank-{rank}.log", block)
         if self._filter is None or rank in self._filter:
             stream = self._console.err if is_stderr else self._console.out
-            stream.write(prefix_block(self._prefixes.rank(rank), block))
+            stream.write(prefix_block(self._prefixes.rank(rank), block, continued))
             stream.flush()
 
-    def _emit_host(self, host: str, is_stderr: bool, block: bytes) -> None:
+    def _emit_host(self, host: str, is_stderr: bool, block: bytes, continued: bool) -> None:
         if not block:
             return
         self.tails.add(("host", host), block)
-        self._log("controller.log", prefix_block(self._plain.host(host), block))
+        self._log("controller.log", prefix_block(self._plain.host(host), block, continued))
         if self._quiet_hosts:
             self.hidden_lines += block.count(b"\n")
             return
         stream = self._console.err if is_stderr else self._console.out
-        stream.write(prefix_block(self._prefixes.host(host), block))
+        stream.write(prefix_block(self._prefixes.host(host), block, continued))
         stream.flush()
 
     def _log(self, name: str, data: bytes) -> None:

@@ -1,8 +1,10 @@
 """Preflight: every check on every host in one pass, before anything starts anywhere.
 
 Each host runs the probe (``clusterlaunch/remote/probe.py``) under the job's own
-shell prefix. Node 0 holds the master port open while every node dials it, so
-"the port is free" and "every node can reach master_addr" are tested for real.
+shell prefix, setup included (bounded, and killed if we give up on the host:
+see ``setupguard``). Node 0 holds the master port open while every node dials
+it, so "the port is free" and "every node can reach master_addr" are tested
+for real.
 """
 
 from __future__ import annotations
@@ -11,15 +13,17 @@ import json
 import secrets
 import select
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterlaunch.core.errors import HostProblem
+from clusterlaunch.core.errors import HostProblem, TransportError
 from clusterlaunch.core.lines import LineBuffer, split_lines
-from clusterlaunch.core.model import JobPlan, NodePlan
+from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, JobPlan, NodePlan
 from clusterlaunch.core.planner import probe_command
 from clusterlaunch.remote import program_source
+from clusterlaunch.controller.setups import kill_setups
+from clusterlaunch.core.setupguard import OVERDUE_S, SetupWatch
 from clusterlaunch.transport.base import Connection, RemoteProcess
 
 MARK = b"@@probe@@ "
@@ -58,23 +62,39 @@ class PreflightResult:
 class _ProbeRun:
     """One probe process and the marked JSON lines it has printed so far."""
 
-    def __init__(self, node: NodePlan, process: RemoteProcess, script: str | None) -> None:
+    def __init__(self, node: NodePlan, connection: Connection, script: str | None) -> None:
         self.report = HostReport(node)
+        self.connection = connection
         self.script = script
-        self.process = process
+        self.process: RemoteProcess | None = None
+        self.start_error: str | None = None
+        self.setup = SetupWatch(node.host, expected=bool(node.setup))
+        self.abandoned = False
         self._lines = LineBuffer()
         self.stages: dict[str, dict[str, Any]] = {}
 
+    def start(self, command: str, source: bytes) -> None:
+        try:
+            self.process = self.connection.start(command, source)
+        except TransportError as exc:  # a host problem like any other: in the table
+            self.start_error = exc.detail
+
     def pump(self) -> None:
+        if self.process is None:
+            return
         out, err = self.process.read()
         self.report.stderr = (self.report.stderr + err)[-4096:]
-        for line in split_lines(self._lines.feed(out)):
+        for line in split_lines(self._lines.feed(self.setup.feed(out))):
             if line.startswith(MARK):
                 fields = json.loads(line[len(MARK) :])
                 self.stages[fields.pop("stage")] = fields
 
+    def send(self, data: bytes) -> None:
+        if self.process is not None:
+            self.process.send(data)
+
     def done(self) -> bool:
-        return self.process.finished()
+        return self.abandoned or self.process is None or self.process.finished()
 
 
 def run_preflight(
@@ -83,51 +103,90 @@ def run_preflight(
     script: str | None,
     need_torch: bool,
     timeout: float = 60.0,
+    setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
+    notify: Callable[[str], None] | None = None,
+    job_id: str | None = None,
 ) -> PreflightResult:
-    """Probe every host of ``plan``; never raises for a host problem (see ``problems``)."""
+    """Probe every host of ``plan``; never raises for a host problem (see ``problems``).
+
+    ``notify`` hears about slow setups; ``job_id`` (torchrun jobs) makes every
+    probe look for a job of that id already running and its temp dir taken.
+    Whatever way this ends (a signal included), no setup is left running.
+    """
     source = program_source("probe")
     nonce = secrets.token_hex(8)
-    runs: list[_ProbeRun] = []
-    for node in plan.nodes:
-        listen = (plan.master_port or 0) if node.node_rank == 0 else None
-        command = probe_command(
-            node, plan.master_addr, listen, nonce, script, need_torch, len(source)
-        )
-        runs.append(_ProbeRun(node, connections[node.host].start(command, source), script))
+    runs = [_ProbeRun(node, connections[node.host], script) for node in plan.nodes]
+    if any(node.setup for node in plan.nodes):
+        timeout += setup_timeout + OVERDUE_S
     deadline = time.monotonic() + timeout
-    _pump_until(runs, lambda r: "static" in r.stages or r.done(), deadline)
-    master_port = runs[0].stages.get("static", {}).get("port")
-    port_line = f"{master_port or ''}\n".encode()
+    try:
+        for run in runs:
+            node = run.report.node
+            listen = (plan.master_port or 0) if node.node_rank == 0 else None
+            command = probe_command(
+                node,
+                plan.master_addr,
+                listen,
+                nonce,
+                script,
+                need_torch,
+                len(source),
+                setup_timeout,
+                job_id,
+            )
+            run.start(command, source)
+        master_port = _probe(runs, deadline, notify or (lambda line: None))
+    finally:
+        kill_setups([(run.connection, run.setup) for run in runs if not run.done()])
+        for run in runs:
+            if run.process is not None:
+                run.report.exit_status = run.process.exit_status()
+                run.process.close()
     for run in runs:
-        run.process.send(port_line)
-    _pump_until(runs, lambda r: "connect" in r.stages or r.done(), deadline)
-    runs[0].process.send(b"done\n")
-    for run in runs:
-        run.process.close_stdin()
-    # "end" comes after node 0 closed its listener: enough to start torchrun on
-    # that port. Waiting for the interpreters to exit as well would add their
-    # shutdown to every launch.
-    _pump_until(runs, lambda r: "end" in r.stages or r.done(), deadline)
-    for run in runs:
-        run.report.exit_status = run.process.exit_status()
-        run.process.close()
         _judge(run)
     _compare_torch([run.report for run in runs])
     return PreflightResult([run.report for run in runs], master_port)
 
 
-def _pump_until(runs: list[_ProbeRun], ready: Any, deadline: float) -> None:
+def _probe(runs: list[_ProbeRun], deadline: float, notify: Callable[[str], None]) -> int | None:
+    """The probe's three steps on every host; the master port node 0 bound."""
+    _pump_until(runs, lambda r: "static" in r.stages or r.done(), deadline, notify)
+    master_port: int | None = runs[0].stages.get("static", {}).get("port")
+    port_line = f"{master_port or ''}\n".encode()
+    for run in runs:
+        run.send(port_line)
+    _pump_until(runs, lambda r: "connect" in r.stages or r.done(), deadline, notify)
+    runs[0].send(b"done\n")
+    for run in runs:
+        if run.process is not None:
+            run.process.close_stdin()
+    # "end" comes after node 0 closed its listener: enough to start torchrun on
+    # that port. Waiting for the interpreters to exit as well would add their
+    # shutdown to every launch.
+    _pump_until(runs, lambda r: "end" in r.stages or r.done(), deadline, notify)
+    return master_port
+
+
+def _pump_until(
+    runs: list[_ProbeRun], ready: Any, deadline: float, notify: Callable[[str], None]
+) -> None:
     while True:
         pending = [run for run in runs if not ready(run)]
         if not pending or time.monotonic() > deadline:
             return
-        fds = [fd for run in pending for fd in run.process.waitables()]
+        fds = [fd for run in pending if run.process for fd in run.process.waitables()]
         if fds:
             select.select(fds, [], [], min(0.2, max(0.0, deadline - time.monotonic())))
         else:
             time.sleep(0.01)
         for run in pending:
             run.pump()
+            for line in run.setup.notices():
+                notify(line)
+        overdue = [run for run in pending if run.setup.overdue()]
+        kill_setups([(run.connection, run.setup) for run in overdue])
+        for run in overdue:  # the host's own watchdog should have done it
+            run.setup.timed_out = run.abandoned = True
 
 
 def _judge(run: _ProbeRun) -> None:
@@ -147,6 +206,7 @@ def _judge(run: _ProbeRun) -> None:
         report.problems.append(connect["error"])
     else:
         report.connected = True
+    report.problems += _clashes(static)
     if static.get("script_found") is False:
         report.problems.append(
             f"script {run.script!r} not found in {static.get('cwd')}; check workdir: and the path"
@@ -155,14 +215,39 @@ def _judge(run: _ProbeRun) -> None:
 
 
 def _no_report(run: _ProbeRun) -> str:
-    status = run.process.exit_status()
+    status = run.report.exit_status
     detail = run.report.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
     tail = " | ".join(detail)
+    if run.start_error is not None:
+        return f"cannot start the probe: {run.start_error}"
+    if run.setup.timed_out:
+        return (
+            f"setup did not finish within {run.setup.limit} s and was stopped; "
+            "fix setup: or raise --setup-timeout"
+        )
+    if run.setup.running:
+        return f"setup failed (exit {status}): {tail or 'no output'}"
     if status == 127:
         return f"{run.report.node.python} not found (exit 127): {tail}"
     if status is None:
         return "no answer from the probe before the preflight timeout"
     return f"the shell failed before Python started (exit {status}): {tail or 'no output'}"
+
+
+def _clashes(static: dict[str, Any]) -> list[str]:
+    """A job of this id already running on the host, or its temp dir already there."""
+    running, taken = static.get("job_running"), static.get("tail_dir_taken")
+    if running:
+        return [
+            f"a job with this id is already running here (node {running.get('node')}, agent "
+            f"pid {running.get('pid')}); choose another --job-id, or clusterlaunch kill it"
+        ]
+    if taken:
+        return [
+            f"{taken.get('path')} already exists (owner uid {taken.get('uid')}); remove it, "
+            "or choose another --job-id"
+        ]
+    return []
 
 
 def _judge_gpus(report: HostReport, gpus: Any, node: NodePlan) -> None:

@@ -15,11 +15,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from clusterlaunch.controller.fanout import Failed, run_parallel
-from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.core.errors import JobOutcome, StopJob, TransportError
-from clusterlaunch.core.frames import EVENT, JOB_STDERR, JOB_STDOUT, NOISE, FrameError
+from clusterlaunch.controller.fanout import Failed, run_parallel
+from clusterlaunch.core.frames import EVENT, JOB_STDERR, JOB_STDOUT, NOISE, Frame, FrameError
 from clusterlaunch.core.model import JobPlan
+from clusterlaunch.remote import program_source
+from clusterlaunch.controller.setups import kill_setups
+from clusterlaunch.controller.output import OutputRouter
+from clusterlaunch.transport.base import Connection
 from clusterlaunch.core.outcome import (
     EXIT_HOST_LOST,
     EXIT_KILLED,
@@ -27,12 +30,12 @@ from clusterlaunch.core.outcome import (
     HostRun,
     decide_outcome,
 )
-from clusterlaunch.remote import program_source
-from clusterlaunch.transport.base import Connection
 
 HEARTBEAT_S = 1.0
 SUSPEND_GAP_S = 2.0  # our own clock jumping this far means we were stopped (Ctrl-Z)
 RESUME_GRACE_S = 8.0  # keepalives need this long to catch up after a resume
+KILLED = "the job was killed (clusterlaunch kill)"
+TEARDOWN_QUIET_S = 3.0  # in teardown, a host silent this long past the deadline is given up
 
 
 class Supervisor:
@@ -78,7 +81,7 @@ class Supervisor:
             heartbeat.start()
             self._watch()
         except StopJob as stop:
-            self._set_stop(JobOutcome(stop.exit_code, stop.reason))
+            self._set_stop(JobOutcome(stop.exit_code, stop.reason, stopped=True))
         finally:
             self.teardown()
             self._heartbeat_stop.set()
@@ -92,13 +95,21 @@ class Supervisor:
         if self.stop is not None and self.quiet_teardown:
             self.router.quiet_hosts()
         self._request_teardown(b"t")
+        # A host still in its setup has no agent to obey "t": end it by process group.
+        kill_setups([(host.connection, host.setup) for host in self.hosts if not host.done])
         deadline = self.clock() + self.grace + 3.0
+        hurry = False
         while not all(h.done for h in self.hosts) and self.clock() < deadline:
             try:
-                self._step(0.1)
+                if self._step(0.1) and not hurry:
+                    # Output still arriving: the hosts are sending what their
+                    # ranks wrote before they ended. Waiting costs time, closing
+                    # would lose it; wait until they fall silent.
+                    deadline = max(deadline, self.clock() + TEARDOWN_QUIET_S)
             except StopJob:
                 self.router.message("second interrupt: killing everything now")
                 self._request_teardown(b"k")
+                hurry = True
                 deadline = min(deadline, self.clock() + 3.0)
         if self.router.hidden_lines:
             where = "in controller.log" if self.router.has_log_dir else "use --log-dir to keep them"
@@ -107,6 +118,7 @@ class Supervisor:
             )
         for host in self.hosts:
             if not host.done:
+                self._flush(host)
                 self.router.message(f"{host.node.host}: no confirmation that the job ended")
             if host.process is not None:
                 host.process.close()
@@ -144,10 +156,10 @@ class Supervisor:
             if self.timeout is not None and self.clock() - started > self.timeout:
                 running = ", ".join(h.node.host for h in self.hosts if not h.done)
                 reason = f"--timeout {self.timeout:g} s reached (still running: {running})"
-                self._set_stop(JobOutcome(EXIT_TIMEOUT, reason))
+                self._set_stop(JobOutcome(EXIT_TIMEOUT, reason, stopped=True))
 
-    def _step(self, wait: float) -> None:
-        """Wait for output (at most ``wait`` s), route it, judge endings."""
+    def _step(self, wait: float) -> int:
+        """Wait for output (at most ``wait`` s), route it, judge endings; bytes read."""
         fds = [
             fd
             for host in self.hosts
@@ -160,23 +172,30 @@ class Supervisor:
         else:
             time.sleep(wait)
         self._awake()
+        moved = 0
         for host in self.hosts:
             if host.process is not None and not host.done:
-                self._pump(host)
+                moved += self._pump(host)
                 self._check(host)
+                for line in host.setup.notices():
+                    self.router.message(line)
+        return moved
 
-    def _pump(self, host: HostRun) -> None:
+    def _pump(self, host: HostRun) -> int:
         assert host.process is not None
         out, err = host.process.read()
         if err:
             self.router.host_output(host.node.host, True, err)
+        out = host.setup.feed(out)  # the setup's reports come before the agent's frames
         if not out:
-            return
+            return len(err)
         try:
-            frames = host.decoder.feed(out)
+            self._route(host, host.decoder.feed(out))
         except FrameError as exc:
             self.router.message(f"{host.node.host}: garbled agent output ({exc})")
-            return
+        return len(out) + len(err)
+
+    def _route(self, host: HostRun, frames: list[Frame]) -> None:
         for frame in frames:
             rank = frame.rank
             if rank is not None:
@@ -190,7 +209,7 @@ class Supervisor:
         if event.get("event") == "started":
             host.started = event
         elif event.get("event") == "stopping" and event.get("reason") == "killed":
-            self._set_stop(JobOutcome(EXIT_KILLED, "the job was killed (clusterlaunch kill)"))
+            self._set_stop(JobOutcome(EXIT_KILLED, KILLED, stopped=True))
             if self.quiet_teardown:
                 self.router.quiet_hosts()
         elif event.get("event") == "stopping" and event.get("reason") == "controller-lost":
@@ -204,7 +223,7 @@ class Supervisor:
             if event.get("message"):
                 self.router.message(f"{host.node.host}: {event['message']}")
             if event.get("reason") == "killed":
-                self._set_stop(JobOutcome(EXIT_KILLED, "the job was killed (clusterlaunch kill)"))
+                self._set_stop(JobOutcome(EXIT_KILLED, KILLED, stopped=True))
 
     def _check(self, host: HostRun) -> None:
         assert host.process is not None
@@ -214,6 +233,7 @@ class Supervisor:
             host.lost = host.done = True
             self._ended_count += 1
             host.order = self._ended_count
+            self._flush(host)
             self.router.message(f"{host.node.host}: host lost (no answer to keepalives)")
             if self.fail_fast:
                 self._set_stop(JobOutcome(EXIT_HOST_LOST, f"host {host.node.host} was lost"))
@@ -239,7 +259,7 @@ class Supervisor:
         host.done = True
         self._ended_count += 1
         host.order = self._ended_count
-        self.router.flush_host(host.node.host, host.node.global_ranks)
+        self._flush(host)
         if host.ended is None and not self._teardown_started:
             # No exit report: the agent never ran, or the host went away under it.
             self.router.message(
@@ -251,6 +271,11 @@ class Supervisor:
                     self._set_stop(JobOutcome(EXIT_HOST_LOST, f"host {host.node.host} was lost"))
         if host.code != 0 and self.fail_fast:
             self._set_stop(JobOutcome(host.code, f"{host.node.host} failed"))
+
+    def _flush(self, host: HostRun) -> None:
+        """The host's stream ended (once per host): pass on all it left unfinished."""
+        self._route(host, host.decoder.finish())  # a frame cut short, a short greeting
+        self.router.flush_host(host.node.host, host.node.global_ranks)
 
     # -- ending ---------------------------------------------------------------
     def _set_stop(self, outcome: JobOutcome) -> None:

@@ -19,7 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from clusterlaunch.core.errors import UsageError
-from clusterlaunch.core.model import SshTarget
+from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, SshTarget
+from clusterlaunch.core.setupguard import SetupGuard, guarded
 
 # Reads exactly SIZE bytes of program from stdin (os.read can return less) and
 # runs it; exits 98 if stdin closes early. Python >= 3.8 (walrus).
@@ -144,20 +145,21 @@ def shell_command(
     setup: str | None,
     env: Mapping[str, str],
     argv: Sequence[str],
+    guard: SetupGuard | None = None,
 ) -> str:
     """``cd WORKDIR && SETUP && exec env K=V... ARGV`` as one string for ``sh -c``.
 
     ``exec`` makes the program the session's process, so nothing but it sits
     between sshd and the job; ``env`` sets variables without shell syntax.
-    ``setup`` is the user's own shell code and is the one part not quoted.
+    ``setup`` is the user's own shell code, the one part not quoted; it runs
+    under ``guard`` (:func:`clusterlaunch.core.setupguard.guarded`: stdin closed,
+    bounded in time, its process group reported so it can be killed).
     """
     parts: list[str] = []
     if workdir:
         parts.append("cd -- " + quote_word(HostPath(workdir)))
     if setup:
-        # A group, closed on its own line: a trailing comment in the setup
-        # cannot swallow the rest, and its "||" cannot bypass a failed cd.
-        parts.append("{ " + setup.strip() + "\n}")
+        parts.append(guarded(setup, guard or SetupGuard(DEFAULT_SETUP_TIMEOUT, "clusterlaunch")))
     assignments = [f"{name}={value}" for name, value in env.items()]
     parts.append("exec " + quote_argv(["env", *assignments, *argv]))
     return " && ".join(parts)

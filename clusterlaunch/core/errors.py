@@ -95,10 +95,6 @@ EXIT_BROKEN_PIPE = 141
 """128 + SIGPIPE: what a shell reports for a program whose output pipe was closed."""
 
 
-STOP_CODES = (124, 129, 130, 137, EXIT_BROKEN_PIPE, 143)
-"""Exit statuses of a job stopped from outside rather than failed by one of its ranks."""
-
-
 @dataclass
 class JobOutcome:
     """How a job ended, as the controller observed it.
@@ -112,8 +108,7 @@ class JobOutcome:
     host: str | None = None
     rank: int | None = None
     tail: list[str] = field(default_factory=list)
-
-    @property
-    def stopped(self) -> bool:
-        """Ended from outside (timeout, SIGHUP/INT/TERM, ``kill``), not failed by a rank."""
-        return self.exit_code in STOP_CODES
+    stopped: bool = False
+    """clusterlaunch itself ended the job: its ``--timeout``, a signal it received,
+    or ``clusterlaunch kill``. Never inferred from the exit code: a rank that
+    exits 124, 130, 137 or 143 by itself (an OOM-killed rank is 137) failed."""

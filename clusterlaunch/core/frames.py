@@ -94,6 +94,24 @@ class FrameDecoder:
         self.synced = True
         return True
 
+    def finish(self) -> list[Frame]:
+        """The channel ended: whatever is left undecoded, so no output is dropped.
+
+        Bytes before any sync marker (a short greeting, an agent that never
+        started) come out as ``NOISE``; an output frame cut short (the agent
+        died mid-write) comes out with the bytes it has. A cut event means
+        nothing without its end and is left out.
+        """
+        rest = bytes(self._buffer)
+        self._buffer.clear()
+        if not rest:
+            return []
+        newline = rest.find(b"\n", 0, _MAX_HEADER)
+        tag, _, size_text = rest[: max(newline, 0)].partition(b" ")
+        if not self.synced or newline < 0 or not tag or not size_text.isdigit():
+            return [Frame(NOISE, rest)]
+        return [] if tag == EVENT else [Frame(tag, rest[newline + 1 :])]
+
     def leftover(self) -> bytes:
         """Bytes not yet decoded (shown as noise if the channel ends mid-frame)."""
         return bytes(self._buffer)

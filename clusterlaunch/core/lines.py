@@ -4,7 +4,10 @@ Output is never decoded on its way through: ``\\n`` never occurs inside a
 multi-byte UTF-8 sequence, so splitting bytes at ``\\n`` is safe, and invalid
 UTF-8 passes through unchanged. A ``\\r`` (progress bars) stays inside its
 line; on the console the prefix is repeated after it so each redraw keeps its
-label.
+label, and with ``live_cr`` each redraw is passed on as soon as it is complete.
+Nothing is ever added to or removed from the bytes themselves: a line over
+``MAX_PARTIAL`` goes on in pieces without an invented newline, and a last line
+without a newline stays without one.
 """
 
 from __future__ import annotations
@@ -18,49 +21,80 @@ from clusterlaunch.core.limits import MAX_WORLD_SIZE, shown
 MAX_PARTIAL = 4 << 20
 """A "line" longer than this without a newline is passed on in pieces (memory bound)."""
 
-_BARE_CR = re.compile(rb"\r(?!\n)")
+_INNER_CR = re.compile(rb"\r(?!\n|\Z)")  # a bare \r with more of the line after it
 _RANK = re.compile(r"[0-9]{1,12}")
 _COLORS = (b"36", b"33", b"32", b"35", b"34", b"31", b"96", b"93", b"92", b"95", b"94", b"91")
 _RESET = b"\x1b[0m"
 
 
 class LineBuffer:
-    """Splits one byte stream into complete lines, keeping the unfinished tail."""
+    """Splits one byte stream where it can be passed on, keeping the unfinished tail.
 
-    def __init__(self) -> None:
+    A block ends after a ``\\n``; with ``live_cr`` also after a ``\\r``, so a
+    progress bar's redraws reach the console as they happen. An unfinished
+    line over ``MAX_PARTIAL`` bytes is passed on as a piece. After each block,
+    :attr:`continued` says whether it goes on with a line an earlier block
+    began (the rest of a piece, or the ``\\n`` of a ``\\r\\n`` that arrived in
+    two parts), so it must not get a prefix of its own.
+    """
+
+    def __init__(self, live_cr: bool = False) -> None:
         self._partial = b""
+        self._live_cr = live_cr
+        self._last = b"\n"  # the last byte passed on (as if after a newline at first)
+        self.continued = False
+
+    @property
+    def line_open(self) -> bool:
+        """The last block did not end with a newline (a redraw or a piece)."""
+        return self._last != b"\n"
 
     def feed(self, data: bytes) -> bytes:
-        """The complete lines ``data`` finishes, as one block ending in ``\\n`` (or b"")."""
+        """The bytes that ``data`` lets pass, as one block (possibly b"")."""
         if self._partial:
             data = self._partial + data
         cut = data.rfind(b"\n") + 1
-        if cut == 0 and len(data) > MAX_PARTIAL:
-            self._partial = b""
-            return data + b"\n"
-        self._partial = data[cut:]
-        return data[:cut]
+        if self._live_cr:
+            cut = max(cut, data.rfind(b"\r") + 1)
+        if len(data) - cut > MAX_PARTIAL:
+            cut = len(data)
+        return self._take(data, cut)
 
     def flush(self) -> bytes:
-        """The unfinished tail as a final line (a newline added), or b""."""
-        rest, self._partial = self._partial, b""
-        return rest + b"\n" if rest else b""
+        """The unfinished tail, exactly as it is (no newline added), or b""."""
+        return self._take(self._partial, len(self._partial))
+
+    def _take(self, data: bytes, cut: int) -> bytes:
+        block, self._partial = data[:cut], data[cut:]
+        if block:
+            after_cr = self._last == b"\r" and block.startswith(b"\n")
+            self.continued = self._last not in (b"\n", b"\r") or after_cr
+            self._last = block[-1:]
+        return block
 
 
-def prefix_block(prefix: bytes, block: bytes) -> bytes:
-    """Put ``prefix`` before every line of ``block`` (complete lines) and after bare ``\\r``."""
+def prefix_block(prefix: bytes, block: bytes, continued: bool = False) -> bytes:
+    """Put ``prefix`` at the start of every line of ``block`` and after every bare ``\\r``.
+
+    Nothing follows a final ``\\n`` or ``\\r``: the next block starts with its
+    own prefix, unless it is ``continued`` (see :class:`LineBuffer`).
+    """
     if not block:
         return b""
     if b"\r" in block:
-        # Before the last newline is cut off, so a final "\r\n" is not bare.
         repeated = b"\r" + prefix
-        block = _BARE_CR.sub(lambda _: repeated, block)
-    return prefix + block[:-1].replace(b"\n", b"\n" + prefix) + b"\n"
+        block = _INNER_CR.sub(lambda _: repeated, block)
+    last = len(block) - 1 if block.endswith(b"\n") else len(block)
+    body = block[:last].replace(b"\n", b"\n" + prefix) + block[last:]
+    return body if continued else prefix + body
 
 
 def split_lines(block: bytes) -> list[bytes]:
-    """Lines of a block of complete lines, without their newlines."""
-    return block[:-1].split(b"\n") if block else []
+    """Lines of a block, without their newlines (a final piece without one counts too)."""
+    lines = block.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    return lines
 
 
 def parse_rank_filter(text: str, world_size: int | None = None) -> frozenset[int]:
@@ -140,14 +174,28 @@ class TailKeeper:
     def __init__(self, keep: int = 20) -> None:
         self._keep = keep
         self._lines: dict[object, deque[bytes]] = {}
+        self._open: dict[object, bytes] = {}  # the line still being written, per key
 
     def add(self, key: object, block: bytes) -> None:
-        """Remember the lines of a block of complete lines under ``key``."""
-        if block:
+        """Remember the lines of a block (it may end inside a line: see :class:`LineBuffer`)."""
+        if not block:
+            return
+        open_line = self._open.pop(key, b"")
+        cut = block.rfind(b"\n") + 1
+        if cut:
             lines = self._lines.setdefault(key, deque(maxlen=self._keep))
             # rsplit with a bound: only the last lines are ever split out.
-            lines.extend(block[:-1].rsplit(b"\n", self._keep)[-self._keep :])
+            complete = (open_line + block[: cut - 1]).rsplit(b"\n", self._keep)
+            lines.extend(complete[-self._keep :])
+            open_line = b""
+        if cut < len(block) and len(open_line) < MAX_PARTIAL:
+            self._open[key] = open_line + block[cut : cut + MAX_PARTIAL - len(open_line)]
+        elif open_line:
+            self._open[key] = open_line
 
     def lines(self, key: object) -> list[str]:
-        """Remembered lines of ``key``, decoded for display."""
-        return [line.decode("utf-8", "replace") for line in self._lines.get(key, ())]
+        """Remembered lines of ``key`` (the unfinished one last), decoded for display."""
+        found = list(self._lines.get(key, ()))
+        if key in self._open:
+            found = [*found, self._open[key]][-self._keep :]
+        return [line.decode("utf-8", "replace") for line in found]

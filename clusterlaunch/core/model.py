@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 LOCALHOST = "localhost"
 """The one destination that runs through the local transport instead of SSH."""
 
+DEFAULT_SETUP_TIMEOUT = 300.0
+"""Seconds a host's ``setup:`` may run (``--setup-timeout``) before it is stopped."""
+
 
 @dataclass(frozen=True)
 class HostSpec:
@@ -114,6 +117,7 @@ class LaunchOptions:
     torchrun_args: tuple[str, ...] = ()
     grace: float = 5.0
     heartbeat_timeout: float = 15.0
+    setup_timeout: float = DEFAULT_SETUP_TIMEOUT
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.core.errors import JobOutcome
 from clusterlaunch.core.frames import FrameDecoder
 from clusterlaunch.core.model import JobPlan, NodePlan
+from clusterlaunch.core.setupguard import SetupWatch
+from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.transport.base import Connection, RemoteProcess
 
 EXIT_HOST_LOST = 255
@@ -36,6 +37,11 @@ class HostRun:
     done: bool = False
     order: int = 0
     """When it ended, relative to the other hosts (1 = first)."""
+    setup: SetupWatch = field(init=False)
+    """Its ``setup:``'s reports, read before the agent's frames."""
+
+    def __post_init__(self) -> None:
+        self.setup = SetupWatch(self.node.host, expected=bool(self.node.setup))
 
     @property
     def failed_on_its_own(self) -> bool:

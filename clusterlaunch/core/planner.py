@@ -12,7 +12,9 @@ import datetime
 import secrets
 from collections.abc import Mapping, Sequence
 
-from clusterlaunch.core import commands, envpolicy, limits
+from clusterlaunch.core import commands
+from clusterlaunch.core import envpolicy
+from clusterlaunch.core import limits
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import (
     LOCALHOST,
@@ -23,6 +25,7 @@ from clusterlaunch.core.model import (
     NodePlan,
     SshTarget,
 )
+from clusterlaunch.core.setupguard import SetupGuard
 from clusterlaunch.core.torchrunargs import parse_torchrun_args
 
 JOB_ID_VAR = "CLUSTERLAUNCH_JOB_ID"
@@ -190,7 +193,9 @@ def plan_job(
                 python=python,
                 setup=spec.setup,
                 argv=tuple(job_argv),
-                command=commands.shell_command(workdir, spec.setup, env, argv),
+                command=commands.shell_command(
+                    workdir, spec.setup, env, argv, SetupGuard(options.setup_timeout, job_id)
+                ),
             )
         )
         first_rank += spec.gpus
@@ -236,10 +241,13 @@ def probe_command(
     script: str | None,
     need_torch: bool,
     probe_size: int,
+    setup_timeout: float,
+    job_id: str | None = None,
 ) -> str:
     """The preflight probe for ``node``, under exactly the job's shell prefix.
 
-    ``listen_port`` is given for node 0 only (``0`` = choose a free port).
+    ``listen_port`` is given for node 0 only (``0`` = choose a free port);
+    ``job_id`` for torchrun jobs (is one of that id running, its temp dir taken?).
     """
     argv = [
         *commands.bootstrap_argv(node.python, "probe", probe_size),
@@ -254,7 +262,10 @@ def probe_command(
         argv += ["--script", script]
     if need_torch:
         argv.append("--need-torch")
-    return commands.shell_command(node.workdir, node.setup, node.env, argv)
+    if job_id is not None:
+        argv += ["--job-id", job_id, "--tail-dir", remote_log_dir(job_id, node.node_rank)]
+    guard = SetupGuard(setup_timeout, nonce)
+    return commands.shell_command(node.workdir, node.setup, node.env, argv, guard)
 
 
 def _number(value: float) -> str:

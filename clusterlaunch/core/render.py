@@ -8,10 +8,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from clusterlaunch.controller.jobs import KillReport, RemoteJob
-from clusterlaunch.controller.preflight import PreflightResult
 from clusterlaunch.core.errors import HostProblem, JobOutcome
+from clusterlaunch.controller.jobs import KillReport, RemoteJob, Unanswered
 from clusterlaunch.core.model import JobPlan
+from clusterlaunch.controller.preflight import PreflightResult
 
 
 def rank_ranges(ranks: Sequence[int]) -> str:
@@ -134,10 +134,14 @@ def outcome_text(outcome: JobOutcome) -> str:
     return "\n".join(lines)
 
 
-def jobs_text(found: Sequence[RemoteJob]) -> str:
-    """``clusterlaunch ps``: one row per node of every running job."""
+def jobs_text(found: Sequence[RemoteJob], unanswered: Sequence[Unanswered] = ()) -> str:
+    """``clusterlaunch ps``: one row per node of every running job.
+
+    "No jobs" only when every host answered; else nothing (the hosts that
+    could not be asked are reported as errors).
+    """
     if not found:
-        return "no clusterlaunch jobs running on these hosts"
+        return "" if unanswered else "no clusterlaunch jobs running on these hosts"
     rows = [
         (
             job.job_id,

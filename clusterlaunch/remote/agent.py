@@ -12,7 +12,11 @@ Shipped as source over the SSH channel's stdin and run by the host's Python
   kill now; EOF (controller gone, connection dropped) or no heartbeat for
   ``--heartbeat-timeout`` seconds also tear the job down;
 * on teardown sends SIGTERM to every process of the job (by PID and process
-  group, never by name), SIGKILL after ``--grace`` seconds, and reports.
+  group, never by name), SIGKILL after ``--grace`` seconds, and reports;
+* once the job's last process is gone, reads its pipes and rank files to the
+  end and sends it all before the ``exit`` event: a slow controller slows
+  this down, only a lost one (stdin EOF, broken stdout, no heartbeat) or a
+  second signal cuts it short. Signal handlers only record the signal.
 
 Frame format: ``TAG SIZE\\n`` then SIZE bytes. Tags: ``o<rank>``/``e<rank>``
 worker stdout/stderr, ``O``/``E`` the job's own stdout/stderr, ``J`` a JSON event.
@@ -30,16 +34,14 @@ from clusterlaunch.remote.proctree import (  # bundle: strip
     WorkerWatch,  # bundle: strip
     become_subreaper,  # bundle: strip
     descendants,  # bundle: strip
+    kill_now,  # bundle: strip
+    term_when_parent_dies_of,  # bundle: strip
 )  # bundle: strip
 from clusterlaunch.remote.records import JobRecord, hostname, live_records  # bundle: strip
-from clusterlaunch.remote.rootcause import (  # bundle: strip
-    parse_root_cause,  # bundle: strip
-    root_cause_complete,  # bundle: strip
-)  # bundle: strip
-from clusterlaunch.remote.tail import RankTail  # bundle: strip
-from clusterlaunch.remote.wire import Output, exit_status, parse_args  # bundle: strip
+from clusterlaunch.remote.rootcause import parse_root_cause, root_cause_complete  # bundle: strip
+from clusterlaunch.remote.tail import JobPipes, RankTail  # bundle: strip
+from clusterlaunch.remote.wire import Control, Output, exit_status, parse_args  # bundle: strip
 
-PR_SET_PDEATHSIG = 1
 CHUNK = 1 << 18
 
 
@@ -54,11 +56,12 @@ class Agent:
         self.tail = RankTail(args.tail_dir, args.first_rank) if args.tail_dir else None
         self.watch = WorkerWatch()
         self.job = None
-        self.job_err_tail = bytearray()
+        self.pipes = None
+        self.signals = []  # recorded by the handler, acted on by the loop
+        self.hurry = False  # told twice to stop: no more grace, no more waiting
         self.reason = None
-        self.last_heartbeat = time.monotonic()
+        self.control = Control(args.heartbeat_timeout)
         self.wake_r, self.wake_w = os.pipe()
-        self.stdin_open = True
         self.record = None
         self.forced_code = None  # set when we end a torchrun that already failed
 
@@ -86,12 +89,11 @@ class Agent:
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 env=env,
-                preexec_fn=_term_when_parent_dies_of(os.getpid()),
+                preexec_fn=term_when_parent_dies_of(os.getpid()),
             )
         except OSError as exc:
             return self._fail_start("cannot start %s: %s" % (self.args.argv[0], exc))
-        for stream in (self.job.stdout, self.job.stderr):
-            os.set_blocking(stream.fileno(), False)
+        self.pipes = JobPipes(self.job.stdout, self.job.stderr)
         self.killer.keep = self.job.pid
         self.record = JobRecord.create(self.args, self.job.pid)
         self.out.event(
@@ -109,25 +111,30 @@ class Agent:
         return False
 
     def _on_signal(self, signum, frame):
-        if signum == signal.SIGUSR1:
-            self.begin_teardown("killed")  # clusterlaunch kill
-        elif self.reason is not None and self.killer.started is not None:
-            self.killer.escalate()  # a second signal: no more grace
-        else:
-            self.begin_teardown("signal %d" % signum)
+        self.signals.append(signum)  # only recorded: see handle_signals
+
+    def handle_signals(self):
+        while self.signals:
+            signum = self.signals.pop(0)
+            if signum == signal.SIGUSR1:
+                self.begin_teardown("killed")  # clusterlaunch kill
+            elif self.reason is not None and self.killer.started is not None:
+                self.hurry = True  # a second signal: no more grace
+                self.killer.escalate()
+            else:
+                self.begin_teardown("signal %d" % signum)
 
     # -- the loop ---------------------------------------------------------------
     def run(self):
         """Pump until the job and everything it started are gone; return the exit code."""
         if not self.start():
-            self.out.drain(2.0)
+            self.deliver()
             return 127
         code = None
         while True:
             busy = self.pump()
             if code is None and self.job.poll() is not None:
                 code = self.job.returncode if self.forced_code is None else self.forced_code
-                self.drain_job_pipes()
                 if self.reason is None:
                     self.reason = "exited"
                 self.killer.start()  # leftovers (daemons, orphaned workers)
@@ -143,68 +150,43 @@ class Agent:
         """Move available output into frames; True if anything moved."""
         moved = False
         if not self.out.full:
-            moved = self.read_job_pipes() or moved
-            if self.tail is not None:
-                for tag, data in self.tail.poll(CHUNK):
-                    self.out.frame(tag, data)
-                    moved = True
+            moved = self.read_inputs(final=False)
         if self.tail is not None and self.job is not None and self.job.poll() is None:
             self.watch.poll(self.job.pid)
         self.out.flush()
         return moved
 
-    def read_job_pipes(self):
-        moved = False
-        for tag, stream in ((b"O", self.job.stdout), (b"E", self.job.stderr)):
-            if stream.closed:
-                continue
-            try:
-                data = os.read(stream.fileno(), CHUNK)
-            except BlockingIOError:
-                continue
-            if not data:
-                stream.close()
-                continue
-            if tag == b"E":
-                self.job_err_tail = (self.job_err_tail + data)[-65536:]
-                self.end_failed_torchrun()
+    def read_inputs(self, final):
+        """Frame one chunk of each pipe and rank file; True if anything moved."""
+        chunks = self.pipes.read(CHUNK, final)
+        if self.tail is not None:
+            chunks += self.tail.poll(CHUNK)
+        for tag, data in chunks:
             self.out.frame(tag, data)
-            moved = True
-        return moved
-
-    def drain_job_pipes(self):
-        deadline = time.monotonic() + 2.0
-        while not (self.job.stdout.closed and self.job.stderr.closed):
-            if not self.read_job_pipes() and time.monotonic() > deadline:
-                break  # a daemon still holds the pipe open; teardown ends it
-            self.out.flush()
+            if tag == b"E":
+                self.end_failed_torchrun()
+        return bool(chunks)
 
     def wait(self, timeout):
-        readers = [self.wake_r] + ([0] if self.stdin_open else [])
-        for stream in (self.job.stdout, self.job.stderr):
-            if not stream.closed and not self.out.full:
-                readers.append(stream.fileno())
+        readers = [self.wake_r] + ([self.control.fd] if self.control.open else [])
+        if self.pipes is not None and not self.out.full:
+            readers += self.pipes.fds()
         writers = [1] if self.out.pending and not self.out.broken else []
         try:
             ready, _, _ = select.select(readers, writers, [], timeout)
         except InterruptedError:
-            return
+            ready = []
         if self.wake_r in ready:
             os.read(self.wake_r, 512)
-        if 0 in ready:
+        if self.control.fd in ready:
             self.read_control()
+        self.handle_signals()
 
     def read_control(self):
-        try:
-            data = os.read(0, 4096)
-        except OSError:
-            data = b""
+        data = self.control.read()
         if not data:
-            self.stdin_open = False
             self.begin_teardown("eof")  # controller gone or channel closed
-            return
-        self.last_heartbeat = time.monotonic()
-        if b"k" in data:
+        elif b"k" in data:
             self.begin_teardown("requested", force=True)
         elif b"t" in data:
             self.begin_teardown("requested")
@@ -219,14 +201,11 @@ class Agent:
         """
         if self.tail is None or self.forced_code is not None or self.reason is not None:
             return
-        text = bytes(self.job_err_tail[-16384:]).decode("utf-8", "replace")
+        text = bytes(self.pipes.err_tail[-16384:]).decode("utf-8", "replace")
         if not root_cause_complete(text) or descendants(self.job.pid):
             return
         self.forced_code = 1
-        try:
-            os.kill(self.job.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        kill_now(self.job.pid)
 
     def unstick_exit_barrier(self, code):
         """SIGKILL a torchrun that has no workers left once teardown is under way.
@@ -238,16 +217,11 @@ class Agent:
         if self.tail is None or code is not None or self.killer.escalated:
             return
         if not descendants(self.job.pid):
-            try:
-                os.kill(self.job.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_now(self.job.pid)
 
     def check_heartbeat(self):
-        if self.killer.started is None:
-            silent = time.monotonic() - self.last_heartbeat
-            if silent > self.args.heartbeat_timeout:
-                self.begin_teardown("controller-lost")
+        if self.killer.started is None and self.control.silent:
+            self.begin_teardown("controller-lost")
 
     def begin_teardown(self, reason, force=False):
         if self.reason is None:
@@ -259,8 +233,8 @@ class Agent:
 
     # -- end ------------------------------------------------------------------
     def finish(self, code):
-        self.pump_until_quiet()
-        root = parse_root_cause(bytes(self.job_err_tail).decode("utf-8", "replace"))
+        self.read_to_end()
+        root = parse_root_cause(bytes(self.pipes.err_tail).decode("utf-8", "replace"))
         if root is not None and root.get("pid") in self.watch.died_at:
             root["failed_at"] = self.watch.died_at[root["pid"]]
         self.out.event(
@@ -274,40 +248,44 @@ class Agent:
             ),
         )
         if self.tail is not None:
-            self.tail.remove()
+            self.tail.remove()  # read to the end above: nothing unsent is lost
         if self.record is not None:
             self.record.remove()
         live_records()  # and clean up after agents that died without doing so
-        self.out.drain(5.0)
+        self.deliver()
         return exit_status(code)
 
-    def pump_until_quiet(self):
-        # Workers are gone: their files hold all they will ever write. Bounded,
-        # in case a stray writer we could not kill keeps appending.
-        deadline = time.monotonic() + 10.0
-        while self.pump() and time.monotonic() < deadline:
-            self.out.drain(1.0)
+    def read_to_end(self):
+        """Send every byte the job wrote: its processes are gone, so all of it is there now.
 
+        Not bounded in time: a slow controller makes the output wait (the
+        8 MiB cap), it never drops it.
+        """
+        if self.tail is not None:
+            self.tail.freeze()
+        while not self.controller_gone():
+            if not self.out.full:
+                moved = self.read_inputs(final=True)
+                if not moved and self.pipes.closed and (self.tail is None or self.tail.done):
+                    break
+            self.out.flush()
+            self.wait(0.05 if self.out.full else 0)
 
-def _term_when_parent_dies_of(agent_pid):
-    return lambda: term_when_parent_dies(agent_pid)
+    def deliver(self):
+        """Write out everything queued, however long the controller takes to read it."""
+        while self.out.pending and not self.controller_gone():
+            self.out.flush()
+            if self.out.pending:
+                self.wait(0.05)
+        if self.out.pending:
+            self.out.drain(1.0)  # the controller is gone: best effort, bounded
 
+    def controller_gone(self):
+        """Nobody will read what is left: stdin ended, stdout broke, heartbeats stopped.
 
-def term_when_parent_dies(agent_pid):
-    """In the job's process, before exec: SIGTERM it if the agent dies.
-
-    The one case the agent cannot handle is its own SIGKILL; then torchrun at
-    least gets SIGTERM, which it forwards to its workers before exiting.
-    """
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != agent_pid:  # the agent died before prctl took effect
-        os._exit(143)
+        Or the agent itself was told twice to stop (a second signal).
+        """
+        return not self.control.open or self.out.broken or self.hurry or self.control.silent
 
 
 def main(argv=None):

@@ -2,7 +2,8 @@
 
 ``list`` prints every live record; ``kill JOB_ID`` sends SIGUSR1 to each agent
 of that job (which then tears its job down: SIGTERM, grace, SIGKILL, by
-process group and PID) and waits until the agents are gone. Agents are
+process group and PID) and waits until the agents are gone. Either ends with
+an ``end`` line, so an empty answer is never mistaken for "no jobs". Agents are
 identified by PID *and* start time, so a recycled PID is never signalled, and
 nothing but our own agents is ever touched.
 """
@@ -62,6 +63,9 @@ def main(argv=None):
             emit(event="job", **record)
     else:
         kill_job(args.job_id, args.timeout)
+    # Without this line the controller cannot tell "no jobs here" from
+    # "jobctl never ran" (a wrong --python, a failed setup).
+    emit(event="end")
 
 
 if __name__ == "__main__":

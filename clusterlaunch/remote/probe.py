@@ -4,6 +4,11 @@ Runs under the same ``cd WORKDIR && SETUP && exec env ... PYTHON`` prefix as
 the job, so it tests exactly what the job will use. Reports JSON lines marked
 with ``@@probe@@`` on stdout (anything else on stdout is a chatty shell).
 
+With ``--job-id`` (torchrun jobs) it also reports a job of that id already
+running on this host, or its temporary directory ``--tail-dir`` already taken
+(another user's, or a leftover): either would stop the agent after the
+preflight passed.
+
 Node 0 (``--listen``) binds the master port (``0`` = pick a free one), reports
 it, and answers connection checks until stdin says ``done``. Every node then
 gets ``PORT`` on stdin, dials ``--master-addr:PORT`` and sends a nonce; only
@@ -19,6 +24,8 @@ import socket
 import subprocess
 import sys
 import threading
+
+from clusterlaunch.remote.records import live_records  # bundle: strip
 
 MARK = "@@probe@@ "
 
@@ -69,7 +76,24 @@ def static_checks(args):
         fields["torch"] = torch_version()
     if args.script:
         fields["script_found"] = os.path.isfile(args.script)
+    if args.job_id:
+        fields.update(job_clash(args.job_id, args.tail_dir))
     return fields
+
+
+def job_clash(job_id, tail_dir):
+    """A running job with our id, else our temporary directory already there."""
+    # live_records first: it removes what dead agents left, their temp dirs too.
+    for record in live_records():
+        if record.get("job_id") == job_id:
+            return {
+                "job_running": {"pid": record.get("agent_pid"), "node": record.get("node_rank")}
+            }
+    try:
+        info = os.lstat(tail_dir)
+    except OSError:
+        return {}
+    return {"tail_dir_taken": {"path": tail_dir, "uid": info.st_uid}}
 
 
 def serve(listener, nonce, stop):
@@ -132,6 +156,8 @@ def main(argv=None):
     parser.add_argument("--master-addr")
     parser.add_argument("--nonce", default="")
     parser.add_argument("--timeout", type=float, default=5.0)
+    parser.add_argument("--job-id")
+    parser.add_argument("--tail-dir")
     args = parser.parse_args(argv)
     nonce = args.nonce.encode()
     listener = None

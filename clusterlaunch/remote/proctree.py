@@ -9,6 +9,7 @@ import signal
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
 
 
 def become_subreaper():
@@ -25,6 +26,28 @@ def become_subreaper():
         return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def term_when_parent_dies_of(agent_pid):
+    """A ``preexec_fn`` for the job: :func:`term_when_parent_dies` of ``agent_pid``."""
+    return lambda: term_when_parent_dies(agent_pid)
+
+
+def term_when_parent_dies(agent_pid):
+    """In the job's process, before exec: SIGTERM it if the agent dies.
+
+    The one case the agent cannot handle is its own SIGKILL; then torchrun at
+    least gets SIGTERM, which it forwards to its workers before exiting.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != agent_pid:  # the agent died before prctl took effect
+        os._exit(143)
 
 
 def read_stat(pid):
@@ -125,6 +148,14 @@ def signal_all(pids, signum):
             os.kill(pid, signum)
         except (ProcessLookupError, PermissionError):
             continue
+
+
+def kill_now(pid):
+    """SIGKILL ``pid`` if it still exists."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 class TreeKiller:

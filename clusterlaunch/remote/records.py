@@ -1,7 +1,7 @@
 """Per-user records of running jobs on a host, for ``clusterlaunch ps``/``kill`` (stdlib only).
 
-Kept on a local filesystem (``$XDG_RUNTIME_DIR`` or ``/tmp``), never in a home
-directory that NFS may share between hosts. A record names the agent by PID
+Kept on a local filesystem (``/run/user/UID`` or ``/tmp``, see :func:`state_dirs`),
+never in a home directory that NFS may share between hosts. A record names the agent by PID
 *and* start time, so a recycled PID is never mistaken for a job.
 """
 
@@ -47,12 +47,25 @@ def hostname():
     return os.uname().nodename
 
 
-def state_dir():
-    """The directory this user's job records live in on this host."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isdir(runtime):
-        return os.path.join(runtime, "clusterlaunch")
-    return "/tmp/clusterlaunch-%d" % os.getuid()
+def state_dirs():
+    """Where this user's job records may be on this host; agents write to the first.
+
+    Never taken from the environment: a ``setup:`` that exports
+    ``XDG_RUNTIME_DIR`` (or a login that does not set it) would make an agent
+    and ``clusterlaunch ps`` look in different places. ``/run/user/UID`` is
+    what ``XDG_RUNTIME_DIR`` normally names (local tmpfs, private); ``/tmp``
+    otherwise. Both are read, so a job is found wherever it could write.
+    """
+    uid = os.getuid()
+    runtime = "/run/user/%d" % uid
+    dirs = ["/tmp/clusterlaunch-%d" % uid]
+    try:
+        info = os.lstat(runtime)
+    except OSError:
+        return dirs
+    if info.st_uid == uid and os.path.isdir(runtime):
+        dirs.insert(0, os.path.join(runtime, "clusterlaunch"))
+    return dirs
 
 
 def private_dir(path):
@@ -80,8 +93,8 @@ class JobRecord:
     @classmethod
     def create(cls, args, job_pid):
         """Write the record; None (and no error) where no private state dir exists."""
-        folder = state_dir()
-        if not private_dir(folder):
+        folder = next((path for path in state_dirs() if private_dir(path)), None)
+        if folder is None:
             return None
         me = os.getpid()
         record = {
@@ -126,16 +139,8 @@ def live_records():
     """
     import json  # here: the agent's start-up avoids json
 
-    folder = state_dir()
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return []
     records = []
-    for name in names:
-        if not name.endswith(".json"):
-            continue
-        path = os.path.join(folder, name)
+    for path in _record_files():
         try:
             with open(path) as handle:
                 record = json.load(handle)
@@ -146,6 +151,19 @@ def live_records():
         else:
             _clean_up_after(record, path)
     return records
+
+
+def _record_files():
+    paths = []
+    for folder in state_dirs():
+        try:
+            info = os.lstat(folder)
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        if info.st_uid == os.getuid():  # never read records from a directory someone planted
+            paths += [os.path.join(folder, n) for n in names if n.endswith(".json")]
+    return paths
 
 
 def _clean_up_after(record, path):

@@ -1,16 +1,21 @@
-"""Byte-exact tailing of the per-rank files torchrun writes (stdlib only).
+"""Reading the job's output as bytes (stdlib only): its pipes and the per-rank files.
 
-torchrun's own ``--tee`` reads these files in text mode: it turns ``\\r`` into
-``\\n`` and splits a line that is half-written when it polls. We read them as
-bytes and let the controller split lines, so nothing is changed or lost.
+torchrun's own ``--tee`` reads the rank files in text mode: it turns ``\\r``
+into ``\\n`` and splits a line that is half-written when it polls. We read them
+as bytes and let the controller split lines, so nothing is changed or lost.
 Layout (torchrun ``--log-dir D --redirects 3``):
 ``D/<run_id>_<rand>/attempt_<n>/<local_rank>/{stdout,stderr}.log``.
+
+Once the job's last process is gone, :meth:`RankTail.freeze` and
+:meth:`JobPipes.read_rest` let the agent read everything to its end: what is
+there then is all the job ever wrote.
 """
 
 import os
 import time
 
 TAIL_RESCAN_S = 0.2
+ERR_TAIL = 65536  # the job's last stderr bytes, for torchrun's root-cause block
 
 
 def _listdir(path):
@@ -25,6 +30,50 @@ def _number_suffix(name):
     return int(digits) if digits.isdigit() else -1
 
 
+class JobPipes:
+    """The job's own stdout/stderr (tags ``O``/``E``), read without blocking."""
+
+    def __init__(self, stdout, stderr):
+        self.streams = [(b"O", stdout), (b"E", stderr)]
+        for _, stream in self.streams:
+            os.set_blocking(stream.fileno(), False)
+        self.err_tail = bytearray()
+
+    def fds(self):
+        """Pipes still open (for select)."""
+        return [stream.fileno() for _, stream in self.streams if not stream.closed]
+
+    @property
+    def closed(self):
+        return all(stream.closed for _, stream in self.streams)
+
+    def read(self, budget, final=False):
+        """Available bytes of each pipe, at most ``budget`` each: [(tag, data)].
+
+        A pipe is closed at its end of file. With ``final`` (nobody is left to
+        write) an empty pipe counts as ended too: whatever a process wrote
+        before it died is in the pipe, and a stray holder of the write end
+        must not keep the agent waiting.
+        """
+        chunks = []
+        for tag, stream in self.streams:
+            if stream.closed:
+                continue
+            try:
+                data = os.read(stream.fileno(), budget)
+            except BlockingIOError:
+                if final:
+                    stream.close()
+                continue
+            if not data:
+                stream.close()
+                continue
+            if tag == b"E":
+                self.err_tail = (self.err_tail + data)[-ERR_TAIL:]
+            chunks.append((tag, data))
+        return chunks
+
+
 class RankTail:
     """Follows every rank's stdout/stderr file under ``root``, in discovery order."""
 
@@ -34,6 +83,7 @@ class RankTail:
         self.files = {}  # path -> (fd, tag)
         self.order = []
         self.next_scan = 0.0
+        self.ends = None  # path -> size to read up to, once frozen
 
     def scan(self):
         """Open files that appeared since the last scan (new ranks, restarts)."""
@@ -58,21 +108,53 @@ class RankTail:
             self.files[path] = (fd, kind + rank)
             self.order.append(path)
 
+    def freeze(self):
+        """The writers are gone: find every file and note its final size.
+
+        From now on :meth:`poll` reads each file up to that size and no
+        further (bounded, even if something we could not stop still appended).
+        """
+        self.scan()
+        self.ends = {}
+        for path in self.order:
+            try:
+                self.ends[path] = os.fstat(self.files[path][0]).st_size
+            except OSError:
+                self.ends[path] = 0
+
+    @property
+    def done(self):
+        """Frozen, and every file read to its final size."""
+        return self.ends is not None and not any(self._left(path) for path in self.order)
+
+    def _left(self, path):
+        if self.ends is None:
+            return None
+        try:
+            return max(0, self.ends[path] - os.lseek(self.files[path][0], 0, os.SEEK_CUR))
+        except OSError:
+            return 0
+
     def poll(self, budget):
         """New bytes of every file, at most ``budget`` per file: [(tag, data)]."""
         now = time.monotonic()
-        if now >= self.next_scan:
+        if self.ends is None and now >= self.next_scan:
             self.scan()
             self.next_scan = now + TAIL_RESCAN_S
         chunks = []
         for path in self.order:
             fd, tag = self.files[path]
-            try:
-                data = os.read(fd, budget)
-            except OSError:
+            left = self._left(path)
+            if left == 0:
                 continue
+            try:
+                data = os.read(fd, budget if left is None else min(budget, left))
+            except OSError:
+                data = b""
             if data:
                 chunks.append((tag, data))
+            elif left:
+                self.ends[path] = 0  # truncated or unreadable: nothing more to be had
         return chunks
 
     def remove(self):

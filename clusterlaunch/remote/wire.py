@@ -20,7 +20,9 @@ class Output:
     """Non-blocking framed writer on fd 1.
 
     Writes never block: a stalled channel (partition) must not stop the
-    heartbeat check that tears the job down.
+    heartbeat check that tears the job down. A slow reader only makes
+    ``pending`` grow to ``OUT_CAP``; the agent then stops reading its inputs
+    until the channel drains (backpressure), and never drops what it read.
     """
 
     def __init__(self, fd=1):
@@ -34,8 +36,8 @@ class Output:
 
     def frame(self, tag, data):
         if data and not self.broken:
-            self.pending += b"%s %d\n" % (tag, len(data))
-            self.pending += data
+            # One append: a frame is either wholly queued or not at all.
+            self.pending += b"".join((b"%s %d\n" % (tag, len(data)), data))
 
     def event(self, **fields):
         self.frame(b"J", to_json(fields).encode())
@@ -54,7 +56,7 @@ class Output:
             del self.pending[:sent]
 
     def drain(self, timeout):
-        """Try to get everything out before exiting, for at most ``timeout`` s."""
+        """Best effort, for at most ``timeout`` s (when the controller is already lost)."""
         deadline = time.monotonic() + timeout
         while self.pending and not self.broken and time.monotonic() < deadline:
             select.select([], [self.fd], [], max(0.0, deadline - time.monotonic()))
@@ -63,6 +65,33 @@ class Output:
     @property
     def full(self):
         return len(self.pending) > OUT_CAP
+
+
+class Control:
+    """The controller as the agent hears it: commands and heartbeats on stdin."""
+
+    def __init__(self, heartbeat_timeout, fd=0):
+        self.fd = fd
+        self.open = True
+        self.timeout = heartbeat_timeout
+        self.last_heard = time.monotonic()
+
+    def read(self):
+        """The bytes that arrived; b"" once stdin has ended (the controller is gone)."""
+        try:
+            data = os.read(self.fd, 4096)
+        except OSError:
+            data = b""
+        if data:
+            self.last_heard = time.monotonic()
+        else:
+            self.open = False
+        return data
+
+    @property
+    def silent(self):
+        """No heartbeat (nor anything else) for longer than ``--heartbeat-timeout``."""
+        return time.monotonic() - self.last_heard > self.timeout
 
 
 def exit_status(code):

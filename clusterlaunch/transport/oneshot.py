@@ -70,6 +70,10 @@ class Batch(Generic[K]):
             self.close()
         return {key: self._results[key] for key in self._keys}
 
+    def stdout_so_far(self, key: K) -> bytes:
+        """What command ``key`` printed on stdout until now (or until it was given up on)."""
+        return b"".join(self._outputs[key][0]) if key in self._outputs else b""
+
     def _pump(self, key: K, process: RemoteProcess) -> None:
         out, err = process.read()
         self._outputs[key][0].append(out)

@@ -91,10 +91,10 @@ class SshProcess:
     def finished(self) -> bool:
         """Exit status received and both streams read to the end."""
         channel = self._channel
-        drained = not channel.recv_ready() and not channel.recv_stderr_ready()
-        return drained and (
-            channel.closed or (bool(channel.eof_received) and channel.exit_status_ready())
-        )
+        # The end first: paramiko's thread buffers the last data before it marks
+        # EOF or close, so a buffer found empty after that is empty for good.
+        ended = channel.closed or (bool(channel.eof_received) and channel.exit_status_ready())
+        return ended and not channel.recv_ready() and not channel.recv_stderr_ready()
 
     def close(self) -> None:
         """Close the channel (the remote side sees EOF)."""

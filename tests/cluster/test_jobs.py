@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import signal
+import uuid
 from pathlib import Path
 
 import pytest
 
 from clusterlaunch.testing import find_processes
-from tests.cluster.support import run_cli, start_cli, wait_for_lines, write_hosts
+from tests.cluster.support import PYTHON, run_cli, start_cli, wait_for_lines, write_hosts
 
 pytestmark = [pytest.mark.cluster, pytest.mark.torch]
 
@@ -75,3 +76,53 @@ def test_kill_stops_one_job_and_spares_the_other(sim_cluster, tmp_path: Path) ->
                 process.send_signal(signal.SIGINT)
                 process.wait(timeout=30)
     assert second.returncode == 130
+
+
+def test_ps_and_kill_report_every_host_they_could_not_ask(sim_cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    for command, extra in (("ps", []), ("kill", ["some-job"])):
+        result = run_cli(command, sim_cluster, "--python", "/nonexistent/py", str(hosts), *extra)
+        assert result.returncode == 2, result.stderr
+        errors = result.stderr.splitlines()
+        for host in ("node0", "node1"):
+            assert any(
+                line.startswith(f"clusterlaunch: error: {host}: could not ask: /nonexistent/py")
+                for line in errors
+            ), result.stderr
+        assert "no clusterlaunch jobs running" not in result.stdout
+        assert "no running job" not in result.stderr
+
+
+def test_ps_and_kill_find_a_job_whose_python_and_records_depend_on_setup(
+    sim_cluster, tmp_path: Path
+) -> None:
+    """``python:`` resolves only after ``setup:``, which also exports XDG_RUNTIME_DIR."""
+    bin_dir, runtime = tmp_path / "bin", tmp_path / "xdg"
+    bin_dir.mkdir()
+    runtime.mkdir()
+    wrapper = bin_dir / "py-after-setup"
+    wrapper.write_text(f'#!/bin/sh\nexec {PYTHON} "$@"\n')
+    wrapper.chmod(0o755)
+    setup = f"export PATH={bin_dir}:$PATH\nexport XDG_RUNTIME_DIR={runtime}"
+    extra = {"python": "py-after-setup", "setup": setup}
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, extra), ("node1", 1, extra)])
+    job_id = f"late-{uuid.uuid4().hex[:8]}"
+    job = start_cli(
+        "exec", sim_cluster, "--job-id", job_id, str(hosts), "--", "sh", "-c", "echo up; sleep 600"
+    )
+    try:
+        wait_for_lines(job, b"up", 2, timeout=60)
+        listed = run_cli("ps", sim_cluster, "--json", str(hosts))
+        assert listed.returncode == 0, listed.stderr
+        rows = [json.loads(line) for line in listed.stdout.splitlines()]
+        mine = sorted((r["host"], r["node_rank"]) for r in rows if r["job_id"] == job_id)
+        assert mine == [("node0", 0), ("node1", 1)]
+        assert list(runtime.iterdir()) == []  # records do not follow the setup's environment
+        killed = run_cli("kill", sim_cluster, str(hosts), job_id)
+        assert killed.returncode == 0, killed.stderr
+        assert killed.stdout.count("stopped") == 2
+        assert job.wait(timeout=30) == 137
+    finally:
+        if job.poll() is None:
+            job.send_signal(signal.SIGINT)
+            job.wait(timeout=30)

@@ -19,6 +19,7 @@ import pytest
 from clusterlaunch.core import commands
 from clusterlaunch.core.model import HostSpec, Inventory, LaunchOptions, SshTarget
 from clusterlaunch.core.planner import JOB_ID_VAR, plan_job
+from clusterlaunch.core.setupguard import SetupGuard, SetupWatch, guarded
 
 HOSTILE = [
     "plain",
@@ -79,6 +80,14 @@ def child_env() -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8", "PYTHONUTF8": "1"}
 
 
+def without_setup_reports(stdout: bytes) -> bytes:
+    """The program's own stdout: a setup's shell reports its PID and its end first."""
+    watch = SetupWatch("h", expected=True)
+    rest = watch.feed(stdout)
+    assert watch.pid is not None and watch.done
+    return rest
+
+
 def run_shell(shell: str, command: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
         [shell, "-c", command],
@@ -106,9 +115,10 @@ def test_quote_argv_round_trips_all_words() -> None:
 
 def test_shell_command_shapes() -> None:
     assert commands.shell_command(None, None, {}, ["echo", "hi"]) == "exec env echo hi"
+    guard = SetupGuard(30, "tok")
     assert (
-        commands.shell_command("/w", "  source a.sh  \n", {"A": "1"}, ["echo"])
-        == "cd -- /w && { source a.sh\n} && exec env A=1 echo"
+        commands.shell_command("/w", "  source a.sh  \n", {"A": "1"}, ["echo"], guard)
+        == f"cd -- /w && {guarded('  source a.sh  ', guard)} && exec env A=1 echo"
     )
     assert commands.shell_command("", "", {}, ["x"]) == "exec env x"
 
@@ -125,12 +135,11 @@ def test_shell_command_round_trip(value: str) -> None:
 
 def test_setup_is_inserted_as_shell_code() -> None:
     setup = "source '/opt/my env/bin/activate'; export X=$(hostname)"
-    command = commands.shell_command("/w", setup, {}, ["prog"])
-    assert command == f"cd -- /w && {{ {setup}\n}} && exec env prog"
-    assert shlex.split(command) == [
-        "cd", "--", "/w", "&&", "{", "source", "/opt/my env/bin/activate;", "export",
-        "X=$(hostname)", "}", "&&", "exec", "env", "prog",
-    ]  # fmt: skip
+    command = commands.shell_command("/w", setup, {}, ["prog"], SetupGuard(30, "tok"))
+    # As written, in a group closed on its own line, stdin closed, stdout to stderr.
+    assert f"{{ {setup}\n}} </dev/null >&2;" in command
+    assert command.startswith("cd -- /w && { trap ")
+    assert command.endswith("&& printf '@@setup@@ done\\n' && exec env prog")
 
 
 def test_tilde_in_workdir_and_python_is_left_to_the_host_shell() -> None:
@@ -256,7 +265,7 @@ def test_setup_runs_as_shell_code_before_the_program(shell: str, tmp_path: Path)
     )
     result = run_shell(shell, command, tmp_path)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["env"] == {
+    assert json.loads(without_setup_reports(result.stdout))["env"] == {
         "FROM_SETUP": "set by setup",
         "FROM_SETUP2": "two",
         "HK": "v",
@@ -293,7 +302,7 @@ def test_full_node_command_through_shell(shell: str, tmp_path: Path) -> None:
     node, expected_argv = _hostile_plan(str(workdir), python, setup="export FROM_SETUP=1")
     result = run_shell(shell, node.command, tmp_path)  # type: ignore[attr-defined]
     assert result.returncode == 0, result.stderr
-    seen = json.loads(result.stdout)
+    seen = json.loads(without_setup_reports(result.stdout))
     assert seen["argv"] == expected_argv[1:]
     assert seen["cwd"] == str(workdir)
     assert seen["env"] == {

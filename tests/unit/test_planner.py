@@ -9,9 +9,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from clusterlaunch.core import commands, envpolicy
+from clusterlaunch.core import commands
+from clusterlaunch.core import envpolicy
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import (
+    DEFAULT_SETUP_TIMEOUT,
     HostSpec,
     Inventory,
     JobPlan,
@@ -32,6 +34,7 @@ from clusterlaunch.core.planner import (
     probe_command,
     remote_log_dir,
 )
+from clusterlaunch.core.setupguard import SetupGuard, guarded
 
 JOB = "j1"
 CWD = "/home/me/proj"
@@ -185,7 +188,11 @@ def test_full_plan_by_equality() -> None:
                 setup="source env.sh",
                 argv=argv0,
                 command=commands.shell_command(
-                    "/w", "source env.sh", env0, [*agent_words("python3", 0, 0), "--", *argv0]
+                    "/w",
+                    "source env.sh",
+                    env0,
+                    [*agent_words("python3", 0, 0), "--", *argv0],
+                    SetupGuard(DEFAULT_SETUP_TIMEOUT, "j1"),  # the job id identifies its shell
                 ),
             ),
             NodePlan(
@@ -211,9 +218,11 @@ def test_full_plan_by_equality() -> None:
         "cd", "--", CWD, "&&", "exec", "env", f"{JOB_ID_VAR}={JOB}",
         *agent_words("/opt/py/bin/python", 1, 2), "--", *argv1,
     ]  # fmt: skip
-    assert shlex.split(job.nodes[0].command) == [
-        "cd", "--", "/w", "&&", "{", "source", "env.sh", "}", "&&", "exec", "env",
-        "A=1", f"{JOB_ID_VAR}={JOB}", "CUDA_VISIBLE_DEVICES=1,3",
+    setup = guarded("source env.sh", SetupGuard(DEFAULT_SETUP_TIMEOUT, JOB))
+    prefix = f"cd -- /w && {setup} && "
+    assert job.nodes[0].command.startswith(prefix)
+    assert shlex.split(job.nodes[0].command[len(prefix) :]) == [
+        "exec", "env", "A=1", f"{JOB_ID_VAR}={JOB}", "CUDA_VISIBLE_DEVICES=1,3",
         *agent_words("python3", 0, 0), "--", *argv0,
     ]  # fmt: skip
 
@@ -608,15 +617,18 @@ def test_new_job_id_shape() -> None:
 def test_probe_command_uses_the_job_prefix() -> None:
     inv = inventory(HostSpec(host="a", gpus=1, workdir="/w d", setup="true", env={"A": "1"}))
     node = plan(inv).nodes[0]
-    command = probe_command(node, "10.0.0.1", 0, "n0nce", "train.py", True, 999)
-    assert shlex.split(command) == [
-        "cd", "--", "/w d", "&&", "{", "true", "}", "&&",
-        "exec", "env", "A=1", f"{JOB_ID_VAR}={JOB}",
+    command = probe_command(node, "10.0.0.1", 0, "n0nce", "train.py", True, 999, 42, "job7")
+    probe_argv = [
+        "env", "A=1", f"{JOB_ID_VAR}={JOB}",
         *commands.bootstrap_argv("python3", "probe", 999),
         "--master-addr", "10.0.0.1", "--nonce", "n0nce", "--listen", "0",
         "--script", "train.py", "--need-torch",
+        "--job-id", "job7", "--tail-dir", "/tmp/clusterlaunch-job7-n0",
     ]  # fmt: skip
-    bare = probe_command(node, "10.0.0.1", None, "n", None, False, 1)
+    # The same setup guard as the job's, with the nonce as the shell's token.
+    setup = guarded("true", SetupGuard(42, "n0nce"))
+    assert command == f"cd -- '/w d' && {setup} && exec {commands.quote_argv(probe_argv)}"
+    bare = probe_command(node, "10.0.0.1", None, "n", None, False, 1, 42)
     assert shlex.split(bare)[-4:] == ["--master-addr", "10.0.0.1", "--nonce", "n"]
 
 

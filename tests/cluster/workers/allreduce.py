@@ -1,10 +1,12 @@
 """All-reduce of rank+1 across the job; prints what each rank saw.
 
-Env FAIL_RANK/FAIL_CODE: that rank exits with FAIL_CODE after the collective.
+Env FAIL_RANK/FAIL_CODE: that rank exits with FAIL_CODE after the collective;
+FAIL_RANK/FAIL_SIGNAL: it kills itself with that signal (9: as the OOM killer does).
 """
 
 import json
 import os
+import signal
 import sys
 
 import torch
@@ -27,8 +29,12 @@ print(
     ),
     flush=True,
 )
-code = int(os.environ.get("FAIL_CODE", "0")) if os.environ.get("FAIL_RANK") == str(rank) else 0
+failing = os.environ.get("FAIL_RANK") == str(rank)
+code = int(os.environ.get("FAIL_CODE", "0")) if failing else 0
 if code:
     sys.stdout.flush()
     os._exit(code)
+if failing and os.environ.get("FAIL_SIGNAL"):
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.Signals(int(os.environ["FAIL_SIGNAL"])))
 finish()

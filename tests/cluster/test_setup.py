@@ -1,0 +1,141 @@
+"""A host's ``setup:`` against real sshd hosts: bounded, stdin closed, nothing left behind.
+
+Also the preflight's job-id checks, which the probe makes under the same prefix.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.testing import find_processes
+from tests.cluster.support import run_cli, start_cli, wait_for_lines, write_hosts
+
+pytestmark = [pytest.mark.cluster]
+
+STUCK = "sleep 599"  # told apart from the jobs' own `sleep 600`
+
+
+def _wait_for_process(cluster, argv: str, timeout: float = 60) -> None:
+    """Until a process with command line ``argv`` runs on the simulated hosts."""
+    deadline = time.monotonic() + timeout
+    while not any(p.cmdline == argv for p in find_processes(cluster.markers())):
+        assert time.monotonic() < deadline, f"{argv!r} never started on the hosts"
+        time.sleep(0.05)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.parametrize("command", ["run", "exec"])  # the preflight's setup; the agent's
+def test_interrupt_during_a_stuck_setup_leaves_nothing(
+    sim_cluster, tmp_path: Path, assert_no_orphans, command: str
+) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1, {"setup": STUCK})])
+    job = ["sleeper.py"] if command == "run" else ["--", "sleep", "600"]
+    process = start_cli(command, sim_cluster, str(hosts), *job)
+    try:
+        _wait_for_process(sim_cluster, STUCK)
+        interrupted = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=15) == 130
+        exited = time.monotonic() - interrupted
+    finally:
+        _stop(process)
+    assert process.stderr is not None
+    assert "interrupted (Ctrl-C)" in process.stderr.read().decode()
+    # The setup's group gets SIGTERM at once, SIGKILL for stragglers 2 s later.
+    assert_no_orphans(sim_cluster, timeout=5.0)
+    gone = time.monotonic() - interrupted
+    print(f"{command}: exit {exited:.2f} s, no process left {gone:.2f} s after Ctrl-C")
+    assert exited < 10
+
+
+def test_a_killed_controller_leaves_a_setup_that_ends_by_its_timeout(
+    sim_cluster, tmp_path: Path, assert_no_orphans
+) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1, {"setup": STUCK})])
+    process = start_cli("exec", sim_cluster, "--setup-timeout", "3", str(hosts), "--", "true")
+    try:
+        _wait_for_process(sim_cluster, STUCK)
+        process.send_signal(signal.SIGKILL)  # nobody left to kill the setup but its watchdog
+        process.wait(timeout=10)
+    finally:
+        _stop(process)
+    assert_no_orphans(sim_cluster, timeout=10.0)  # 3 s limit, SIGKILL round 2 s after
+
+
+def test_setup_reading_stdin_does_not_hang(sim_cluster, tmp_path: Path) -> None:
+    setup = 'read line || true\ncat >/dev/null\nexport READ="[$line]"'
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, {"setup": setup}), ("node1", 1)])
+    checked = run_cli("check", sim_cluster, str(hosts), timeout=60)
+    assert checked.returncode == 0, checked.stderr
+    echo = ["sh", "-c", 'echo "read=$READ"']
+    ran = run_cli("exec", sim_cluster, str(hosts), "--", *echo, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert "[node0] read=[]" in ran.stdout  # the setup read nothing: stdin is /dev/null
+
+
+def test_setup_past_its_timeout_fails_the_preflight_naming_the_host(
+    sim_cluster, tmp_path: Path
+) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1, {"setup": STUCK})])
+    began = time.monotonic()
+    result = run_cli("run", sim_cluster, "--setup-timeout", "2", str(hosts), "sleeper.py")
+    assert result.returncode == 2, result.stderr
+    assert time.monotonic() - began < 30
+    assert "nothing was started" in result.stderr
+    [row] = [line for line in result.stderr.splitlines() if line.startswith("1 ")]
+    assert "node1" in row and "setup did not finish within 2 s and was stopped" in row
+
+
+def test_a_slow_setup_is_announced(sim_cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1, {"setup": "sleep 6"})])
+    result = run_cli("check", sim_cluster, str(hosts), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "clusterlaunch: node1: setup still running after 5 s (--setup-timeout 300)" in (
+        result.stderr
+    )
+    assert "node0: setup" not in result.stderr
+
+
+def test_a_duplicated_job_id_fails_the_preflight(sim_cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    job_id = f"dup-{uuid.uuid4().hex[:8]}"
+    first = start_cli(
+        "exec", sim_cluster, "--job-id", job_id, str(hosts), "--", "sh", "-c", "echo up; sleep 600"
+    )
+    try:
+        wait_for_lines(first, b"up", 2, timeout=60)
+        second = run_cli("run", sim_cluster, "--job-id", job_id, str(hosts), "sleeper.py")
+        assert second.returncode == 2, second.stderr
+        assert "nothing was started" in second.stderr
+        assert "a job with this id is already running here" in second.stderr
+        assert first.poll() is None  # the first job never noticed
+        first.send_signal(signal.SIGINT)
+        assert first.wait(timeout=30) == 130
+    finally:
+        _stop(first)
+
+
+def test_a_taken_temporary_directory_fails_the_preflight(sim_cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    job_id = f"taken-{uuid.uuid4().hex[:8]}"
+    taken = Path(f"/tmp/clusterlaunch-{job_id}-n1")  # left by someone else
+    taken.mkdir()
+    try:
+        result = run_cli("run", sim_cluster, "--job-id", job_id, str(hosts), "sleeper.py")
+    finally:
+        os.rmdir(taken)
+    assert result.returncode == 2, result.stderr
+    [row] = [line for line in result.stderr.splitlines() if line.startswith("1 ")]
+    assert f"{taken} already exists (owner uid {os.getuid()})" in row

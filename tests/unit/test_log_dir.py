@@ -1,0 +1,149 @@
+"""``--log-dir`` safety: created new, never through a planted link, checked before any host."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.cli.main import main
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.controller.output import LogDir
+
+
+@pytest.fixture(autouse=True)
+def _restore_signals() -> Iterator[None]:
+    """main() installs SIGINT/SIGTERM/SIGHUP handlers; give pytest its own back."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any attempt to reach a host fails the test."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"a host was contacted: {args!r}")
+
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+
+
+def test_planted_symlink_is_refused_and_its_target_untouched(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # sticky and writable by all, like /tmp: allowed, but...
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious\n")
+    (shared / "rank-0.log").symlink_to(victim)  # ...someone planted a link
+    log_dir = LogDir(str(shared))
+    with pytest.raises(UsageError, match=r"rank-0\.log already exists"):
+        log_dir.open(["rank-0.log", "controller.log"])
+    assert victim.read_bytes() == b"precious\n"
+    assert not (shared / "controller.log").exists()  # nothing left behind
+
+
+def test_dangling_symlink_is_not_followed_either(tmp_path: Path) -> None:
+    (tmp_path / "controller.log").symlink_to(tmp_path / "would-be-created")
+    with pytest.raises(UsageError, match="already exists"):
+        LogDir(str(tmp_path)).open(["controller.log"])
+    assert not (tmp_path / "would-be-created").exists()
+
+
+def test_lazily_created_file_is_safe_too(tmp_path: Path) -> None:
+    log_dir = LogDir(str(tmp_path))
+    log_dir.open()
+    (tmp_path / "rank-7.log").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(UsageError, match="already exists"):
+        log_dir.write("rank-7.log", b"x")
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_directory_writable_by_everyone_is_refused_unless_sticky(tmp_path: Path) -> None:
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    with pytest.raises(UsageError, match="every user may write to it"):
+        LogDir(str(open_dir)).open(["rank-0.log"])
+    assert list(open_dir.iterdir()) == []
+    open_dir.chmod(0o1777)
+    log_dir = LogDir(str(open_dir))
+    log_dir.open(["rank-0.log"])
+    log_dir.write("rank-0.log", b"ok")
+    log_dir.close()
+    assert (open_dir / "rank-0.log").read_bytes() == b"ok"
+
+
+def test_logs_of_an_earlier_job_are_not_appended_to(tmp_path: Path) -> None:
+    first = LogDir(str(tmp_path / "logs"))
+    first.open(["rank-0.log"])
+    first.write("rank-0.log", b"first job\n")
+    first.close()
+    with pytest.raises(UsageError, match="logs of an earlier job"):
+        LogDir(str(tmp_path / "logs")).open(["rank-0.log"])
+    assert (tmp_path / "logs" / "rank-0.log").read_bytes() == b"first job\n"
+
+
+def test_files_that_stay_empty_are_removed_so_the_directory_can_be_reused(
+    tmp_path: Path,
+) -> None:
+    log_dir = LogDir(str(tmp_path / "logs"))
+    log_dir.open(["rank-0.log", "rank-1.log", "controller.log"])
+    log_dir.write("rank-1.log", b"only rank 1 spoke")
+    log_dir.close()
+    log_dir.close()  # idempotent
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["rank-1.log"]
+    again = LogDir(str(tmp_path / "logs"))
+    again.open(["rank-0.log", "controller.log"])  # a job that never started left nothing
+    again.close()
+
+
+@pytest.mark.parametrize(
+    ("where", "problem"),
+    [
+        ("a-file", "not a directory"),
+        ("a-file/below", "not a directory"),
+        ("/proc/nope", "cannot create it (No such file or directory)"),
+    ],
+)
+def test_unusable_directory_is_one_clear_error(tmp_path: Path, where: str, problem: str) -> None:
+    (tmp_path / "a-file").write_text("x")
+    path = where if where.startswith("/") else str(tmp_path / where)
+    with pytest.raises(UsageError) as caught:
+        LogDir(path).open(["rank-0.log"])
+    assert str(caught.value) == f"--log-dir {path}: {problem}"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_unwritable_directory_is_one_clear_error(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    with pytest.raises(UsageError, match=r"cannot create rank-0\.log \(Permission denied\)"):
+        LogDir(str(locked)).open(["rank-0.log"])
+
+
+@pytest.mark.parametrize("command", ["run", "exec"])
+def test_cli_checks_log_dir_before_contacting_any_host(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    no_network: None,
+    command: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "far.yaml").write_text("hosts:\n  - {host: unreachable.invalid, gpus: 2}\n")
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    (tmp_path / "taken").write_text("a file, not a directory")
+    tail = ["train.py"] if command == "run" else ["--", "hostname"]
+    code = main([command, "--log-dir", "taken", "far.yaml", *tail])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.splitlines() == ["clusterlaunch: error: --log-dir taken: not a directory"], err

@@ -1,0 +1,112 @@
+"""``run_preflight`` through the local transport (real probes, no sshd) and a failing one.
+
+It promises never to raise for a host problem: a host whose probe cannot even
+be started is a row of the problem table like any other, and a setup it gives
+up on is killed, not left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.core import setupguard
+from clusterlaunch.core.errors import TransportError
+from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
+from clusterlaunch.core.planner import plan_job
+from clusterlaunch.controller.preflight import run_preflight
+from clusterlaunch.transport.base import RemoteProcess
+from clusterlaunch.transport.local import LocalConnection
+
+
+class RefusingConnection:
+    """A host whose connection cannot open another channel."""
+
+    host = "b"
+
+    def start(self, command: str, stdin: bytes = b"") -> RemoteProcess:
+        raise TransportError("b", "cannot start a command: channel refused")
+
+    def alive(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+def _plan(setup_b: str | None = None, workdir: str | None = None) -> JobPlan:
+    hosts = (HostSpec("a", 1, python=sys.executable), HostSpec("b", 1, setup=setup_b))
+    return plan_job(
+        Inventory("hosts.yaml", hosts, master_port=None, master_addr="127.0.0.1"),
+        [SshTarget("a", "127.0.0.1"), SshTarget("b", "127.0.0.1")],
+        LaunchOptions(script="", python=sys.executable),
+        job_id="j-preflight",
+        local_env={},
+        local_cwd=workdir or os.getcwd(),
+        agent_size=1,
+    )
+
+
+def test_a_host_that_cannot_start_the_probe_is_a_problem_not_a_crash() -> None:
+    connections = {"a": LocalConnection(), "b": RefusingConnection()}
+    result = run_preflight(_plan(), connections, None, need_torch=False, timeout=30)  # type: ignore[arg-type]
+    assert [(p.host, p.detail) for p in result.problems] == [
+        ("b", "cannot start the probe: cannot start a command: channel refused"),
+    ]
+    assert result.reports[0].static["executable"] == sys.executable
+
+
+def _pgid_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_interrupted_preflight_kills_the_setup_it_gave_up_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signal (here: an exception from the notice callback) while a setup hangs."""
+    monkeypatch.setattr(setupguard, "SLOW_AFTER_S", 1.0)
+    heard: list[str] = []
+
+    class Interrupt(Exception):
+        pass
+
+    def notify(line: str) -> None:
+        heard.append(line)
+        raise Interrupt  # like the Ctrl-C handler raising StopJob
+
+    connections = {"a": LocalConnection(), "b": LocalConnection()}
+    plan = _plan(setup_b="echo $$ > pgid; sleep 600", workdir=str(tmp_path))
+    with pytest.raises(Interrupt):
+        run_preflight(plan, connections, None, False, timeout=60, notify=notify)  # type: ignore[arg-type]
+    # The first notice comes 1 s in, or later on a busy machine.
+    assert len(heard) == 1
+    assert re.fullmatch(r"b: setup still running after \d+ s \(--setup-timeout 300\)", heard[0])
+    pgid = int((tmp_path / "pgid").read_text())
+    deadline = time.monotonic() + 10  # SIGTERM now, SIGKILL 2 s later; generous on a busy machine
+    while _pgid_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _pgid_alive(pgid), "the setup's process group outlived the preflight"
+
+
+def test_setup_past_its_limit_is_a_problem_naming_the_limit() -> None:
+    connections = {"a": LocalConnection(), "b": LocalConnection()}
+    result = run_preflight(
+        _plan(setup_b="sleep 600"),
+        connections,  # type: ignore[arg-type]
+        None,
+        need_torch=False,
+        timeout=30,
+        setup_timeout=1,
+    )
+    [problem] = result.problems
+    assert problem.host == "b"
+    assert problem.detail.startswith("setup did not finish within 1 s and was stopped;")

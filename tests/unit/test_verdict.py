@@ -1,0 +1,142 @@
+"""The verdict (``decide_outcome``) and its summary line, from scripted host endings.
+
+"Stopped" is what clusterlaunch itself did (its ``--timeout``, a signal it
+received, ``clusterlaunch kill``); a rank that exits 124, 130, 137 or 143 on
+its own (137: the OOM killer) failed, and the summary names it.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+
+from clusterlaunch.core import render
+from clusterlaunch.core.errors import JobOutcome
+from clusterlaunch.core.lines import Prefixes
+from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
+from clusterlaunch.core.planner import plan_job
+from clusterlaunch.controller.output import Console, OutputRouter
+from clusterlaunch.core.outcome import EXIT_HOST_LOST, HostRun, decide_outcome
+
+
+class NoConnection:
+    """The verdict never touches a connection; it only has to be there."""
+
+    host = "-"
+
+
+def _plan() -> JobPlan:
+    inventory = Inventory("hosts.yaml", (HostSpec("a", 2), HostSpec("b", 2)), master_port=29500)
+    targets = [SshTarget("a", "10.0.0.1"), SshTarget("b", "10.0.0.2")]
+    return plan_job(
+        inventory,
+        targets,
+        LaunchOptions(script="train.py"),
+        job_id="j1",
+        local_env={},
+        local_cwd="/w",
+        agent_size=1,
+    )
+
+
+def _setup(
+    ended: dict[str, dict[str, Any] | None], order: dict[str, int] | None = None
+) -> tuple[JobPlan, list[HostRun], OutputRouter]:
+    plan = _plan()
+    hosts = []
+    for node in plan.nodes:
+        host = HostRun(node, NoConnection())  # type: ignore[arg-type]
+        host.ended, host.done = ended.get(node.host), True
+        host.status = 0 if host.ended is not None else None
+        host.order = (order or {}).get(node.host, node.node_rank + 1)
+        hosts.append(host)
+    ranks = [(r, n.host, r - n.first_rank) for n in plan.nodes for r in n.global_ranks]
+    router = OutputRouter(Prefixes(ranks, ["a", "b"], False), Console(io.BytesIO(), io.BytesIO()))
+    router.rank_output(3, True, b"Killed\n")
+    router.host_output("b", True, b"torchrun: worker failed\n")
+    return plan, hosts, router
+
+
+def _rank_died(local_rank: int, exitcode: int, signal: str | None = None) -> dict[str, Any]:
+    """An agent's exit event for a torchrun that reported a failed worker."""
+    root = {"exitcode": exitcode, "local_rank": local_rank, "signal": signal, "failed_at": 5.0}
+    return {"event": "exit", "reason": "exited", "code": 1, "root_cause": root}
+
+
+TORN_DOWN = {"event": "exit", "reason": "teardown", "code": -15}
+
+
+@pytest.mark.parametrize(
+    ("exitcode", "signal", "code"),
+    [(-9, "SIGKILL", 137), (137, None, 137), (130, None, 130), (124, None, 124), (143, None, 143)],
+)
+def test_a_rank_exiting_with_a_stop_like_code_failed(
+    exitcode: int, signal: str | None, code: int
+) -> None:
+    plan, hosts, router = _setup({"a": TORN_DOWN, "b": _rank_died(1, exitcode, signal)})
+    stop = JobOutcome(1, "b failed")  # what the supervisor sets when a host fails
+    outcome = decide_outcome(stop, hosts, plan, router)
+    assert (outcome.exit_code, outcome.rank, outcome.host, outcome.stopped) == (code, 3, "b", False)
+    text = render.outcome_text(outcome)
+    assert text.startswith(f"job failed: rank 3 on b exited with code {code}")
+    assert ("(SIGKILL)" in text) == (signal is not None)
+    assert "  | Killed" in text  # the rank's own last lines
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        (130, "interrupted (Ctrl-C)"),
+        (143, "terminated (SIGTERM)"),
+        (124, "--timeout 8 s reached"),
+        (137, "the job was killed (clusterlaunch kill)"),
+    ],
+)
+def test_what_clusterlaunch_did_itself_is_a_stop(code: int, reason: str) -> None:
+    # Ranks fail while being torn down; the first cause (ours) still decides.
+    plan, hosts, router = _setup({"a": TORN_DOWN, "b": _rank_died(0, -15, "SIGTERM")})
+    outcome = decide_outcome(JobOutcome(code, reason, stopped=True), hosts, plan, router)
+    assert (outcome.exit_code, outcome.stopped) == (code, True)
+    assert render.outcome_text(outcome) == f"job stopped: {reason}"
+
+
+def test_a_stop_with_no_failed_rank_is_that_stop() -> None:
+    plan, hosts, router = _setup({"a": TORN_DOWN, "b": TORN_DOWN})
+    stop = JobOutcome(124, "--timeout 1 s reached", stopped=True)
+    assert decide_outcome(stop, hosts, plan, router) is stop
+
+
+def test_first_rank_to_fail_decides_across_hosts() -> None:
+    later = _rank_died(0, 1)
+    later["root_cause"]["failed_at"] = 9.0
+    plan, hosts, router = _setup({"a": later, "b": _rank_died(1, -9, "SIGKILL")}, {"a": 1, "b": 2})
+    outcome = decide_outcome(JobOutcome(1, "a failed"), hosts, plan, router)
+    assert (outcome.exit_code, outcome.rank) == (137, 3)  # b's worker died first
+
+
+def test_a_lost_host_is_reported_with_its_name() -> None:
+    plan, hosts, router = _setup({"a": TORN_DOWN})
+    hosts[1].lost = True
+    outcome = decide_outcome(JobOutcome(EXIT_HOST_LOST, "host b was lost"), hosts, plan, router)
+    assert (outcome.exit_code, outcome.host, outcome.stopped) == (255, "b", False)
+    assert render.outcome_text(outcome) == "job failed: host b was lost"
+
+
+def test_a_host_failing_without_a_root_cause_is_named() -> None:
+    ended = {"event": "exit", "reason": "exited", "code": 143}
+    plan, hosts, router = _setup({"a": TORN_DOWN, "b": ended})
+    outcome = decide_outcome(JobOutcome(143, "b failed"), hosts, plan, router)
+    assert (outcome.exit_code, outcome.host, outcome.stopped) == (143, "b", False)
+    assert render.outcome_text(outcome).startswith("job failed: b exited with code 143")
+
+
+def test_exec_without_fail_fast_lists_every_failed_host() -> None:
+    done = {"event": "exit", "reason": "exited", "code": 0}
+    plan, hosts, router = _setup({"a": {**done, "code": 130}, "b": done})
+    outcome = decide_outcome(None, hosts, plan, router)
+    assert (outcome.exit_code, outcome.host, outcome.stopped) == (130, "a", False)
+    assert render.outcome_text(outcome).startswith("job failed: 1 of 2 host(s) failed: a (130)")
+    plan, hosts, router = _setup({"a": done, "b": done})
+    assert decide_outcome(None, hosts, plan, router) == JobOutcome(0, "all hosts finished")
