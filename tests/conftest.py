@@ -8,6 +8,7 @@
   with working network namespaces).
 * ``assert_no_orphans`` — ``assert_no_orphans(cluster, timeout=5.0)`` fails the test
   when processes started through the cluster's hosts are still alive (and kills them).
+* Tests marked ``torch`` skip, saying why, when the hosts' interpreter has no torch.
 
 Ports: ``CLUSTERLAUNCH_TEST_SSH_PORT`` pins the session cluster's port (factory
 clusters use the ports above it); unset, the first free port from 22220 is used, so
@@ -18,7 +19,10 @@ tests/cluster/support.py), by default the one running pytest.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -89,7 +93,36 @@ def _start_loopback(
 
 def _require_sshd() -> None:
     if not os.access(SSHD, os.X_OK):
-        pytest.skip(f"{SSHD} not installed (package openssh-server)")
+        pytest.skip(
+            f"{SSHD} not installed (package openssh-server; "
+            "scripts/test.sh installs it when run as root)"
+        )
+
+
+@pytest.fixture(scope="session")
+def _torch_missing() -> str | None:
+    """Why the interpreter that runs the jobs has no torch, or None.
+
+    Asked without importing torch (~1.2 s and hundreds of MB in this process).
+    """
+    python = os.environ.get("CLUSTERLAUNCH_TEST_PYTHON", sys.executable)
+    if python == sys.executable:
+        found = importlib.util.find_spec("torch") is not None
+    else:
+        probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"
+        found = subprocess.run([python, "-c", probe], capture_output=True).returncode == 0
+    if found:
+        return None
+    return f"torch is not installed for {python} (pip install -e '.[torch]'; scripts/test.sh does)"
+
+
+@pytest.fixture(autouse=True)
+def _torch_for_torch_tests(request: pytest.FixtureRequest) -> None:
+    """Tests marked ``torch`` run torchrun jobs: without torch they skip, not fail."""
+    if request.node.get_closest_marker("torch") is not None:
+        reason = request.getfixturevalue("_torch_missing")
+        if reason is not None:
+            pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

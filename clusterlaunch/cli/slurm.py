@@ -23,7 +23,7 @@ from clusterlaunch.core.hostranges import HostRangeError, expand_hosts
 from clusterlaunch.core.model import Inventory, SshTarget
 from clusterlaunch.transport import TRANSPORTS
 from clusterlaunch.transport.local import login_shell
-from clusterlaunch.transport.srun import srun_argv
+from clusterlaunch.transport.srun import SRUN, SRUN_MISSING, srun_argv
 from clusterlaunch.transport.sshconfig import resolve_targets
 
 
@@ -74,6 +74,10 @@ def hosts(args: argparse.Namespace) -> tuple[Inventory, tuple[SshTarget, ...], s
         return inventory, tuple(resolve_targets(args.ssh_config, inventory.hosts)), transport
     if not from_slurm:
         require_in_allocation(inventory, os.environ)
+    # Said once, before anything starts (not once per host by the preflight); a dry
+    # run only shows the srun line, so it needs no srun.
+    if not getattr(args, "dry_run", False) and shutil.which(SRUN) is None:
+        raise UsageError(SRUN_MISSING)
     return inventory, slurm.srun_targets(inventory.hosts), transport
 
 

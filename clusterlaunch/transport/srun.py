@@ -40,6 +40,7 @@ from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport.local import LocalProcess, login_shell
 
 SRUN = "srun"
+SRUN_MISSING = "srun not found on PATH: add Slurm's bin directory to PATH, or use --transport ssh"
 
 # Why each flag (see docs/slurm.md):
 STEP_OPTIONS = (
@@ -140,6 +141,5 @@ def connect_all(
     """One connection per target (nothing is contacted yet); every host fails without srun."""
     srun = shutil.which(SRUN)
     if srun is None:
-        detail = "srun not found on PATH; run inside a Slurm allocation or use --transport ssh"
-        return {}, [HostProblem(target.alias, "connect", detail) for target in targets]
+        return {}, [HostProblem(target.alias, "connect", SRUN_MISSING) for target in targets]
     return {target.alias: SrunConnection(target.alias, srun) for target in targets}, []

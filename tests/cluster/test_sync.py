@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.support import PYTHON, cli_argv, rank_lines, write_hosts
+from tests.programs import needs_rsync
 
 pytestmark = [pytest.mark.cluster]
 
@@ -44,6 +45,7 @@ IGNORED = {
 LINKS = {"latest.py": "train.py"}
 SENT_FIRST = len(FILES) + len(LINKS)
 WITHOUT_RSYNC = {"PATH": "/nonexistent"}  # the controller has neither rsync nor ssh
+BOTH_METHODS = [pytest.param("rsync", None, marks=needs_rsync), ("sftp", WITHOUT_RSYNC)]
 REPORT = re.compile(
     r"^clusterlaunch: sync (\S+)(?: \(and (.*): same directory\))?"
     r"(?: -> (.*): (rsync|sftp|local), sent (\d+) files?| *: skipped, (.*) is this directory)",
@@ -101,7 +103,7 @@ def reports(stderr: str) -> dict[str, tuple[str, int]]:
     return found
 
 
-@pytest.mark.parametrize(("method", "env"), [("rsync", None), ("sftp", WITHOUT_RSYNC)])
+@pytest.mark.parametrize(("method", "env"), BOTH_METHODS)
 def test_sync_sends_selected_files_then_only_changes(
     sim_cluster, tmp_path: Path, method: str, env: dict[str, str] | None
 ) -> None:
@@ -132,6 +134,7 @@ def test_sync_sends_selected_files_then_only_changes(
         assert f"[{host}] synced {dest} VERSION = 22" in changed.stdout
 
 
+@needs_rsync
 def test_shared_directories_are_copied_once_and_the_source_not_at_all(
     sim_cluster, tmp_path: Path
 ) -> None:
@@ -176,7 +179,7 @@ def test_unwritable_destination_fails_before_anything_starts(sim_cluster, tmp_pa
     assert list(good.iterdir()) == []  # created, but no copy and no token left behind
 
 
-@pytest.mark.parametrize(("method", "env"), [("rsync", None), ("sftp", WITHOUT_RSYNC)])
+@pytest.mark.parametrize(("method", "env"), BOTH_METHODS)
 def test_failed_copy_fails_the_launch(
     sim_cluster, tmp_path: Path, method: str, env: dict[str, str] | None
 ) -> None:
@@ -224,6 +227,7 @@ def test_run_starts_the_synced_script(sim_cluster, tmp_path: Path) -> None:
     assert lines == [f"rank {i} of 2 in {d}" for i, d in enumerate(dests)]
 
 
+@needs_rsync
 def test_rsync_follows_proxy_jump_with_strict_host_keys(
     sim_cluster_factory, tmp_path: Path
 ) -> None:
@@ -244,6 +248,7 @@ def test_rsync_follows_proxy_jump_with_strict_host_keys(
     assert log.count("Accepted publickey") == 2, log
 
 
+@needs_rsync
 def test_rsync_trusts_the_key_clusterlaunch_recorded(sim_cluster_factory, tmp_path: Path) -> None:
     cluster = sim_cluster_factory(1)
     Path(cluster.known_hosts).write_text("")  # accept-new records node0's key first
@@ -258,6 +263,7 @@ def test_rsync_trusts_the_key_clusterlaunch_recorded(sim_cluster_factory, tmp_pa
     assert Path(cluster.known_hosts).read_text().strip()
 
 
+@needs_rsync
 def test_rsync_and_sftp_agree_on_what_is_unchanged(sim_cluster, tmp_path: Path) -> None:
     project = make_project(tmp_path / "project")
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, {"workdir": str(tmp_path / "d")})])

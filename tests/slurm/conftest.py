@@ -1,8 +1,13 @@
-"""A fake Slurm allocation: ``fake_bin/srun`` and ``fake_bin/scontrol`` first on PATH.
+"""Slurm for the tests: a fake allocation (fast tier) and a real Slurm cluster.
 
-The fake srun runs each step right here (see its docstring); every process a
-step starts carries ``CLUSTERLAUNCH_SIM_HOST=<marker>-<node>``, so the
+``fake_slurm``: ``fake_bin/srun`` and ``fake_bin/scontrol`` first on PATH. The
+fake srun runs each step right here (see its docstring); every process a step
+starts carries ``CLUSTERLAUNCH_SIM_HOST=<marker>-<node>``, so the
 simulated-cluster orphan helpers tell whether a test left anything running.
+
+``real_slurm``: munged, slurmctld and three slurmd on three network-namespace
+hosts (tests/slurm/real.py), one per test module; root only, and it skips,
+naming the packages, when Slurm is not installed.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import json
 import os
 import secrets
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +25,10 @@ from typing import Any
 import pytest
 
 from clusterlaunch.testing import kill_processes, wait_until_gone
+from clusterlaunch.testing.loopback import SSHD
 from tests.cluster.support import PYTHON, WORKERS
+from tests.netns import NetnsCluster
+from tests.slurm.real import SlurmCluster, slurm_unavailable_reason
 
 FAKE_BIN = Path(__file__).parent / "fake_bin"
 
@@ -114,3 +123,35 @@ def fake_slurm(tmp_path: Path) -> Iterator[FakeSlurm]:
             process.wait()
     if left := fake.left_running(timeout=5.0):
         pytest.fail(f"processes left by the fake Slurm steps (killed): {left}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def real_slurm(
+    tmp_path_factory: pytest.TempPathFactory, _netns_unavailable: str | None
+) -> Iterator[SlurmCluster]:
+    """A real Slurm on three namespace hosts ``node[0-2]``, each with CPUs = this machine's.
+
+    Stopped at the end of the module; processes left on the nodes then fail it.
+    """
+    if _netns_unavailable is not None:
+        pytest.skip(f"a real Slurm needs network namespaces: {_netns_unavailable}")
+    reason = slurm_unavailable_reason() or (None if os.access(SSHD, os.X_OK) else SSHD)
+    if reason is not None:
+        pytest.skip(f"a real Slurm cannot run here: {reason}")
+    base = tmp_path_factory.mktemp("real_slurm")
+    started = time.monotonic()
+    net = NetnsCluster(3, base / "net").start()
+    strays: list[str] = []
+    try:
+        slurm = SlurmCluster(net, base / "slurm")
+        slurm.start()
+        slurm.start_seconds = round(time.monotonic() - started, 2)
+        try:
+            yield slurm
+        finally:
+            strays = slurm.stop()
+    finally:
+        killed = net.stop()
+    if strays or killed:
+        left = strays + [str(proc) for proc in killed]
+        pytest.fail(f"processes left on the Slurm nodes (killed): {left}", pytrace=False)

@@ -104,12 +104,15 @@ def test_exec_over_ssh_when_asked(fake_slurm: FakeSlurm) -> None:
     assert fake_slurm.steps() == []
 
 
-def test_no_srun_on_path_starts_nothing(fake_slurm: FakeSlurm) -> None:
-    path = fake_slurm.env["PATH"].split(":")
-    fake_slurm.env["PATH"] = ":".join(p for p in path if not p.endswith("fake_bin"))
+def test_no_srun_on_path_starts_nothing(fake_slurm: FakeSlurm, tmp_path: Path) -> None:
+    # PATH is ours to set: a machine with Slurm installed has a real srun in /usr/bin.
+    (tmp_path / "empty").mkdir()
+    fake_slurm.env["PATH"] = str(tmp_path / "empty")
     result = fake_slurm.run("exec", "slurm", "--", "true")
     assert result.returncode == 2
-    assert "srun not found on PATH" in result.stderr and "nothing was started" in result.stderr
+    assert result.stderr.startswith("clusterlaunch: error: srun not found on PATH")
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert fake_slurm.calls() == []
 
 
 def test_scontrol_reads_what_clustershell_cannot(fake_slurm: FakeSlurm) -> None:

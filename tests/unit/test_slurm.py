@@ -302,6 +302,20 @@ def test_outside_an_allocation(
     )
 
 
+def test_no_srun_is_one_line_before_anything_starts(
+    allocation: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(allocation))  # no srun there, whatever this machine has
+    code, out, err = run(capsys, "run", "slurm", "train.py")
+    assert code == 2 and out == ""
+    assert err == (
+        "clusterlaunch: error: srun not found on PATH: add Slurm's bin directory to PATH, "
+        "or use --transport ssh\n"
+    )
+    code, out, err = run(capsys, "run", "--dry-run", "slurm", "train.py")
+    assert code == 0 and "srun --nodes=1" in out, err  # a dry run only shows the line
+
+
 def test_hosts_file_over_srun(allocation: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (allocation / "hosts.yaml").write_text("hosts:\n  - {host: gpu02, gpus: 1}\n")
     code, out, err = run(

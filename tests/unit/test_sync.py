@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -45,6 +44,7 @@ from clusterlaunch.core.syncplan import (
 )
 from clusterlaunch.transport import SshSettings
 from clusterlaunch.transport.local import LocalConnection
+from tests.programs import needs_rsync
 
 HOSTILE_PATHS = [
     "with space",
@@ -316,7 +316,7 @@ def test_home_relative(path: str, expected: str) -> None:
     assert commands.home_relative(path) == expected
 
 
-@pytest.mark.skipif(shutil.which("rsync") is None, reason="rsync not installed")
+@needs_rsync
 def test_rsync_splits_the_rsh_string_back_into_our_words(tmp_path: Path) -> None:
     """rsync runs our --rsh program: it must receive exactly the words we quoted."""
     dump = tmp_path / "dump.py"
