@@ -12,10 +12,10 @@ import os
 import re
 from pathlib import Path
 
-from clusterlaunch.core import limits
 from clusterlaunch.cli import slurm as slurmargs
-from clusterlaunch.core.errors import UsageError
 from clusterlaunch.controller.launcher import JobRequest
+from clusterlaunch.core import limits
+from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.lines import parse_rank_filter
 from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, JobPlan, LaunchOptions
 from clusterlaunch.core.planner import new_job_id, parse_env_assignments

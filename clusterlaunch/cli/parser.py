@@ -11,9 +11,9 @@ import argparse
 from typing import Any
 
 import clusterlaunch
-from clusterlaunch.core import limits
 from clusterlaunch.cli import sandbox as sandboxargs
 from clusterlaunch.cli import slurm as slurmargs
+from clusterlaunch.core import limits
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT
 from clusterlaunch.transport import POLICIES

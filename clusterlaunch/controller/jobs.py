@@ -17,9 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from clusterlaunch.core import commands
 from clusterlaunch.controller.setups import kill_setups
-from clusterlaunch.core import setupguard
+from clusterlaunch.core import commands, setupguard
 from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, HostSpec, SshTarget
 from clusterlaunch.core.planner import python_for
 from clusterlaunch.remote import program_source

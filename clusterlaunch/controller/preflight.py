@@ -17,13 +17,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core.errors import HostProblem, TransportError
 from clusterlaunch.core.lines import LineBuffer, split_lines
 from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, JobPlan, NodePlan
 from clusterlaunch.core.planner import probe_command
-from clusterlaunch.remote import program_source
-from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core.setupguard import OVERDUE_S, SetupWatch
+from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection, RemoteProcess
 
 MARK = b"@@probe@@ "

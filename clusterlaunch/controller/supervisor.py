@@ -15,14 +15,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from clusterlaunch.core.errors import JobOutcome, StopJob, TransportError
 from clusterlaunch.controller.fanout import Failed, run_parallel
+from clusterlaunch.controller.output import OutputRouter
+from clusterlaunch.controller.setups import kill_setups
+from clusterlaunch.core.errors import JobOutcome, StopJob, TransportError
 from clusterlaunch.core.frames import EVENT, JOB_STDERR, JOB_STDOUT, NOISE, Frame, FrameError
 from clusterlaunch.core.model import JobPlan
-from clusterlaunch.remote import program_source
-from clusterlaunch.controller.setups import kill_setups
-from clusterlaunch.controller.output import OutputRouter
-from clusterlaunch.transport.base import Connection
 from clusterlaunch.core.outcome import (
     EXIT_HOST_LOST,
     EXIT_KILLED,
@@ -30,6 +28,8 @@ from clusterlaunch.core.outcome import (
     HostRun,
     decide_outcome,
 )
+from clusterlaunch.remote import program_source
+from clusterlaunch.transport.base import Connection
 
 HEARTBEAT_S = 1.0
 SUSPEND_GAP_S = 2.0  # our own clock jumping this far means we were stopped (Ctrl-Z)

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.core.errors import JobOutcome
 from clusterlaunch.core.frames import FrameDecoder
 from clusterlaunch.core.model import JobPlan, NodePlan
 from clusterlaunch.core.setupguard import SetupWatch
-from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.transport.base import Connection, RemoteProcess
 
 EXIT_HOST_LOST = 255

@@ -12,9 +12,7 @@ import datetime
 import secrets
 from collections.abc import Mapping, Sequence
 
-from clusterlaunch.core import commands
-from clusterlaunch.core import envpolicy
-from clusterlaunch.core import limits
+from clusterlaunch.core import commands, envpolicy, limits
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import (
     LOCALHOST,

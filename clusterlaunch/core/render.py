@@ -8,10 +8,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from clusterlaunch.core.errors import HostProblem, JobOutcome
 from clusterlaunch.controller.jobs import KillReport, RemoteJob, Unanswered
-from clusterlaunch.core.model import JobPlan
 from clusterlaunch.controller.preflight import PreflightResult
+from clusterlaunch.core.errors import HostProblem, JobOutcome
+from clusterlaunch.core.model import JobPlan
 
 
 def rank_ranges(ranks: Sequence[int]) -> str:

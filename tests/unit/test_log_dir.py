@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.cli.main import main
-from clusterlaunch.core.errors import UsageError
 from clusterlaunch.controller.output import LogDir
+from clusterlaunch.core.errors import UsageError
 
 
 @pytest.fixture(autouse=True)

@@ -9,8 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from clusterlaunch.core import commands
-from clusterlaunch.core import envpolicy
+from clusterlaunch.core import commands, envpolicy
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import (
     DEFAULT_SETUP_TIMEOUT,

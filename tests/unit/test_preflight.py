@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from clusterlaunch.controller.preflight import run_preflight
 from clusterlaunch.core import setupguard
 from clusterlaunch.core.errors import TransportError
 from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
 from clusterlaunch.core.planner import plan_job
-from clusterlaunch.controller.preflight import run_preflight
 from clusterlaunch.transport.base import RemoteProcess
 from clusterlaunch.transport.local import LocalConnection
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clusterlaunch.controller.output import Console, LogDir, OutputRouter
 from clusterlaunch.core import lines as logs
 from clusterlaunch.core.frames import EVENT, NOISE, SYNC, Frame, FrameDecoder
 from clusterlaunch.core.lines import LineBuffer, Prefixes, TailKeeper, prefix_block
-from clusterlaunch.controller.output import Console, LogDir, OutputRouter
 
 P = b"[p] "
 

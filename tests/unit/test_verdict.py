@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
+from clusterlaunch.controller.output import Console, OutputRouter
 from clusterlaunch.core import render
 from clusterlaunch.core.errors import JobOutcome
 from clusterlaunch.core.lines import Prefixes
 from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
-from clusterlaunch.core.planner import plan_job
-from clusterlaunch.controller.output import Console, OutputRouter
 from clusterlaunch.core.outcome import EXIT_HOST_LOST, HostRun, decide_outcome
+from clusterlaunch.core.planner import plan_job
 
 
 class NoConnection:
