@@ -19,7 +19,7 @@ from clusterlaunch.controller.fanout import Failed, run_parallel
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core.errors import JobOutcome, StopJob, TransportError
-from clusterlaunch.core.frames import EVENT, JOB_STDERR, JOB_STDOUT, NOISE, Frame, FrameError
+from clusterlaunch.core.frames import Frame, FrameError
 from clusterlaunch.core.model import JobPlan
 from clusterlaunch.core.outcome import (
     EXIT_HOST_LOST,
@@ -28,6 +28,7 @@ from clusterlaunch.core.outcome import (
     HostRun,
     decide_outcome,
 )
+from clusterlaunch.core.protocol import EVENT, JOB_STDERR, JOB_STDOUT, NOISE
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection
 
