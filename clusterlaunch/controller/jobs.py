@@ -17,13 +17,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from clusterlaunch.controller.batch import Batch, Finished
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core import commands, setupguard
 from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, HostSpec, SshTarget
 from clusterlaunch.core.planner import python_for
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection
-from clusterlaunch.transport.oneshot import Batch, Finished
 
 MARK = b"@@jobctl@@ "
 

@@ -156,6 +156,7 @@ def _launch(
                 grace=request.options.grace,
                 fail_fast=torchrun or request.fail_fast,
                 quiet_teardown=torchrun,
+                fanout=request.fanout,
             ).run()
             if outcome.exit_code != 0:
                 router.message(render.outcome_text(outcome))  # console and controller.log
