@@ -101,6 +101,7 @@ def preflight(
         setup_timeout=request.options.setup_timeout,
         notify=notify,
         job_id=plan.job_id,
+        fanout=request.fanout,
     )
 
 
