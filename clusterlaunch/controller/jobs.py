@@ -14,48 +14,18 @@ import json
 import secrets
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core import commands, setupguard
 from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, HostSpec, SshTarget
 from clusterlaunch.core.planner import python_for
+from clusterlaunch.core.reports import KillReport, RemoteJob, Unanswered
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection
 from clusterlaunch.transport.oneshot import Batch, Finished
 
 MARK = b"@@jobctl@@ "
-
-
-@dataclass(frozen=True)
-class RemoteJob:
-    """One node of a running job, as its host's record describes it."""
-
-    job_id: str
-    host: str
-    node_rank: int
-    started_at: float
-    command: tuple[str, ...]
-    agent_pid: int
-
-
-@dataclass(frozen=True)
-class KillReport:
-    """What ``kill`` did to one node of the job."""
-
-    host: str
-    node_rank: int
-    stopped: bool
-    seconds: float
-
-
-@dataclass(frozen=True)
-class Unanswered:
-    """A host that could not be asked: its jobs are unknown, which is not "none"."""
-
-    host: str
-    why: str
 
 
 def jobctl_command(spec: HostSpec, python: str, args: Sequence[str], setup_timeout: float) -> str:

@@ -20,7 +20,7 @@ import stat
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
-from clusterlaunch.controller.output import Console
+from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.synccopy import Copier
 from clusterlaunch.core import commands, render
 from clusterlaunch.core.errors import HostProblem, SyncError, UsageError

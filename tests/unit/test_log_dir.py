@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.cli.main import main
-from clusterlaunch.controller.output import LogDir
+from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.core.errors import UsageError
 
 
