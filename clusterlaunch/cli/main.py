@@ -22,8 +22,8 @@ from clusterlaunch.cli import sandbox as sandboxargs
 from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.cli.passthrough import split_passthrough
 from clusterlaunch.controller import jobs
+from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.launcher import check, launch, make_plan
-from clusterlaunch.controller.output import Console
 from clusterlaunch.core import render
 from clusterlaunch.core.errors import (
     EXIT_BROKEN_PIPE,

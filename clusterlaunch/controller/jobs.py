@@ -24,38 +24,9 @@ from clusterlaunch.core.frames import FrameDecoder
 from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, HostSpec, SshTarget
 from clusterlaunch.core.planner import python_for
 from clusterlaunch.core.protocol import EVENT
+from clusterlaunch.core.reports import KillReport, RemoteJob, Unanswered
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection
-
-
-@dataclass(frozen=True)
-class RemoteJob:
-    """One node of a running job, as its host's record describes it."""
-
-    job_id: str
-    host: str
-    node_rank: int
-    started_at: float
-    command: tuple[str, ...]
-    agent_pid: int
-
-
-@dataclass(frozen=True)
-class KillReport:
-    """What ``kill`` did to one node of the job."""
-
-    host: str
-    node_rank: int
-    stopped: bool
-    seconds: float
-
-
-@dataclass(frozen=True)
-class Unanswered:
-    """A host that could not be asked: its jobs are unknown, which is not "none"."""
-
-    host: str
-    why: str
 
 
 def jobctl_command(spec: HostSpec, python: str, args: Sequence[str], setup_timeout: float) -> str:

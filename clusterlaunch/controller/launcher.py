@@ -12,7 +12,9 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from clusterlaunch.controller.output import Console, LogDir, OutputRouter
+from clusterlaunch.controller.console import Console
+from clusterlaunch.controller.logdir import LogDir
+from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.preflight import PreflightResult, run_preflight
 from clusterlaunch.controller.supervisor import Supervisor
 from clusterlaunch.core import render

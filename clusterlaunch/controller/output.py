@@ -2,184 +2,18 @@
 
 The supervisor hands over raw chunks tagged by rank or host; this module
 splits them into lines (per stream, so ranks never merge), prefixes them and
-writes them. Worker stdout goes to stdout, worker stderr to stderr.
+writes them. Worker stdout goes to stdout, worker stderr to stderr. The
+console itself is ``console.py``, the log files ``logdir.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import stat
-import sys
 import time
 from collections.abc import Iterable
-from pathlib import Path
-from typing import Any, BinaryIO
 
-from clusterlaunch.core.errors import EXIT_BROKEN_PIPE, StopJob, UsageError
+from clusterlaunch.controller.console import Console
+from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.core.lines import LineBuffer, Prefixes, TailKeeper, prefix_block
-
-
-class Console:
-    """The controller's stdout/stderr as binary streams.
-
-    A reader that goes away (``clusterlaunch run ... | head -2``) is a clean
-    stop, not a traceback: the first write or flush that meets the closed pipe
-    raises :class:`~clusterlaunch.core.errors.StopJob` with 141 (the job is torn
-    down by the usual ``finally`` paths), and from then on that stream writes
-    to ``/dev/null``, so teardown and the interpreter's own flush at exit
-    cannot fail on it again.
-    """
-
-    def __init__(self, out: BinaryIO | None = None, err: BinaryIO | None = None) -> None:
-        self.out = GuardedStream(out or sys.stdout.buffer, "stdout")
-        self.err = GuardedStream(err or sys.stderr.buffer, "stderr")
-
-    def color(self) -> bool:
-        """Colour only for a terminal, and never when NO_COLOR is set."""
-        return "NO_COLOR" not in os.environ and self.out.isatty()
-
-    def say(self, text: str) -> None:
-        """One of clusterlaunch's own lines on stderr; never raises (a closed stderr drops it)."""
-        self.err.write(as_bytes(text) + b"\n", stop=False)
-        self.err.flush(stop=False)
-
-
-class GuardedStream:
-    """A binary output stream that turns a closed pipe into one clean stop (see ``Console``)."""
-
-    def __init__(self, stream: BinaryIO, name: str) -> None:
-        self.stream = stream
-        self.name = name
-        self.broken = False
-
-    def write(self, data: bytes, stop: bool = True) -> int:
-        """Write ``data``; ``stop=False``: a closed pipe is silenced without raising."""
-        if not self.broken:
-            try:
-                return self.stream.write(data)
-            except BrokenPipeError:
-                self._broke(stop)
-        return len(data)
-
-    def flush(self, stop: bool = True) -> None:
-        """Flush; ``stop=False`` as for :meth:`write`."""
-        if not self.broken:
-            try:
-                self.stream.flush()
-            except BrokenPipeError:
-                self._broke(stop)
-
-    def isatty(self) -> bool:
-        """True when the stream is a terminal."""
-        return not self.broken and self.stream.isatty()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.stream, name)  # getvalue() of a BytesIO in tests, fileno(), ...
-
-    def _broke(self, stop: bool) -> None:
-        self.broken = True
-        try:
-            # The advice of Python's signal docs: point the descriptor at /dev/null,
-            # so the buffered bytes and the flush at exit go nowhere instead of failing.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self.stream.fileno())
-            os.close(devnull)
-        except (OSError, ValueError):  # io.UnsupportedOperation is both
-            pass
-        if stop:
-            raise StopJob(EXIT_BROKEN_PIPE, f"{self.name} was closed (broken pipe)")
-
-
-def as_bytes(text: str) -> bytes:
-    """``text`` for the console: undecodable bytes from argv or paths back as they were."""
-    try:
-        return text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:  # a lone surrogate that no byte stands for
-        return text.encode("utf-8", "backslashreplace")
-
-
-class LogDir:
-    """``--log-dir``: one raw file per global rank plus the controller's own log.
-
-    Opened before any host is contacted. Every file is created new
-    (``O_CREAT|O_EXCL|O_NOFOLLOW``, relative to the directory's descriptor):
-    a file or symlink already there, planted or left by an earlier job, is
-    refused, never followed or appended to. A directory every user may
-    write to is refused unless it is sticky (like ``/tmp``), where nobody
-    else can remove or replace our files. Files still empty at the end are
-    removed, so a job that never started leaves the directory reusable.
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = Path(path)
-        self._dir_fd: int | None = None
-        self._files: dict[str, BinaryIO] = {}
-
-    def open(self, names: Iterable[str] = ()) -> None:
-        """Create the directory if needed and the files ``names``; UsageError if we cannot."""
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            self._dir_fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
-        except (FileExistsError, NotADirectoryError):
-            raise UsageError(f"--log-dir {self.path}: not a directory") from None
-        except OSError as exc:
-            raise UsageError(f"--log-dir {self.path}: cannot create it ({_reason(exc)})") from None
-        mode = os.fstat(self._dir_fd).st_mode
-        if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
-            self.close()
-            raise UsageError(
-                f"--log-dir {self.path}: every user may write to it, so anyone could swap "
-                "the logs; use a directory only you can write to"
-            )
-        for name in names:
-            self._create(name)
-
-    def _create(self, name: str) -> BinaryIO:
-        assert self._dir_fd is not None, "LogDir.open() first"
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        try:
-            fd = os.open(name, flags, 0o666, dir_fd=self._dir_fd)
-        except FileExistsError:
-            self.close()
-            raise UsageError(
-                f"--log-dir {self.path}: {name} already exists (logs of an earlier job?); "
-                "use a new directory, e.g. --log-dir logs/$(date +%Y%m%d-%H%M%S)"
-            ) from None
-        except OSError as exc:
-            self.close()
-            problem = f"cannot create {name} ({_reason(exc)})"
-            raise UsageError(f"--log-dir {self.path}: {problem}") from None
-        handle = self._files[name] = os.fdopen(fd, "ab")
-        return handle
-
-    def write(self, name: str, data: bytes) -> None:
-        """Append ``data`` to file ``name`` in the directory."""
-        handle = self._files.get(name) or self._create(name)
-        handle.write(data)
-
-    def close(self) -> None:
-        """Flush and close every file; remove those that stayed empty. Idempotent."""
-        for name, handle in self._files.items():
-            handle.flush()
-            info = os.fstat(handle.fileno())
-            handle.close()
-            if info.st_size == 0 and self._dir_fd is not None:
-                self._remove_if_ours(name, info)
-        self._files.clear()
-        if self._dir_fd is not None:
-            os.close(self._dir_fd)
-            self._dir_fd = None
-
-    def _remove_if_ours(self, name: str, info: os.stat_result) -> None:
-        with contextlib.suppress(OSError):
-            now = os.stat(name, dir_fd=self._dir_fd, follow_symlinks=False)
-            if (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino):
-                os.unlink(name, dir_fd=self._dir_fd)
-
-
-def _reason(exc: OSError) -> str:
-    return exc.strerror or type(exc).__name__
 
 
 class OutputRouter:

@@ -12,50 +12,20 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from clusterlaunch.controller.readloop import read_round, start_all
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core.defaults import FANOUT
-from clusterlaunch.core.errors import HostProblem, TransportError
+from clusterlaunch.core.errors import TransportError
 from clusterlaunch.core.frames import FrameDecoder
 from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, JobPlan, NodePlan
 from clusterlaunch.core.planner import probe_command
 from clusterlaunch.core.protocol import EVENT
+from clusterlaunch.core.reports import HostReport, PreflightResult
 from clusterlaunch.core.setupguard import OVERDUE_S, SetupWatch
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection, RemoteProcess
-
-
-@dataclass
-class HostReport:
-    """What one host's probe found."""
-
-    node: NodePlan
-    static: dict[str, Any] = field(default_factory=dict)
-    connect_error: str | None = None
-    connected: bool = False
-    problems: list[str] = field(default_factory=list)
-    stderr: bytes = b""
-    exit_status: int | None = None
-
-
-@dataclass
-class PreflightResult:
-    """All hosts' reports, and the master port node 0 resolved."""
-
-    reports: list[HostReport]
-    master_port: int | None
-
-    @property
-    def problems(self) -> list[HostProblem]:
-        """One entry per failed check, for the error summary."""
-        return [
-            HostProblem(report.node.host, "preflight", problem)
-            for report in self.reports
-            for problem in report.problems
-        ]
 
 
 class _ProbeRun:

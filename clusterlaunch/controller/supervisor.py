@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from clusterlaunch.controller.hostrun import HostRun
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.readloop import read_round, start_all
 from clusterlaunch.controller.setups import kill_setups
@@ -25,7 +26,6 @@ from clusterlaunch.core.outcome import (
     EXIT_HOST_LOST,
     EXIT_KILLED,
     EXIT_TIMEOUT,
-    HostRun,
     decide_outcome,
 )
 from clusterlaunch.core.protocol import EVENT, JOB_STDERR, JOB_STDOUT, NOISE
@@ -70,7 +70,7 @@ class Supervisor:
         self.timeout = timeout
         self.grace = grace
         self.clock = clock
-        self.hosts = [HostRun(node, connections[node.host]) for node in plan.nodes]
+        self.hosts = [HostRun(node, connection=connections[node.host]) for node in plan.nodes]
         self.stop: JobOutcome | None = None
         self._ended_count = 0
         self._teardown_started = False
@@ -278,4 +278,4 @@ class Supervisor:
 
     def outcome(self) -> JobOutcome:
         """Exit code and root cause, from everything the hosts reported."""
-        return decide_outcome(self.stop, self.hosts, self.plan, self.router)
+        return decide_outcome(self.stop, self.hosts, self.router.tails)

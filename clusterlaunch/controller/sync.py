@@ -20,8 +20,8 @@ import stat
 from collections.abc import Callable, Mapping
 
 from clusterlaunch.controller.batch import Batch, Finished, run_all
+from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.fanout import Failed, run_parallel
-from clusterlaunch.controller.output import Console
 from clusterlaunch.controller.synccopy import Copier
 from clusterlaunch.core import commands, render
 from clusterlaunch.core.defaults import FANOUT

@@ -1,21 +1,21 @@
 """How a job ended: each host's state as the controller saw it, and the verdict.
 
-Pure functions over :class:`HostRun` records, kept apart from the supervisor's
-event loop: which host failed first, whether it failed on its own or because
-we tore it down, and which exit code and summary the user gets.
+Pure functions over :class:`HostState` records, kept apart from the
+supervisor's event loop (which holds them as
+:class:`~clusterlaunch.controller.hostrun.HostRun`, with the connection): which
+host failed first, whether it failed on its own or because we tore it down,
+and which exit code and summary the user gets.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.core.errors import JobOutcome
-from clusterlaunch.core.frames import FrameDecoder
-from clusterlaunch.core.model import JobPlan, NodePlan
-from clusterlaunch.core.setupguard import SetupWatch
-from clusterlaunch.transport.base import Connection, RemoteProcess
+from clusterlaunch.core.lines import TailKeeper
+from clusterlaunch.core.model import NodePlan
 
 EXIT_HOST_LOST = 255
 EXIT_TIMEOUT = 124
@@ -23,25 +23,20 @@ EXIT_KILLED = 137  # stopped from outside with ``clusterlaunch kill``
 
 
 @dataclass
-class HostRun:
-    """One host's part of the job, as the controller sees it."""
+class HostState:
+    """What the controller knows about one host's part of the job."""
 
     node: NodePlan
-    connection: Connection
-    process: RemoteProcess | None = None
-    decoder: FrameDecoder = field(default_factory=FrameDecoder)
     started: dict[str, Any] | None = None
+    """The agent's ``started`` event."""
     ended: dict[str, Any] | None = None
+    """The agent's ``exit`` event: reason, code, root cause."""
     status: int | None = None
+    """The exit status of the agent's channel (None: it ended without one)."""
     lost: bool = False
     done: bool = False
     order: int = 0
     """When it ended, relative to the other hosts (1 = first)."""
-    setup: SetupWatch = field(init=False)
-    """Its ``setup:``'s reports, read before the agent's frames."""
-
-    def __post_init__(self) -> None:
-        self.setup = SetupWatch(self.node.host, expected=bool(self.node.setup))
 
     @property
     def failed_on_its_own(self) -> bool:
@@ -62,11 +57,14 @@ class HostRun:
 
 
 def decide_outcome(
-    stop: JobOutcome | None, hosts: list[HostRun], plan: JobPlan, router: OutputRouter
+    stop: JobOutcome | None, hosts: Sequence[HostState], tails: TailKeeper
 ) -> JobOutcome:
-    """The job's verdict: success, the first failing rank, a lost host, or the stop reason."""
+    """The job's verdict: success, the first failing rank, a lost host, or the stop reason.
+
+    ``tails`` holds the last lines of each rank and host, quoted in the summary.
+    """
     if stop is None:
-        return _without_stop(hosts, router)
+        return _without_stop(hosts, tails)
     lost = [h for h in hosts if h.lost]
     if stop.exit_code == EXIT_HOST_LOST and lost:
         first = min(lost, key=lambda h: h.order or len(hosts) + 1)
@@ -85,17 +83,17 @@ def decide_outcome(
             f"rank {rank} on {culprit.node.host} exited with code {exit_code}{signal_name}",
             host=culprit.node.host,
             rank=rank,
-            tail=router.tails.lines(rank),
+            tail=tails.lines(rank),
         )
     return JobOutcome(
         culprit.code,
         f"{culprit.node.host} exited with code {culprit.code}",
         host=culprit.node.host,
-        tail=router.tails.lines(("host", culprit.node.host)),
+        tail=tails.lines(("host", culprit.node.host)),
     )
 
 
-def first_failure(hosts: list[HostRun]) -> HostRun | None:
+def first_failure(hosts: Sequence[HostState]) -> HostState | None:
     """The host whose failure came first, not one we tore down.
 
     Hosts that failed on their own are ordered by when their failing worker
@@ -105,14 +103,14 @@ def first_failure(hosts: list[HostRun]) -> HostRun | None:
     if not failed:
         return None
 
-    def when(host: HostRun) -> tuple[float, int]:
+    def when(host: HostState) -> tuple[float, int]:
         root = (host.ended or {}).get("root_cause") or {}
         return (float(root.get("failed_at") or float("inf")), host.order)
 
     return min(failed, key=when)
 
 
-def _without_stop(hosts: list[HostRun], router: OutputRouter) -> JobOutcome:
+def _without_stop(hosts: Sequence[HostState], tails: TailKeeper) -> JobOutcome:
     """Every host ran to its end (``exec`` without fail-fast): report the failures."""
     failed = sorted((h for h in hosts if h.code != 0), key=lambda h: h.order)
     if not failed:
@@ -123,5 +121,5 @@ def _without_stop(hosts: list[HostRun], router: OutputRouter) -> JobOutcome:
         first.code,
         f"{len(failed)} of {len(hosts)} host(s) failed: {codes}",
         host=first.node.host,
-        tail=router.tails.lines(("host", first.node.host)),
+        tail=tails.lines(("host", first.node.host)),
     )

@@ -8,10 +8,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from clusterlaunch.controller.jobs import KillReport, RemoteJob, Unanswered
-from clusterlaunch.controller.preflight import PreflightResult
 from clusterlaunch.core.errors import HostProblem, JobOutcome
 from clusterlaunch.core.model import JobPlan
+from clusterlaunch.core.reports import KillReport, PreflightResult, RemoteJob, Unanswered
 
 
 def rank_ranges(ranks: Sequence[int]) -> str:

@@ -71,6 +71,7 @@ def test_transport_forwards_stdin_and_eof(tmp_path: Path, monkeypatch: pytest.Mo
     process.close()
 
 
+@pytest.mark.cluster  # jobs end to end: the CLI, the fake srun, the agents
 def test_exec_runs_one_step_per_node(fake_slurm: FakeSlurm) -> None:
     script = 'echo "on $FAKE_SLURM_HOST as $SLURMD_NODENAME"'
     result = fake_slurm.run("exec", "slurm", "--", "sh", "-c", script)
@@ -83,6 +84,7 @@ def test_exec_runs_one_step_per_node(fake_slurm: FakeSlurm) -> None:
     assert fake_slurm.left_running(timeout=5.0) == []
 
 
+@pytest.mark.cluster  # jobs end to end, one of them torn down
 def test_exec_returns_the_failing_steps_exit_code(fake_slurm: FakeSlurm) -> None:
     script = '[ "$FAKE_SLURM_HOST" = node2 ] && exit 3; sleep 30'
     result = fake_slurm.run(
@@ -125,6 +127,7 @@ def test_scontrol_reads_what_clustershell_cannot(fake_slurm: FakeSlurm) -> None:
 
 
 @pytest.mark.torch
+@pytest.mark.cluster  # a torchrun job: seconds
 def test_check_probes_every_node_through_srun(fake_slurm: FakeSlurm) -> None:
     result = fake_slurm.run("check", *LOCAL, "slurm", "allreduce.py")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -133,6 +136,7 @@ def test_check_probes_every_node_through_srun(fake_slurm: FakeSlurm) -> None:
 
 
 @pytest.mark.torch
+@pytest.mark.cluster  # a torchrun job: seconds
 def test_allreduce_over_srun(fake_slurm: FakeSlurm) -> None:
     result = fake_slurm.run("run", *LOCAL, "slurm", "allreduce.py", "x y")
     assert result.returncode == 0, result.stderr
@@ -154,6 +158,7 @@ def test_allreduce_over_srun(fake_slurm: FakeSlurm) -> None:
 
 
 @pytest.mark.torch
+@pytest.mark.cluster  # a torchrun job: seconds
 @pytest.mark.parametrize(
     ("signum", "expected"), [(signal.SIGINT, 130), (signal.SIGKILL, -signal.SIGKILL)]
 )

@@ -17,6 +17,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from clusterlaunch.core.frames import FrameDecoder
 from clusterlaunch.core.protocol import EVENT
 from clusterlaunch.remote import program_source
@@ -56,6 +58,12 @@ class FakeController:
 
         threading.Thread(target=beat, daemon=True).start()
 
+    def read_started(self) -> None:
+        """Read until the agent's first frame, its ``started`` event."""
+        assert self.process.stdout is not None
+        while not self.decoder.feed(self.process.stdout.read1(4096)):
+            pass
+
     def read_all(self) -> tuple[dict[bytes, bytes], list[dict[str, Any]], list[bytes]]:
         """Everything the agent sends: bytes per tag, events, and the tag order."""
         assert self.process.stdout is not None
@@ -75,6 +83,23 @@ class FakeController:
         return {tag: bytes(value) for tag, value in data.items()}, events, order
 
 
+def _wait_for_exit(pid_file: Path, timeout: float = 30) -> None:
+    """Until the process whose PID the job wrote last has exited (gone, or a zombie)."""
+    deadline = time.monotonic() + timeout
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the job never finished writing"
+        time.sleep(0.01)
+    stat = Path("/proc") / pid_file.read_text() / "stat"
+    while time.monotonic() < deadline:
+        try:
+            if stat.read_bytes().rsplit(b") ", 1)[1][:1] == b"Z":
+                return
+        except FileNotFoundError:
+            return
+        time.sleep(0.01)
+    raise AssertionError("the job did not exit")
+
+
 def pattern(label: str, size: int) -> bytes:
     """``size`` bytes of numbered lines, the last one without its newline."""
     lines = b"".join(b"%s %08d %s\n" % (label.encode(), i, b"z" * 80) for i in range(size // 100))
@@ -85,6 +110,7 @@ def pattern(label: str, size: int) -> bytes:
 JOB_HEADER = "import os, sys\n\n" + inspect.getsource(pattern) + "\n\n"
 
 
+@pytest.mark.cluster  # 24 MiB through three processes: 1.4 s
 def test_slow_reader_gets_every_byte_of_pipes_and_rank_files(tmp_path: Path) -> None:
     tail_dir = tmp_path / "tail"
     job = (
@@ -96,12 +122,13 @@ def test_slow_reader_gets_every_byte_of_pipes_and_rank_files(tmp_path: Path) -> 
         # Less than a pipe's buffer: the job does not wait for the agent to read it.
         "sys.stdout.buffer.write(pattern('out', 48000))\n"
         "sys.stderr.buffer.write(pattern('err', 48000))\n"
+        f"open({str(tmp_path / 'job.pid')!r}, 'w').write(str(os.getpid()))\n"
     )
     controller = FakeController(tmp_path, job, "--tail-dir", str(tail_dir), "--first-rank", "4")
     controller.heartbeats()
     # The job writes 24 MiB (three times the agent's output cap) and exits while
     # nobody reads. (The agent used to delete the rank files here, unread.)
-    time.sleep(2)
+    _wait_for_exit(tmp_path / "job.pid")
     data, events, order = controller.read_all()
     assert data[b"O"] == pattern("out", 48000)  # torchrun's (or the command's) own streams
     assert data[b"E"] == pattern("err", 48000)
@@ -115,27 +142,26 @@ def test_slow_reader_gets_every_byte_of_pipes_and_rank_files(tmp_path: Path) -> 
 
 def test_stdin_eof_ends_the_drain(tmp_path: Path) -> None:
     controller = FakeController(tmp_path, f"sys.stdout.buffer.write(b'x' * {BIG})")
-    time.sleep(0.5)
+    controller.read_started()  # then nothing more is read
     assert controller.process.stdin is not None
     controller.process.stdin.close()  # the controller is gone, nobody will read
     # The job, blocked on its full pipe, is torn down (SIGTERM) and the agent leaves.
     assert controller.process.wait(timeout=20) == 143
 
 
+@pytest.mark.cluster  # the agent's last 1 s of best-effort delivery
 def test_heartbeat_silence_ends_the_drain(tmp_path: Path) -> None:
     job = f"sys.stdout.buffer.write(b'x' * {BIG})"
-    controller = FakeController(tmp_path, job, "--heartbeat-timeout", "1")
+    controller = FakeController(tmp_path, job, "--heartbeat-timeout", "0.3")
     began = time.monotonic()
     controller.process.wait(timeout=30)  # no heartbeat, nothing read: gives up on its own
-    assert time.monotonic() - began >= 1
+    assert time.monotonic() - began >= 0.3
 
 
 def test_signal_handler_only_records_and_frames_stay_whole(tmp_path: Path) -> None:
     controller = FakeController(tmp_path, "import time; time.sleep(60)", "--grace", "1")
     controller.heartbeats()
-    assert controller.process.stdout is not None
-    while not controller.decoder.feed(controller.process.stdout.read1(4096)):
-        pass  # the "started" event
+    controller.read_started()
     for _ in range(3):  # a burst of signals while the loop runs
         controller.process.send_signal(signal.SIGUSR1)
     _, events, _ = controller.read_all()

@@ -12,7 +12,7 @@ import yaml
 
 from clusterlaunch.cli import args as cliargs
 from clusterlaunch.cli import main as cli
-from clusterlaunch.controller.output import Console, GuardedStream, as_bytes
+from clusterlaunch.controller.console import Console, GuardedStream, as_bytes
 from clusterlaunch.core import limits
 from clusterlaunch.core.commands import owned_torchrun_option
 from clusterlaunch.core.errors import EXIT_BROKEN_PIPE, StopJob, UsageError

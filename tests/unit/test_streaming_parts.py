@@ -10,7 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clusterlaunch.controller.output import Console, LogDir, OutputRouter
+from clusterlaunch.controller.console import Console
+from clusterlaunch.controller.logdir import LogDir
+from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.core import lines as logs
 from clusterlaunch.core.frames import Frame, FrameDecoder
 from clusterlaunch.core.lines import LineBuffer, Prefixes, TailKeeper, prefix_block

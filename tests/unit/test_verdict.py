@@ -12,19 +12,14 @@ from typing import Any
 
 import pytest
 
-from clusterlaunch.controller.output import Console, OutputRouter
+from clusterlaunch.controller.console import Console
+from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.core import render
 from clusterlaunch.core.errors import JobOutcome
 from clusterlaunch.core.lines import Prefixes
 from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
-from clusterlaunch.core.outcome import EXIT_HOST_LOST, HostRun, decide_outcome
+from clusterlaunch.core.outcome import EXIT_HOST_LOST, HostState, decide_outcome, first_failure
 from clusterlaunch.core.planner import plan_job
-
-
-class NoConnection:
-    """The verdict never touches a connection; it only has to be there."""
-
-    host = "-"
 
 
 def _plan() -> JobPlan:
@@ -43,11 +38,11 @@ def _plan() -> JobPlan:
 
 def _setup(
     ended: dict[str, dict[str, Any] | None], order: dict[str, int] | None = None
-) -> tuple[JobPlan, list[HostRun], OutputRouter]:
+) -> tuple[list[HostState], OutputRouter]:
     plan = _plan()
     hosts = []
     for node in plan.nodes:
-        host = HostRun(node, NoConnection())  # type: ignore[arg-type]
+        host = HostState(node)
         host.ended, host.done = ended.get(node.host), True
         host.status = 0 if host.ended is not None else None
         host.order = (order or {}).get(node.host, node.node_rank + 1)
@@ -56,7 +51,7 @@ def _setup(
     router = OutputRouter(Prefixes(ranks, ["a", "b"], False), Console(io.BytesIO(), io.BytesIO()))
     router.rank_output(3, True, b"Killed\n")
     router.host_output("b", True, b"torchrun: worker failed\n")
-    return plan, hosts, router
+    return hosts, router
 
 
 def _rank_died(local_rank: int, exitcode: int, signal: str | None = None) -> dict[str, Any]:
@@ -75,9 +70,9 @@ TORN_DOWN = {"event": "exit", "reason": "teardown", "code": -15}
 def test_a_rank_exiting_with_a_stop_like_code_failed(
     exitcode: int, signal: str | None, code: int
 ) -> None:
-    plan, hosts, router = _setup({"a": TORN_DOWN, "b": _rank_died(1, exitcode, signal)})
+    hosts, router = _setup({"a": TORN_DOWN, "b": _rank_died(1, exitcode, signal)})
     stop = JobOutcome(1, "b failed")  # what the supervisor sets when a host fails
-    outcome = decide_outcome(stop, hosts, plan, router)
+    outcome = decide_outcome(stop, hosts, router.tails)
     assert (outcome.exit_code, outcome.rank, outcome.host, outcome.stopped) == (code, 3, "b", False)
     text = render.outcome_text(outcome)
     assert text.startswith(f"job failed: rank 3 on b exited with code {code}")
@@ -96,47 +91,85 @@ def test_a_rank_exiting_with_a_stop_like_code_failed(
 )
 def test_what_clusterlaunch_did_itself_is_a_stop(code: int, reason: str) -> None:
     # Ranks fail while being torn down; the first cause (ours) still decides.
-    plan, hosts, router = _setup({"a": TORN_DOWN, "b": _rank_died(0, -15, "SIGTERM")})
-    outcome = decide_outcome(JobOutcome(code, reason, stopped=True), hosts, plan, router)
+    hosts, router = _setup({"a": TORN_DOWN, "b": _rank_died(0, -15, "SIGTERM")})
+    outcome = decide_outcome(JobOutcome(code, reason, stopped=True), hosts, router.tails)
     assert (outcome.exit_code, outcome.stopped) == (code, True)
     assert render.outcome_text(outcome) == f"job stopped: {reason}"
 
 
 def test_a_stop_with_no_failed_rank_is_that_stop() -> None:
-    plan, hosts, router = _setup({"a": TORN_DOWN, "b": TORN_DOWN})
+    hosts, router = _setup({"a": TORN_DOWN, "b": TORN_DOWN})
     stop = JobOutcome(124, "--timeout 1 s reached", stopped=True)
-    assert decide_outcome(stop, hosts, plan, router) is stop
+    assert decide_outcome(stop, hosts, router.tails) is stop
 
 
 def test_first_rank_to_fail_decides_across_hosts() -> None:
     later = _rank_died(0, 1)
     later["root_cause"]["failed_at"] = 9.0
-    plan, hosts, router = _setup({"a": later, "b": _rank_died(1, -9, "SIGKILL")}, {"a": 1, "b": 2})
-    outcome = decide_outcome(JobOutcome(1, "a failed"), hosts, plan, router)
+    hosts, router = _setup({"a": later, "b": _rank_died(1, -9, "SIGKILL")}, {"a": 1, "b": 2})
+    outcome = decide_outcome(JobOutcome(1, "a failed"), hosts, router.tails)
     assert (outcome.exit_code, outcome.rank) == (137, 3)  # b's worker died first
 
 
 def test_a_lost_host_is_reported_with_its_name() -> None:
-    plan, hosts, router = _setup({"a": TORN_DOWN})
+    hosts, router = _setup({"a": TORN_DOWN})
     hosts[1].lost = True
-    outcome = decide_outcome(JobOutcome(EXIT_HOST_LOST, "host b was lost"), hosts, plan, router)
+    outcome = decide_outcome(JobOutcome(EXIT_HOST_LOST, "host b was lost"), hosts, router.tails)
     assert (outcome.exit_code, outcome.host, outcome.stopped) == (255, "b", False)
     assert render.outcome_text(outcome) == "job failed: host b was lost"
 
 
 def test_a_host_failing_without_a_root_cause_is_named() -> None:
     ended = {"event": "exit", "reason": "exited", "code": 143}
-    plan, hosts, router = _setup({"a": TORN_DOWN, "b": ended})
-    outcome = decide_outcome(JobOutcome(143, "b failed"), hosts, plan, router)
+    hosts, router = _setup({"a": TORN_DOWN, "b": ended})
+    outcome = decide_outcome(JobOutcome(143, "b failed"), hosts, router.tails)
     assert (outcome.exit_code, outcome.host, outcome.stopped) == (143, "b", False)
     assert render.outcome_text(outcome).startswith("job failed: b exited with code 143")
 
 
 def test_exec_without_fail_fast_lists_every_failed_host() -> None:
     done = {"event": "exit", "reason": "exited", "code": 0}
-    plan, hosts, router = _setup({"a": {**done, "code": 130}, "b": done})
-    outcome = decide_outcome(None, hosts, plan, router)
+    hosts, router = _setup({"a": {**done, "code": 130}, "b": done})
+    outcome = decide_outcome(None, hosts, router.tails)
     assert (outcome.exit_code, outcome.host, outcome.stopped) == (130, "a", False)
     assert render.outcome_text(outcome).startswith("job failed: 1 of 2 host(s) failed: a (130)")
-    plan, hosts, router = _setup({"a": done, "b": done})
-    assert decide_outcome(None, hosts, plan, router) == JobOutcome(0, "all hosts finished")
+    hosts, router = _setup({"a": done, "b": done})
+    assert decide_outcome(None, hosts, router.tails) == JobOutcome(0, "all hosts finished")
+
+
+def test_of_several_lost_hosts_the_first_to_end_is_named() -> None:
+    hosts, router = _setup({}, {"a": 2, "b": 1})
+    for host in hosts:
+        host.lost = True
+    outcome = decide_outcome(JobOutcome(EXIT_HOST_LOST, "host a was lost"), hosts, router.tails)
+    assert (outcome.exit_code, outcome.host) == (255, "b")
+
+
+def test_a_255_stop_without_a_lost_host_is_judged_like_any_failure() -> None:
+    # The hosts stopped the job themselves (they lost the controller): no host was lost.
+    hosts, router = _setup({"a": TORN_DOWN, "b": TORN_DOWN})
+    stop = JobOutcome(EXIT_HOST_LOST, "the hosts lost touch with the controller")
+    assert decide_outcome(stop, hosts, router.tails) is stop
+
+
+@pytest.mark.parametrize(
+    ("ended", "status", "code"),
+    [
+        ({"event": "exit", "reason": "exited", "code": -6}, 1, 134),  # the report wins
+        ({"event": "exit", "reason": "start-failed", "code": None}, 127, 127),
+        (None, 0, 0),  # no report: the channel's status
+        (None, None, 255),  # neither: a lost host
+    ],
+)
+def test_a_hosts_code(ended: dict[str, Any] | None, status: int | None, code: int) -> None:
+    host = HostState(_plan().nodes[0], ended=ended, status=status)
+    assert host.code == code
+
+
+def test_failures_without_timestamps_are_ordered_as_the_controller_heard_them() -> None:
+    first, second = _rank_died(0, 3), _rank_died(1, 4)
+    first["root_cause"]["failed_at"] = second["root_cause"]["failed_at"] = None
+    hosts, router = _setup({"a": first, "b": second}, {"a": 2, "b": 1})
+    assert first_failure(hosts) is hosts[1]
+    outcome = decide_outcome(JobOutcome(1, "b failed"), hosts, router.tails)
+    assert (outcome.exit_code, outcome.rank, outcome.tail) == (4, 3, ["Killed"])

@@ -1,0 +1,92 @@
+"""The controller's stdout and stderr, and a reader that goes away.
+
+Separate from the routing (``output.py``) because every command writes to the
+console, while only a running job routes rank and host output.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, BinaryIO
+
+from clusterlaunch.core.errors import EXIT_BROKEN_PIPE, StopJob
+
+
+class Console:
+    """The controller's stdout/stderr as binary streams.
+
+    A reader that goes away (``clusterlaunch run ... | head -2``) is a clean
+    stop, not a traceback: the first write or flush that meets the closed pipe
+    raises :class:`~clusterlaunch.core.errors.StopJob` with 141 (the job is torn
+    down by the usual ``finally`` paths), and from then on that stream writes
+    to ``/dev/null``, so teardown and the interpreter's own flush at exit
+    cannot fail on it again.
+    """
+
+    def __init__(self, out: BinaryIO | None = None, err: BinaryIO | None = None) -> None:
+        self.out = GuardedStream(out or sys.stdout.buffer, "stdout")
+        self.err = GuardedStream(err or sys.stderr.buffer, "stderr")
+
+    def color(self) -> bool:
+        """Colour only for a terminal, and never when NO_COLOR is set."""
+        return "NO_COLOR" not in os.environ and self.out.isatty()
+
+    def say(self, text: str) -> None:
+        """One of clusterlaunch's own lines on stderr; never raises (a closed stderr drops it)."""
+        self.err.write(as_bytes(text) + b"\n", stop=False)
+        self.err.flush(stop=False)
+
+
+class GuardedStream:
+    """A binary output stream that turns a closed pipe into one clean stop (see ``Console``)."""
+
+    def __init__(self, stream: BinaryIO, name: str) -> None:
+        self.stream = stream
+        self.name = name
+        self.broken = False
+
+    def write(self, data: bytes, stop: bool = True) -> int:
+        """Write ``data``; ``stop=False``: a closed pipe is silenced without raising."""
+        if not self.broken:
+            try:
+                return self.stream.write(data)
+            except BrokenPipeError:
+                self._broke(stop)
+        return len(data)
+
+    def flush(self, stop: bool = True) -> None:
+        """Flush; ``stop=False`` as for :meth:`write`."""
+        if not self.broken:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._broke(stop)
+
+    def isatty(self) -> bool:
+        """True when the stream is a terminal."""
+        return not self.broken and self.stream.isatty()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)  # getvalue() of a BytesIO in tests, fileno(), ...
+
+    def _broke(self, stop: bool) -> None:
+        self.broken = True
+        try:
+            # The advice of Python's signal docs: point the descriptor at /dev/null,
+            # so the buffered bytes and the flush at exit go nowhere instead of failing.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):  # io.UnsupportedOperation is both
+            pass
+        if stop:
+            raise StopJob(EXIT_BROKEN_PIPE, f"{self.name} was closed (broken pipe)")
+
+
+def as_bytes(text: str) -> bytes:
+    """``text`` for the console: undecodable bytes from argv or paths back as they were."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate that no byte stands for
+        return text.encode("utf-8", "backslashreplace")
