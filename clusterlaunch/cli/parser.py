@@ -15,6 +15,7 @@ from clusterlaunch.cli import sandbox as sandboxargs
 from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.core import limits
 from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT
 from clusterlaunch.transport import POLICIES
 
@@ -192,7 +193,9 @@ def _add_job_options(parser: argparse.ArgumentParser) -> None:
         help="seconds between SIGTERM and SIGKILL (default 5)",
     )
     group.add_argument(
-        "--timeout", type=limits.TIMEOUT, help="wall-clock limit for the job (exit 124)"
+        "--timeout",
+        type=limits.TIMEOUT,
+        help=f"wall-clock limit for the job (exit {ExitStatus.TIMEOUT})",
     )
     group.add_argument("--log-dir", help="write one log per rank and the controller's log here")
     group.add_argument("--job-id", help="use this job id instead of a generated one")

@@ -19,6 +19,7 @@ from typing import Any
 
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core import commands, setupguard
+from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, HostSpec, SshTarget
 from clusterlaunch.core.planner import python_for
 from clusterlaunch.remote import program_source
@@ -201,6 +202,6 @@ def _why(result: Finished, watch: setupguard.SetupWatch, python: str) -> str:
         return f"could not ask: {result.error or 'the connection ended'}{tail}"
     if watch.running:
         return f"could not ask: setup failed with exit {result.status}{tail}"
-    if result.status == 127:
+    if result.status == ExitStatus.NOT_STARTED:  # the shell found no such python
         return f"could not ask: {python} not found{tail}; fix python: or --python"
     return f"could not ask: jobctl failed with exit {result.status}{tail}"

@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from clusterlaunch.core.errors import EXIT_BROKEN_PIPE, StopJob, UsageError
+from clusterlaunch.core.errors import StopJob, UsageError
+from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.lines import LineBuffer, Prefixes, TailKeeper, prefix_block
 
 
@@ -79,16 +80,14 @@ class GuardedStream:
 
     def _broke(self, stop: bool) -> None:
         self.broken = True
-        try:
+        with contextlib.suppress(OSError, ValueError):  # io.UnsupportedOperation is both
             # The advice of Python's signal docs: point the descriptor at /dev/null,
             # so the buffered bytes and the flush at exit go nowhere instead of failing.
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, self.stream.fileno())
             os.close(devnull)
-        except (OSError, ValueError):  # io.UnsupportedOperation is both
-            pass
         if stop:
-            raise StopJob(EXIT_BROKEN_PIPE, f"{self.name} was closed (broken pipe)")
+            raise StopJob(ExitStatus.BROKEN_PIPE, f"{self.name} was closed (broken pipe)")
 
 
 def as_bytes(text: str) -> bytes:

@@ -19,6 +19,7 @@ from typing import Any
 
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core.errors import HostProblem, TransportError
+from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.lines import LineBuffer, split_lines
 from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, JobPlan, NodePlan
 from clusterlaunch.core.planner import probe_command
@@ -227,8 +228,8 @@ def _no_report(run: _ProbeRun) -> str:
         )
     if run.setup.running:
         return f"setup failed (exit {status}): {tail or 'no output'}"
-    if status == 127:
-        return f"{run.report.node.python} not found (exit 127): {tail}"
+    if status == ExitStatus.NOT_STARTED:  # the shell found no such python
+        return f"{run.report.node.python} not found (exit {status}): {tail}"
     if status is None:
         return "no answer from the probe before the preflight timeout"
     return f"the shell failed before Python started (exit {status}): {tail or 'no output'}"

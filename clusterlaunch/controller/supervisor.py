@@ -19,15 +19,10 @@ from clusterlaunch.controller.fanout import Failed, run_parallel
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core.errors import JobOutcome, StopJob, TransportError
+from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.frames import EVENT, JOB_STDERR, JOB_STDOUT, NOISE, Frame, FrameError
 from clusterlaunch.core.model import JobPlan
-from clusterlaunch.core.outcome import (
-    EXIT_HOST_LOST,
-    EXIT_KILLED,
-    EXIT_TIMEOUT,
-    HostRun,
-    decide_outcome,
-)
+from clusterlaunch.core.outcome import HostRun, decide_outcome
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection
 
@@ -140,7 +135,9 @@ class Supervisor:
             host.lost = host.done = True
             self.router.message(f"{host.node.host}: {result.error.detail}")
             if self.fail_fast:
-                self._set_stop(JobOutcome(EXIT_HOST_LOST, f"{host.node.host} could not start"))
+                self._set_stop(
+                    JobOutcome(ExitStatus.HOST_LOST, f"{host.node.host} could not start")
+                )
 
     def _heartbeats(self) -> None:
         while not self._heartbeat_stop.wait(HEARTBEAT_S):
@@ -156,7 +153,7 @@ class Supervisor:
             if self.timeout is not None and self.clock() - started > self.timeout:
                 running = ", ".join(h.node.host for h in self.hosts if not h.done)
                 reason = f"--timeout {self.timeout:g} s reached (still running: {running})"
-                self._set_stop(JobOutcome(EXIT_TIMEOUT, reason, stopped=True))
+                self._set_stop(JobOutcome(ExitStatus.TIMEOUT, reason, stopped=True))
 
     def _step(self, wait: float) -> int:
         """Wait for output (at most ``wait`` s), route it, judge endings; bytes read."""
@@ -209,7 +206,7 @@ class Supervisor:
         if event.get("event") == "started":
             host.started = event
         elif event.get("event") == "stopping" and event.get("reason") == "killed":
-            self._set_stop(JobOutcome(EXIT_KILLED, KILLED, stopped=True))
+            self._set_stop(JobOutcome(ExitStatus.KILLED, KILLED, stopped=True))
             if self.quiet_teardown:
                 self.router.quiet_hosts()
         elif event.get("event") == "stopping" and event.get("reason") == "controller-lost":
@@ -217,13 +214,15 @@ class Supervisor:
                 f"{host.node.host}: the host stopped the job: it heard nothing from this "
                 "controller for --heartbeat-timeout seconds (was clusterlaunch suspended?)"
             )
-            self._set_stop(JobOutcome(EXIT_HOST_LOST, "the hosts lost touch with the controller"))
+            self._set_stop(
+                JobOutcome(ExitStatus.HOST_LOST, "the hosts lost touch with the controller")
+            )
         elif event.get("event") == "exit":
             host.ended = event
             if event.get("message"):
                 self.router.message(f"{host.node.host}: {event['message']}")
             if event.get("reason") == "killed":
-                self._set_stop(JobOutcome(EXIT_KILLED, KILLED, stopped=True))
+                self._set_stop(JobOutcome(ExitStatus.KILLED, KILLED, stopped=True))
 
     def _check(self, host: HostRun) -> None:
         assert host.process is not None
@@ -236,7 +235,7 @@ class Supervisor:
             self._flush(host)
             self.router.message(f"{host.node.host}: host lost (no answer to keepalives)")
             if self.fail_fast:
-                self._set_stop(JobOutcome(EXIT_HOST_LOST, f"host {host.node.host} was lost"))
+                self._set_stop(JobOutcome(ExitStatus.HOST_LOST, f"host {host.node.host} was lost"))
             else:
                 host.process.close()
 
@@ -265,10 +264,12 @@ class Supervisor:
             self.router.message(
                 f"{host.node.host}: connection ended without a report (exit {host.status})"
             )
-            if host.status is None or host.status == EXIT_HOST_LOST:
+            if host.status is None or host.status == ExitStatus.HOST_LOST:
                 host.lost = True
                 if self.fail_fast:
-                    self._set_stop(JobOutcome(EXIT_HOST_LOST, f"host {host.node.host} was lost"))
+                    self._set_stop(
+                        JobOutcome(ExitStatus.HOST_LOST, f"host {host.node.host} was lost")
+                    )
         if host.code != 0 and self.fail_fast:
             self._set_stop(JobOutcome(host.code, f"{host.node.host} failed"))
 

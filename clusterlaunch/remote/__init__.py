@@ -10,11 +10,13 @@ from importlib import resources
 
 # Each remote program is its modules concatenated in order, minus the lines
 # marked "# bundle: strip" (the package imports that only work locally, where
-# the modules are also imported by the unit tests).
+# the modules are also imported by the unit tests). A name is a module of this
+# package, or "subpackage/module" of clusterlaunch (stdlib-only ones, such as
+# core/exits, the exit statuses the controller also uses).
 BUNDLES = {
-    "agent": ("proctree", "records", "rootcause", "tail", "wire", "agent"),
-    "probe": ("proctree", "records", "probe"),
-    "jobctl": ("proctree", "records", "jobctl"),
+    "agent": ("core/exits", "proctree", "records", "rootcause", "tail", "wire", "agent"),
+    "probe": ("core/exits", "proctree", "records", "probe"),
+    "jobctl": ("core/exits", "proctree", "records", "jobctl"),
 }
 _STRIP_MARK = b"# bundle: strip"
 
@@ -23,10 +25,11 @@ def program_source(name: str) -> bytes:
     """The source of remote program ``name`` exactly as it is sent."""
     if name not in BUNDLES:
         raise ValueError(f"unknown remote program {name!r}")
-    package = resources.files(__package__)
+    root = resources.files("clusterlaunch")
     parts = []
     for module in BUNDLES[name]:
-        text = package.joinpath(f"{module}.py").read_bytes()
+        subpackage, _, leaf = module.rpartition("/")
+        text = root.joinpath(subpackage or "remote").joinpath(f"{leaf}.py").read_bytes()
         kept = [line for line in text.splitlines(keepends=True) if _STRIP_MARK not in line]
         parts.append(b"".join(kept))
     return b"\n".join(parts)

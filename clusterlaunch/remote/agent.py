@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 
+from clusterlaunch.core.exits import ExitStatus, shell_status  # bundle: strip
 from clusterlaunch.remote.proctree import (  # bundle: strip
     TreeKiller,  # bundle: strip
     WorkerWatch,  # bundle: strip
@@ -40,7 +41,7 @@ from clusterlaunch.remote.proctree import (  # bundle: strip
 from clusterlaunch.remote.records import JobRecord, hostname, live_records  # bundle: strip
 from clusterlaunch.remote.rootcause import parse_root_cause, root_cause_complete  # bundle: strip
 from clusterlaunch.remote.tail import JobPipes, RankTail  # bundle: strip
-from clusterlaunch.remote.wire import Control, Output, exit_status, parse_args  # bundle: strip
+from clusterlaunch.remote.wire import Control, Output, parse_args  # bundle: strip
 
 CHUNK = 1 << 18
 
@@ -106,7 +107,9 @@ class Agent:
         return True
 
     def _fail_start(self, message):
-        self.out.event(event="exit", reason="start-failed", code=127, message=message)
+        self.out.event(
+            event="exit", reason="start-failed", code=int(ExitStatus.NOT_STARTED), message=message
+        )
         self.reason = "start-failed"
         return False
 
@@ -129,7 +132,7 @@ class Agent:
         """Pump until the job and everything it started are gone; return the exit code."""
         if not self.start():
             self.deliver()
-            return 127
+            return ExitStatus.NOT_STARTED
         code = None
         while True:
             busy = self.pump()
@@ -253,7 +256,7 @@ class Agent:
             self.record.remove()
         live_records()  # and clean up after agents that died without doing so
         self.deliver()
-        return exit_status(code)
+        return shell_status(code)
 
     def read_to_end(self):
         """Send every byte the job wrote: its processes are gone, so all of it is there now.

@@ -94,13 +94,6 @@ class Control:
         return time.monotonic() - self.last_heard > self.timeout
 
 
-def exit_status(code):
-    """A Popen return code as a shell would report it (128+N for signal N)."""
-    if code is None:
-        return 255
-    return 128 - code if code < 0 else code
-
-
 class Args:
     """The agent's settings (written by clusterlaunch's planner, never by hand)."""
 

@@ -8,7 +8,7 @@ import pytest
 
 from clusterlaunch.remote.records import to_json
 from clusterlaunch.remote.rootcause import root_cause_complete
-from clusterlaunch.remote.wire import exit_status, parse_args
+from clusterlaunch.remote.wire import parse_args
 
 
 @pytest.mark.parametrize(
@@ -60,10 +60,6 @@ def test_parse_args() -> None:
 def test_parse_args_refuses_bad_input(argv: list[str]) -> None:
     with pytest.raises(SystemExit):
         parse_args(argv)
-
-
-def test_exit_status_like_a_shell() -> None:
-    assert (exit_status(0), exit_status(7), exit_status(-9), exit_status(None)) == (0, 7, 137, 255)
 
 
 def test_root_cause_complete_needs_the_closing_rule() -> None:

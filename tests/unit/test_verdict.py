@@ -15,9 +15,10 @@ import pytest
 from clusterlaunch.controller.output import Console, OutputRouter
 from clusterlaunch.core import render
 from clusterlaunch.core.errors import JobOutcome
+from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.lines import Prefixes
 from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
-from clusterlaunch.core.outcome import EXIT_HOST_LOST, HostRun, decide_outcome
+from clusterlaunch.core.outcome import HostRun, decide_outcome
 from clusterlaunch.core.planner import plan_job
 
 
@@ -119,7 +120,9 @@ def test_first_rank_to_fail_decides_across_hosts() -> None:
 def test_a_lost_host_is_reported_with_its_name() -> None:
     plan, hosts, router = _setup({"a": TORN_DOWN})
     hosts[1].lost = True
-    outcome = decide_outcome(JobOutcome(EXIT_HOST_LOST, "host b was lost"), hosts, plan, router)
+    outcome = decide_outcome(
+        JobOutcome(ExitStatus.HOST_LOST, "host b was lost"), hosts, plan, router
+    )
     assert (outcome.exit_code, outcome.host, outcome.stopped) == (255, "b", False)
     assert render.outcome_text(outcome) == "job failed: host b was lost"
 
