@@ -84,10 +84,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     request = cliargs.job_request(args)
     if args.command == "run" and not args.dry_run:
         cliargs.check_local_script(make_plan(request), request.options, synced=request.sync)
-    if getattr(args, "dry_run", False):
+    if args.dry_run:
         plan = make_plan(request)
-        text = render.plan_json(plan) if getattr(args, "json", False) else render.plan_text(plan)
-        if not getattr(args, "json", False):
+        text = render.plan_json(plan) if args.json else render.plan_text(plan)
+        if not args.json:
             text += slurmargs.dry_run_note(request.transport)
         console.out.write(text.encode() + b"\n")
         return ExitStatus.OK

@@ -19,8 +19,9 @@ from typing import Any
 
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core import commands, setupguard
+from clusterlaunch.core.defaults import KILL_WAIT_S, SETUP_TIMEOUT_S
 from clusterlaunch.core.exits import ExitStatus
-from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, HostSpec, SshTarget
+from clusterlaunch.core.model import HostSpec, SshTarget
 from clusterlaunch.core.planner import python_for
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection
@@ -77,7 +78,7 @@ def list_jobs(
     targets: Sequence[SshTarget],
     connections: Mapping[str, Connection],
     python: str | None = None,
-    setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
+    setup_timeout: float = SETUP_TIMEOUT_S,
 ) -> tuple[list[RemoteJob], list[Unanswered]]:
     """Every running clusterlaunch job on these hosts, one entry per node; who did not answer."""
     found: dict[tuple[str, int, int], RemoteJob] = {}
@@ -104,8 +105,8 @@ def kill_job(
     connections: Mapping[str, Connection],
     job_id: str,
     python: str | None = None,
-    timeout: float = 60.0,
-    setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
+    timeout: float = KILL_WAIT_S,
+    setup_timeout: float = SETUP_TIMEOUT_S,
 ) -> tuple[list[KillReport], list[Unanswered]]:
     """Ask every agent of ``job_id`` on these hosts to tear its job down; wait for it."""
     args = ["kill", job_id, "--timeout", str(timeout)]

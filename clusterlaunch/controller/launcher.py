@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from clusterlaunch.controller.output import Console, LogDir, OutputRouter
 from clusterlaunch.controller.preflight import PreflightResult, run_preflight
 from clusterlaunch.controller.supervisor import Supervisor
-from clusterlaunch.core import render
+from clusterlaunch.core import defaults, render
 from clusterlaunch.core.errors import JobOutcome, PreflightError
 from clusterlaunch.core.lines import Prefixes
 from clusterlaunch.core.model import Inventory, JobPlan, LaunchOptions, SshTarget
@@ -34,7 +34,7 @@ class JobRequest:
     job_id: str
     ssh: SshSettings
     exec_argv: tuple[str, ...] | None = None
-    fanout: int = 64
+    fanout: int = defaults.FANOUT
     timeout: float | None = None
     rank_filter: frozenset[int] | None = None
     log_dir: str | None = None

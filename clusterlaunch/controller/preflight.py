@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterlaunch.controller.setups import kill_setups
+from clusterlaunch.core.defaults import PREFLIGHT_TIMEOUT_S, SETUP_TIMEOUT_S
 from clusterlaunch.core.errors import HostProblem, TransportError
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.lines import LineBuffer, split_lines
-from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, JobPlan, NodePlan
+from clusterlaunch.core.model import JobPlan, NodePlan
 from clusterlaunch.core.planner import probe_command
 from clusterlaunch.core.setupguard import OVERDUE_S, SetupWatch
 from clusterlaunch.remote import program_source
@@ -103,8 +104,8 @@ def run_preflight(
     connections: Mapping[str, Connection],
     script: str | None,
     need_torch: bool,
-    timeout: float = 60.0,
-    setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
+    timeout: float = PREFLIGHT_TIMEOUT_S,
+    setup_timeout: float = SETUP_TIMEOUT_S,
     notify: Callable[[str], None] | None = None,
     job_id: str | None = None,
 ) -> PreflightResult:

@@ -18,6 +18,7 @@ from typing import Any
 from clusterlaunch.controller.fanout import Failed, run_parallel
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.setups import kill_setups
+from clusterlaunch.core import defaults
 from clusterlaunch.core.errors import JobOutcome, StopJob, TransportError
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.frames import EVENT, JOB_STDERR, JOB_STDOUT, NOISE, Frame, FrameError
@@ -26,7 +27,6 @@ from clusterlaunch.core.outcome import HostRun, decide_outcome
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection
 
-HEARTBEAT_S = 1.0
 SUSPEND_GAP_S = 2.0  # our own clock jumping this far means we were stopped (Ctrl-Z)
 RESUME_GRACE_S = 8.0  # keepalives need this long to catch up after a resume
 KILLED = "the job was killed (clusterlaunch kill)"
@@ -42,7 +42,7 @@ class Supervisor:
         connections: Mapping[str, Connection],
         router: OutputRouter,
         timeout: float | None = None,
-        grace: float = 5.0,
+        grace: float = defaults.GRACE_S,
         clock: Callable[[], float] = time.monotonic,
         fail_fast: bool = True,
         quiet_teardown: bool = True,
@@ -140,7 +140,7 @@ class Supervisor:
                 )
 
     def _heartbeats(self) -> None:
-        while not self._heartbeat_stop.wait(HEARTBEAT_S):
+        while not self._heartbeat_stop.wait(defaults.HEARTBEAT_INTERVAL_S):
             for host in self.hosts:
                 if host.process is not None and not host.done:
                     host.process.send(b"h")

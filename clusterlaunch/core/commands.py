@@ -18,8 +18,9 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from clusterlaunch.core.defaults import SETUP_TIMEOUT_S
 from clusterlaunch.core.errors import UsageError
-from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, SshTarget
+from clusterlaunch.core.model import SshTarget
 from clusterlaunch.core.setupguard import SetupGuard, guarded
 
 # Reads exactly SIZE bytes of program from stdin (os.read can return less) and
@@ -159,7 +160,7 @@ def shell_command(
     if workdir:
         parts.append("cd -- " + quote_word(HostPath(workdir)))
     if setup:
-        parts.append(guarded(setup, guard or SetupGuard(DEFAULT_SETUP_TIMEOUT, "clusterlaunch")))
+        parts.append(guarded(setup, guard or SetupGuard(SETUP_TIMEOUT_S, "clusterlaunch")))
     assignments = [f"{name}={value}" for name, value in env.items()]
     parts.append("exec " + quote_argv(["env", *assignments, *argv]))
     return " && ".join(parts)

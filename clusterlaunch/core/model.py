@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from clusterlaunch.core import defaults
+
 LOCALHOST = "localhost"
 """The one destination that runs through the local transport instead of SSH."""
-
-DEFAULT_SETUP_TIMEOUT = 300.0
-"""Seconds a host's ``setup:`` may run (``--setup-timeout``) before it is stopped."""
 
 
 @dataclass(frozen=True)
@@ -115,9 +114,9 @@ class LaunchOptions:
     python: str | None = None
     workdir: str | None = None
     torchrun_args: tuple[str, ...] = ()
-    grace: float = 5.0
-    heartbeat_timeout: float = 15.0
-    setup_timeout: float = DEFAULT_SETUP_TIMEOUT
+    grace: float = defaults.GRACE_S
+    heartbeat_timeout: float = defaults.HEARTBEAT_TIMEOUT_S
+    setup_timeout: float = defaults.SETUP_TIMEOUT_S
 
 
 @dataclass(frozen=True)

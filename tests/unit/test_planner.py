@@ -10,9 +10,9 @@ from collections.abc import Sequence
 import pytest
 
 from clusterlaunch.core import commands, envpolicy
+from clusterlaunch.core.defaults import SETUP_TIMEOUT_S
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import (
-    DEFAULT_SETUP_TIMEOUT,
     HostSpec,
     Inventory,
     JobPlan,
@@ -191,7 +191,7 @@ def test_full_plan_by_equality() -> None:
                     "source env.sh",
                     env0,
                     [*agent_words("python3", 0, 0), "--", *argv0],
-                    SetupGuard(DEFAULT_SETUP_TIMEOUT, "j1"),  # the job id identifies its shell
+                    SetupGuard(SETUP_TIMEOUT_S, "j1"),  # the job id identifies its shell
                 ),
             ),
             NodePlan(
@@ -217,7 +217,7 @@ def test_full_plan_by_equality() -> None:
         "cd", "--", CWD, "&&", "exec", "env", f"{JOB_ID_VAR}={JOB}",
         *agent_words("/opt/py/bin/python", 1, 2), "--", *argv1,
     ]  # fmt: skip
-    setup = guarded("source env.sh", SetupGuard(DEFAULT_SETUP_TIMEOUT, JOB))
+    setup = guarded("source env.sh", SetupGuard(SETUP_TIMEOUT_S, JOB))
     prefix = f"cd -- /w && {setup} && "
     assert job.nodes[0].command.startswith(prefix)
     assert shlex.split(job.nodes[0].command[len(prefix) :]) == [
