@@ -30,31 +30,6 @@ _BOOTSTRAP = (
     ' for _ in iter(lambda:len(b)<{size},False)];exec(compile(b,"clusterlaunch-{name}","exec"))'
 )
 
-# torchrun options clusterlaunch sets itself; passing them would desynchronise
-# the plan from what runs.
-OWNED_TORCHRUN_OPTIONS = (
-    "--nnodes",
-    "--nproc-per-node",
-    "--node-rank",
-    "--master-addr",
-    "--master-port",
-    "--standalone",
-    "--log-dir",
-    "--redirects",
-    "--tee",
-    "--local-ranks-filter",
-    "--logs-specs",
-    "--rdzv-backend",
-    "--rdzv-endpoint",
-    "--rdzv-id",
-    "--rdzv-conf",
-    "--rdzv-timeout",
-    "--max-nodes",
-    "--run-path",
-)
-_OWNED_SHORT = {"-r": "--redirects", "-t": "--tee"}
-_SHORT_FLAGS = ("-m", "-h")  # torchrun's short options without a value, which may be bundled
-
 
 @dataclass(frozen=True)
 class TorchrunSpec:
@@ -164,28 +139,6 @@ def shell_command(
     assignments = [f"{name}={value}" for name, value in env.items()]
     parts.append("exec " + quote_argv(["env", *assignments, *argv]))
     return " && ".join(parts)
-
-
-def owned_torchrun_option(word: str) -> str | None:
-    """The clusterlaunch-owned torchrun option ``word`` spells, or ``None``.
-
-    Every spelling torchrun's argparse would take: ``--opt=value``, underscores
-    for hyphens, any prefix (one shared with other options torchrun refuses
-    anyway), and short options with their value attached or bundled after a
-    flag (``-r0``, ``-t=3``, ``-mr0``).
-    """
-    if word.startswith("--"):
-        name = word.split("=", 1)[0].replace("_", "-")
-        matches = [o for o in OWNED_TORCHRUN_OPTIONS if o.startswith(name)] if name[2:] else []
-        if name.startswith("--rdzv") or name in matches:
-            return name
-        return " or ".join(matches) or None
-    for letter in word[1:] if word.startswith("-") else "":
-        if "-" + letter in _OWNED_SHORT:
-            return _OWNED_SHORT["-" + letter]
-        if "-" + letter not in _SHORT_FLAGS:
-            break  # the rest is a value (or an option torchrun refuses)
-    return None
 
 
 # ------------------------------------------------------------------------------ code sync
