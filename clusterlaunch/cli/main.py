@@ -82,20 +82,20 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command in ("ps", "kill"):
         return _job_control(args, console)
     request = cliargs.job_request(args)
+    plan = make_plan(request)  # once: the launch fills in an auto master port, no re-plan
     if args.command == "run" and not args.dry_run:
-        cliargs.check_local_script(make_plan(request), request.options, synced=request.sync)
+        cliargs.check_local_script(plan, request.options, synced=request.sync)
     if args.dry_run:
-        plan = make_plan(request)
         text = render.plan_json(plan) if args.json else render.plan_text(plan)
         if not args.json:
             text += slurmargs.dry_run_note(request.transport)
         console.out.write(text.encode() + b"\n")
         return ExitStatus.OK
     if args.command == "check":
-        result = check(request, console)
+        result = check(request, plan, console)
         console.out.write(render.preflight_text(result).encode() + b"\n")
         return ExitStatus.USAGE if result.problems else ExitStatus.OK
-    outcome = launch(request, console)
+    outcome = launch(request, plan, console)
     return outcome.exit_code  # the launcher has printed (and logged) the summary
 
 

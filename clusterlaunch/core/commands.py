@@ -17,11 +17,14 @@ import math
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from clusterlaunch.core.defaults import SETUP_TIMEOUT_S
 from clusterlaunch.core.errors import UsageError
-from clusterlaunch.core.model import SshTarget
 from clusterlaunch.core.setupguard import SetupGuard, guarded
+
+if TYPE_CHECKING:  # model.py renders its plans with this module
+    from clusterlaunch.core.model import SshTarget
 
 # Reads exactly SIZE bytes of program from stdin (os.read can return less) and
 # runs it; exits 98 if stdin closes early. Python >= 3.8 (walrus).
@@ -114,6 +117,26 @@ def torchrun_argv(spec: TorchrunSpec) -> list[str]:
         spec.script,
         *spec.script_args,
     ]
+
+
+def fill_master_port(argv: Sequence[str], port: int) -> list[str]:
+    """``argv`` from :func:`torchrun_argv` with its ``AUTO`` port word replaced by ``port``."""
+    at = list(argv).index("--master-port", 1) + 1  # after PYTHON, clusterlaunch's options first
+    if argv[at] != AUTO_PORT:
+        raise ValueError(f"the master port is already set ({argv[at]})")
+    return [*argv[:at], str(port), *argv[at + 1 :]]
+
+
+def agent_command(
+    workdir: str,
+    setup: str | None,
+    env: Mapping[str, str],
+    agent_argv: Sequence[str],
+    job_argv: Sequence[str],
+    guard: SetupGuard,
+) -> str:
+    """The command of a job's node: the agent, which runs ``job_argv`` (the words after ``--``)."""
+    return shell_command(workdir, setup, env, [*agent_argv, "--", *job_argv], guard)
 
 
 def shell_command(
