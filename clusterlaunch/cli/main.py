@@ -49,13 +49,21 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
     limit = args.setup_timeout
     try:
         if args.command == "ps":
-            found, missed = jobs.list_jobs(reachable, targets, connections, args.python, limit)
+            found, missed = jobs.list_jobs(
+                reachable, targets, connections, args.python, limit, args.fanout
+            )
             text = render.jobs_json(found) if args.json else render.jobs_text(found, missed)
             if text:
                 console.out.write(text.encode() + b"\n")
         else:
             reports, missed = jobs.kill_job(
-                reachable, targets, connections, args.job_id, args.python, setup_timeout=limit
+                reachable,
+                targets,
+                connections,
+                args.job_id,
+                args.python,
+                setup_timeout=limit,
+                fanout=args.fanout,
             )
     finally:
         close_all(connections)

@@ -99,6 +99,7 @@ def preflight(
         setup_timeout=request.options.setup_timeout,
         notify=notify,
         job_id=plan.job_id,
+        fanout=request.fanout,
     )
 
 
@@ -152,6 +153,7 @@ def _launch(
                 grace=request.options.grace,
                 fail_fast=torchrun or request.fail_fast,
                 quiet_teardown=torchrun,
+                fanout=request.fanout,
             ).run()
             if outcome.exit_code != 0:
                 router.message(render.outcome_text(outcome))  # console and controller.log

@@ -9,21 +9,21 @@ lost host, a timeout and a normal end all leave through the same door.
 
 from __future__ import annotations
 
-import select
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from clusterlaunch.controller.fanout import Failed, run_parallel
 from clusterlaunch.controller.output import OutputRouter
+from clusterlaunch.controller.readloop import read_round, start_all
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core import defaults
 from clusterlaunch.core.errors import JobOutcome, StopJob, TransportError
 from clusterlaunch.core.exits import ExitStatus
-from clusterlaunch.core.frames import EVENT, JOB_STDERR, JOB_STDOUT, NOISE, Frame, FrameError
+from clusterlaunch.core.frames import Frame, FrameError
 from clusterlaunch.core.model import JobPlan
 from clusterlaunch.core.outcome import HostRun, decide_outcome
+from clusterlaunch.core.protocol import EVENT, JOB_STDERR, JOB_STDOUT, NOISE
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection
 
@@ -46,13 +46,16 @@ class Supervisor:
         clock: Callable[[], float] = time.monotonic,
         fail_fast: bool = True,
         quiet_teardown: bool = True,
+        fanout: int = defaults.FANOUT,
     ) -> None:
         """``fail_fast``: the first failing host stops all (torchrun jobs; ``exec --fail-fast``).
 
         ``quiet_teardown``: once teardown starts, torchrun's own shutdown output
         goes to the log only (for ``exec``, host output *is* the job's output).
+        ``fanout``: agents started at once.
         """
         self.plan = plan
+        self.fanout = fanout
         self.fail_fast = fail_fast
         self.quiet_teardown = quiet_teardown
         self._last_tick = clock()
@@ -121,19 +124,13 @@ class Supervisor:
     # -- start ----------------------------------------------------------------
     def _start_all(self) -> None:
         agent = program_source("agent")
-
-        def start(host: HostRun) -> None:
-            host.process = host.connection.start(host.node.command, agent)
-
-        for host, result in zip(
-            self.hosts, run_parallel(start, self.hosts, 64, "start"), strict=True
-        ):
-            if not isinstance(result, Failed):
+        starts = [(host.connection, host.node.command, agent) for host in self.hosts]
+        for host, process in zip(self.hosts, start_all(starts, self.fanout, "agent"), strict=True):
+            if not isinstance(process, TransportError):
+                host.process = process
                 continue
-            if not isinstance(result.error, TransportError):
-                raise result.error
             host.lost = host.done = True
-            self.router.message(f"{host.node.host}: {result.error.detail}")
+            self.router.message(f"{host.node.host}: {process.detail}")
             if self.fail_fast:
                 self._set_stop(
                     JobOutcome(ExitStatus.HOST_LOST, f"{host.node.host} could not start")
@@ -157,40 +154,31 @@ class Supervisor:
 
     def _step(self, wait: float) -> int:
         """Wait for output (at most ``wait`` s), route it, judge endings; bytes read."""
-        fds = [
-            fd
+        running = [
+            (host, host.process)
             for host in self.hosts
             if host.process is not None and not host.done
-            for fd in host.process.waitables()
         ]
         self._awake()
-        if fds:
-            select.select(fds, [], [], wait)
-        else:
+        if not running:
             time.sleep(wait)
-        self._awake()
-        moved = 0
-        for host in self.hosts:
-            if host.process is not None and not host.done:
-                moved += self._pump(host)
-                self._check(host)
-                for line in host.setup.notices():
-                    self.router.message(line)
-        return moved
+            return 0
+        return read_round(running, wait, self._take)
 
-    def _pump(self, host: HostRun) -> int:
-        assert host.process is not None
-        out, err = host.process.read()
+    def _take(self, host: HostRun, out: bytes, err: bytes) -> None:
+        """One host's new bytes: route them, then see whether it ended."""
+        self._awake()  # the wait may have been a suspension: before any liveness judgement
         if err:
             self.router.host_output(host.node.host, True, err)
         out = host.setup.feed(out)  # the setup's reports come before the agent's frames
-        if not out:
-            return len(err)
-        try:
-            self._route(host, host.decoder.feed(out))
-        except FrameError as exc:
-            self.router.message(f"{host.node.host}: garbled agent output ({exc})")
-        return len(out) + len(err)
+        if out:
+            try:
+                self._route(host, host.decoder.feed(out))
+            except FrameError as exc:
+                self.router.message(f"{host.node.host}: garbled agent output ({exc})")
+        self._check(host)
+        for line in host.setup.notices():
+            self.router.message(line)
 
     def _route(self, host: HostRun, frames: list[Frame]) -> None:
         for frame in frames:

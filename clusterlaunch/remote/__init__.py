@@ -10,13 +10,23 @@ from importlib import resources
 
 # Each remote program is its modules concatenated in order, minus the lines
 # marked "# bundle: strip" (the package imports that only work locally, where
-# the modules are also imported by the unit tests). A name is a module of this
-# package, or "subpackage/module" of clusterlaunch (stdlib-only ones, such as
-# core/exits, the exit statuses the controller also uses).
+# the modules are also imported by the unit tests). A bare name is a module of
+# this package; "core/protocol" names a module elsewhere in clusterlaunch that
+# the hosts need too (pure, stdlib only, no ``from __future__``): the wire
+# protocol, and core/exits, the exit statuses the controller uses too.
 BUNDLES = {
-    "agent": ("core/exits", "proctree", "records", "rootcause", "tail", "wire", "agent"),
-    "probe": ("core/exits", "proctree", "records", "probe"),
-    "jobctl": ("core/exits", "proctree", "records", "jobctl"),
+    "agent": (
+        "core/exits",
+        "core/protocol",
+        "proctree",
+        "records",
+        "rootcause",
+        "tail",
+        "wire",
+        "agent",
+    ),
+    "probe": ("core/exits", "core/protocol", "proctree", "records", "probe"),
+    "jobctl": ("core/exits", "core/protocol", "proctree", "records", "jobctl"),
 }
 _STRIP_MARK = b"# bundle: strip"
 
@@ -25,11 +35,18 @@ def program_source(name: str) -> bytes:
     """The source of remote program ``name`` exactly as it is sent."""
     if name not in BUNDLES:
         raise ValueError(f"unknown remote program {name!r}")
-    root = resources.files("clusterlaunch")
     parts = []
     for module in BUNDLES[name]:
-        subpackage, _, leaf = module.rpartition("/")
-        text = root.joinpath(subpackage or "remote").joinpath(f"{leaf}.py").read_bytes()
+        text = _module_bytes(module)
         kept = [line for line in text.splitlines(keepends=True) if _STRIP_MARK not in line]
         parts.append(b"".join(kept))
     return b"\n".join(parts)
+
+
+def _module_bytes(module: str) -> bytes:
+    """``wire`` → this package's wire.py; ``core/protocol`` → clusterlaunch/core/protocol.py."""
+    parts = module.split("/") if "/" in module else ["remote", module]
+    place = resources.files("clusterlaunch")
+    for folder in parts[:-1]:
+        place = place.joinpath(folder)
+    return place.joinpath(f"{parts[-1]}.py").read_bytes()

@@ -30,6 +30,7 @@ import sys
 import time
 
 from clusterlaunch.core.exits import ExitStatus, shell_status  # bundle: strip
+from clusterlaunch.core.protocol import JOB_STDERR  # bundle: strip
 from clusterlaunch.remote.proctree import (  # bundle: strip
     TreeKiller,  # bundle: strip
     WorkerWatch,  # bundle: strip
@@ -166,7 +167,7 @@ class Agent:
             chunks += self.tail.poll(CHUNK)
         for tag, data in chunks:
             self.out.frame(tag, data)
-            if tag == b"E":
+            if tag == JOB_STDERR:
                 self.end_failed_torchrun()
         return bool(chunks)
 

@@ -1,8 +1,8 @@
 """The agent's side of the wire: framed output, and the arguments it is started with.
 
 Stdlib only, bundled with the agent (see ``clusterlaunch.remote.BUNDLES``).
-Frame format: ``TAG SIZE\\n`` then SIZE bytes, after a sync marker; the
-controller's decoder is ``clusterlaunch/frames.py``.
+The frames are :mod:`clusterlaunch.core.protocol`'s (bundled before this
+module); the controller's decoder is ``clusterlaunch/core/frames.py``.
 """
 
 import errno
@@ -10,9 +10,9 @@ import os
 import select
 import time
 
+from clusterlaunch.core.protocol import EVENT, SYNC, encode_frame  # bundle: strip
 from clusterlaunch.remote.records import to_json  # bundle: strip
 
-SYNC = b"\n@@clusterlaunch-agent/1@@\n"
 OUT_CAP = 8 << 20  # stop reading inputs while this much output is unsent
 
 
@@ -37,10 +37,10 @@ class Output:
     def frame(self, tag, data):
         if data and not self.broken:
             # One append: a frame is either wholly queued or not at all.
-            self.pending += b"".join((b"%s %d\n" % (tag, len(data)), data))
+            self.pending += encode_frame(tag, data)
 
     def event(self, **fields):
-        self.frame(b"J", to_json(fields).encode())
+        self.frame(EVENT, to_json(fields).encode())
 
     def flush(self):
         while self.pending and not self.broken:

@@ -17,7 +17,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from clusterlaunch.core.frames import EVENT, FrameDecoder
+from clusterlaunch.core.frames import FrameDecoder
+from clusterlaunch.core.protocol import EVENT
 from clusterlaunch.remote import program_source
 from clusterlaunch.remote.tail import JobPipes, RankTail
 

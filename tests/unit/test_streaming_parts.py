@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from clusterlaunch.controller.output import Console, LogDir, OutputRouter
 from clusterlaunch.core import lines as logs
-from clusterlaunch.core.frames import EVENT, NOISE, SYNC, Frame, FrameDecoder
+from clusterlaunch.core.frames import Frame, FrameDecoder
 from clusterlaunch.core.lines import LineBuffer, Prefixes, TailKeeper, prefix_block
+from clusterlaunch.core.protocol import EVENT, NOISE, SYNC
 
 P = b"[p] "
 
