@@ -19,9 +19,10 @@ from typing import Any
 from clusterlaunch.controller.batch import Batch, Finished
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core import commands, setupguard
-from clusterlaunch.core.defaults import FANOUT
+from clusterlaunch.core.defaults import FANOUT, KILL_WAIT_S, SETUP_TIMEOUT_S
+from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.frames import FrameDecoder
-from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, HostSpec, SshTarget
+from clusterlaunch.core.model import HostSpec, SshTarget
 from clusterlaunch.core.planner import python_for
 from clusterlaunch.core.protocol import EVENT
 from clusterlaunch.core.reports import KillReport, RemoteJob, Unanswered
@@ -47,7 +48,7 @@ def list_jobs(
     targets: Sequence[SshTarget],
     connections: Mapping[str, Connection],
     python: str | None = None,
-    setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
+    setup_timeout: float = SETUP_TIMEOUT_S,
     fanout: int = FANOUT,
 ) -> tuple[list[RemoteJob], list[Unanswered]]:
     """Every running clusterlaunch job on these hosts, one entry per node; who did not answer."""
@@ -76,8 +77,8 @@ def kill_job(
     connections: Mapping[str, Connection],
     job_id: str,
     python: str | None = None,
-    timeout: float = 60.0,
-    setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
+    timeout: float = KILL_WAIT_S,
+    setup_timeout: float = SETUP_TIMEOUT_S,
     fanout: int = FANOUT,
 ) -> tuple[list[KillReport], list[Unanswered]]:
     """Ask every agent of ``job_id`` on these hosts to tear its job down; wait for it."""
@@ -196,7 +197,7 @@ def _why(result: Finished, watch: setupguard.SetupWatch, python: str) -> str:
         return f"could not ask: {result.error or 'the connection ended'}{tail}"
     if watch.running:
         return f"could not ask: setup failed with exit {result.status}{tail}"
-    if result.status == 127:
+    if result.status == ExitStatus.NOT_STARTED:  # the shell found no such python
         return f"could not ask: {python} not found{tail}; fix python: or --python"
     if result.status == 0:
         return f"could not ask: jobctl's answer was cut short or garbled{tail}"

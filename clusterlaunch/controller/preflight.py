@@ -16,10 +16,11 @@ from typing import Any
 
 from clusterlaunch.controller.readloop import read_round, start_all
 from clusterlaunch.controller.setups import kill_setups
-from clusterlaunch.core.defaults import FANOUT
+from clusterlaunch.core.defaults import FANOUT, PREFLIGHT_TIMEOUT_S, SETUP_TIMEOUT_S
 from clusterlaunch.core.errors import TransportError
+from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.frames import FrameDecoder
-from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, JobPlan, NodePlan
+from clusterlaunch.core.model import JobPlan, NodePlan
 from clusterlaunch.core.planner import probe_command
 from clusterlaunch.core.protocol import EVENT
 from clusterlaunch.core.reports import HostReport, PreflightResult
@@ -77,8 +78,8 @@ def run_preflight(
     connections: Mapping[str, Connection],
     script: str | None,
     need_torch: bool,
-    timeout: float = 60.0,
-    setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
+    timeout: float = PREFLIGHT_TIMEOUT_S,
+    setup_timeout: float = SETUP_TIMEOUT_S,
     notify: Callable[[str], None] | None = None,
     job_id: str | None = None,
     fanout: int = FANOUT,
@@ -207,8 +208,8 @@ def _no_report(run: _ProbeRun) -> str:
         )
     if run.setup.running:
         return f"setup failed (exit {status}): {tail or 'no output'}"
-    if status == 127:
-        return f"{run.report.node.python} not found (exit 127): {tail}"
+    if status == ExitStatus.NOT_STARTED:  # the shell found no such python
+        return f"{run.report.node.python} not found (exit {status}): {tail}"
     if status is None:
         return "no answer from the probe before the preflight timeout"
     return f"the shell failed before Python started (exit {status}): {tail or 'no output'}"

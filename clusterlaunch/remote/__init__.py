@@ -12,11 +12,21 @@ from importlib import resources
 # marked "# bundle: strip" (the package imports that only work locally, where
 # the modules are also imported by the unit tests). A bare name is a module of
 # this package; "core/protocol" names a module elsewhere in clusterlaunch that
-# the hosts need too (pure, stdlib only, no ``from __future__``).
+# the hosts need too (pure, stdlib only, no ``from __future__``): the wire
+# protocol, and core/exits, the exit statuses the controller uses too.
 BUNDLES = {
-    "agent": ("core/protocol", "proctree", "records", "rootcause", "tail", "wire", "agent"),
-    "probe": ("core/protocol", "proctree", "records", "probe"),
-    "jobctl": ("core/protocol", "proctree", "records", "jobctl"),
+    "agent": (
+        "core/exits",
+        "core/protocol",
+        "proctree",
+        "records",
+        "rootcause",
+        "tail",
+        "wire",
+        "agent",
+    ),
+    "probe": ("core/exits", "core/protocol", "proctree", "records", "probe"),
+    "jobctl": ("core/exits", "core/protocol", "proctree", "records", "jobctl"),
 }
 _STRIP_MARK = b"# bundle: strip"
 

@@ -56,7 +56,7 @@ def main(argv=None):
     sub.add_parser("list")
     kill = sub.add_parser("kill")
     kill.add_argument("job_id")
-    kill.add_argument("--timeout", type=float, default=60.0)
+    kill.add_argument("--timeout", type=float, required=True)  # always given
     args = parser.parse_args(argv)
     sys.stdout.buffer.write(SYNC)
     if args.command == "list":

@@ -94,21 +94,14 @@ class Control:
         return time.monotonic() - self.last_heard > self.timeout
 
 
-def exit_status(code):
-    """A Popen return code as a shell would report it (128+N for signal N)."""
-    if code is None:
-        return 255
-    return 128 - code if code < 0 else code
-
-
 class Args:
     """The agent's settings (written by clusterlaunch's planner, never by hand)."""
 
     def __init__(self):
         self.job_id = None
         self.node_rank = None
-        self.grace = 5.0
-        self.heartbeat_timeout = 15.0
+        self.grace = None  # required, like the heartbeat timeout: the planner
+        self.heartbeat_timeout = None  # always passes both (core/defaults.py)
         self.first_rank = 0
         self.tail_dir = None
         self.argv = []
@@ -140,6 +133,9 @@ def parse_args(argv):
             setattr(args, attribute, kind(next(words)))
         except (StopIteration, ValueError):
             raise SystemExit("clusterlaunch-agent: bad value for %s" % name) from None
-    if args.job_id is None or args.node_rank is None or not args.argv:
-        raise SystemExit("clusterlaunch-agent: --job-id, --node-rank and a command are required")
+    if None in (args.job_id, args.node_rank, args.grace, args.heartbeat_timeout) or not args.argv:
+        raise SystemExit(
+            "clusterlaunch-agent: --job-id, --node-rank, --grace, --heartbeat-timeout "
+            "and a command are required"
+        )
     return args

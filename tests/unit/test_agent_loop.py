@@ -32,7 +32,8 @@ class ForkedAgent:
     """The agent (``main``, so ``Agent.run``) in a forked child, stdin and stdout on pipes here."""
 
     def __init__(self, command: list[str], *options: str) -> None:
-        argv = ["--job-id", "t1", "--node-rank", "0", "--heartbeat-timeout", "60", *options]
+        argv = ["--job-id", "t1", "--node-rank", "0", "--heartbeat-timeout", "60", "--grace", "5"]
+        argv += options
         argv += ["--", *command]
         stdin_r, self.stdin_w = os.pipe()
         self.out_r, out_w = os.pipe()
