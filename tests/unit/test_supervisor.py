@@ -1,0 +1,340 @@
+"""The supervisor against scripted hosts: every exit status of docs/cli.md from an event sequence.
+
+The hosts are :mod:`clusterlaunch.testing.fakes` connections whose agents send
+the bytes a real agent sends; the supervisor, the output router and the
+verdict are the real ones. The cluster tier runs the same endings over SSH.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pytest
+
+from clusterlaunch.controller import supervisor as supervisor_module
+from clusterlaunch.controller.console import Console
+from clusterlaunch.controller.output import OutputRouter
+from clusterlaunch.controller.supervisor import RESUME_GRACE_S, Supervisor
+from clusterlaunch.core import render
+from clusterlaunch.core.errors import JobOutcome
+from clusterlaunch.core.lines import Prefixes
+from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
+from clusterlaunch.core.planner import plan_job
+from clusterlaunch.remote import program_source
+from clusterlaunch.testing.agentscript import (
+    Exit,
+    FakeAgent,
+    Hang,
+    Interrupt,
+    Pause,
+    Raw,
+    Stderr,
+    Suspend,
+    Unresponsive,
+    exits,
+    job_output,
+    rank_output,
+    root_cause,
+    started,
+    stopping,
+)
+from clusterlaunch.testing.fakes import FakeClock, FakeConnection
+
+RUNNING = FakeAgent([started(), Hang()])  # runs until told to stop, then stops as agents do
+CTRL_C = Interrupt(130, "interrupted (Ctrl-C)")
+
+
+def make_plan(hosts: Sequence[str], exec_argv: tuple[str, ...] | None = None) -> JobPlan:
+    """Two ranks per host: a has ranks 0-1, b 2-3, c 4-5."""
+    inventory = Inventory("hosts.yaml", tuple(HostSpec(h, 2) for h in hosts), master_port=29500)
+    targets = [SshTarget(h, f"10.0.0.{i + 1}") for i, h in enumerate(hosts)]
+    return plan_job(
+        inventory,
+        targets,
+        LaunchOptions(script="train.py"),
+        job_id="j1",
+        local_env={},
+        local_cwd="/w",
+        agent_size=1,
+        exec_argv=exec_argv,
+    )
+
+
+class ClosedPipe(io.BytesIO):
+    """A console whose reader went away (``clusterlaunch run ... | head``)."""
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        raise BrokenPipeError
+
+
+@dataclass
+class Run:
+    """One supervised job: how it ended, the hosts, and what the console showed."""
+
+    outcome: JobOutcome
+    hosts: dict[str, FakeConnection]
+    out: str
+    err: str
+
+    def sent(self, host: str) -> bytes:
+        """The control bytes ``host``'s agent received, heartbeats left out."""
+        return bytes(self.hosts[host].process.received).replace(b"h", b"")
+
+
+def supervise(
+    agents: Mapping[str, FakeAgent],
+    *,
+    exec_argv: tuple[str, ...] | None = None,
+    clock: FakeClock | None = None,
+    console_out: io.BytesIO | None = None,
+    start_errors: Mapping[str, str] | None = None,
+    **options: object,
+) -> Run:
+    plan = make_plan(list(agents), exec_argv)
+    hosts = {
+        name: FakeConnection(name, agent, clock, (start_errors or {}).get(name))
+        for name, agent in agents.items()
+    }
+    ranks = (
+        []
+        if exec_argv
+        else [(r, n.host, r - n.first_rank) for n in plan.nodes for r in n.global_ranks]
+    )
+    out, err = console_out or io.BytesIO(), io.BytesIO()
+    router = OutputRouter(Prefixes(ranks, list(agents), False), Console(out, err))
+    kwargs: dict[str, object] = {
+        "fail_fast": exec_argv is None,
+        "quiet_teardown": exec_argv is None,
+    }
+    kwargs.update(options)
+    if clock is not None:
+        kwargs["clock"] = clock
+    outcome = Supervisor(plan, hosts, router, **kwargs).run()  # type: ignore[arg-type]
+    text = lambda stream: stream.getvalue().decode() if not isinstance(stream, ClosedPipe) else ""  # noqa: E731
+    return Run(outcome, hosts, text(out), text(err))
+
+
+def test_every_host_ending_well_is_0() -> None:
+    ok = FakeAgent([started(), rank_output(0, b"step 1\n"), *exits(0)])
+    run = supervise({"a": ok, "b": FakeAgent([started(), *exits(0)])})
+    assert run.outcome == JobOutcome(0, "all hosts finished")
+    assert "[r0 a:0] step 1\n" in run.out
+    command, stdin = run.hosts["a"].started[0]
+    assert command == make_plan(["a", "b"]).nodes[0].command and stdin == program_source("agent")
+    assert run.sent("a") == b"" and run.hosts["a"].process.closed  # nothing to tear down
+
+
+@pytest.mark.parametrize(("exitcode", "status"), [(3, 3), (-9, 137), (-6, 134)])
+def test_a_failed_rank_gives_its_own_code(exitcode: int, status: int) -> None:
+    failing = FakeAgent(
+        [started(), Pause(2), rank_output(3, b"CUDA out of memory\n", stderr=True),
+         *exits(1, root_cause=root_cause(1, exitcode))]
+    )  # fmt: skip
+    run = supervise({"a": RUNNING, "b": failing})
+    assert (run.outcome.exit_code, run.outcome.rank, run.outcome.host) == (status, 3, "b")
+    assert run.outcome.tail == ["CUDA out of memory"]
+    assert render.outcome_text(run.outcome).startswith(
+        f"job failed: rank 3 on b exited with code {status}"
+    )
+    assert run.sent("a") == b"t"  # fail fast: the other host is torn down
+
+
+def test_a_host_failing_without_a_root_cause_gives_its_code() -> None:
+    run = supervise(
+        {"a": RUNNING, "b": FakeAgent([started(), job_output(b"bad\n", True), *exits(2)])}
+    )
+    assert (run.outcome.exit_code, run.outcome.host) == (2, "b")
+    assert run.outcome.reason == "b exited with code 2" and run.outcome.tail == ["bad"]
+
+
+def test_the_job_not_starting_is_127_with_the_agents_message() -> None:
+    cannot = FakeAgent(exits(127, "start-failed", message="cannot start torchrun: not found"))
+    run = supervise({"a": cannot, "b": RUNNING})
+    assert run.outcome == JobOutcome(127, "a failed")
+    assert "clusterlaunch: a: cannot start torchrun: not found" in run.err
+
+
+def test_timeout_is_124_and_tears_every_host_down() -> None:
+    run = supervise({"a": RUNNING, "b": RUNNING}, clock=FakeClock(tick=0.1), timeout=2.0)
+    assert run.outcome == JobOutcome(
+        124, "--timeout 2 s reached (still running: a, b)", stopped=True
+    )
+    assert run.sent("a") == run.sent("b") == b"t"
+
+
+@pytest.mark.parametrize(
+    ("status", "reason"),
+    [(129, "SIGHUP"), (130, "interrupted (Ctrl-C)"), (143, "terminated (SIGTERM)")],
+)
+def test_a_signal_to_the_controller_is_its_status(status: int, reason: str) -> None:
+    run = supervise(
+        {"a": FakeAgent([started(), Pause(2), Interrupt(status, reason), Hang()]), "b": RUNNING}
+    )
+    assert run.outcome == JobOutcome(status, reason, stopped=True)
+    assert render.outcome_text(run.outcome) == f"job stopped: {reason}"
+    assert run.sent("a") == run.sent("b") == b"t"
+
+
+def test_a_signal_while_starting_stops_before_any_output() -> None:
+    run = supervise({"a": FakeAgent([CTRL_C, Hang()]), "b": RUNNING})
+    assert run.outcome.exit_code == 130 and run.outcome.stopped
+
+
+@pytest.mark.parametrize(
+    "killed",
+    [[stopping("killed"), Pause(2), *exits(-15, "killed")], [*exits(-15, "killed")]],
+    ids=["announced", "only-in-the-exit-report"],
+)
+def test_clusterlaunch_kill_is_137(killed: list) -> None:
+    run = supervise({"a": RUNNING, "b": FakeAgent([started(), Pause(1), *killed])})
+    assert run.outcome == JobOutcome(137, "the job was killed (clusterlaunch kill)", stopped=True)
+
+
+def test_a_closed_console_is_141() -> None:
+    chatty = FakeAgent([started(), rank_output(0, b"hello\n"), Hang()])
+    run = supervise({"a": chatty, "b": RUNNING}, console_out=ClosedPipe())
+    assert run.outcome == JobOutcome(141, "stdout was closed (broken pipe)", stopped=True)
+    assert run.sent("a") == run.sent("b") == b"t"
+
+
+@pytest.mark.parametrize("status", [None, 255])
+def test_a_channel_ending_without_a_report_is_a_lost_host(status: int | None) -> None:
+    run = supervise({"a": RUNNING, "b": FakeAgent([started(), Pause(2), Exit(status)])})
+    assert run.outcome == JobOutcome(255, "host b was lost", host="b")
+    assert f"b: connection ended without a report (exit {status})" in run.err
+
+
+def test_a_host_failing_its_keepalives_is_lost() -> None:
+    run = supervise({"a": RUNNING, "b": FakeAgent([started(), Unresponsive(), Hang()])})
+    assert run.outcome == JobOutcome(255, "host b was lost", host="b")
+    assert "b: host lost (no answer to keepalives)" in run.err
+
+
+def test_hosts_that_lost_the_controller_stop_with_255() -> None:
+    gave_up = FakeAgent(
+        [started(), Pause(2), stopping("controller-lost"), *exits(-15, "controller-lost")]
+    )
+    run = supervise({"a": gave_up, "b": RUNNING})
+    assert run.outcome == JobOutcome(255, "the hosts lost touch with the controller")
+    assert "heard nothing from this controller for --heartbeat-timeout seconds" in run.err
+
+
+def test_a_host_that_cannot_start_its_agent_is_255_and_nothing_else_runs_on() -> None:
+    run = supervise({"a": RUNNING, "b": RUNNING}, start_errors={"b": "channel refused"})
+    assert run.outcome == JobOutcome(255, "b could not start", host="b")
+    assert "clusterlaunch: b: channel refused" in run.err
+    assert run.hosts["b"].started == [] and run.sent("a") == b"t"
+
+
+def test_an_unexpected_error_while_starting_is_raised_after_teardown() -> None:
+    class Broken(FakeConnection):
+        def start(self, command: str, stdin: bytes = b"") -> object:  # type: ignore[override]
+            raise RuntimeError("bug")
+
+    plan = make_plan(["a", "b"])
+    hosts = {"a": FakeConnection("a", RUNNING), "b": Broken("b")}
+    router = OutputRouter(Prefixes([], ["a", "b"], False), Console(io.BytesIO(), io.BytesIO()))
+    with pytest.raises(RuntimeError, match="bug"):
+        # b never started, so teardown waits out its grace: on a fake clock, at once.
+        Supervisor(plan, hosts, router, clock=FakeClock(tick=1.0)).run()  # type: ignore[arg-type]
+    assert hosts["a"].process.received == b"t"
+
+
+def test_exec_without_fail_fast_runs_every_host_to_its_end() -> None:
+    agents = {
+        "a": FakeAgent([started(), Pause(4), job_output(b"a failed\n", True), *exits(3)]),
+        "b": FakeAgent([started(), Pause(1), *exits(0)]),
+        "c": FakeAgent([started(), Pause(8), *exits(5)]),
+    }
+    run = supervise(agents, exec_argv=("make",))
+    assert run.outcome.exit_code == 3 and run.outcome.host == "a"
+    assert run.outcome.reason == "2 of 3 host(s) failed: a (3), c (5)"
+    assert run.outcome.tail == ["a failed"]
+    assert all(run.sent(h) == b"" for h in agents)  # nobody was stopped
+
+
+def test_exec_without_fail_fast_counts_a_lost_host_as_255() -> None:
+    agents = {
+        "a": FakeAgent([started(), Unresponsive(), Hang()]),
+        "b": FakeAgent([started(), Pause(3), *exits(0)]),
+    }
+    run = supervise(agents, exec_argv=("true",))
+    assert run.outcome.exit_code == 255 and run.outcome.reason == "1 of 2 host(s) failed: a (255)"
+    assert run.hosts["a"].process.closed
+
+
+def test_exec_fail_fast_stops_the_others() -> None:
+    agents = {"a": FakeAgent([started(), Pause(2), *exits(4)]), "b": RUNNING}
+    run = supervise(agents, exec_argv=("true",), fail_fast=True)
+    assert run.outcome == JobOutcome(4, "a exited with code 4", host="a", tail=[])
+    assert run.sent("b") == b"t"
+
+
+def test_a_second_stop_in_teardown_sends_k() -> None:
+    stubborn = FakeAgent(
+        [started(), Hang()],
+        on={"t": [stopping("requested"), Pause(2), CTRL_C, Hang()], "k": exits(-9, "requested")},
+    )
+    failing = FakeAgent([started(), Pause(1), *exits(1)])
+    run = supervise({"a": failing, "b": stubborn})
+    assert run.sent("b") == b"tk"
+    assert "clusterlaunch: second interrupt: killing everything now" in run.err
+    assert run.outcome.exit_code == 1 and run.outcome.host == "a"  # the first cause decides
+
+
+def test_a_host_that_never_confirms_is_given_up_after_the_grace() -> None:
+    deaf = FakeAgent([started(), Hang()], on={"t": [Hang()]})
+    run = supervise(
+        {"a": FakeAgent([started(), *exits(1)]), "b": deaf}, clock=FakeClock(tick=0.05), grace=0.5
+    )
+    assert "clusterlaunch: b: no confirmation that the job ended" in run.err
+    assert run.hosts["b"].process.closed
+
+
+SHUTDOWN = job_output(b"Traceback (most recent call last):\nSignalException: 15\n", stderr=True)
+
+
+@pytest.mark.parametrize("quiet", [True, False])
+def test_quiet_teardown_keeps_torchruns_shutdown_off_the_console(quiet: bool) -> None:
+    noisy = FakeAgent(
+        [started(), Hang()], on={"t": [stopping("requested"), SHUTDOWN, *exits(-15, "requested")]}
+    )
+    run = supervise({"a": FakeAgent([started(), *exits(1)]), "b": noisy}, quiet_teardown=quiet)
+    assert ("SignalException" in run.err) is not quiet
+    hid = "hid 2 line(s) of torchrun shutdown output (use --log-dir to keep them)"
+    assert (hid in run.err) is quiet
+
+
+def test_a_suspended_controller_gives_the_keepalives_time_to_catch_up() -> None:
+    clock = FakeClock(tick=0.1)
+    suspended = FakeAgent([started(), Pause(3), Suspend(30), Unresponsive(), Hang()])
+    run = supervise({"a": suspended, "b": RUNNING}, clock=clock)
+    assert run.outcome == JobOutcome(255, "host a was lost", host="a")
+    checks = run.hosts["a"].alive_checks
+    before, after = [t for t in checks if t < 1030], [t for t in checks if t >= 1030]
+    assert before and after  # judged before the suspension, and again after it
+    assert min(after) - max(before) >= 30 + RESUME_GRACE_S  # not within the grace
+
+
+def test_heartbeats_reach_every_running_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(supervisor_module, "HEARTBEAT_S", 0.01)
+    listening = FakeAgent([started(), Hang()], on={"h": exits(0)})
+    run = supervise({"a": listening, "b": listening})
+    assert run.outcome.exit_code == 0
+    assert run.hosts["a"].process.heartbeats >= 1 and run.hosts["b"].process.heartbeats >= 1
+
+
+def test_what_a_host_says_outside_the_frames_is_shown_as_its_output() -> None:
+    agents = {
+        "a": FakeAgent(
+            [Raw(b"Welcome to a\n"), started(), Stderr(b"Warning: added key\n"), *exits(0)]
+        ),
+        "b": FakeAgent(
+            [started(), Raw(b"garbage that is no frame header at all\n"), Pause(2), Exit(0)]
+        ),
+    }
+    run = supervise(agents, exec_argv=("true",))
+    assert "[a] Welcome to a\n" in run.out and "[a] Warning: added key\n" in run.err
+    assert "clusterlaunch: b: garbled agent output (bad frame header" in run.err
