@@ -1,0 +1,228 @@
+"""The agent's loop (``remote/agent.py``'s ``Agent``), run against pipes with real short jobs.
+
+Each agent runs in a child forked from the test, so what it does to its own
+process (signal handlers, child subreaper, killing every process below it)
+stays there; its stdin and stdout are pipes this test plays the controller
+on. No SSH, no bundle: the module as the unit tests import it. The bundled
+program over real pipes is ``test_agent_drain.py``; over SSH, the cluster tier.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusterlaunch.core.frames import EVENT, FrameDecoder
+from clusterlaunch.remote.agent import main
+
+ROOT_CAUSE = (
+    "Root Cause (first observed failure):\n[0]:\n  time      : 2024-01-01_00:00:00\n"
+    "  host      : node0\n  rank      : 5 (local_rank: 1)\n"
+    "  exitcode  : -9 (pid: 4242)\n  error_file: <N/A>\n" + "=" * 60 + "\n"
+)
+
+
+class ForkedAgent:
+    """The agent (``main``, so ``Agent.run``) in a forked child, stdin and stdout on pipes here."""
+
+    def __init__(self, command: list[str], *options: str) -> None:
+        argv = ["--job-id", "t1", "--node-rank", "0", "--heartbeat-timeout", "60", *options]
+        argv += ["--", *command]
+        stdin_r, self.stdin_w = os.pipe()
+        self.out_r, out_w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # the agent: never returns into pytest
+            code = 70
+            try:
+                os.dup2(stdin_r, 0)
+                os.dup2(out_w, 1)
+                for fd in (stdin_r, out_w, self.stdin_w, self.out_r):
+                    os.close(fd)
+                main(argv)  # the agent's entry point: runs the loop, then os._exit
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        os.close(stdin_r)
+        os.close(out_w)
+        self.decoder = FrameDecoder()
+        self.events: list[dict[str, Any]] = []
+        self.output: dict[bytes, bytes] = {}
+        self.status: int | None = None
+
+    def send(self, data: bytes) -> None:
+        os.write(self.stdin_w, data)
+
+    def close_stdin(self) -> None:
+        os.close(self.stdin_w)
+        self.stdin_w = -1
+
+    def read_until(self, name: str, timeout: float = 20) -> dict[str, Any]:
+        """Read frames until the event ``name`` (the agent keeps running)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for seen in self.events:
+                if seen["event"] == name:
+                    return seen
+            if not self._read_some():
+                break
+        raise AssertionError(f"no {name!r} event; got {self.events}")
+
+    def finish(self, timeout: float = 20) -> int:
+        """Read to EOF and reap the agent; its exit status."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self._read_some():
+            pass
+        while time.monotonic() < deadline:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = os.waitstatus_to_exitcode(status)
+                break
+            time.sleep(0.01)
+        else:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            raise AssertionError(f"the agent did not end; events: {self.events}")
+        os.close(self.out_r)
+        if self.stdin_w >= 0:
+            os.close(self.stdin_w)
+        assert self.decoder.leftover() == b""
+        return self.status
+
+    def names(self) -> list[str]:
+        return [event["event"] for event in self.events]
+
+    def _read_some(self) -> bool:
+        data = os.read(self.out_r, 1 << 16)
+        for frame in self.decoder.feed(data):
+            if frame.tag == EVENT:
+                self.events.append(frame.event())
+            else:
+                self.output[frame.tag] = self.output.get(frame.tag, b"") + frame.data
+        return bool(data)
+
+
+def test_a_job_that_ends_by_itself_reports_its_output_then_its_code() -> None:
+    agent = ForkedAgent(["sh", "-c", "echo out; echo err >&2; exit 3"])
+    assert agent.finish() == 3
+    assert agent.output == {b"O": b"out\n", b"E": b"err\n"}
+    assert agent.names() == ["started", "exit"]
+    started, ended = agent.events
+    assert started["agent_pid"] == agent.pid and started["pid"] != agent.pid
+    assert (ended["reason"], ended["code"], ended["root_cause"]) == ("exited", 3, None)
+
+
+IGNORES_TERM = ["sh", "-c", "trap '' TERM; exec sleep 30"]  # only SIGKILL ends it
+
+
+@pytest.mark.parametrize(
+    ("control", "job", "status"), [(b"t", ["sleep", "30"], 143), (b"k", IGNORES_TERM, 137)]
+)
+def test_control_bytes_tear_the_job_down(control: bytes, job: list[str], status: int) -> None:
+    agent = ForkedAgent(job, "--grace", "60")
+    agent.read_until("started")
+    agent.send(b"h" + control)  # a heartbeat, then t (SIGTERM) or k (SIGKILL at once)
+    assert agent.finish() == status
+    assert agent.names() == ["started", "stopping", "exit"]
+    assert agent.events[1]["reason"] == agent.events[2]["reason"] == "requested"
+    assert (agent.events[2]["code"], agent.events[2]["escalated"]) == (128 - status, status == 137)
+
+
+def test_stdin_eof_means_the_controller_is_gone() -> None:
+    agent = ForkedAgent(["sleep", "30"])
+    agent.read_until("started")
+    agent.close_stdin()
+    assert agent.finish() == 143
+    assert [e.get("reason") for e in agent.events[1:]] == ["eof", "eof"]
+
+
+def test_heartbeat_silence_tears_the_job_down() -> None:
+    agent = ForkedAgent(["sleep", "30"], "--heartbeat-timeout", "0.3")
+    began = time.monotonic()
+    assert agent.finish() == 143
+    assert time.monotonic() - began >= 0.3
+    assert agent.events[1] == {"event": "stopping", "reason": "controller-lost"}
+
+
+def test_sigusr1_is_recorded_then_acted_on_as_clusterlaunch_kill() -> None:
+    # The job itself signals the agent (its parent) while the loop runs.
+    agent = ForkedAgent(["sh", "-c", "kill -USR1 $PPID; exec sleep 30"])
+    assert agent.finish() == 143
+    assert agent.names() == ["started", "stopping", "exit"]
+    assert agent.events[1]["reason"] == agent.events[2]["reason"] == "killed"
+
+
+def test_a_second_signal_skips_the_grace() -> None:
+    # A job that outlives SIGTERM: only the escalation ends it.
+    stubborn = "trap '' TERM; while :; do sleep 0.05; done"
+    agent = ForkedAgent(["sh", "-c", stubborn], "--grace", "60")
+    agent.read_until("started")
+    os.kill(agent.pid, signal.SIGTERM)
+    assert agent.read_until("stopping")["reason"] == f"signal {signal.SIGTERM:d}"
+    os.kill(agent.pid, signal.SIGINT)  # well before the 60 s grace
+    assert agent.finish() == 137
+    assert agent.events[-1]["escalated"] is True and agent.events[-1]["code"] == -9
+
+
+def test_a_job_that_cannot_start_is_127(tmp_path: Path) -> None:
+    agent = ForkedAgent([str(tmp_path / "no-such-program")])
+    assert agent.finish() == 127
+    assert agent.names() == ["exit"]
+    assert agent.events[0]["reason"] == "start-failed" and agent.events[0]["code"] == 127
+    assert agent.events[0]["message"].startswith(f"cannot start {tmp_path}/no-such-program: ")
+
+
+def test_a_tail_dir_that_cannot_be_made_is_a_start_failure(tmp_path: Path) -> None:
+    agent = ForkedAgent(["true"], "--tail-dir", str(tmp_path / "missing" / "tail"))
+    assert agent.finish() == 127
+    assert agent.events[0]["message"].startswith(f"cannot create {tmp_path}/missing/tail")
+
+
+def test_rank_files_are_framed_with_their_global_rank(tmp_path: Path) -> None:
+    tail = tmp_path / "tail"
+    write = (
+        'mkdir -p "$0/run_0/attempt_0/0" "$0/run_0/attempt_0/1"; '
+        'printf r4 > "$0/run_0/attempt_0/0/stdout.log"; '
+        'printf e5 > "$0/run_0/attempt_0/1/stderr.log"'
+    )
+    agent = ForkedAgent(
+        ["sh", "-c", write, str(tail)], "--tail-dir", str(tail), "--first-rank", "4"
+    )
+    assert agent.finish() == 0
+    assert agent.output == {b"o4": b"r4", b"e5": b"e5"}
+    assert not tail.exists()  # read to the end, then removed
+
+
+def test_a_printed_root_cause_ends_torchrun_at_once(tmp_path: Path) -> None:
+    # torchrun prints the block, then spends a second shutting down: the agent ends it.
+    job = f"printf '%s' '{ROOT_CAUSE}' >&2; exec sleep 30"
+    agent = ForkedAgent(
+        ["sh", "-c", job], "--tail-dir", str(tmp_path / "tail"), "--first-rank", "4"
+    )
+    began = time.monotonic()
+    assert agent.finish() == 1
+    assert time.monotonic() - began < 20  # not the sleep's 30 s
+    ended = agent.events[-1]
+    assert (ended["reason"], ended["code"]) == ("exited", 1)
+    assert (ended["root_cause"]["local_rank"], ended["root_cause"]["exitcode"]) == (1, -9)
+
+
+def test_a_job_without_workers_is_not_given_the_grace(tmp_path: Path) -> None:
+    # torchrun in its exit barrier ignores SIGTERM; with no workers left it is killed at once.
+    agent = ForkedAgent(
+        ["sh", "-c", "trap '' TERM; exec sleep 30"],
+        "--tail-dir",
+        str(tmp_path / "t"),
+        "--grace",
+        "60",
+    )
+    agent.read_until("started")
+    agent.send(b"t")
+    assert agent.finish() == 137
+    assert agent.events[-1]["reason"] == "requested"
