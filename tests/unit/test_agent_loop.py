@@ -38,7 +38,7 @@ class ForkedAgent:
         self.out_r, out_w = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:  # the agent: never returns into pytest
-            code = 70
+            code = 70  # only if main() raised: it ends the process itself
             try:
                 os.dup2(stdin_r, 0)
                 os.dup2(out_w, 1)

@@ -18,7 +18,7 @@ from clusterlaunch.core import render
 from clusterlaunch.core.errors import JobOutcome
 from clusterlaunch.core.lines import Prefixes
 from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
-from clusterlaunch.core.outcome import EXIT_HOST_LOST, HostState, decide_outcome
+from clusterlaunch.core.outcome import EXIT_HOST_LOST, HostState, decide_outcome, first_failure
 from clusterlaunch.core.planner import plan_job
 
 
@@ -135,3 +135,41 @@ def test_exec_without_fail_fast_lists_every_failed_host() -> None:
     assert render.outcome_text(outcome).startswith("job failed: 1 of 2 host(s) failed: a (130)")
     hosts, router = _setup({"a": done, "b": done})
     assert decide_outcome(None, hosts, router.tails) == JobOutcome(0, "all hosts finished")
+
+
+def test_of_several_lost_hosts_the_first_to_end_is_named() -> None:
+    hosts, router = _setup({}, {"a": 2, "b": 1})
+    for host in hosts:
+        host.lost = True
+    outcome = decide_outcome(JobOutcome(EXIT_HOST_LOST, "host a was lost"), hosts, router.tails)
+    assert (outcome.exit_code, outcome.host) == (255, "b")
+
+
+def test_a_255_stop_without_a_lost_host_is_judged_like_any_failure() -> None:
+    # The hosts stopped the job themselves (they lost the controller): no host was lost.
+    hosts, router = _setup({"a": TORN_DOWN, "b": TORN_DOWN})
+    stop = JobOutcome(EXIT_HOST_LOST, "the hosts lost touch with the controller")
+    assert decide_outcome(stop, hosts, router.tails) is stop
+
+
+@pytest.mark.parametrize(
+    ("ended", "status", "code"),
+    [
+        ({"event": "exit", "reason": "exited", "code": -6}, 1, 134),  # the report wins
+        ({"event": "exit", "reason": "start-failed", "code": None}, 127, 127),
+        (None, 0, 0),  # no report: the channel's status
+        (None, None, 255),  # neither: a lost host
+    ],
+)
+def test_a_hosts_code(ended: dict[str, Any] | None, status: int | None, code: int) -> None:
+    host = HostState(_plan().nodes[0], ended=ended, status=status)
+    assert host.code == code
+
+
+def test_failures_without_timestamps_are_ordered_as_the_controller_heard_them() -> None:
+    first, second = _rank_died(0, 3), _rank_died(1, 4)
+    first["root_cause"]["failed_at"] = second["root_cause"]["failed_at"] = None
+    hosts, router = _setup({"a": first, "b": second}, {"a": 2, "b": 1})
+    assert first_failure(hosts) is hosts[1]
+    outcome = decide_outcome(JobOutcome(1, "b failed"), hosts, router.tails)
+    assert (outcome.exit_code, outcome.rank, outcome.tail) == (4, 3, ["Killed"])
