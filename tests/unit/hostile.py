@@ -82,7 +82,9 @@ def make_sandbox(root: Path, trap: Trap) -> Sandbox:
     box.marks.mkdir()
     (root / "ssh_config").write_text(
         "Host pxn*\n"
-        f'  ProxyCommand sh -c ": %h; touch {box.marks}/proxy-command-ran"\n'
+        # The wrong protocol version ends the handshake at once (paramiko notices a
+        # proxy's EOF only when its timeout runs out: 2 s for test_the_trap_is_real).
+        f'  ProxyCommand sh -c ": %h; touch {box.marks}/proxy-command-ran; echo SSH-1.0-trap"\n'
         "Host *\n"
         f"  HostName {TRAP_ADDR}\n  Port {trap.port}\n  ConnectTimeout 2\n"
     )
