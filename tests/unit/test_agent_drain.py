@@ -55,6 +55,12 @@ class FakeController:
 
         threading.Thread(target=beat, daemon=True).start()
 
+    def read_started(self) -> None:
+        """Read until the agent's first frame, its ``started`` event."""
+        assert self.process.stdout is not None
+        while not self.decoder.feed(self.process.stdout.read1(4096)):
+            pass
+
     def read_all(self) -> tuple[dict[bytes, bytes], list[dict[str, Any]], list[bytes]]:
         """Everything the agent sends: bytes per tag, events, and the tag order."""
         assert self.process.stdout is not None
@@ -72,6 +78,23 @@ class FakeController:
         self.process.wait(timeout=30)
         self._beating.set()
         return {tag: bytes(value) for tag, value in data.items()}, events, order
+
+
+def _wait_for_exit(pid_file: Path, timeout: float = 30) -> None:
+    """Until the process whose PID the job wrote last has exited (gone, or a zombie)."""
+    deadline = time.monotonic() + timeout
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the job never finished writing"
+        time.sleep(0.01)
+    stat = Path("/proc") / pid_file.read_text() / "stat"
+    while time.monotonic() < deadline:
+        try:
+            if stat.read_bytes().rsplit(b") ", 1)[1][:1] == b"Z":
+                return
+        except FileNotFoundError:
+            return
+        time.sleep(0.01)
+    raise AssertionError("the job did not exit")
 
 
 def pattern(label: str, size: int) -> bytes:
@@ -95,12 +118,13 @@ def test_slow_reader_gets_every_byte_of_pipes_and_rank_files(tmp_path: Path) -> 
         # Less than a pipe's buffer: the job does not wait for the agent to read it.
         "sys.stdout.buffer.write(pattern('out', 48000))\n"
         "sys.stderr.buffer.write(pattern('err', 48000))\n"
+        f"open({str(tmp_path / 'job.pid')!r}, 'w').write(str(os.getpid()))\n"
     )
     controller = FakeController(tmp_path, job, "--tail-dir", str(tail_dir), "--first-rank", "4")
     controller.heartbeats()
     # The job writes 24 MiB (three times the agent's output cap) and exits while
     # nobody reads. (The agent used to delete the rank files here, unread.)
-    time.sleep(2)
+    _wait_for_exit(tmp_path / "job.pid")
     data, events, order = controller.read_all()
     assert data[b"O"] == pattern("out", 48000)  # torchrun's (or the command's) own streams
     assert data[b"E"] == pattern("err", 48000)
@@ -114,7 +138,7 @@ def test_slow_reader_gets_every_byte_of_pipes_and_rank_files(tmp_path: Path) -> 
 
 def test_stdin_eof_ends_the_drain(tmp_path: Path) -> None:
     controller = FakeController(tmp_path, f"sys.stdout.buffer.write(b'x' * {BIG})")
-    time.sleep(0.5)
+    controller.read_started()  # then nothing more is read
     assert controller.process.stdin is not None
     controller.process.stdin.close()  # the controller is gone, nobody will read
     # The job, blocked on its full pipe, is torn down (SIGTERM) and the agent leaves.
@@ -123,18 +147,16 @@ def test_stdin_eof_ends_the_drain(tmp_path: Path) -> None:
 
 def test_heartbeat_silence_ends_the_drain(tmp_path: Path) -> None:
     job = f"sys.stdout.buffer.write(b'x' * {BIG})"
-    controller = FakeController(tmp_path, job, "--heartbeat-timeout", "1")
+    controller = FakeController(tmp_path, job, "--heartbeat-timeout", "0.3")
     began = time.monotonic()
     controller.process.wait(timeout=30)  # no heartbeat, nothing read: gives up on its own
-    assert time.monotonic() - began >= 1
+    assert time.monotonic() - began >= 0.3
 
 
 def test_signal_handler_only_records_and_frames_stay_whole(tmp_path: Path) -> None:
     controller = FakeController(tmp_path, "import time; time.sleep(60)", "--grace", "1")
     controller.heartbeats()
-    assert controller.process.stdout is not None
-    while not controller.decoder.feed(controller.process.stdout.read1(4096)):
-        pass  # the "started" event
+    controller.read_started()
     for _ in range(3):  # a burst of signals while the loop runs
         controller.process.send_signal(signal.SIGUSR1)
     _, events, _ = controller.read_all()
