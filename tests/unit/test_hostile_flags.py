@@ -10,7 +10,14 @@ from __future__ import annotations
 import pytest
 
 from clusterlaunch.cli.main import main
-from tests.unit.hostile import Sandbox, assert_refused, sandbox, trap, with_config  # noqa: F401
+from tests.unit.hostile import (  # noqa: F401
+    Sandbox,
+    assert_refused,
+    sandbox,
+    shared_parser,
+    trap,
+    with_config,
+)
 
 BAD = "\udcff"  # how Python hands over a non-UTF-8 byte (0xff) from argv
 

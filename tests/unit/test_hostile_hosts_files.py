@@ -15,6 +15,7 @@ from tests.unit.hostile import (  # noqa: F401
     assert_refused,
     run_measured,
     sandbox,
+    shared_parser,
     trap,
 )
 
