@@ -1,9 +1,10 @@
-"""Slurm for the tests: a fake allocation (fast tier) and a real Slurm cluster.
+"""Slurm for the tests: a fake allocation and a real Slurm cluster.
 
 ``fake_slurm``: ``fake_bin/srun`` and ``fake_bin/scontrol`` first on PATH. The
 fake srun runs each step right here (see its docstring); every process a step
 starts carries ``CLUSTERLAUNCH_SIM_HOST=<marker>-<node>``, so the
-simulated-cluster orphan helpers tell whether a test left anything running.
+simulated-cluster orphan helpers tell whether a test left anything running. Its
+tests are in the fast tier, but for the torchrun jobs (cluster tier: seconds each).
 
 ``real_slurm``: munged, slurmctld and three slurmd on three network-namespace
 hosts (tests/slurm/real.py), one per test module; root only, and it skips,

@@ -125,6 +125,7 @@ def test_scontrol_reads_what_clustershell_cannot(fake_slurm: FakeSlurm) -> None:
 
 
 @pytest.mark.torch
+@pytest.mark.cluster  # a torchrun job: seconds
 def test_check_probes_every_node_through_srun(fake_slurm: FakeSlurm) -> None:
     result = fake_slurm.run("check", *LOCAL, "slurm", "allreduce.py")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -133,6 +134,7 @@ def test_check_probes_every_node_through_srun(fake_slurm: FakeSlurm) -> None:
 
 
 @pytest.mark.torch
+@pytest.mark.cluster  # a torchrun job: seconds
 def test_allreduce_over_srun(fake_slurm: FakeSlurm) -> None:
     result = fake_slurm.run("run", *LOCAL, "slurm", "allreduce.py", "x y")
     assert result.returncode == 0, result.stderr
@@ -154,6 +156,7 @@ def test_allreduce_over_srun(fake_slurm: FakeSlurm) -> None:
 
 
 @pytest.mark.torch
+@pytest.mark.cluster  # a torchrun job: seconds
 @pytest.mark.parametrize(
     ("signum", "expected"), [(signal.SIGINT, 130), (signal.SIGKILL, -signal.SIGKILL)]
 )

@@ -17,6 +17,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from clusterlaunch.core.frames import EVENT, FrameDecoder
 from clusterlaunch.remote import program_source
 from clusterlaunch.remote.tail import JobPipes, RankTail
@@ -107,6 +109,7 @@ def pattern(label: str, size: int) -> bytes:
 JOB_HEADER = "import os, sys\n\n" + inspect.getsource(pattern) + "\n\n"
 
 
+@pytest.mark.cluster  # 24 MiB through three processes: 1.4 s
 def test_slow_reader_gets_every_byte_of_pipes_and_rank_files(tmp_path: Path) -> None:
     tail_dir = tmp_path / "tail"
     job = (
@@ -145,6 +148,7 @@ def test_stdin_eof_ends_the_drain(tmp_path: Path) -> None:
     assert controller.process.wait(timeout=20) == 143
 
 
+@pytest.mark.cluster  # the agent's last 1 s of best-effort delivery
 def test_heartbeat_silence_ends_the_drain(tmp_path: Path) -> None:
     job = f"sys.stdout.buffer.write(b'x' * {BIG})"
     controller = FakeController(tmp_path, job, "--heartbeat-timeout", "0.3")

@@ -55,7 +55,9 @@ def _job_dir(tmp_path: Path, gpus: int) -> Path:
     "argv",
     [
         pytest.param(
-            ["run", "hosts.yaml", "chatty.py", "{pids}"], id="run", marks=pytest.mark.torch
+            ["run", "hosts.yaml", "chatty.py", "{pids}"],
+            id="run",
+            marks=[pytest.mark.torch, pytest.mark.cluster],  # a torchrun job: seconds
         ),
         pytest.param(
             ["exec", "hosts.yaml", "--", sys.executable, "chatty.py", "{pids}"], id="exec"
