@@ -107,25 +107,45 @@ def trap() -> Iterator[Trap]:
 
 @pytest.fixture(scope="module")
 def shared_parser() -> argparse.ArgumentParser:
-    """One parser for the module: building it costs 3.4 ms, and the table runs main() 400 times."""
+    """One parser per module: building it costs 3.4 ms, and the tables run main() 400 times."""
     return cliparser.build_parser()
+
+
+@pytest.fixture(scope="module")
+def shared_sandbox(tmp_path_factory: pytest.TempPathFactory, trap: Trap) -> Sandbox:
+    """One sandbox per module: making one per case (a directory, eight files) cost more
+    than the cases did. A case that dialed the trap or left a mark fails anyway."""
+    return make_sandbox(tmp_path_factory.mktemp("hostile"), trap)
+
+
+def _inside(
+    box: Sandbox, parser: argparse.ArgumentParser, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Sandbox]:
+    monkeypatch.chdir(box.root)
+    monkeypatch.setattr(cliparser, "build_parser", lambda: parser)  # parsing leaves it as it is
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    yield box
+    for signum, handler in saved.items():  # main() installs its own
+        signal.signal(signum, handler)
 
 
 @pytest.fixture
 def sandbox(
+    shared_sandbox: Sandbox, shared_parser: argparse.ArgumentParser, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Sandbox]:
+    """The module's sandbox as the working directory, for one case."""
+    yield from _inside(shared_sandbox, shared_parser, monkeypatch)
+
+
+@pytest.fixture
+def fresh_sandbox(
     tmp_path: Path,
     trap: Trap,
     shared_parser: argparse.ArgumentParser,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Sandbox]:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(
-        cliparser, "build_parser", lambda: shared_parser
-    )  # parsing keeps it as it was
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    yield make_sandbox(tmp_path, trap)
-    for signum, handler in saved.items():  # main() installs its own
-        signal.signal(signum, handler)
+    """A sandbox of the test's own (for a test that leaves marks on purpose)."""
+    yield from _inside(make_sandbox(tmp_path, trap), shared_parser, monkeypatch)
 
 
 def with_config(argv: Sequence[str]) -> list[str]:

@@ -13,8 +13,10 @@ from clusterlaunch.cli.main import main
 from tests.unit.hostile import (  # noqa: F401
     Sandbox,
     assert_refused,
+    fresh_sandbox,
     sandbox,
     shared_parser,
+    shared_sandbox,
     trap,
     with_config,
 )
@@ -209,12 +211,12 @@ def test_the_table_is_big_enough() -> None:
     assert len({name for name, _, _ in CASES}) == len(CASES)
 
 
-def test_the_trap_is_real(sandbox: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
+def test_the_trap_is_real(fresh_sandbox: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
     """Control: valid input does reach the trap (and the ProxyCommand runs), so
     "nothing contacted" above means something."""
     assert main(with_config(["run", "--connect-timeout", "1", "hosts.yaml", "train.py"])) == 2
     assert "preflight failed on 2 host(s)" in capsys.readouterr().err
-    assert len(sandbox.trap.dialed) >= 2
-    (sandbox.root / "pxn.yaml").write_text("hosts:\n  - {host: pxn1, gpus: 1}\n")
+    assert len(fresh_sandbox.trap.dialed) >= 2
+    (fresh_sandbox.root / "pxn.yaml").write_text("hosts:\n  - {host: pxn1, gpus: 1}\n")
     assert main(with_config(["run", "--connect-timeout", "1", "pxn.yaml", "train.py"])) == 2
-    assert (sandbox.marks / "proxy-command-ran").exists()
+    assert (fresh_sandbox.marks / "proxy-command-ran").exists()

@@ -16,6 +16,7 @@ from tests.unit.hostile import (  # noqa: F401
     run_measured,
     sandbox,
     shared_parser,
+    shared_sandbox,
     trap,
 )
 
