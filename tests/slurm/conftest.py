@@ -4,7 +4,7 @@
 fake srun runs each step right here (see its docstring); every process a step
 starts carries ``CLUSTERLAUNCH_SIM_HOST=<marker>-<node>``, so the
 simulated-cluster orphan helpers tell whether a test left anything running. Its
-tests are in the fast tier, but for the torchrun jobs (cluster tier: seconds each).
+tests are in the fast tier, but for the jobs run end to end (cluster tier).
 
 ``real_slurm``: munged, slurmctld and three slurmd on three network-namespace
 hosts (tests/slurm/real.py), one per test module; root only, and it skips,

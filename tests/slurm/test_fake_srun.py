@@ -71,6 +71,7 @@ def test_transport_forwards_stdin_and_eof(tmp_path: Path, monkeypatch: pytest.Mo
     process.close()
 
 
+@pytest.mark.cluster  # jobs end to end: the CLI, the fake srun, the agents
 def test_exec_runs_one_step_per_node(fake_slurm: FakeSlurm) -> None:
     script = 'echo "on $FAKE_SLURM_HOST as $SLURMD_NODENAME"'
     result = fake_slurm.run("exec", "slurm", "--", "sh", "-c", script)
@@ -83,6 +84,7 @@ def test_exec_runs_one_step_per_node(fake_slurm: FakeSlurm) -> None:
     assert fake_slurm.left_running(timeout=5.0) == []
 
 
+@pytest.mark.cluster  # jobs end to end, one of them torn down
 def test_exec_returns_the_failing_steps_exit_code(fake_slurm: FakeSlurm) -> None:
     script = '[ "$FAKE_SLURM_HOST" = node2 ] && exit 3; sleep 30'
     result = fake_slurm.run(

@@ -55,15 +55,14 @@ def _job_dir(tmp_path: Path, gpus: int) -> Path:
     "argv",
     [
         pytest.param(
-            ["run", "hosts.yaml", "chatty.py", "{pids}"],
-            id="run",
-            marks=[pytest.mark.torch, pytest.mark.cluster],  # a torchrun job: seconds
+            ["run", "hosts.yaml", "chatty.py", "{pids}"], id="run", marks=pytest.mark.torch
         ),
         pytest.param(
             ["exec", "hosts.yaml", "--", sys.executable, "chatty.py", "{pids}"], id="exec"
         ),
     ],
 )
+@pytest.mark.cluster  # a real job, started and torn down by the CLI
 def test_closed_stdout_stops_the_job_and_exits_141(tmp_path: Path, argv: list[str]) -> None:
     pids = _job_dir(tmp_path, gpus=2)
     proc = _start(tmp_path, *[word.replace("{pids}", str(pids)) for word in argv])
