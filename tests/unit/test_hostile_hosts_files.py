@@ -176,7 +176,9 @@ def _write_special_files(box: Sandbox) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "fragment"), [pytest.param(t, f, id=name) for name, t, f in CASES]
+    ("text", "fragment"),
+    # The heavy ones run in a process of their own, measured: see below.
+    [pytest.param(t, f, id=name) for name, t, f in CASES if name not in HEAVY],
 )
 def test_bad_hosts_file(
     sandbox: Sandbox,  # noqa: F811
@@ -202,25 +204,31 @@ def test_unreadable_hosts_file(
     assert_refused(sandbox, ["run", path, "train.py"], capsys, fragment)
 
 
+RUN, KILL = ["run", "bad.yaml", "train.py"], ["kill", "bad.yaml", "job1"]
+
+
 @pytest.mark.parametrize(
-    ("name", "text", "fragment"),
+    ("argv", "text", "fragment"),
     [
-        *[pytest.param(n, t, f, id=n) for n, t, f in CASES if n in HEAVY],
-        pytest.param("dev-zero", None, "larger than 1,048,576 bytes", id="dev-zero"),
-        pytest.param("ranks-huge", None, "--ranks '0-99999999999'", id="ranks-huge"),
+        *[pytest.param(RUN, t, f, id=n) for n, t, f in CASES if n in HEAVY],
+        *[pytest.param(KILL, t, f, id=f"{n}-kill") for n, t, f in CASES if n in HEAVY],
+        pytest.param(["run", "/dev/zero", "train.py"], "", "larger than 1,048,576", id="dev-zero"),
+        pytest.param(
+            ["run", "--ranks", "0-99999999999", "hosts.yaml", "train.py"],
+            "",
+            "--ranks '0-99999999999'",
+            id="ranks-huge",
+        ),
     ],
 )
 def test_heavy_cases_stay_small_in_a_process_of_their_own(
     sandbox: Sandbox,  # noqa: F811
-    name: str,
-    text: str | None,
+    argv: list[str],
+    text: str,
     fragment: str,
 ) -> None:
-    (sandbox.root / "bad.yaml").write_text(sandbox.fill(text or ""))
-    argv = {
-        "dev-zero": ["run", "/dev/zero", "train.py"],
-        "ranks-huge": ["run", "--ranks", "0-99999999999", "hosts.yaml", "train.py"],
-    }.get(name, ["run", "bad.yaml", "train.py"])
+    (sandbox.root / "bad.yaml").write_text(sandbox.fill(text))
+    dialed_before = len(sandbox.trap.dialed)
     result = run_measured(sandbox, argv)
     lines = result.stderr.splitlines()
     assert (result.code, result.stdout) == (2, ""), result.stderr
@@ -228,7 +236,8 @@ def test_heavy_cases_stay_small_in_a_process_of_their_own(
     assert fragment in lines[0]
     assert result.cpu_seconds < MAX_SECONDS, f"{result.cpu_seconds:.2f} s of CPU"
     assert result.added_rss_mb < MAX_RSS_MB, f"{result.added_rss_mb:.0f} MB"
-    assert not sandbox.trap.dialed
+    assert len(sandbox.trap.dialed) == dialed_before
+    assert not list(sandbox.marks.iterdir()), "a ProxyCommand (or an injected command) ran"
 
 
 def test_the_table_is_big_enough() -> None:
