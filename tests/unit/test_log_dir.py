@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import pwd
+import shutil
 import signal
 import socket
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +16,8 @@ import pytest
 from clusterlaunch.cli.main import main
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.core.errors import UsageError
+
+NOBODY = pwd.getpwnam("nobody")
 
 
 @pytest.fixture(autouse=True)
@@ -121,13 +126,44 @@ def test_unusable_directory_is_one_clear_error(tmp_path: Path, where: str, probl
     assert str(caught.value) == f"--log-dir {path}: {problem}"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
-def test_unwritable_directory_is_one_clear_error(tmp_path: Path) -> None:
-    locked = tmp_path / "locked"
-    locked.mkdir()
-    locked.chmod(0o555)
-    with pytest.raises(UsageError, match=r"cannot create rank-0\.log \(Permission denied\)"):
-        LogDir(str(locked)).open(["rank-0.log"])
+def test_unwritable_directory_is_one_clear_error() -> None:
+    # Root may write anywhere: as root, the check runs in a child that became nobody.
+    top = Path(tempfile.mkdtemp(prefix="clusterlaunch-logdir-"))
+    try:
+        top.chmod(0o755)  # nobody may look inside, not write
+        locked = top / "locked"
+        locked.mkdir(mode=0o555)
+        assert _open_as_a_user(locked) == (
+            f"--log-dir {locked}: cannot create rank-0.log (Permission denied)"
+        )
+    finally:
+        shutil.rmtree(top)
+
+
+def _open_as_a_user(path: Path) -> str:
+    """The UsageError ``LogDir(path).open`` raises, in a forked child that is not root."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        message = b"no error"
+        try:
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setgid(NOBODY.pw_gid)
+                os.setuid(NOBODY.pw_uid)
+            LogDir(str(path)).open(["rank-0.log"])
+        except UsageError as exc:
+            message = str(exc).encode()
+        except BaseException as exc:
+            message = repr(exc).encode()
+        finally:
+            os.write(write, message)
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        said = pipe.read().decode()
+    os.waitpid(pid, 0)
+    return said
 
 
 @pytest.mark.parametrize("command", ["run", "exec"])
