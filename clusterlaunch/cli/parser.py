@@ -77,11 +77,13 @@ def _add_job_command_options(parser: argparse.ArgumentParser) -> None:
     _add_environment_options(parser)
     _add_job_options(parser)
     slurmargs.add_options(parser)
+    _add_selection_options(parser)
     parser.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
 
 
 def _add_run(run: argparse.ArgumentParser) -> None:
     _add_job_command_options(run)
+    _add_script_kind_options(run)
     run.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON")
     run.add_argument("--master-port", help="a port number, or auto (default: the hosts file's)")
     run.add_argument(
@@ -109,6 +111,8 @@ def _add_check(chk: argparse.ArgumentParser) -> None:
     _add_connection_options(chk)
     _add_environment_options(chk)
     slurmargs.add_options(chk)
+    _add_selection_options(chk)
+    _add_script_kind_options(chk)
     chk.add_argument("--master-port", help="a port number, or auto")
     chk.add_argument("hosts", help="hosts file, or slurm")
     chk.add_argument("script", nargs="?", help="also check this script exists on every host")
@@ -169,7 +173,45 @@ def _add_environment_options(parser: argparse.ArgumentParser) -> None:
         "for localhost, the Python running clusterlaunch)",
     )
     group.add_argument("--workdir", help="directory on the hosts (default: this directory's path)")
+    group.add_argument(
+        "--env-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="set the KEY=VALUE lines of FILE on every host (# comments; repeatable; "
+        "--env wins over it)",
+    )
     _add_setup_timeout(group)
+
+
+def _add_selection_options(parser: argparse.ArgumentParser) -> None:
+    """``--include``/``--exclude``: DeepSpeed's host and device selection (core/includes.py)."""
+    group = parser.add_argument_group("host and device selection (DeepSpeed's syntax)")
+    group.add_argument(
+        "--include",
+        metavar="SPEC",
+        help="use only these hosts and devices: HOST[:SLOT,...][@HOST...], "
+        "e.g. worker-0@worker-1:0,2",
+    )
+    group.add_argument(
+        "--exclude", metavar="SPEC", help="use every host and device but these (same syntax)"
+    )
+
+
+def _add_script_kind_options(parser: argparse.ArgumentParser) -> None:
+    """torchrun's ``-m`` and ``--no-python``: what SCRIPT names."""
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument(
+        "-m",
+        "--module",
+        action="store_true",
+        help="SCRIPT is a Python module, run as python -m SCRIPT (torchrun's -m)",
+    )
+    kind.add_argument(
+        "--no-python",
+        action="store_true",
+        help="SCRIPT is a program run as it is, without python (torchrun's --no-python)",
+    )
 
 
 def _add_setup_timeout(parser: Any) -> None:

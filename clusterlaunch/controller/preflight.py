@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterlaunch.controller.setups import kill_setups
+from clusterlaunch.core import accelerators
 from clusterlaunch.core.errors import HostProblem, TransportError
 from clusterlaunch.core.lines import LineBuffer, split_lines
-from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, JobPlan, NodePlan
+from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, JobPlan, NodePlan, ScriptKind
 from clusterlaunch.core.planner import probe_command
 from clusterlaunch.core.setupguard import OVERDUE_S, SetupWatch
 from clusterlaunch.remote import program_source
@@ -106,6 +107,7 @@ def run_preflight(
     setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
     notify: Callable[[str], None] | None = None,
     job_id: str | None = None,
+    script_kind: ScriptKind = "file",
 ) -> PreflightResult:
     """Probe every host of ``plan``; never raises for a host problem (see ``problems``).
 
@@ -133,6 +135,7 @@ def run_preflight(
                 len(source),
                 setup_timeout,
                 job_id,
+                script_kind,
             )
             run.start(command, source)
         master_port = _probe(runs, deadline, notify or (lambda line: None))
@@ -211,7 +214,9 @@ def _judge(run: _ProbeRun) -> None:
         report.problems.append(
             f"script {run.script!r} not found in {static.get('cwd')}; check workdir: and the path"
         )
-    _judge_gpus(report, static.get("gpus"), node)
+    if static.get("script_problem"):  # -m or --no-python
+        report.problems.append(static["script_problem"])
+    report.problems += accelerators.judge(node, static)
 
 
 def _no_report(run: _ProbeRun) -> str:
@@ -248,25 +253,6 @@ def _clashes(static: dict[str, Any]) -> list[str]:
             "or choose another --job-id"
         ]
     return []
-
-
-def _judge_gpus(report: HostReport, gpus: Any, node: NodePlan) -> None:
-    if gpus is None:
-        return  # no nvidia-smi: a CPU host
-    if isinstance(gpus, dict):
-        report.problems.append(f"nvidia-smi failed: {gpus.get('error')}")
-        return
-    wanted = list(_devices(node)) or list(range(node.nproc))
-    missing = [index for index in wanted if index not in gpus]
-    if missing:
-        report.problems.append(
-            f"needs GPU(s) {wanted} but nvidia-smi lists {gpus}; lower gpus: or fix devices:"
-        )
-
-
-def _devices(node: NodePlan) -> tuple[int, ...]:
-    visible = node.env.get("CUDA_VISIBLE_DEVICES")
-    return tuple(int(d) for d in visible.split(",")) if visible else ()
 
 
 def _compare_torch(reports: list[HostReport]) -> None:

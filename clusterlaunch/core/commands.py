@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from clusterlaunch.core.errors import UsageError
-from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, SshTarget
+from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, ScriptKind, SshTarget
 from clusterlaunch.core.setupguard import SetupGuard, guarded
 
 # Reads exactly SIZE bytes of program from stdin (os.read can return less) and
@@ -29,31 +29,6 @@ _BOOTSTRAP = (
     ' for _ in iter(lambda:len(b)<{size},False)];exec(compile(b,"clusterlaunch-{name}","exec"))'
 )
 
-# torchrun options clusterlaunch sets itself; passing them would desynchronise
-# the plan from what runs.
-OWNED_TORCHRUN_OPTIONS = (
-    "--nnodes",
-    "--nproc-per-node",
-    "--node-rank",
-    "--master-addr",
-    "--master-port",
-    "--standalone",
-    "--log-dir",
-    "--redirects",
-    "--tee",
-    "--local-ranks-filter",
-    "--logs-specs",
-    "--rdzv-backend",
-    "--rdzv-endpoint",
-    "--rdzv-id",
-    "--rdzv-conf",
-    "--rdzv-timeout",
-    "--max-nodes",
-    "--run-path",
-)
-_OWNED_SHORT = {"-r": "--redirects", "-t": "--tee"}
-_SHORT_FLAGS = ("-m", "-h")  # torchrun's short options without a value, which may be bundled
-
 
 @dataclass(frozen=True)
 class TorchrunSpec:
@@ -61,7 +36,8 @@ class TorchrunSpec:
 
     python: str
     nnodes: int
-    nproc: int
+    nproc: int | None
+    """``None``: ``gpus: auto`` not resolved yet (a dry run shows ``AUTO``)."""
     node_rank: int
     master_addr: str
     master_port: int | None
@@ -69,10 +45,15 @@ class TorchrunSpec:
     extra_args: tuple[str, ...]
     script: str
     script_args: tuple[str, ...]
+    run_id: str | None = None
+    """torchrun's ``--rdzv-id`` (workers' ``TORCHELASTIC_RUN_ID``); ``None``: the user sets it."""
+    script_kind: ScriptKind = "file"
 
 
-AUTO_PORT = "AUTO"
-"""Shown in place of the port while ``master_port: auto`` is unresolved (dry run)."""
+AUTO = "AUTO"
+"""Shown in place of what the preflight decides (``auto`` port, process count) in a dry run."""
+AUTO_PORT = AUTO
+_SCRIPT_FLAGS = {"file": (), "module": ("--module",), "program": ("--no-python",)}
 
 
 class HostPath(str):
@@ -114,6 +95,7 @@ def bootstrap_argv(python: str, name: str, size: int, site: bool = True) -> list
 def torchrun_argv(spec: TorchrunSpec) -> list[str]:
     """torchrun with static rendezvous and per-rank output files the agent tails."""
     port = AUTO_PORT if spec.master_port is None else str(spec.master_port)
+    run_id = [] if spec.run_id is None else ["--rdzv-id", spec.run_id]
     return [
         spec.python,
         "-m",
@@ -121,11 +103,12 @@ def torchrun_argv(spec: TorchrunSpec) -> list[str]:
         "--nnodes",
         str(spec.nnodes),
         "--nproc-per-node",
-        str(spec.nproc),
+        AUTO if spec.nproc is None else str(spec.nproc),
         "--node-rank",
         str(spec.node_rank),
         "--rdzv-backend",
         "static",
+        *run_id,
         "--master-addr",
         spec.master_addr,
         "--master-port",
@@ -135,6 +118,7 @@ def torchrun_argv(spec: TorchrunSpec) -> list[str]:
         "--log-dir",
         spec.log_dir,
         *spec.extra_args,
+        *_SCRIPT_FLAGS[spec.script_kind],
         spec.script,
         *spec.script_args,
     ]
@@ -163,28 +147,6 @@ def shell_command(
     assignments = [f"{name}={value}" for name, value in env.items()]
     parts.append("exec " + quote_argv(["env", *assignments, *argv]))
     return " && ".join(parts)
-
-
-def owned_torchrun_option(word: str) -> str | None:
-    """The clusterlaunch-owned torchrun option ``word`` spells, or ``None``.
-
-    Every spelling torchrun's argparse would take: ``--opt=value``, underscores
-    for hyphens, any prefix (one shared with other options torchrun refuses
-    anyway), and short options with their value attached or bundled after a
-    flag (``-r0``, ``-t=3``, ``-mr0``).
-    """
-    if word.startswith("--"):
-        name = word.split("=", 1)[0].replace("_", "-")
-        matches = [o for o in OWNED_TORCHRUN_OPTIONS if o.startswith(name)] if name[2:] else []
-        if name.startswith("--rdzv") or name in matches:
-            return name
-        return " or ".join(matches) or None
-    for letter in word[1:] if word.startswith("-") else "":
-        if "-" + letter in _OWNED_SHORT:
-            return _OWNED_SHORT["-" + letter]
-        if "-" + letter not in _SHORT_FLAGS:
-            break  # the rest is a value (or an option torchrun refuses)
-    return None
 
 
 # ------------------------------------------------------------------------------ code sync

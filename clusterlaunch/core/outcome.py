@@ -77,7 +77,7 @@ def decide_outcome(
     root = (culprit.ended or {}).get("root_cause")
     if root:
         code = int(root["exitcode"])
-        rank = culprit.node.first_rank + int(root["local_rank"])
+        rank = culprit.node.rank_of(int(root["local_rank"]))
         exit_code = 128 - code if code < 0 else code
         signal_name = f" ({root['signal']})" if root.get("signal") else ""
         return JobOutcome(

@@ -1,7 +1,7 @@
 """What ``--torchrun-args`` may hold: torchrun's own options, minus those clusterlaunch sets.
 
 Two mistakes would otherwise pass silently: an option clusterlaunch owns, in
-any spelling torchrun accepts (``commands.owned_torchrun_option``), and a word
+any spelling torchrun accepts (:func:`owned_torchrun_option`), and a word
 that is no option's value: torchrun would take it for the training script and
 run it instead of SCRIPT, which would become its first argument.
 """
@@ -12,8 +12,33 @@ import re
 import shlex
 from collections.abc import Sequence
 
-from clusterlaunch.core import commands
 from clusterlaunch.core.errors import UsageError
+
+# torchrun options clusterlaunch sets itself; passing them would desynchronise
+# the plan from what runs.
+OWNED_TORCHRUN_OPTIONS = (
+    "--nnodes",
+    "--nproc-per-node",
+    "--node-rank",
+    "--master-addr",
+    "--master-port",
+    "--standalone",
+    "--log-dir",
+    "--redirects",
+    "--tee",
+    "--local-ranks-filter",
+    "--logs-specs",
+    "--rdzv-backend",
+    "--rdzv-endpoint",
+    "--rdzv-conf",
+    "--rdzv-timeout",
+    "--max-nodes",
+    "--run-path",
+)
+_OWNED_SHORT = {"-r": "--redirects", "-t": "--tee"}
+RUN_ID_OPTION = "--rdzv-id"
+"""Set by clusterlaunch to the job id unless ``--torchrun-args`` gives one."""
+
 
 # torchrun's options that take no value (torch 2.13's get_args_parser); every
 # other option takes exactly one.
@@ -29,7 +54,13 @@ def parse_torchrun_args(text: str) -> tuple[str, ...]:
     except ValueError as exc:
         raise UsageError(f"--torchrun-args {text!r}: {exc}") from None
     for word in words:
-        owned = commands.owned_torchrun_option(word)
+        flag = _script_flag(word)
+        if flag is not None:
+            raise UsageError(
+                f"--torchrun-args: {word} is clusterlaunch's own {flag}; write "
+                f"clusterlaunch run {flag} HOSTS {'MODULE' if flag == '-m' else 'PROGRAM'} ..."
+            )
+        owned = owned_torchrun_option(word)
         if owned is not None:
             raise UsageError(
                 f"--torchrun-args: {word} is set by clusterlaunch ({owned}); "
@@ -63,3 +94,43 @@ def _takes_separate_value(option: str) -> bool:
         return len(option) == 2 and option[1] not in _SHORT_FLAGS
     name = option.replace("_", "-")
     return not any(flag.startswith(name) for flag in _FLAGS)
+
+
+def _script_flag(word: str) -> str | None:
+    """``-m``/``--no-python`` when ``word`` spells one: clusterlaunch's own flags now."""
+    if word.startswith("--"):
+        name = word.split("=", 1)[0].replace("_", "-")
+        if len(name) > 4 and "--module".startswith(name):
+            return "-m"
+        return "--no-python" if len(name) > 4 and "--no-python".startswith(name) else None
+    letters = word[1:] if word.startswith("-") else ""
+    return "-m" if letters and "m" in letters and set(letters) <= set(_SHORT_FLAGS) else None
+
+
+def sets_run_id(words: Sequence[str]) -> bool:
+    """True when ``--torchrun-args`` gives torchrun's ``--rdzv-id`` (it wins over the job id)."""
+    return any(word.split("=", 1)[0].replace("_", "-") == RUN_ID_OPTION for word in words)
+
+
+def owned_torchrun_option(word: str) -> str | None:
+    """The clusterlaunch-owned torchrun option ``word`` spells, or ``None``.
+
+    Every spelling torchrun's argparse would take: ``--opt=value``, underscores
+    for hyphens, any prefix (one shared with other options torchrun refuses
+    anyway), and short options with their value attached or bundled after a
+    flag (``-r0``, ``-t=3``, ``-mr0``).
+    """
+    if word.startswith("--"):
+        name = word.split("=", 1)[0].replace("_", "-")
+        if name == RUN_ID_OPTION:
+            return None  # the user's own run id wins over the job id
+        matches = [o for o in OWNED_TORCHRUN_OPTIONS if o.startswith(name)] if name[2:] else []
+        if name.startswith("--rdzv") or name in matches:
+            return name
+        return " or ".join(matches) or None
+    for letter in word[1:] if word.startswith("-") else "":
+        if "-" + letter in _OWNED_SHORT:
+            return _OWNED_SHORT["-" + letter]
+        if letter not in _SHORT_FLAGS:
+            break  # the rest is a value (or an option torchrun refuses)
+    return None

@@ -13,7 +13,7 @@ from importlib import resources
 # the modules are also imported by the unit tests).
 BUNDLES = {
     "agent": ("proctree", "records", "rootcause", "tail", "wire", "agent"),
-    "probe": ("proctree", "records", "probe"),
+    "probe": ("proctree", "records", "accel", "probe"),
     "jobctl": ("proctree", "records", "jobctl"),
 }
 _STRIP_MARK = b"# bundle: strip"

@@ -14,11 +14,11 @@ from clusterlaunch.cli import args as cliargs
 from clusterlaunch.cli import main as cli
 from clusterlaunch.controller.output import Console, GuardedStream, as_bytes
 from clusterlaunch.core import limits
-from clusterlaunch.core.commands import owned_torchrun_option
 from clusterlaunch.core.errors import EXIT_BROKEN_PIPE, StopJob, UsageError
 from clusterlaunch.core.hostfields import host_name_problem, user_name_problem
 from clusterlaunch.core.hostranges import HostRangeError, count_hosts, expand_hosts
 from clusterlaunch.core.lines import parse_rank_filter
+from clusterlaunch.core.torchrunargs import owned_torchrun_option
 from clusterlaunch.core.yamlines import PythonEvents, YamlLimitError, load_yaml, loader_class
 
 
