@@ -51,7 +51,7 @@ def parse_env_text(text: str, path: str) -> dict[str, str]:
         if line.startswith("export ") or line.startswith("export\t"):
             line = line[len("export") :].lstrip()
         name, equals, value = line.partition("=")
-        if not equals:
+        if not equals or not name:
             raise HostsFileError(path, number, "", f"expected KEY=VALUE, got {limits.shown(line)}")
         why = envpolicy.refusal(name)
         if why is not None:

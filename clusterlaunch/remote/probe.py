@@ -55,8 +55,16 @@ def module_problem(name):
 
     try:
         spec = importlib.util.find_spec(name)
-        if spec is not None and spec.submodule_search_locations is not None:
-            spec = importlib.util.find_spec(name + ".__main__")  # python -m runs a package's
+        package = spec is not None and spec.submodule_search_locations is not None
+        if package and importlib.util.find_spec(name + ".__main__") is None:
+            return "%r is a package without __main__.py; python -m cannot run it" % name
+    except ModuleNotFoundError as exc:  # a parent package is missing
+        return "no module %r for %s in %s (%s); check the name, workdir: and python:" % (
+            name,
+            sys.executable,
+            os.getcwd(),
+            exc,
+        )
     except Exception as exc:  # a package's __init__ may raise anything
         return "module %r cannot be imported in %s: %s: %s" % (
             name,
