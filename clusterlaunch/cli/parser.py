@@ -93,7 +93,11 @@ def _add_run(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--ranks", help="show only these global ranks on the console, e.g. 0,4-7")
     run.add_argument("hosts", help="hosts file (YAML or MPI hostfile), or slurm")
-    run.add_argument("script", help="the training script (relative to the workdir)")
+    run.add_argument(
+        "script",
+        help="the training script (relative to the workdir); with -m a module, "
+        "with --no-python a program",
+    )
     # SCRIPT_ARGS never reach argparse: see split_passthrough.
 
 

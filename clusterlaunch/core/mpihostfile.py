@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from clusterlaunch.core import hostfields
 from clusterlaunch.core.errors import HostsFileError
+from clusterlaunch.core.hostranges import group_operand
 from clusterlaunch.core.limits import MAX_PROCS_PER_HOST, MAX_WORLD_SIZE
 
 BOM = "\ufeff"
@@ -67,7 +68,7 @@ def parse_lines(text: str, path: str) -> list[MpiEntry]:
 
 
 def _check_name(name: str, path: str, line: int) -> None:
-    if "@" in name and not name.startswith("@"):
+    if "@" in name and group_operand(name) is None:  # a @group: expand_hosts says so
         user, _, bare = name.rpartition("@")
         raise HostsFileError(
             path,

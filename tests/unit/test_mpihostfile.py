@@ -98,6 +98,7 @@ def test_a_line_without_slots_is_one_slot_as_in_open_mpi() -> None:
         ("gpu1:4\n", "t.txt:1: 'gpu1:4' is Horovod's HOST:SLOTS form; write gpu1 slots=4"),
         ("\ufeffgpu1 slots=2\ngpu2 slots 3\n", "t.txt:2: expected slots=N, got 'slots 3'"),
         ("gpu1\ngpu[1-2]!gpu[1-2] slots=2\n", "t.txt:2: 'gpu[1-2]!gpu[1-2]' stands for no host"),
+        ("gpu1,@all\n", "t.txt:1: 'gpu1,@all': '@all' is a ClusterShell group"),
     ],
 )
 def test_errors_name_file_line_and_token(text: str, message: str) -> None:
