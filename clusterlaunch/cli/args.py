@@ -1,7 +1,7 @@
 """From parsed flags to a request: everything checked before any file is read or host contacted.
 
 The parser itself is :mod:`clusterlaunch.cli.parser`, which gives every
-command's namespace every attribute read here (``SHARED_DEFAULTS``);
+command's namespace every attribute read here (``core.defaults.SHARED_ATTRIBUTES``);
 :mod:`clusterlaunch.cli.main` runs the request and maps errors to exit
 statuses. Bad input raises ``UsageError``.
 """
@@ -16,16 +16,16 @@ from pathlib import Path
 from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.controller.launcher import JobRequest
 from clusterlaunch.core import limits
+from clusterlaunch.core.envfile import read_env_file
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.lines import parse_rank_filter
-from clusterlaunch.core.model import JobPlan, LaunchOptions
+from clusterlaunch.core.model import JobPlan, LaunchOptions, ScriptKind
 from clusterlaunch.core.planner import new_job_id, parse_env_assignments
 from clusterlaunch.core.torchrunargs import parse_torchrun_args
 from clusterlaunch.transport import SshSettings
 
 _ASCII_NUMBER = re.compile(r"[0-9]+")
 _JOB_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
-_RUNS_NO_SCRIPT_FILE = ("--no-python", "--no_python", "-m", "--module")
 
 
 def check_words(args: argparse.Namespace) -> None:
@@ -37,12 +37,15 @@ def check_words(args: argparse.Namespace) -> None:
     """
     sent = {"--python": args.python, "--workdir": args.workdir, "SCRIPT": args.script}
     local = {"HOSTS": args.hosts, "--ssh-config": args.ssh_config, "--log-dir": args.log_dir}
+    local |= {"--include": args.include, "--exclude": args.exclude}
     for texts, is_sent in ((sent, True), (local, False)):
         for flag, value in texts.items():
             if value is not None:
                 limits.text(flag, value, sent=is_sent)
     for pattern in args.forward_env:
         limits.text("--forward-env", pattern, sent=False)
+    for name in args.env_file:
+        limits.text("--env-file", name, sent=False)
     for pair in args.env:
         limits.sendable("--env", pair)
     limits.sendable("--torchrun-args", args.torchrun_args)
@@ -69,10 +72,14 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
         raise UsageError(f"--python {args.python!r}: must be a path without '=' or newlines")
     if args.json and not args.dry_run:
         raise UsageError("--json goes with --dry-run (a running job prints its ranks' output)")
+    from_files = tuple(
+        pair for name in args.env_file for pair in read_env_file(name).items()
+    )  # command-line order, as --env: a later file wins, and --env wins over every file
     return LaunchOptions(
         script=args.script or "",
         script_args=tuple(args.passthrough if args.command == "run" else ()),
-        env=parse_env_assignments(args.env),
+        script_kind=script_kind(args),
+        env=(*from_files, *parse_env_assignments(args.env)),
         forward_env=tuple(args.forward_env),
         master_port=port,
         master_port_auto=port_auto,
@@ -85,13 +92,23 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
     )
 
 
+def script_kind(args: argparse.Namespace) -> ScriptKind:
+    """``-m``: a module; ``--no-python``: a program; else a file torchrun runs with python."""
+    if args.module:
+        if not args.script:
+            raise UsageError("-m: give the module after HOSTS: clusterlaunch check -m h.yaml pkg")
+        return "module"
+    return "program" if args.no_python else "file"
+
+
 def job_request(args: argparse.Namespace) -> JobRequest:
     """Everything ``run``/``exec``/``check`` need, from the flags and the hosts."""
     options = launch_options(args)
     inventory, targets, transport = slurmargs.hosts(args)
     rank_filter = None
     if args.ranks is not None:  # --ranks '' too: it names no rank
-        world = sum(spec.gpus for spec in inventory.hosts)
+        counts = [spec.gpus for spec in inventory.hosts]
+        world = None if None in counts else sum(c or 0 for c in counts)  # None: gpus: auto
         try:
             rank_filter = parse_rank_filter(args.ranks, world)
         except ValueError as exc:
@@ -139,12 +156,21 @@ def check_local_script(
 
     Only when the hosts run the script from this very directory's contents:
     every workdir is this directory (the default), or ``--sync`` copies it
-    there; and only for a file torchrun opens, not ``--no-python``/``-m``.
+    there; and only for a file torchrun opens, or a ``--no-python`` program
+    named by a path (without a ``/`` it is looked up in the hosts' PATH). A
+    module (``-m``) may be installed on the hosts: the preflight checks it.
     """
     here = os.path.realpath(cwd or os.getcwd())
     same_dir = synced or all(os.path.realpath(node.workdir) == here for node in plan.nodes)
-    by_file = not any(word in _RUNS_NO_SCRIPT_FILE for word in options.torchrun_args)
-    if same_dir and by_file and not (Path(here) / options.script).is_file():
+    local = Path(here) / options.script
+    if not same_dir or options.script_kind == "module":
+        return
+    if options.script_kind == "file" and not local.is_file():
         raise UsageError(
             f"{options.script}: no such script here (the hosts run it from this directory)"
         )
+    if options.script_kind == "program" and "/" in options.script:
+        if not local.is_file():
+            raise UsageError(f"{options.script}: no such program here (--no-python)")
+        if not os.access(local, os.X_OK):
+            raise UsageError(f"{options.script}: not executable; chmod +x it (--no-python)")

@@ -18,7 +18,7 @@ from clusterlaunch.cli import args as cliargs
 from clusterlaunch.cli import parser as cliparser
 from clusterlaunch.cli import sandbox as sandboxargs
 from clusterlaunch.cli import slurm as slurmargs
-from clusterlaunch.cli.passthrough import split_passthrough
+from clusterlaunch.cli.passthrough import foreign_option, split_passthrough
 from clusterlaunch.controller import jobs
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.launcher import check, launch, make_plan
@@ -132,6 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = cliparser.build_parser()
         words = sys.argv[1:] if argv is None else argv
         head, passthrough = split_passthrough(parser, words)
+        hint = foreign_option(parser, head)  # torchrun's, DeepSpeed's ... flags: say ours
+        if hint is not None:
+            raise UsageError(hint)
         args = parser.parse_args(head)
         args.passthrough = passthrough
         _install_signal_handlers()

@@ -22,30 +22,6 @@ _GIVEN = "_options_given"
 # Every job command's namespace carries every attribute that cli/args.py,
 # cli/slurm.py and cli/main.py read, so they use plain attribute access: the
 # command's own flags set theirs, these the rest (each its flag's default).
-SHARED_DEFAULTS: dict[str, Any] = {
-    "python": None,
-    "workdir": None,
-    "script": None,
-    "log_dir": None,
-    "env": (),
-    "forward_env": (),
-    "torchrun_args": "",
-    "job_id": None,
-    "master_port": None,
-    "master_addr": None,
-    "transport": None,
-    "gpus_per_host": None,
-    "json": False,
-    "dry_run": False,
-    "ranks": None,
-    "timeout": None,
-    "fail_fast": False,
-    "sync": False,
-    "grace": defaults.GRACE_S,
-    "heartbeat_timeout": defaults.HEARTBEAT_TIMEOUT_S,
-    "setup_timeout": defaults.SETUP_TIMEOUT_S,
-    "passthrough": (),
-}
 
 
 class Parser(argparse.ArgumentParser):
@@ -99,9 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _job_command(commands: Any, name: str, summary: str) -> argparse.ArgumentParser:
-    """A subcommand that reads hosts, with every shared attribute (``SHARED_DEFAULTS``)."""
+    """A subcommand that reads hosts, with every shared attribute set."""
     parser: argparse.ArgumentParser = commands.add_parser(name, help=summary)
-    parser.set_defaults(**SHARED_DEFAULTS)  # before its flags: their own defaults stay theirs
+    parser.set_defaults(
+        **defaults.SHARED_ATTRIBUTES
+    )  # before its flags: their own defaults stay theirs
     return parser
 
 
@@ -111,11 +89,13 @@ def _add_job_command_options(parser: argparse.ArgumentParser) -> None:
     _add_environment_options(parser)
     _add_job_options(parser)
     slurmargs.add_options(parser)
+    _add_selection_options(parser)
     parser.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
 
 
 def _add_run(run: argparse.ArgumentParser) -> None:
     _add_job_command_options(run)
+    _add_script_kind_options(run)
     run.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON")
     run.add_argument("--master-port", help="a port number, or auto (default: the hosts file's)")
     run.add_argument(
@@ -125,7 +105,11 @@ def _add_run(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--ranks", help="show only these global ranks on the console, e.g. 0,4-7")
     run.add_argument("hosts", help="hosts file (YAML or MPI hostfile), or slurm")
-    run.add_argument("script", help="the training script (relative to the workdir)")
+    run.add_argument(
+        "script",
+        help="the training script (relative to the workdir); with -m a module, "
+        "with --no-python a program",
+    )
     # SCRIPT_ARGS never reach argparse: see split_passthrough.
 
 
@@ -143,6 +127,8 @@ def _add_check(chk: argparse.ArgumentParser) -> None:
     _add_connection_options(chk)
     _add_environment_options(chk)
     slurmargs.add_options(chk)
+    _add_selection_options(chk)
+    _add_script_kind_options(chk)
     chk.add_argument("--master-port", help="a port number, or auto")
     chk.add_argument("hosts", help="hosts file, or slurm")
     chk.add_argument("script", nargs="?", help="also check this script exists on every host")
@@ -209,7 +195,45 @@ def _add_environment_options(parser: argparse.ArgumentParser) -> None:
         "for localhost, the Python running clusterlaunch)",
     )
     group.add_argument("--workdir", help="directory on the hosts (default: this directory's path)")
+    group.add_argument(
+        "--env-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="set the KEY=VALUE lines of FILE on every host (# comments; repeatable; "
+        "--env wins over it)",
+    )
     _add_setup_timeout(group)
+
+
+def _add_selection_options(parser: argparse.ArgumentParser) -> None:
+    """``--include``/``--exclude``: DeepSpeed's host and device selection (core/includes.py)."""
+    group = parser.add_argument_group("host and device selection (DeepSpeed's syntax)")
+    group.add_argument(
+        "--include",
+        metavar="SPEC",
+        help="use only these hosts and devices: HOST[:SLOT,...][@HOST...], "
+        "e.g. worker-0@worker-1:0,2",
+    )
+    group.add_argument(
+        "--exclude", metavar="SPEC", help="use every host and device but these (same syntax)"
+    )
+
+
+def _add_script_kind_options(parser: argparse.ArgumentParser) -> None:
+    """torchrun's ``-m`` and ``--no-python``: what SCRIPT names."""
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument(
+        "-m",
+        "--module",
+        action="store_true",
+        help="SCRIPT is a Python module, run as python -m SCRIPT (torchrun's -m)",
+    )
+    kind.add_argument(
+        "--no-python",
+        action="store_true",
+        help="SCRIPT is a program run as it is, without python (torchrun's --no-python)",
+    )
 
 
 def _add_setup_timeout(parser: Any) -> None:

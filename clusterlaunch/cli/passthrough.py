@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from clusterlaunch.core import migrate
+
 # How many positionals come before the words passed through untouched.
 _PASSTHROUGH_AFTER = {"run": 2, "exec": 1}
 
@@ -57,6 +59,40 @@ def split_passthrough(
         else:
             seen += 1
     return words[:index], words[index:]
+
+
+def foreign_option(parser: argparse.ArgumentParser, words: Sequence[str]) -> str | None:
+    """One line for the first option in ``words`` that the command does not know but another
+    launcher does (``--nproc-per-node: use gpus: ...``), or ``None``.
+
+    ``words`` are clusterlaunch's own (:func:`split_passthrough`'s first part);
+    values of the command's options are skipped, so ``--env -x`` is no ``-x``.
+    """
+    command = next((w for w in words if not w.startswith("-")), None)
+    if command is None or command not in _commands(parser):
+        return None
+    actions = _subparser(parser, command)._actions  # no public arity table
+    known = {option for action in actions for option in action.option_strings}
+    takes_value = {o for a in actions for o in a.option_strings if a.nargs != 0}
+    rest = list(words[words.index(command) + 1 :])
+    for index, word in enumerate(rest):
+        if word == "--":
+            return None
+        if index and rest[index - 1] in takes_value:
+            continue
+        name = word.split("=", 1)[0]
+        if word.startswith("-") and word != "-" and name not in known:
+            hint = migrate.equivalent(name)
+            if hint is not None:
+                return hint
+    return None
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:

@@ -15,9 +15,9 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import replace
 
-from clusterlaunch.core import limits, slurm
+from clusterlaunch.core import includes, limits, slurm
 from clusterlaunch.core.errors import UsageError
-from clusterlaunch.core.hostfields import address_problem
+from clusterlaunch.core.hostfields import AUTO, address_problem
 from clusterlaunch.core.hostfile import load_inventory
 from clusterlaunch.core.hostranges import HostRangeError, expand_hosts
 from clusterlaunch.core.model import Inventory, SshTarget
@@ -41,8 +41,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--gpus-per-host",
         metavar="N",
-        type=limits.GPUS_PER_HOST,
-        help="processes per host with HOSTS=slurm (default: SLURM_GPUS_ON_NODE, "
+        type=_gpus_per_host,
+        help="processes per host, or auto: each host's accelerator count (replaces the hosts "
+        "file's gpus:; with HOSTS=slurm the default is SLURM_GPUS_ON_NODE, "
         "SLURM_GPUS_PER_NODE or SLURM_TASKS_PER_NODE)",
     )
     group.add_argument(
@@ -53,17 +54,22 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _gpus_per_host(text: str) -> int | str:
+    return AUTO if text == AUTO else int(limits.GPUS_PER_HOST(text))
+
+
 def hosts(args: argparse.Namespace) -> tuple[Inventory, tuple[SshTarget, ...], str]:
     """The inventory (hosts file or Slurm allocation), its targets, and the transport."""
     gpus = args.gpus_per_host
     from_slurm = args.hosts == slurm.SLURM_HOSTS
-    if from_slurm:
-        inventory = load_slurm_inventory(os.environ, gpus)
+    if from_slurm:  # with auto, any count will do: override_gpus replaces it
+        inventory = load_slurm_inventory(os.environ, 1 if gpus == AUTO else gpus)
         _check_allocation_size(inventory)
-    elif gpus is not None:
-        raise UsageError("--gpus-per-host is for HOSTS=slurm; set gpus: in the hosts file")
     else:
         inventory = load_inventory(args.hosts)
+    if gpus is not None:
+        inventory = includes.override_gpus(inventory, None if gpus == AUTO else gpus)
+    inventory = includes.select_hosts(inventory, args.include, args.exclude)
     if args.master_addr is not None:
         problem = address_problem(args.master_addr)
         if problem is not None:
@@ -83,7 +89,7 @@ def hosts(args: argparse.Namespace) -> tuple[Inventory, tuple[SshTarget, ...], s
 
 def _check_allocation_size(inventory: Inventory) -> None:
     """The limits a hosts file has, for an allocation (docs/cli.md)."""
-    world = sum(spec.gpus for spec in inventory.hosts)
+    world = sum(spec.gpus or 0 for spec in inventory.hosts)
     if len(inventory.hosts) > limits.MAX_HOSTS or world > limits.MAX_WORLD_SIZE:
         raise UsageError(
             f"the Slurm allocation has {len(inventory.hosts):,} nodes and {world:,} ranks; "

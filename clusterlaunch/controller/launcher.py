@@ -12,15 +12,15 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.preflight import PreflightResult, run_preflight
 from clusterlaunch.controller.supervisor import Supervisor
-from clusterlaunch.core import defaults, render
-from clusterlaunch.core.errors import JobOutcome, PreflightError
+from clusterlaunch.core import accelerators, defaults, render
+from clusterlaunch.core.errors import JobOutcome, PreflightError, UsageError
 from clusterlaunch.core.lines import Prefixes
 from clusterlaunch.core.model import Inventory, JobPlan, LaunchOptions, SshTarget
 from clusterlaunch.core.planner import plan_job
@@ -102,6 +102,7 @@ def preflight(
         notify=notify,
         job_id=plan.job_id,
         fanout=request.fanout,
+        script_kind=request.options.script_kind,
     )
 
 
@@ -142,11 +143,12 @@ def _launch(
             result = preflight(request, plan, connections, console)
             if result.problems:
                 raise PreflightError(result.problems, render.preflight_text(result))
-            if plan.master_port is None and result.master_port is not None:
-                plan = plan.with_master_port(result.master_port)  # auto, resolved on node 0
+            request, plan = resolve(request, plan, result, log_dir)
         router = make_router(plan, request, console, log_dir)
         try:
             torchrun = request.exec_argv is None
+            if torchrun:  # where the job really is, once every auto is resolved
+                router.message(render.job_line(plan))
             outcome = Supervisor(
                 plan,
                 connections,
@@ -166,11 +168,35 @@ def _launch(
         close_all(connections)
 
 
+def resolve(
+    request: JobRequest, plan: JobPlan, result: PreflightResult, log_dir: LogDir | None
+) -> tuple[JobRequest, JobPlan]:
+    """The request and plan with what the preflight decided: the master port, gpus: auto
+    counts and the detected accelerators (so devices: sets the right variable)."""
+    port = result.master_port if plan.master_port is None else None
+    if not accelerators.needs_resolving(request.inventory):
+        # The layout is known: an auto master port is filled in, not re-planned.
+        return request, plan if port is None else plan.with_master_port(port)
+    # gpus: auto: the rank layout itself comes from the preflight's device counts.
+    statics = [report.static for report in result.reports]
+    request = replace(request, inventory=accelerators.resolve(request.inventory, statics))
+    plan = make_plan(request)
+    if port is not None:
+        plan = plan.with_master_port(port)
+    world = plan.world_size or 0
+    if request.rank_filter and max(request.rank_filter) >= world:
+        raise UsageError(f"--ranks: gpus: auto gave this job {world} rank(s), 0-{world - 1}")
+    if log_dir is not None:  # created now, still before anything starts (as in open_log_dir)
+        for rank, _, _ in _ranks(plan, request):
+            log_dir.write(f"rank-{rank}.log", b"")
+    return request, plan
+
+
 def _ranks(plan: JobPlan, request: JobRequest) -> list[tuple[int, str, int]]:
     return [
-        (rank, node.host, rank - node.first_rank)
+        (rank, node.host, local)
         for node in plan.nodes
-        for rank in node.global_ranks
+        for local, rank in enumerate(node.global_ranks)
         if request.exec_argv is None  # exec has hosts, not ranks
     ]
 

@@ -16,11 +16,12 @@ from typing import Any
 
 from clusterlaunch.controller.readloop import read_round, start_all
 from clusterlaunch.controller.setups import kill_setups
+from clusterlaunch.core import accelerators
 from clusterlaunch.core.defaults import FANOUT, PREFLIGHT_TIMEOUT_S, SETUP_TIMEOUT_S
 from clusterlaunch.core.errors import TransportError
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.frames import FrameDecoder
-from clusterlaunch.core.model import JobPlan, NodePlan
+from clusterlaunch.core.model import JobPlan, NodePlan, ScriptKind
 from clusterlaunch.core.planner import probe_command
 from clusterlaunch.core.protocol import EVENT
 from clusterlaunch.core.reports import HostReport, PreflightResult
@@ -83,6 +84,7 @@ def run_preflight(
     notify: Callable[[str], None] | None = None,
     job_id: str | None = None,
     fanout: int = FANOUT,
+    script_kind: ScriptKind = "file",
 ) -> PreflightResult:
     """Probe every host of ``plan``; never raises for a host problem (see ``problems``).
 
@@ -112,6 +114,7 @@ def run_preflight(
                 len(source),
                 setup_timeout,
                 job_id,
+                script_kind,
             )
             starts.append((run.connection, command, source))
         for run, process in zip(runs, start_all(starts, fanout, "probe"), strict=True):
@@ -190,7 +193,9 @@ def _judge(run: _ProbeRun) -> None:
         report.problems.append(
             f"script {run.script!r} not found in {static.get('cwd')}; check workdir: and the path"
         )
-    _judge_gpus(report, static.get("gpus"), node)
+    if static.get("script_problem"):  # -m or --no-python
+        report.problems.append(static["script_problem"])
+    report.problems += accelerators.judge(node, static)
 
 
 def _no_report(run: _ProbeRun) -> str:
@@ -229,25 +234,6 @@ def _clashes(static: dict[str, Any]) -> list[str]:
             "or choose another --job-id"
         ]
     return []
-
-
-def _judge_gpus(report: HostReport, gpus: Any, node: NodePlan) -> None:
-    if gpus is None:
-        return  # no nvidia-smi: a CPU host
-    if isinstance(gpus, dict):
-        report.problems.append(f"nvidia-smi failed: {gpus.get('error')}")
-        return
-    wanted = list(_devices(node)) or list(range(node.nproc))
-    missing = [index for index in wanted if index not in gpus]
-    if missing:
-        report.problems.append(
-            f"needs GPU(s) {wanted} but nvidia-smi lists {gpus}; lower gpus: or fix devices:"
-        )
-
-
-def _devices(node: NodePlan) -> tuple[int, ...]:
-    visible = node.env.get("CUDA_VISIBLE_DEVICES")
-    return tuple(int(d) for d in visible.split(",")) if visible else ()
 
 
 def _compare_torch(reports: list[HostReport]) -> None:

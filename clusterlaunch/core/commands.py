@@ -24,7 +24,7 @@ from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.setupguard import SetupGuard, guarded
 
 if TYPE_CHECKING:  # model.py renders its plans with this module
-    from clusterlaunch.core.model import SshTarget
+    from clusterlaunch.core.model import ScriptKind, SshTarget
 
 # Reads exactly SIZE bytes of program from stdin (os.read can return less) and
 # runs it; exits 98 if stdin closes early. Python >= 3.8 (walrus).
@@ -40,7 +40,8 @@ class TorchrunSpec:
 
     python: str
     nnodes: int
-    nproc: int
+    nproc: int | None
+    """``None``: ``gpus: auto`` not resolved yet (a dry run shows ``AUTO``)."""
     node_rank: int
     master_addr: str
     master_port: int | None
@@ -48,10 +49,15 @@ class TorchrunSpec:
     extra_args: tuple[str, ...]
     script: str
     script_args: tuple[str, ...]
+    run_id: str | None = None
+    """torchrun's ``--rdzv-id`` (workers' ``TORCHELASTIC_RUN_ID``); ``None``: the user sets it."""
+    script_kind: ScriptKind = "file"
 
 
-AUTO_PORT = "AUTO"
-"""Shown in place of the port while ``master_port: auto`` is unresolved (dry run)."""
+AUTO = "AUTO"
+"""Shown in place of what the preflight decides (``auto`` port, process count) in a dry run."""
+AUTO_PORT = AUTO
+_SCRIPT_FLAGS = {"file": (), "module": ("--module",), "program": ("--no-python",)}
 
 
 class HostPath(str):
@@ -93,6 +99,7 @@ def bootstrap_argv(python: str, name: str, size: int, site: bool = True) -> list
 def torchrun_argv(spec: TorchrunSpec) -> list[str]:
     """torchrun with static rendezvous and per-rank output files the agent tails."""
     port = AUTO_PORT if spec.master_port is None else str(spec.master_port)
+    run_id = [] if spec.run_id is None else ["--rdzv-id", spec.run_id]
     return [
         spec.python,
         "-m",
@@ -100,11 +107,12 @@ def torchrun_argv(spec: TorchrunSpec) -> list[str]:
         "--nnodes",
         str(spec.nnodes),
         "--nproc-per-node",
-        str(spec.nproc),
+        AUTO if spec.nproc is None else str(spec.nproc),
         "--node-rank",
         str(spec.node_rank),
         "--rdzv-backend",
         "static",
+        *run_id,
         "--master-addr",
         spec.master_addr,
         "--master-port",
@@ -114,6 +122,7 @@ def torchrun_argv(spec: TorchrunSpec) -> list[str]:
         "--log-dir",
         spec.log_dir,
         *spec.extra_args,
+        *_SCRIPT_FLAGS[spec.script_kind],
         spec.script,
         *spec.script_args,
     ]

@@ -1,5 +1,7 @@
 """Default settings: the one place each number is written (docs/cli.md shows them to users)."""
 
+from typing import Any
+
 GRACE_S = 5.0
 """Seconds between SIGTERM and SIGKILL when a job is torn down (``--grace``)."""
 
@@ -35,3 +37,36 @@ SANDBOX_MAX_HOSTS = 64
 
 SANDBOX_FIRST_PORT = 22220
 """The first sshd port the simulated cluster tries (``clusterlaunch.testing.DEFAULT_PORT``)."""
+
+
+# Every subcommand's namespace carries these, so the command line's shared code
+# reads plain attributes (cli/parser.py sets them before each command's flags).
+SHARED_ATTRIBUTES: dict[str, Any] = {
+    "python": None,
+    "workdir": None,
+    "script": None,
+    "log_dir": None,
+    "env": (),
+    "forward_env": (),
+    "torchrun_args": "",
+    "job_id": None,
+    "master_port": None,
+    "master_addr": None,
+    "transport": None,
+    "gpus_per_host": None,
+    "json": False,
+    "dry_run": False,
+    "ranks": None,
+    "timeout": None,
+    "fail_fast": False,
+    "sync": False,
+    "grace": GRACE_S,
+    "heartbeat_timeout": HEARTBEAT_TIMEOUT_S,
+    "setup_timeout": SETUP_TIMEOUT_S,
+    "passthrough": (),
+    "env_file": (),
+    "include": None,
+    "exclude": None,
+    "module": False,
+    "no_python": False,
+}

@@ -31,8 +31,11 @@ _OWNED_EXACT = frozenset(
         "MASTER_ADDR",
         "MASTER_PORT",
         "TORCH_ELASTIC_WORKER_IDENTICAL",
-        "CUDA_VISIBLE_DEVICES",
     }
+)
+# Set per host from devices: (which one: clusterlaunch.core.accelerators).
+_DEVICE_VARIABLES = frozenset(
+    {"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES"}
 )
 _OWNED_PREFIXES = ("SSH_", "BASH_FUNC_", "TORCHELASTIC_", "CLUSTERLAUNCH_")
 
@@ -79,8 +82,8 @@ def refusal(name: str) -> str | None:
         )
     if name in _READ_ONLY:
         return f"{name} is read-only in remote shells"
-    if name == "CUDA_VISIBLE_DEVICES":
-        return "CUDA_VISIBLE_DEVICES is set from each host's devices: list; use that instead"
+    if name in _DEVICE_VARIABLES:
+        return f"{name} is set from each host's devices: list; use that instead"
     if name == "TORCH_ELASTIC_WORKER_IDENTICAL":
         return "TORCH_ELASTIC_WORKER_IDENTICAL breaks hosts with different process counts"
     if name in _OWNED_EXACT:

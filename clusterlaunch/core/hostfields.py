@@ -12,11 +12,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from clusterlaunch.core import envpolicy
+from clusterlaunch.core.accelerators import NAMES as ACCELERATORS
 from clusterlaunch.core.errors import HostsFileError
 from clusterlaunch.core.limits import MAX_PROCS_PER_HOST
 from clusterlaunch.core.yamlines import key_line
 
 _DIGITS = re.compile(r"[0-9]{1,18}")
+AUTO = "auto"
 # What OpenSSH's valid_hostname() and valid_ruser() (misc.c) refuse: a name is
 # substituted into a ProxyCommand (%h, %r) that a shell runs, so
 # "pxn$(touch /tmp/pwned)" would run a command on this machine.
@@ -142,7 +144,44 @@ def env(mapping: Mapping[str, Any], path: str, field: str) -> dict[str, str]:
     return result
 
 
-def devices(entry: Mapping[str, Any], gpus: int, path: str, where: str) -> tuple[int, ...] | None:
+def gpus(value: Any, path: str, line: int | None, field: str) -> int | None:
+    """``gpus:``: a positive integer, or ``auto`` (``None``: counted by the preflight)."""
+    if value == AUTO:
+        return None
+    number = as_int(value)
+    if number is None or not 1 <= number <= MAX_PROCS_PER_HOST:
+        raise HostsFileError(
+            path,
+            line,
+            field,
+            f"must be auto or a positive integer up to {MAX_PROCS_PER_HOST:,}, got {shown(value)}",
+        )
+    return number
+
+
+def accelerator(
+    entry: Mapping[str, Any], defaults: Mapping[str, Any], path: str, where: str
+) -> str | None:
+    """``accelerator:``: cuda, rocm or npu (unset: detected by the preflight)."""
+    source, field = (
+        (entry, f"{where}.accelerator")
+        if "accelerator" in entry
+        else (defaults, "defaults.accelerator")
+    )
+    value = optional_str(source, "accelerator", path, field)
+    if value is not None and value not in ACCELERATORS:
+        raise HostsFileError(
+            path,
+            key_line(source, "accelerator"),
+            field,
+            f"must be one of {', '.join(ACCELERATORS)}, got {shown(value)}",
+        )
+    return value
+
+
+def devices(
+    entry: Mapping[str, Any], gpus: int | None, path: str, where: str
+) -> tuple[int, ...] | None:
     if "devices" not in entry:
         return None
     raw = entry["devices"]
@@ -153,7 +192,7 @@ def devices(entry: Mapping[str, Any], gpus: int, path: str, where: str) -> tuple
     devices = tuple(int(d) for d in raw)
     if len(set(devices)) != len(devices):
         raise HostsFileError(path, line, field, f"lists a GPU twice: {list(devices)}")
-    if len(devices) != gpus:
+    if gpus is not None and len(devices) != gpus:
         raise HostsFileError(
             path, line, field, f"has {len(devices)} entries but gpus is {gpus}; they must match"
         )

@@ -7,21 +7,16 @@ the file, the line, the field and the fix; nothing here touches the network.
 from __future__ import annotations
 
 import difflib
-import re
+import os
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
-from clusterlaunch.core import hostfields
+from clusterlaunch.core import envfile, hostfields, mpihostfile
 from clusterlaunch.core.errors import HostsFileError
-from clusterlaunch.core.hostranges import HostRangeError, expand_hosts
-from clusterlaunch.core.limits import (
-    MAX_HOSTS,
-    MAX_HOSTS_FILE_BYTES,
-    MAX_PROCS_PER_HOST,
-    MAX_WORLD_SIZE,
-)
+from clusterlaunch.core.hostranges import HostRangeError, expand_hosts, group_operand
+from clusterlaunch.core.limits import MAX_HOSTS, MAX_HOSTS_FILE_BYTES, MAX_WORLD_SIZE
 from clusterlaunch.core.model import HostSpec, Inventory
 from clusterlaunch.core.yamlines import (
     DuplicateKeyError,
@@ -34,12 +29,10 @@ from clusterlaunch.core.yamlines import (
 
 _ENTRY_EXAMPLE = "{host: gpu-a, gpus: 4}"
 TOP_KEYS = ("master_port", "master_addr", "defaults", "hosts")
-SHARED_KEYS = ("user", "port", "python", "workdir", "setup", "env", "gpus")
-HOST_KEYS = ("host", "gpus", "user", "port", "python", "workdir", "setup", "env", "devices", "addr")
-
-# A MPI/DeepSpeed hostfile line: a host (ranges allowed) and optional key=value
-# words. No colons, so a YAML file never looks like one.
-_MPI_LINE = re.compile(r"[A-Za-z0-9\[][^\s:#=]*(\s+[A-Za-z_]+=\S+)*")
+SHARED_KEYS: tuple[str, ...] = ("user", "port", "python", "workdir", "setup", "env")
+SHARED_KEYS += ("env_file", "gpus", "accelerator")
+HOST_KEYS: tuple[str, ...] = ("host", "gpus", "user", "port", "python", "workdir", "setup")
+HOST_KEYS += ("env", "env_file", "devices", "addr", "accelerator")
 
 
 def load_inventory(path: str) -> Inventory:
@@ -76,45 +69,21 @@ def read_hosts_file(path: str) -> str:
 
 
 def parse_inventory(text: str, path: str) -> Inventory:
-    """Parse hosts-file ``text`` (``path`` is used in messages only)."""
-    if looks_like_mpi_hostfile(text):
-        return _parse_mpi(text, path)
-    return _parse_yaml(text, path)
-
-
-def looks_like_mpi_hostfile(text: str) -> bool:
-    """True when every meaningful line reads ``host [key=value ...]``."""
-    lines = [_strip_comment(line) for line in text.splitlines()]
-    meaningful = [line for line in lines if line]
-    return bool(meaningful) and all(_MPI_LINE.fullmatch(line) for line in meaningful)
-
-
-def _strip_comment(line: str) -> str:
-    return line.split("#", 1)[0].strip()
+    """Parse hosts-file ``text`` (``path`` names it in messages, and anchors ``env_file:``)."""
+    text = mpihostfile.without_bom(text)
+    if mpihostfile.looks_like_yaml(text):
+        return _parse_yaml(text, path)
+    return _parse_mpi(text, path)
 
 
 def _parse_mpi(text: str, path: str) -> Inventory:
     hosts: list[HostSpec] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = _strip_comment(raw)
-        if not line:
-            continue
-        name, *words = line.split()
-        label = name if name.isprintable() and len(name) <= 60 else hostfields.shown(name)
-        options: dict[str, int] = {}
-        for word in words:
-            key, _, value = word.partition("=")
-            if key not in ("slots", "max_slots"):
-                hint = _suggest(key, ("slots", "max_slots"))
-                unknown = hostfields.shown(key)
-                raise HostsFileError(path, number, label, f"unknown option {unknown}{hint}")
-            if key in options:
-                raise HostsFileError(path, number, label, f"{key}= is given twice; keep one")
-            most = MAX_PROCS_PER_HOST if key == "slots" else MAX_WORLD_SIZE  # max_slots: ignored
-            options[key] = hostfields.positive_int(value, path, number, f"{label}: {key}", most)
-        slots = options.get("slots", 1)  # OpenMPI's default when a line gives no slots
-        for expanded in _expand(name, path, number, label, room=MAX_HOSTS - len(hosts)):
-            hosts.append(HostSpec(host=expanded, gpus=slots, line=number))
+    for entry in mpihostfile.parse_lines(text, path):
+        room = MAX_HOSTS - len(hosts)
+        for name in _expand(entry.name, path, entry.line, "", room, mpi=True):
+            hosts.append(HostSpec(host=name, gpus=entry.slots, line=entry.line))
+    if not hosts:
+        raise HostsFileError(path, None, "", "no hosts; write one per line: gpu01 slots=8")
     inventory = Inventory(path=path, hosts=tuple(hosts))
     _check_inventory(inventory)
     return inventory
@@ -183,7 +152,7 @@ def _host_entries(
     if "host" not in entry:
         raise HostsFileError(path, line, where + ".host", "missing; give the SSH destination")
     name = entry["host"]
-    if not isinstance(name, str) or not name.strip() or any(c.isspace() for c in name):
+    if not isinstance(name, str) or not name.strip():
         got = hostfields.shown(name)
         raise HostsFileError(
             path, key_line(entry, "host"), where + ".host", f"must be a host name, got {got}"
@@ -195,11 +164,8 @@ def _host_entries(
         )
     source = entry if "gpus" in entry else defaults
     prefix = where if "gpus" in entry else "defaults"
-    gpus = hostfields.positive_int(merged["gpus"], path, key_line(source, "gpus"), prefix + ".gpus")
-    env = {
-        **hostfields.env(defaults, path, "defaults.env"),
-        **hostfields.env(entry, path, where + ".env"),
-    }
+    gpus = hostfields.gpus(merged["gpus"], path, key_line(source, "gpus"), prefix + ".gpus")
+    env = {**_env(defaults, path, "defaults"), **_env(entry, path, where)}
     devices = hostfields.devices(entry, gpus, path, where)
     names = _expand(name, path, key_line(entry, "host"), where + ".host", room)
     if len(names) > 1 and "addr" in entry:
@@ -210,7 +176,6 @@ def _host_entries(
     if python is not None:
         hostfields.check_python(python, entry, defaults, path, where)
     spec = {
-        "gpus": gpus,
         "user": hostfields.user(entry, defaults, path, where),
         "port": hostfields.port(entry, defaults, path, where),
         "python": python,
@@ -218,9 +183,23 @@ def _host_entries(
         "setup": hostfields.shared_str(entry, defaults, "setup", path, where),
         "env": env,
         "devices": devices,
+        "gpus": len(devices) if gpus is None and devices is not None else gpus,
         "addr": hostfields.address(entry, "addr", path, where + ".addr"),
+        "accelerator": hostfields.accelerator(entry, defaults, path, where),
     }
     return [HostSpec(host=host, line=line, **spec) for host in names]  # type: ignore[arg-type]
+
+
+def _env(mapping: Mapping[str, Any], path: str, where: str) -> dict[str, str]:
+    """``env_file:`` then ``env:`` of one block, ``env:`` winning; files are local,
+    relative to the hosts file's directory."""
+    variables = {}
+    name = hostfields.optional_str(mapping, "env_file", path, where + ".env_file")
+    if name is not None:
+        local = os.path.join(os.path.dirname(path), os.path.expanduser(name))
+        shown = name if os.path.isabs(name) else local
+        variables = envfile.read_env_file(local, shown)
+    return {**variables, **hostfields.env(mapping, path, where + ".env")}
 
 
 def _check_keys(
@@ -242,9 +221,12 @@ def _suggest(word: str, choices: tuple[str, ...]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _expand(name: str, path: str, line: int | None, field: str, room: int) -> list[str]:
+def _expand(
+    name: str, path: str, line: int | None, field: str, room: int, mpi: bool = False
+) -> list[str]:
     """The names ``name`` stands for (at most ``room`` more hosts), each one OpenSSH would take."""
-    hostfields.refuse_user_in_host(name, path, line, field)
+    if not mpi and group_operand(name) is None:  # mpihostfile and expand_hosts say more
+        hostfields.refuse_user_in_host(name, path, line, field)
     try:
         names = expand_hosts(name, room)
     except HostRangeError as exc:
@@ -258,7 +240,7 @@ def _check_inventory(inventory: Inventory) -> None:
     seen: dict[tuple[str, int | None], HostSpec] = {}
     world = 0
     for spec in inventory.hosts:
-        world += spec.gpus
+        world += spec.gpus or 0  # gpus: auto is checked once resolved (accelerators.resolve)
         if world > MAX_WORLD_SIZE:
             raise HostsFileError(
                 inventory.path,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from clusterlaunch.core import commands, defaults
 from clusterlaunch.core.setupguard import SetupGuard
@@ -17,13 +18,19 @@ from clusterlaunch.core.setupguard import SetupGuard
 LOCALHOST = "localhost"
 """The one destination that runs through the local transport instead of SSH."""
 
+ScriptKind = Literal["file", "module", "program"]
+"""How torchrun starts SCRIPT: ``python FILE``, ``python -m MODULE`` (``-m``), or the
+program itself (``--no-python``)."""
+
 
 @dataclass(frozen=True)
 class HostSpec:
     """One entry of the hosts file, with ``defaults`` already merged in."""
 
     host: str
-    gpus: int
+    gpus: int | None
+    """Processes torchrun starts here; ``None``: ``auto``, the accelerators the
+    preflight finds (:mod:`clusterlaunch.core.accelerators`)."""
     user: str | None = None
     port: int | None = None
     python: str | None = None
@@ -36,6 +43,8 @@ class HostSpec:
     addr: str | None = None
     line: int | None = None
     """Line of this entry in the hosts file, for error messages."""
+    accelerator: str | None = None
+    """``cuda``, ``rocm`` or ``npu``; ``None``: whatever the preflight detects."""
 
     @property
     def is_local(self) -> bool:
@@ -52,6 +61,8 @@ class Inventory:
     master_port: int | None = None
     """``None`` means ``auto``: a free port is chosen on node 0 at launch."""
     master_addr: str | None = None
+    notes: tuple[str, ...] = ()
+    """What the command line changed (``--include``, ...), shown with the dry-run plan."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +118,7 @@ class LaunchOptions:
 
     script: str
     script_args: tuple[str, ...] = ()
+    script_kind: ScriptKind = "file"
     env: tuple[tuple[str, str], ...] = ()
     """``--env KEY=VALUE`` in command-line order (later wins)."""
     forward_env: tuple[str, ...] = ()
@@ -130,8 +142,10 @@ class NodePlan:
     host: str
     target: SshTarget
     addr: str
-    nproc: int
-    first_rank: int
+    nproc: int | None
+    """``None`` while the host's ``gpus: auto`` is unresolved (a dry run)."""
+    first_rank: int | None
+    """``None`` when an earlier node's ``gpus: auto`` is unresolved."""
     env: Mapping[str, str]
     workdir: str
     python: str
@@ -144,10 +158,14 @@ class NodePlan:
     """The agent's own argv: the command runs it, with ``--`` and :attr:`argv` after it."""
     setup_guard: SetupGuard
     """How the command runs ``setup`` (its time limit, its token)."""
+    devices: tuple[int, ...] | None = None
+    accelerator: str | None = None
 
     @property
     def global_ranks(self) -> tuple[int, ...]:
-        """Global ranks torchrun's static rendezvous gives this node."""
+        """Global ranks torchrun's static rendezvous gives this node (none while unresolved)."""
+        if self.first_rank is None or self.nproc is None:
+            return ()
         return tuple(range(self.first_rank, self.first_rank + self.nproc))
 
     def with_master_port(self, port: int) -> NodePlan:
@@ -158,17 +176,25 @@ class NodePlan:
         )
         return replace(self, argv=argv, command=command)
 
+    def rank_of(self, local_rank: int) -> int:
+        """The global rank of this node's ``local_rank``."""
+        if self.first_rank is None:
+            raise ValueError(f"node {self.node_rank}'s ranks are not resolved yet")
+        return self.first_rank + local_rank
+
 
 @dataclass(frozen=True)
 class JobPlan:
     """The whole job: rank table, rendezvous point and per-host commands."""
 
     job_id: str
-    world_size: int
+    world_size: int | None
+    """``None`` while some host's ``gpus: auto`` is unresolved."""
     master_addr: str
     master_port: int | None
     """``None`` until ``auto`` has been resolved on node 0."""
     nodes: tuple[NodePlan, ...]
+    notes: tuple[str, ...] = ()
 
     def with_master_port(self, port: int) -> JobPlan:
         """The plan with ``master_port: auto`` resolved to ``port`` (the preflight found it free).
@@ -181,6 +207,6 @@ class JobPlan:
     def node_of_rank(self, rank: int) -> NodePlan:
         """The node that runs global rank ``rank``."""
         for node in self.nodes:
-            if node.first_rank <= rank < node.first_rank + node.nproc:
+            if rank in node.global_ranks:
                 return node
         raise KeyError(rank)

@@ -70,7 +70,7 @@ def decide_outcome(
         return stop
     root = (culprit.ended or {}).get("root_cause")
     if root:
-        rank = culprit.node.first_rank + int(root["local_rank"])
+        rank = culprit.node.rank_of(int(root["local_rank"]))
         exit_code = shell_status(int(root["exitcode"]))
         signal_name = f" ({root['signal']})" if root.get("signal") else ""
         return JobOutcome(

@@ -12,7 +12,7 @@ import datetime
 import secrets
 from collections.abc import Mapping, Sequence
 
-from clusterlaunch.core import commands, envpolicy, limits
+from clusterlaunch.core import accelerators, commands, envpolicy, limits, torchrunargs
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import (
     LOCALHOST,
@@ -21,12 +21,14 @@ from clusterlaunch.core.model import (
     JobPlan,
     LaunchOptions,
     NodePlan,
+    ScriptKind,
     SshTarget,
 )
 from clusterlaunch.core.setupguard import SetupGuard
 from clusterlaunch.core.torchrunargs import parse_torchrun_args
 
 JOB_ID_VAR = "CLUSTERLAUNCH_JOB_ID"
+_PROBE_SCRIPT_FLAG = {"file": "--script", "module": "--module", "program": "--program"}
 LOCAL_ADDR = "127.0.0.1"
 DEFAULT_PYTHON = "python3"
 
@@ -117,7 +119,7 @@ def node_env(
     """defaults → host → ``--forward-env`` → ``--env``, then what clusterlaunch sets."""
     own = {JOB_ID_VAR: job_id}
     if spec.devices is not None:
-        own["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in spec.devices)
+        own[accelerators.visible_var(spec.accelerator)] = ",".join(str(d) for d in spec.devices)
     forwarded = envpolicy.forwarded(options.forward_env, local_env)
     for name, value in forwarded.items():
         # Local variables may hold bytes that are not UTF-8; hosts receive text.
@@ -150,9 +152,9 @@ def plan_job(
         limits.sendable("this directory's path (the default workdir; or pass --workdir)", local_cwd)
     master_addr = choose_master_addr(inventory, targets)
     master_port = master_port_of(inventory, options)
-    world_size = sum(spec.gpus for spec in inventory.hosts)
+    run_id = None if torchrunargs.sets_run_id(options.torchrun_args) else job_id
     nodes = []
-    first_rank = 0
+    first_rank: int | None = 0
     for node_rank, (spec, target) in enumerate(zip(inventory.hosts, targets, strict=True)):
         python = commands.HostPath(python_for(spec, options.python, local_python))
         workdir = commands.HostPath(options.workdir or spec.workdir or local_cwd)
@@ -169,6 +171,8 @@ def plan_job(
                     extra_args=options.torchrun_args,
                     script=options.script,
                     script_args=options.script_args,
+                    run_id=run_id,
+                    script_kind=options.script_kind,
                 )
             )
         else:
@@ -196,15 +200,19 @@ def plan_job(
                 ),
                 agent_argv=tuple(agent_argv),
                 setup_guard=guard,
+                devices=spec.devices,
+                accelerator=spec.accelerator,
             )
         )
-        first_rank += spec.gpus
+        first_rank = None if first_rank is None or spec.gpus is None else first_rank + spec.gpus
+    counts = [spec.gpus for spec in inventory.hosts]
     return JobPlan(
         job_id=job_id,
-        world_size=world_size,
+        world_size=None if None in counts else sum(c or 0 for c in counts),
         master_addr=master_addr,
         master_port=master_port,
         nodes=tuple(nodes),
+        notes=inventory.notes,
     )
 
 
@@ -213,7 +221,7 @@ def _agent_argv(
     agent_size: int,
     job_id: str,
     node_rank: int,
-    first_rank: int,
+    first_rank: int | None,
     options: LaunchOptions,
     torchrun: bool,
 ) -> list[str]:
@@ -229,7 +237,8 @@ def _agent_argv(
         _number(options.heartbeat_timeout),
     ]
     if torchrun:
-        argv += ["--first-rank", str(first_rank), "--tail-dir", remote_log_dir(job_id, node_rank)]
+        first = commands.AUTO if first_rank is None else str(first_rank)
+        argv += ["--first-rank", first, "--tail-dir", remote_log_dir(job_id, node_rank)]
     return argv
 
 
@@ -243,6 +252,7 @@ def probe_command(
     probe_size: int,
     setup_timeout: float,
     job_id: str | None = None,
+    script_kind: ScriptKind = "file",
 ) -> str:
     """The preflight probe for ``node``, under exactly the job's shell prefix.
 
@@ -259,7 +269,9 @@ def probe_command(
     if listen_port is not None:
         argv += ["--listen", str(listen_port)]
     if script:
-        argv += ["--script", script]
+        argv += [_PROBE_SCRIPT_FLAG[script_kind], script]
+    if node.accelerator:
+        argv += ["--accelerator", node.accelerator]
     if need_torch:
         argv.append("--need-torch")
     if job_id is not None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from clusterlaunch.core.errors import HostProblem, JobOutcome
-from clusterlaunch.core.model import JobPlan
+from clusterlaunch.core.model import JobPlan, NodePlan
 from clusterlaunch.core.reports import KillReport, PreflightResult, RemoteJob, Unanswered
 
 
@@ -43,19 +43,37 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
+def job_line(plan: JobPlan) -> str:
+    """``job ID: N host(s), world size W, master ADDR:PORT``: the dry run's header, and the
+    line a launch prints (and logs) once the preflight has resolved every ``auto``."""
+    port = str(plan.master_port) if plan.master_port is not None else "AUTO"
+    world = plan.world_size if plan.world_size is not None else "auto"
+    return (
+        f"job {plan.job_id}: {len(plan.nodes)} host(s), world size {world}, "
+        f"master {plan.master_addr}:{port}"
+    )
+
+
 def plan_text(plan: JobPlan) -> str:
     """The dry-run view: rank table, then each host's exact command."""
-    port = str(plan.master_port) if plan.master_port is not None else "AUTO"
-    note = " (auto: a free port is chosen on node 0 at launch)" if plan.master_port is None else ""
-    header = (
-        f"job {plan.job_id}: {len(plan.nodes)} host(s), world size {plan.world_size}, "
-        f"master {plan.master_addr}:{port}{note}"
-    )
-    rows = [
-        (n.node_rank, n.host, n.addr, n.nproc, rank_ranges(n.global_ranks), n.workdir)
-        for n in plan.nodes
+    header = job_line(plan)
+    if plan.master_port is None:
+        header += " (auto: a free port is chosen on node 0 at launch)"
+    notes = [f"# {note}" for note in plan.notes]
+    if plan.world_size is None:
+        notes.append(
+            "# gpus: auto: each host's process count is its accelerator count, "
+            "resolved at launch by the preflight"
+        )
+    headers = ["node", "host", "addr", "nproc", "ranks", "workdir"]
+    rows: list[list[object]] = [
+        [n.node_rank, n.host, n.addr, _count(n.nproc), _ranks(n), n.workdir] for n in plan.nodes
     ]
-    parts = [header, "", table(("node", "host", "addr", "nproc", "ranks", "workdir"), rows), ""]
+    if any(node.devices is not None for node in plan.nodes):
+        headers.insert(4, "devices")
+        for row, node in zip(rows, plan.nodes, strict=True):
+            row.insert(4, ",".join(map(str, node.devices)) if node.devices is not None else "all")
+    parts = [header, *notes, "", table(headers, rows), ""]
     for node in plan.nodes:
         parts.append(f"# node {node.node_rank} ({node.host}):")
         parts.append(node.command)
@@ -63,20 +81,31 @@ def plan_text(plan: JobPlan) -> str:
     return "\n".join(parts)
 
 
+def _ranks(node: NodePlan) -> str:
+    return rank_ranges(node.global_ranks) or "auto"  # no ranks: gpus: auto, unresolved
+
+
+def _count(value: int | None) -> object:
+    return "auto" if value is None else value
+
+
 def plan_json(plan: JobPlan) -> str:
     """The dry-run plan as JSON (the documented contract)."""
     data: dict[str, Any] = {
         "job_id": plan.job_id,
-        "world_size": plan.world_size,
+        "world_size": _count(plan.world_size),
         "master_addr": plan.master_addr,
         "master_port": plan.master_port if plan.master_port is not None else "auto",
+        "notes": list(plan.notes),
         "nodes": [
             {
                 "node_rank": node.node_rank,
                 "host": node.host,
                 "addr": node.addr,
-                "nproc": node.nproc,
-                "global_ranks": list(node.global_ranks),
+                "nproc": _count(node.nproc),
+                "global_ranks": list(node.global_ranks) or None,
+                "devices": list(node.devices) if node.devices is not None else None,
+                "accelerator": node.accelerator,
                 "env": dict(node.env),
                 "command": node.command,
             }
@@ -98,7 +127,7 @@ def preflight_text(result: PreflightResult) -> str:
                 report.node.host,
                 static.get("python", "-"),
                 static.get("torch") or "-",
-                _gpus_cell(gpus),
+                _gpus_cell(gpus, static.get("accelerator")),
                 "ok" if report.connected else "FAIL",
                 "; ".join(report.problems) or "ok",
             )
@@ -108,12 +137,12 @@ def preflight_text(result: PreflightResult) -> str:
     return body
 
 
-def _gpus_cell(gpus: object) -> object:
+def _gpus_cell(gpus: object, accelerator: object = None) -> object:
     """What the probe said about GPUs: none (a CPU host), a count, an error, or not probed."""
     if gpus is None:
         return "cpu"
     if isinstance(gpus, list):
-        return len(gpus)
+        return f"{len(gpus)} {accelerator}" if accelerator not in (None, "cuda") else len(gpus)
     return "error" if isinstance(gpus, dict) else "-"
 
 

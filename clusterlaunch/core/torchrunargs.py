@@ -14,12 +14,6 @@ from collections.abc import Sequence
 
 from clusterlaunch.core.errors import UsageError
 
-# torchrun's options that take no value (torch 2.13's get_args_parser); every
-# other option takes exactly one.
-_FLAGS = ("--standalone", "--module", "--no-python", "--run-path", "--virtual-local-rank", "--help")
-_SHORT_FLAGS = "mh"  # short options without a value, which may be bundled (-mr0)
-_NUMBER = re.compile(r"-[0-9.]+")
-
 # torchrun options clusterlaunch sets itself; passing them would desynchronise
 # the plan from what runs.
 OWNED_TORCHRUN_OPTIONS = (
@@ -36,13 +30,21 @@ OWNED_TORCHRUN_OPTIONS = (
     "--logs-specs",
     "--rdzv-backend",
     "--rdzv-endpoint",
-    "--rdzv-id",
     "--rdzv-conf",
     "--rdzv-timeout",
     "--max-nodes",
     "--run-path",
 )
 _OWNED_SHORT = {"-r": "--redirects", "-t": "--tee"}
+RUN_ID_OPTION = "--rdzv-id"
+"""Set by clusterlaunch to the job id unless ``--torchrun-args`` gives one."""
+
+
+# torchrun's options that take no value (torch 2.13's get_args_parser); every
+# other option takes exactly one.
+_FLAGS = ("--standalone", "--module", "--no-python", "--run-path", "--virtual-local-rank", "--help")
+_SHORT_FLAGS = "mh"  # short options without a value, which may be bundled (-mr0)
+_NUMBER = re.compile(r"-[0-9.]+")
 
 
 def parse_torchrun_args(text: str) -> tuple[str, ...]:
@@ -52,6 +54,12 @@ def parse_torchrun_args(text: str) -> tuple[str, ...]:
     except ValueError as exc:
         raise UsageError(f"--torchrun-args {text!r}: {exc}") from None
     for word in words:
+        flag = _script_flag(word)
+        if flag is not None:
+            raise UsageError(
+                f"--torchrun-args: {word} is clusterlaunch's own {flag}; write "
+                f"clusterlaunch run {flag} HOSTS {'MODULE' if flag == '-m' else 'PROGRAM'} ..."
+            )
         owned = owned_torchrun_option(word)
         if owned is not None:
             raise UsageError(
@@ -88,6 +96,22 @@ def _takes_separate_value(option: str) -> bool:
     return not any(flag.startswith(name) for flag in _FLAGS)
 
 
+def _script_flag(word: str) -> str | None:
+    """``-m``/``--no-python`` when ``word`` spells one: clusterlaunch's own flags now."""
+    if word.startswith("--"):
+        name = word.split("=", 1)[0].replace("_", "-")
+        if len(name) > 4 and "--module".startswith(name):
+            return "-m"
+        return "--no-python" if len(name) > 4 and "--no-python".startswith(name) else None
+    letters = word[1:] if word.startswith("-") else ""
+    return "-m" if letters and "m" in letters and set(letters) <= set(_SHORT_FLAGS) else None
+
+
+def sets_run_id(words: Sequence[str]) -> bool:
+    """True when ``--torchrun-args`` gives torchrun's ``--rdzv-id`` (it wins over the job id)."""
+    return any(word.split("=", 1)[0].replace("_", "-") == RUN_ID_OPTION for word in words)
+
+
 def owned_torchrun_option(word: str) -> str | None:
     """The clusterlaunch-owned torchrun option ``word`` spells, or ``None``.
 
@@ -98,6 +122,8 @@ def owned_torchrun_option(word: str) -> str | None:
     """
     if word.startswith("--"):
         name = word.split("=", 1)[0].replace("_", "-")
+        if name == RUN_ID_OPTION:
+            return None  # the user's own run id wins over the job id
         matches = [o for o in OWNED_TORCHRUN_OPTIONS if o.startswith(name)] if name[2:] else []
         if name.startswith("--rdzv") or name in matches:
             return name

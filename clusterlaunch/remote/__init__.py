@@ -25,7 +25,7 @@ BUNDLES = {
         "wire",
         "agent",
     ),
-    "probe": ("core/exits", "core/protocol", "proctree", "records", "probe"),
+    "probe": ("core/exits", "core/protocol", "proctree", "records", "accel", "probe"),
     "jobctl": ("core/exits", "core/protocol", "proctree", "records", "jobctl"),
 }
 _STRIP_MARK = b"# bundle: strip"

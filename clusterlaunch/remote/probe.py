@@ -22,11 +22,11 @@ import os
 import platform
 import shutil
 import socket
-import subprocess
 import sys
 import threading
 
 from clusterlaunch.core.protocol import EVENT, SYNC, encode_frame  # bundle: strip
+from clusterlaunch.remote.accel import find_devices  # bundle: strip
 from clusterlaunch.remote.records import live_records  # bundle: strip
 
 
@@ -47,22 +47,49 @@ def torch_version():
         return None
 
 
-def gpu_indices():
-    """GPU indices nvidia-smi lists, or None on a host without nvidia-smi (a CPU host)."""
-    if shutil.which("nvidia-smi") is None:
-        return None
+def module_problem(name):
+    """Why ``python -m NAME`` would not start here, or None.
+
+    ``find_spec`` imports the parent packages, as ``python -m`` itself does.
+    """
+    import importlib.util
+
     try:
-        result = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            timeout=15,
+        spec = importlib.util.find_spec(name)
+        package = spec is not None and spec.submodule_search_locations is not None
+        if package and importlib.util.find_spec(name + ".__main__") is None:
+            return "%r is a package without __main__.py; python -m cannot run it" % name
+    except ModuleNotFoundError as exc:  # a parent package is missing
+        return "no module %r for %s in %s (%s); check the name, workdir: and python:" % (
+            name,
+            sys.executable,
+            os.getcwd(),
+            exc,
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"error": str(exc)}
-    if result.returncode != 0:
-        return {"error": result.stderr.decode("utf-8", "replace").strip()[-200:]}
-    return [int(word) for word in result.stdout.split() if word.strip().isdigit()]
+    except Exception as exc:  # a package's __init__ may raise anything
+        return "module %r cannot be imported in %s: %s: %s" % (
+            name,
+            os.getcwd(),
+            type(exc).__name__,
+            exc,
+        )
+    if spec is None:
+        return "no module %r for %s in %s; check the name, workdir: and python:" % (
+            name,
+            sys.executable,
+            os.getcwd(),
+        )
+    return None
+
+
+def program_problem(name):
+    """Why torchrun --no-python could not run ``name`` here (from the workdir, or PATH), or None."""
+    if shutil.which(name) is not None:
+        return None
+    if "/" in name and os.path.isfile(name):
+        return "program %r in %s is not executable; chmod +x it" % (name, os.getcwd())
+    where = os.getcwd() if "/" in name else "PATH"
+    return "program %r not found in %s; check the name and workdir:" % (name, where)
 
 
 def static_checks(args):
@@ -71,12 +98,16 @@ def static_checks(args):
         "python": platform.python_version(),
         "executable": sys.executable,
         "cwd": os.getcwd(),
-        "gpus": gpu_indices(),
     }
+    fields.update(find_devices(args.accelerator))
     if args.need_torch:
         fields["torch"] = torch_version()
     if args.script:
         fields["script_found"] = os.path.isfile(args.script)
+    if args.module:
+        fields["script_problem"] = module_problem(args.module)
+    if args.program:
+        fields["script_problem"] = program_problem(args.program)
     if args.job_id:
         fields.update(job_clash(args.job_id, args.tail_dir))
     return fields
@@ -152,6 +183,9 @@ def read_line():
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="clusterlaunch-probe")
     parser.add_argument("--script")
+    parser.add_argument("--module")
+    parser.add_argument("--program")
+    parser.add_argument("--accelerator")
     parser.add_argument("--need-torch", action="store_true")
     parser.add_argument("--listen", type=int, help="node 0: bind this port (0 = auto)")
     parser.add_argument("--master-addr")

@@ -312,7 +312,7 @@ def test_preflight_reports_every_problem_and_starts_nothing(sim_cluster, tmp_pat
     )
     assert result.returncode == 2
     assert "nothing was started" in result.stderr
-    assert "needs GPU(s) [0, 1] but nvidia-smi lists [0]" in result.stderr
+    assert "needs device(s) [0, 1] but nvidia-smi lists [0]" in result.stderr
     assert "/nonexistent/dir" in result.stderr
     assert not list(tmp_path.glob("started*"))
 

@@ -191,7 +191,8 @@ def test_bad_input(
         ),
         ("hosts: [\n", "bad.yaml:2: YAML syntax error"),
         ("", "bad.yaml: hosts: the file is empty"),
-        ("gpu1 slot=2\n", "bad.yaml:1: gpu1: unknown option 'slot' (did you mean 'slots'?)"),
+        ("gpu1 slot=2\n", "bad.yaml:1: unknown option 'slot' (did you mean 'slots'?)"),
+        ("gpu1\ngpu03 slots 8\n", "bad.yaml:2: expected slots=N, got 'slots 8'"),
         (
             "hosts:\n  - {host: localhost, gpus: 1}\n  - {host: b, gpus: 1}\n",
             "hosts[0]: localhost cannot be the master of a multi-host job",
@@ -229,7 +230,7 @@ def test_missing_script_checked_before_any_connection(
 
 @pytest.mark.parametrize(
     "torchrun_args",
-    ["--max-restarts 3 --monitor-interval 1", "--max_restarts=3", "--no-python", "--role 'a b'"],
+    ["--max-restarts 3 --monitor-interval 1", "--max_restarts=3", "--role 'a b'", "--rdzv-id x"],
 )
 def test_allowed_torchrun_args_pass(
     work: Path, capsys: pytest.CaptureFixture[str], torchrun_args: str
@@ -278,7 +279,8 @@ def agent_words(python: str, node_rank: int, first_rank: int) -> list[str]:
 def torchrun_words(node_rank: int, nproc: int, addr: str, port: str, *script: str) -> list[str]:
     return [
         "python3", "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", str(nproc),
-        "--node-rank", str(node_rank), "--rdzv-backend", "static", "--master-addr", addr,
+        "--node-rank", str(node_rank), "--rdzv-backend", "static", "--rdzv-id", "j1",
+        "--master-addr", addr,
         "--master-port", port, "--redirects", "3",
         "--log-dir", f"/tmp/clusterlaunch-j1-n{node_rank}",
         *script,
@@ -341,7 +343,7 @@ def test_dry_run_json(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     )  # fmt: skip
     assert (code, err) == (0, "")
     data = json.loads(out)
-    assert list(data) == ["job_id", "world_size", "master_addr", "master_port", "nodes"]
+    assert list(data) == ["job_id", "world_size", "master_addr", "master_port", "notes", "nodes"]
     assert (data["job_id"], data["world_size"], data["master_addr"], data["master_port"]) == (
         "j1",
         4,
@@ -363,6 +365,8 @@ def test_dry_run_json(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
             "addr",
             "nproc",
             "global_ranks",
+            "devices",
+            "accelerator",
             "env",
             "command",
         ]

@@ -210,7 +210,8 @@ def _hostile_plan(workdir: str, python: str, setup: str | None = None) -> tuple[
         "--first-rank", "0", "--tail-dir", "/tmp/clusterlaunch-j1-n0",
         "--",
         python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "1",
-        "--node-rank", "0", "--rdzv-backend", "static", "--master-addr", "10.0.0.1",
+        "--node-rank", "0", "--rdzv-backend", "static", "--rdzv-id", "j1",
+        "--master-addr", "10.0.0.1",
         "--master-port", "29500", "--redirects", "3", "--log-dir", "/tmp/clusterlaunch-j1-n0",
         "train script.py", *HOSTILE,
     ]  # fmt: skip

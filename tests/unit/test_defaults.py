@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch.cli.parser import SHARED_DEFAULTS, build_parser
+from clusterlaunch.cli.parser import build_parser
 from clusterlaunch.core import defaults
+from clusterlaunch.core.defaults import SHARED_ATTRIBUTES as SHARED_DEFAULTS
 from clusterlaunch.core.model import LaunchOptions
 
 CLI_DOC = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.core.errors import HostsFileError, UsageError
-from clusterlaunch.core.hostfile import load_inventory, looks_like_mpi_hostfile, parse_inventory
+from clusterlaunch.core.hostfile import load_inventory, parse_inventory
 from clusterlaunch.core.hostranges import HostRangeError, expand_hosts, fold_hosts
 from clusterlaunch.core.model import HostSpec, Inventory
+from clusterlaunch.core.mpihostfile import looks_like_yaml
 
 PATH = "hosts.yaml"
 
@@ -297,10 +298,19 @@ def test_mpi_hostfile_by_equality() -> None:
         ("hosts:\n  - {host: a, gpus: 1}\n", False),
         ("", False),
         ("# just a comment\n\n", False),
+        ("gpu03 slots 8\n", True),  # a typo is still a hostfile, and its error says so
+        ("fe80::1 slots=2\n", True),
+        ("gpu1:4\n", True),  # Horovod's form: refused as a hostfile line, with the fix
+        ("\ufeffgpu1 slots=2\n", True),
+        ("\ufeffhosts:\n  - {host: a, gpus: 1}\n", False),
+        ("# c\nhosts :\n", False),
+        ("---\nhosts: []\n", False),
+        ("{hosts: [{host: a, gpus: 1}]}\n", False),
+        ("- host: a\n", False),
     ],
 )
 def test_format_detection(text: str, is_mpi: bool) -> None:
-    assert looks_like_mpi_hostfile(text) is is_mpi
+    assert looks_like_yaml(text) is not is_mpi
 
 
 def test_mpi_single_host_defaults_to_one_slot() -> None:
@@ -392,7 +402,8 @@ BAD_YAML = [
         "defaults:\n  devices: [0]\nhosts:\n  - {host: a, gpus: 1}\n",
         2,
         "defaults.devices",
-        "unknown key; allowed here: user, port, python, workdir, setup, env, gpus",
+        "unknown key; allowed here: user, port, python, workdir, setup, env, env_file, gpus, "
+        "accelerator",
     ),
     (
         "unknown-host-key",
@@ -427,7 +438,7 @@ BAD_YAML = [
         "hosts:\n  - host: 'a b'\n    gpus: 1\n",
         2,
         "hosts[0].host",
-        "must be a host name",
+        "'a b' contains ' ', which OpenSSH refuses",
     ),
     (
         "host-empty",
@@ -448,42 +459,42 @@ BAD_YAML = [
         "hosts:\n  - host: a\n    gpus: four\n",
         3,
         "hosts[0].gpus",
-        "must be a positive integer up to 1,024, got 'four'",
+        "must be auto or a positive integer up to 1,024, got 'four'",
     ),
     (
         "gpus-float",
         "hosts:\n  - host: a\n    gpus: 2.5\n",
         3,
         "hosts[0].gpus",
-        "must be a positive integer up to 1,024, got 2.5",
+        "must be auto or a positive integer up to 1,024, got 2.5",
     ),
     (
         "gpus-zero",
         "hosts:\n  - host: a\n    gpus: 0\n",
         3,
         "hosts[0].gpus",
-        "must be a positive integer up to 1,024, got 0",
+        "must be auto or a positive integer up to 1,024, got 0",
     ),
     (
         "gpus-negative",
         "hosts:\n  - host: a\n    gpus: -2\n",
         3,
         "hosts[0].gpus",
-        "must be a positive integer up to 1,024, got -2",
+        "must be auto or a positive integer up to 1,024, got -2",
     ),
     (
         "gpus-bool",
         "hosts:\n  - host: a\n    gpus: true\n",
         3,
         "hosts[0].gpus",
-        "must be a positive integer up to 1,024, got True",
+        "must be auto or a positive integer up to 1,024, got True",
     ),
     (
         "gpus-list",
         "hosts:\n  - host: a\n    gpus: [1]\n",
         3,
         "hosts[0].gpus",
-        "must be a positive integer",
+        "must be auto or a positive integer",
     ),
     (
         "defaults-gpus-zero",
@@ -781,22 +792,22 @@ BAD_MPI = [
         "unknown-option-with-hint",
         "# c\ngpu1 slots=2\ngpu2 slot=4\n",
         3,
-        "gpu2",
+        "",
         "unknown option 'slot' (did you mean 'slots'?)",
     ),
-    ("unknown-option", "gpu1 cpus=2\n", 1, "gpu1", "unknown option 'cpus'"),
+    ("unknown-option", "gpu1 cpus=2\n", 1, "", "unknown option 'cpus'"),
     (
         "slots-zero",
         "\ngpu1 slots=0\n",
         2,
-        "gpu1: slots",
+        "slots",
         "must be a positive integer up to 1,024, got '0'",
     ),
     (
         "slots-word",
         "gpu1 slots=x\n",
         1,
-        "gpu1: slots",
+        "slots",
         "must be a positive integer up to 1,024, got 'x'",
     ),
     (
@@ -806,7 +817,7 @@ BAD_MPI = [
         "host",
         "gpu1 is listed twice (also at line 1)",
     ),
-    ("bad-range", "gpu[1-\n", 1, "gpu[1-", "bad host range 'gpu[1-'"),
+    ("bad-range", "gpu[1-\n", 1, "", "bad host range 'gpu[1-'"),
 ]
 
 
@@ -817,7 +828,8 @@ BAD_MPI = [
 def test_bad_mpi(text: str, line: int, field: str, fragment: str) -> None:
     error = error_of(text, "hostfile")
     assert (error.path, error.line, error.field_name) == ("hostfile", line, field)
-    assert str(error) == f"hostfile:{line}: {field}: {error.problem}"
+    where = f"hostfile:{line}: {field}: " if field else f"hostfile:{line}: "
+    assert str(error) == where + error.problem
     assert fragment in error.problem, str(error)
 
 

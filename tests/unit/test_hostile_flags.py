@@ -142,7 +142,7 @@ TORCHRUN = [
         ("--node 1", "(--node-rank)"),
         ("--master x", "(--master-addr or --master-port)"),
         ("--master_port=1", "(--master-port)"),
-        ("--rdzv-id=1", "(--rdzv-id)"),
+        ("--rdzv_conf=x", "(--rdzv-conf)"),
         ("--rdzv_backend c10d", "(--rdzv-backend)"),
         ("--standalone", "(--standalone)"),
         ("--local-ranks-filter 0", "(--local-ranks-filter)"),
@@ -151,7 +151,10 @@ TORCHRUN = [
         ('"unclosed', "No closing quotation"),
         ("other.py", "'other.py' is not an option or an option's value"),
         ("--max-restarts 3 other.py", "'other.py' is not an option"),
-        ("-m pkg", "'pkg' is not an option"),
+        ("-m", "-m is clusterlaunch's own -m; write clusterlaunch run -m HOSTS MODULE"),
+        ("--module", "--module is clusterlaunch's own -m"),
+        ("--no_python", "--no_python is clusterlaunch's own --no-python"),
+        ("--no-py", "--no-py is clusterlaunch's own --no-python"),
         (BAD, "--torchrun-args '\\xff': not valid UTF-8"),
     ]
 ]

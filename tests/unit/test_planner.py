@@ -157,6 +157,7 @@ def test_full_plan_by_equality() -> None:
             "--nproc-per-node", str(nproc),
             "--node-rank", str(node_rank),
             "--rdzv-backend", "static",
+            "--rdzv-id", JOB,
             "--master-addr", "10.0.0.1",
             "--master-port", "29500",
             "--redirects", "3",
@@ -196,6 +197,7 @@ def test_full_plan_by_equality() -> None:
                 ),
                 agent_argv=tuple(agent_words("python3", 0, 0)),
                 setup_guard=SetupGuard(SETUP_TIMEOUT_S, "j1"),
+                devices=(1, 3),
             ),
             NodePlan(
                 node_rank=1,
@@ -237,7 +239,8 @@ def test_torchrun_argv_layout_with_auto_port() -> None:
     assert job.nodes[1].argv == (
         "python3", "-m", "torch.distributed.run",
         "--nnodes", "2", "--nproc-per-node", "4", "--node-rank", "1",
-        "--rdzv-backend", "static", "--master-addr", "a", "--master-port", commands.AUTO_PORT,
+        "--rdzv-backend", "static", "--rdzv-id", JOB,
+        "--master-addr", "a", "--master-port", commands.AUTO_PORT,
         "--redirects", "3", "--log-dir", "/tmp/clusterlaunch-j1-n1",
         "train.py",
     )  # fmt: skip
@@ -588,9 +591,9 @@ def test_parse_env_assignments_errors(pair: str, message: str) -> None:
             ("--max-restarts", "3", "--monitor-interval", "1"),
         ),
         ("--max_restarts=3", ("--max_restarts=3",)),
-        ("--no-python", ("--no-python",)),
-        ("-m", ("-m",)),
         ("--role 'my role'", ("--role", "my role")),
+        ("--rdzv-id my-run", ("--rdzv-id", "my-run")),
+        ("--rdzv_id=my-run", ("--rdzv_id=my-run",)),
         ("--local-addr 10.0.0.1", ("--local-addr", "10.0.0.1")),
     ],
 )

@@ -284,10 +284,14 @@ def test_bad_slurm_options(
     assert len(err.splitlines()) == 1 and fragment in err, err
 
 
-def test_gpus_per_host_needs_slurm(allocation: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_gpus_per_host_replaces_a_hosts_files_gpus(
+    allocation: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (allocation / "hosts.yaml").write_text("hosts:\n  - {host: gpu01, gpus: 1}\n")
-    code, _, err = run(capsys, "run", "--dry-run", "--gpus-per-host", "2", "hosts.yaml", "train.py")
-    assert code == 2 and "--gpus-per-host is for HOSTS=slurm" in err
+    argv = ["run", "--dry-run", "--json", "--gpus-per-host", "2", "hosts.yaml", "train.py"]
+    code, out, err = run(capsys, *argv)
+    assert (code, err) == (0, "")
+    assert [node["nproc"] for node in json.loads(out)["nodes"]] == [2]
 
 
 def test_outside_an_allocation(

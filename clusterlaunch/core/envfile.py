@@ -1,0 +1,73 @@
+"""Environment files (``--env-file FILE``, ``env_file:``): ``KEY=VALUE`` lines, ``#`` comments.
+
+The docker/systemd convention: one assignment per line, blank lines and lines
+starting with ``#`` ignored, an optional ``export`` before the name (so a file
+that a shell can ``source`` works too). The value is the rest of the line,
+taken literally (no ``$`` expansion, no escapes); one pair of matching quotes
+around all of it is removed, as systemd and docker compose do. The values then
+travel like ``--env`` ones: each quoted, nothing expanded on the host.
+
+Errors name the file and the line (``vars.env:3: expected KEY=VALUE, got
+'FOO'``); a name set twice is refused rather than "the last one wins".
+"""
+
+from __future__ import annotations
+
+from clusterlaunch.core import envpolicy, limits
+from clusterlaunch.core.errors import HostsFileError
+
+MAX_ENV_FILE_BYTES = 1 << 20
+"""1 MiB, as for a hosts file: a few hundred variables take a few KiB."""
+
+
+def read_env_file(path: str, shown_as: str | None = None) -> dict[str, str]:
+    """The variables of the env file at ``path`` (``shown_as``: its name in messages)."""
+    name = shown_as or path
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_ENV_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise HostsFileError(name, None, "", "no such env file") from None
+    except OSError as exc:
+        raise HostsFileError(name, None, "", f"cannot read it: {exc.strerror or exc}") from None
+    if len(data) > MAX_ENV_FILE_BYTES:
+        raise HostsFileError(name, None, "", "larger than 1 MiB, the limit for an env file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise HostsFileError(name, line, "", "not UTF-8 text; save it as UTF-8") from None
+    return parse_env_text(text, name)
+
+
+def parse_env_text(text: str, path: str) -> dict[str, str]:
+    """The ``KEY=VALUE`` assignments of ``text``, in file order (``path`` is for messages)."""
+    found: dict[str, str] = {}
+    lines: dict[str, int] = {}
+    for number, raw in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export ") or line.startswith("export\t"):
+            line = line[len("export") :].lstrip()
+        name, equals, value = line.partition("=")
+        if not equals or not name:
+            raise HostsFileError(path, number, "", f"expected KEY=VALUE, got {limits.shown(line)}")
+        why = envpolicy.refusal(name)
+        if why is not None:
+            raise HostsFileError(path, number, name, why)
+        if name in found:
+            raise HostsFileError(
+                path, number, name, f"is set twice (also at line {lines[name]}); keep one"
+            )
+        value = _unquoted(value.rstrip("\r"))
+        if "\x00" in value:
+            raise HostsFileError(path, number, name, "contains a NUL byte")
+        found[name], lines[name] = value, number
+    return found
+
+
+def _unquoted(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        return value[1:-1]
+    return value

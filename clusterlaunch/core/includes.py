@@ -1,0 +1,127 @@
+"""Which hosts and devices a job uses: ``--include``/``--exclude``, ``--gpus-per-host``.
+
+``--include`` and ``--exclude`` take DeepSpeed's syntax and meaning
+(``deepspeed/launcher/runner.py``, ``parse_resource_filter``):
+``NODE_SPEC[@NODE_SPEC ...]`` where ``NODE_SPEC = NAME[:SLOT[,SLOT ...]]``; a
+name alone means every slot of that host. A host's slots are its ``devices:``
+when it has them, else ``0 .. gpus-1``. What is kept becomes the host's
+``devices:`` (and so its ``*_VISIBLE_DEVICES``) and ``gpus:``; hosts left
+with no slot drop out, and the order of the hosts file is kept.
+Pure: inventories in, inventories out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.model import HostSpec, Inventory
+
+NODE_SEP = "@"
+SLOT_START = ":"
+SLOT_SEP = ","
+
+
+def parse_filter(text: str, flag: str) -> dict[str, list[int]]:
+    """``w0@w1:0,2`` → ``{"w0": [], "w1": [0, 2]}``: each host's slots (merged, sorted)."""
+    found: dict[str, set[int]] = {}
+    for spec in text.split(NODE_SEP):
+        name, colon, slots = spec.partition(SLOT_START)
+        if not name.strip() or SLOT_START in slots or (colon and not slots):
+            raise UsageError(
+                f"{flag} {text!r}: cannot read {spec!r}; write HOST or HOST:SLOT[,SLOT...] "
+                "joined by @, e.g. worker-0@worker-1:0,2"
+            )
+        indices = found.setdefault(name, set())
+        for slot in slots.split(SLOT_SEP) if colon else ():
+            if not slot.strip().isdigit() or not slot.strip().isascii():
+                raise UsageError(f"{flag} {text!r}: {slot!r} is not a GPU index (0, 1, ...)")
+            indices.add(int(slot))
+    return {name: sorted(indices) for name, indices in found.items()}
+
+
+def host_slots(spec: HostSpec) -> list[int] | None:
+    """The device indices a host offers, or ``None`` while its ``gpus: auto`` is unresolved."""
+    if spec.devices is not None:
+        return list(spec.devices)
+    return None if spec.gpus is None else list(range(spec.gpus))
+
+
+def select_hosts(inventory: Inventory, include: str | None, exclude: str | None) -> Inventory:
+    """``inventory`` narrowed by ``--include`` or ``--exclude`` (at most one of them)."""
+    if include and exclude:
+        raise UsageError("--include and --exclude cannot be combined; use one of them")
+    text, flag = (include, "--include") if include else (exclude, "--exclude")
+    if not text:
+        return inventory
+    wanted = parse_filter(text, flag)
+    known = {spec.host for spec in inventory.hosts}
+    for name in wanted:
+        if name not in known:
+            shown = ", ".join(sorted(known)[:8]) + (", ..." if len(known) > 8 else "")
+            raise UsageError(f"{flag} {text!r}: no host {name!r} in {inventory.path} ({shown})")
+    kept = []
+    for spec in inventory.hosts:
+        slots = wanted.get(spec.host)
+        chosen = _included(spec, slots, flag, text) if include else _left(spec, slots, flag, text)
+        if chosen is not None:
+            kept.append(chosen)
+    if not kept:
+        raise UsageError(f"{flag} {text!r} leaves no host to run on")
+    note = f"{flag} {text}: {len(kept)} of {len(inventory.hosts)} host(s)"
+    return replace(inventory, hosts=tuple(kept), notes=(*inventory.notes, note))
+
+
+def _checked(spec: HostSpec, slots: list[int], flag: str, text: str) -> list[int]:
+    offered = host_slots(spec)
+    if offered is None:
+        if flag == "--exclude":
+            raise UsageError(
+                f"{flag} {text!r}: {spec.host} has gpus: auto, so its devices are known only "
+                f"at launch; name the ones to use with --include {spec.host}:0,1,... or set gpus:"
+            )
+        return slots  # the preflight checks that they exist
+    for slot in slots:
+        if slot not in offered:
+            raise UsageError(
+                f"{flag} {text!r}: {spec.host} has no GPU {slot} (its GPUs: "
+                f"{','.join(map(str, offered))})"
+            )
+    return slots
+
+
+def _included(spec: HostSpec, slots: list[int] | None, flag: str, text: str) -> HostSpec | None:
+    if slots is None:
+        return None
+    if not slots:
+        return spec
+    return _with_devices(spec, _checked(spec, slots, flag, text))
+
+
+def _left(spec: HostSpec, slots: list[int] | None, flag: str, text: str) -> HostSpec | None:
+    if slots is None:
+        return spec
+    if not slots:
+        return None
+    removed = set(_checked(spec, slots, flag, text))
+    rest = [slot for slot in host_slots(spec) or () if slot not in removed]
+    return _with_devices(spec, rest) if rest else None
+
+
+def _with_devices(spec: HostSpec, slots: list[int]) -> HostSpec:
+    return replace(spec, devices=tuple(slots), gpus=len(slots))
+
+
+def override_gpus(inventory: Inventory, gpus: int | None) -> Inventory:
+    """``--gpus-per-host N`` (``None``: ``auto``) for every host of a hosts file."""
+    hosts = []
+    for spec in inventory.hosts:
+        if spec.devices is not None and gpus is not None and len(spec.devices) != gpus:
+            where = inventory.path if spec.line is None else f"{inventory.path}:{spec.line}"
+            raise UsageError(
+                f"--gpus-per-host {gpus}: {where}: {spec.host} has devices: "
+                f"{list(spec.devices)}; drop --gpus-per-host or change devices:"
+            )
+        count = len(spec.devices) if spec.devices is not None else gpus
+        hosts.append(replace(spec, gpus=count))
+    return replace(inventory, hosts=tuple(hosts))

@@ -1,0 +1,131 @@
+"""Coming from torchrun, DeepSpeed, accelerate or mpirun: their flags, and clusterlaunch's way.
+
+One table, two uses: an unknown option on the command line gets one line
+naming the clusterlaunch equivalent (``--nproc-per-node: use gpus: in the
+hosts file or --gpus-per-host``), and docs/coming-from.md shows the same rows
+side by side (tests/unit/test_migrate.py keeps the page equal to
+:func:`markdown`). Pure data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Flag:
+    """Flags of one tool that mean one thing, and how clusterlaunch says it."""
+
+    tool: str
+    flags: tuple[str, ...]
+    clusterlaunch: str
+
+
+def _rows(tool: str, *rows: tuple[str, str]) -> list[Flag]:
+    return [Flag(tool, tuple(flags.split()), text) for flags, text in rows]
+
+
+HOSTFILE = "give the hosts file as HOSTS: clusterlaunch run HOSTFILE SCRIPT (MPI format works)"
+NPROC = "use gpus: in the hosts file or --gpus-per-host (N or auto)"
+NNODES = "list the hosts in the hosts file (or run inside Slurm with HOSTS=slurm)"
+NODE_RANK = "clusterlaunch sets it: node ranks follow the order of the hosts file"
+MASTER_ADDR = "use --master-addr or master_addr: in the hosts file (default: node 0's address)"
+MASTER_PORT = "use --master-port or master_port: in the hosts file (default: auto)"
+MODULE = "use clusterlaunch run -m HOSTS MODULE (SCRIPT is then a module)"
+NO_PYTHON = "use clusterlaunch run --no-python HOSTS PROGRAM"
+RESTARTS = 'pass it through: --torchrun-args="--max-restarts 3"'
+INCLUDE = "use --include (the same syntax: worker-0@worker-1:0,2)"
+EXCLUDE = "use --exclude (the same syntax: worker-1:0)"
+DEVICES = "use devices: in the hosts file, or --include HOST:0,1"
+ENV = "use --env KEY=VALUE, --env-file FILE or --forward-env PATTERN"
+LOGS = "use --log-dir DIR: one rank-N.log per rank and controller.log"
+
+TABLE: tuple[Flag, ...] = (
+    *_rows(
+        "torchrun",
+        ("--nproc-per-node --nproc_per_node", NPROC),
+        ("--nnodes", NNODES),
+        ("--node-rank --node_rank", NODE_RANK),
+        ("--master_addr", MASTER_ADDR),
+        ("--master_port", MASTER_PORT),
+        (
+            "--rdzv-backend --rdzv_backend --rdzv-endpoint --rdzv_endpoint --standalone",
+            "clusterlaunch uses static rendezvous on node 0; for one machine use host: localhost",
+        ),
+        (
+            "--rdzv_id",
+            'clusterlaunch uses the job id; pass your own with --torchrun-args="--rdzv-id X"',
+        ),
+        ("--max-restarts --max_restarts --monitor-interval --monitor_interval", RESTARTS),
+        ("-m --module", MODULE),
+        ("--no_python", NO_PYTHON),
+        ("--log_dir --redirects --tee -r -t", LOGS),
+        ("--local-ranks-filter --local_ranks_filter", "use --ranks 0,4-7 (shown on the console)"),
+    ),
+    *_rows(
+        "DeepSpeed",
+        ("-H --hostfile", HOSTFILE),
+        ("-i", INCLUDE),
+        ("-e", EXCLUDE),
+        ("--num_nodes", "use --include with the hosts to use, or list fewer hosts"),
+        ("--num_gpus --num_accelerators", "use --gpus-per-host N (or gpus: in the hosts file)"),
+        ("--master_addr", MASTER_ADDR),
+        ("--master_port", MASTER_PORT),
+        ("--no_python", NO_PYTHON),
+        ("--launcher", "use --transport ssh or srun (srun: the default for HOSTS=slurm)"),
+        ("--ssh_port", "use port: in the hosts file, or Port in your SSH config"),
+        ("--no_local_rank", "not needed: torchrun gives LOCAL_RANK in the environment"),
+        ("--enable_each_rank_log", LOGS),
+        ("--force_multi --no_ssh_check", "not needed: every host is checked by the preflight"),
+    ),
+    *_rows(
+        "accelerate",
+        ("--num_processes", NPROC),
+        ("--num_machines", NNODES),
+        ("--machine_rank", NODE_RANK),
+        ("--main_process_ip", MASTER_ADDR),
+        ("--main_process_port", MASTER_PORT),
+        ("--no_python", NO_PYTHON),
+        ("--gpu_ids", DEVICES),
+        ("--multi_gpu", "not needed: more than one process per host is gpus: N"),
+        ("--config_file", "the hosts file holds what a launch needs (hosts, gpus:, env:, setup:)"),
+    ),
+    *_rows(
+        "mpirun",
+        ("-np -n", "use gpus: per host in the hosts file; the world size is their sum"),
+        ("--hostfile -hostfile --machinefile -machinefile", HOSTFILE),
+        ("-H --host -host", "write the hosts in a hosts file (gpu[01-04] works), give it as HOSTS"),
+        ("-npernode --npernode", NPROC),
+        ("-x", ENV),
+        ("-wdir --wdir", "use --workdir DIR or workdir: in the hosts file"),
+    ),
+)
+
+
+def equivalent(word: str) -> str | None:
+    """One line for an unknown option ``word`` (``--nproc_per_node=4``), or ``None``.
+
+    A flag two tools spell alike with different meanings (``-H``) names both.
+    """
+    name = word.split("=", 1)[0]
+    found = [flag for flag in TABLE if name in flag.flags]
+    texts = list(dict.fromkeys(flag.clusterlaunch for flag in found))
+    if not texts:
+        return None
+    if len(texts) == 1:
+        return f"{name}: {texts[0]}"
+    return f"{name}: " + "; ".join(f"as {flag.tool}'s, {flag.clusterlaunch}" for flag in found)
+
+
+def markdown(rows: Iterable[Flag] = TABLE) -> str:
+    """The flag tables of docs/coming-from.md, one per tool."""
+    rows = list(rows)
+    parts: list[str] = []
+    for tool in dict.fromkeys(flag.tool for flag in rows):
+        parts += [f"### {tool}", "", f"| {tool} | clusterlaunch |", "| --- | --- |"]
+        for flag in (f for f in rows if f.tool == tool):
+            names = ", ".join(f"`{name}`" for name in flag.flags)
+            parts.append(f"| {names} | {flag.clusterlaunch} |")
+        parts.append("")
+    return "\n".join(parts)

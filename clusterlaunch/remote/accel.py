@@ -1,0 +1,97 @@
+"""Count a host's accelerators with its own tool (stdlib only; part of the probe).
+
+The same table as :mod:`clusterlaunch.core.accelerators` (a unit test keeps
+them equal): NVIDIA ``nvidia-smi``, AMD ``amd-smi`` then ``rocm-smi``, Ascend
+``npu-smi``. Each parser reads the device indices the tool prints; the
+parsers are tested against recorded output in tests/unit/data/accel/.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+
+VISIBLE_DEVICES = {
+    "cuda": "CUDA_VISIBLE_DEVICES",
+    "rocm": "HIP_VISIBLE_DEVICES",
+    "npu": "ASCEND_RT_VISIBLE_DEVICES",
+}
+# (accelerator, tool, arguments), in the order they are tried.
+TOOL_RUNS = (
+    ("cuda", "nvidia-smi", ["--query-gpu=index", "--format=csv,noheader"]),
+    ("rocm", "amd-smi", ["list"]),
+    ("rocm", "rocm-smi", ["--showid"]),
+    ("npu", "npu-smi", ["info", "-m"]),
+)
+
+
+def parse_nvidia_smi(text):
+    """``0\\n1\\n``: one index per line."""
+    return [int(word) for word in text.split() if word.isdigit()]
+
+
+def parse_amd_smi(text):
+    """``GPU: 0`` opens each device's block of ``amd-smi list``."""
+    return sorted({int(m) for m in re.findall(r"^GPU:\s*([0-9]+)", text, re.MULTILINE)})
+
+
+def parse_rocm_smi(text):
+    """``GPU[0]\\t\\t: Device ID: ...``: several lines per device, one index."""
+    return sorted({int(m) for m in re.findall(r"^GPU\[([0-9]+)\]", text, re.MULTILINE)})
+
+
+def parse_npu_smi(text):
+    """``npu-smi info -m``: NPU ID, Chip ID, Chip Logic ID, Chip Name per chip.
+
+    The logic ID is the device index ``ASCEND_RT_VISIBLE_DEVICES`` and torch_npu
+    use (on two-die cards it differs from the NPU ID); chips without one
+    (``-``: the board's Mcu) are no compute devices.
+    """
+    found = []
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) >= 3 and all(word.isdigit() for word in words[:3]):
+            found.append(int(words[2]))
+    return sorted(set(found))
+
+
+PARSERS = {
+    "nvidia-smi": parse_nvidia_smi,
+    "amd-smi": parse_amd_smi,
+    "rocm-smi": parse_rocm_smi,
+    "npu-smi": parse_npu_smi,
+}
+
+
+def find_devices(declared=None):
+    """``{"accelerator", "tool", "gpus", "visible"}`` for this host.
+
+    ``gpus`` is the list of device indices, ``None`` when no tool is here (a
+    CPU host), or ``{"error": ...}`` when the tool failed; ``visible`` is the
+    accelerator's visible-devices variable as the job environment has it.
+    """
+    for kind, tool, arguments in TOOL_RUNS:
+        if declared and kind != declared:
+            continue
+        path = shutil.which(tool)
+        if path is not None:
+            return dict(
+                _run(path, arguments, PARSERS[tool]),
+                accelerator=kind,
+                tool=tool,
+                visible=os.environ.get(VISIBLE_DEVICES[kind]),
+            )
+    visible = os.environ.get(VISIBLE_DEVICES[declared]) if declared else None
+    return {"accelerator": declared, "tool": None, "gpus": None, "visible": visible}
+
+
+def _run(path, arguments, parse):
+    try:
+        result = subprocess.run(
+            [path, *arguments], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=15
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"gpus": {"error": str(exc)}}
+    if result.returncode != 0:
+        return {"gpus": {"error": result.stderr.decode("utf-8", "replace").strip()[-200:]}}
+    return {"gpus": parse(result.stdout.decode("utf-8", "replace"))}

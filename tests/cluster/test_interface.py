@@ -1,0 +1,154 @@
+"""The launch interface on simulated hosts: -m, --no-python, gpus: auto, the job header, env files.
+
+Every test runs the real CLI against real sshd hosts (fixtures in tests/conftest.py);
+accelerators are fake tools on the hosts' PATH printing recorded output
+(tests/unit/data/accel/), since the simulated hosts have none.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cluster.support import PYTHON, WORKERS, rank_lines, run_cli, write_hosts
+
+pytestmark = [pytest.mark.cluster, pytest.mark.torch]
+
+ACCEL_DATA = Path(__file__).resolve().parents[1] / "unit" / "data" / "accel"
+
+
+def _outcome(result: Any) -> tuple[int, list[tuple[int, str, int]], str]:
+    lines = rank_lines(result.stdout)
+    ranks = sorted((rank, host, local) for rank, host, local, _ in lines)
+    summary = [line for line in result.stderr.splitlines() if "job failed" in line]
+    return result.returncode, ranks, summary[0] if summary else ""
+
+
+def test_module_and_program_run_like_a_script(sim_cluster, tmp_path: Path) -> None:
+    """Same ranks, prefixes, arguments and exit code whether SCRIPT is a file, -m or --no-python."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 2)])
+    common = ["--env", "FAIL_RANK=2", "--env", "FAIL_CODE=7", "--env", f"WORKER_PYTHON={PYTHON}"]
+    kinds = {
+        "script": [str(hosts), "allreduce.py"],
+        "module": ["-m", str(hosts), "clpkg.train"],
+        "program": ["--no-python", str(hosts), "./run_allreduce.sh"],
+    }
+    runs = {
+        kind: run_cli("run", sim_cluster, *common, *words, "--lr", "1")
+        for kind, words in kinds.items()
+    }
+    expected = (
+        7,
+        [(0, "node0", 0), (1, "node1", 0), (2, "node1", 1)],
+        "clusterlaunch: job failed: rank 2 on node1 exited with code 7",
+    )
+    for kind, result in runs.items():
+        assert _outcome(result) == expected, (kind, result.stderr)
+        for rank, _, _, text in rank_lines(result.stdout):
+            assert f"RANK={rank} " in text and "SUM=6" in text, (kind, text)
+            assert json.loads(text.split("ARGV=", 1)[1]) == ["--lr", "1"], (kind, text)
+
+
+def test_the_preflight_checks_the_module_and_the_program(sim_cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    result = run_cli("run", sim_cluster, "-m", str(hosts), "clpkg.nope")
+    assert result.returncode == 2, result.stderr
+    assert "preflight failed on 2 host(s); nothing was started" in result.stderr
+    assert result.stderr.count("no module 'clpkg.nope' for ") == 2
+    assert rank_lines(result.stdout) == []
+    result = run_cli("run", sim_cluster, "--no-python", str(hosts), "no-such-program")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("program 'no-such-program' not found in PATH") == 2
+
+
+def show_env(result: Any) -> dict[int, dict[str, str | None]]:
+    found = {}
+    for rank, _, _, text in rank_lines(result.stdout):
+        found[rank] = json.loads(text.split("ENV=", 1)[1])
+    return found
+
+
+def test_header_run_id_and_env_file(sim_cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    hostile = "$(touch /tmp/clusterlaunch-pwned) 'q' \"d\" ; x"
+    (tmp_path / "vars.env").write_text(f"# from a file\nFROM_ENV_FILE={hostile}\n")
+    logs = tmp_path / "logs"
+    argv = ["--job-id", "iface-1", "--log-dir", str(logs), "--env-file", str(tmp_path / "vars.env")]
+    result = run_cli("run", sim_cluster, *argv, str(hosts), "show_env.py")
+    assert result.returncode == 0, result.stderr
+    header = [line for line in result.stderr.splitlines() if line.startswith("clusterlaunch: job ")]
+    assert len(header) == 1
+    assert header[0].startswith("clusterlaunch: job iface-1: 2 host(s), world size 2, master ")
+    port = int(header[0].rsplit(":", 1)[1])  # master_port auto: the port node 0 bound
+    assert 1 <= port <= 65535
+    assert header[0][len("clusterlaunch: ") :] in (logs / "controller.log").read_text()
+    env = show_env(result)
+    assert sorted(env) == [0, 1]
+    for values in env.values():
+        assert values["TORCHELASTIC_RUN_ID"] == "iface-1" == values["CLUSTERLAUNCH_JOB_ID"]
+        assert values["FROM_ENV_FILE"] == hostile
+    assert not Path("/tmp/clusterlaunch-pwned").exists()
+    mine = run_cli("run", sim_cluster, "--torchrun-args=--rdzv-id mine", str(hosts), "show_env.py")
+    assert mine.returncode == 0, mine.stderr
+    assert {values["TORCHELASTIC_RUN_ID"] for values in show_env(mine).values()} == {"mine"}
+
+
+def fake_tools(directory: Path, **samples: str) -> str:
+    """``setup:`` that puts fake device tools (printing recorded output) first on the PATH."""
+    directory.mkdir()
+    for tool, sample in samples.items():
+        path = directory / tool.replace("_", "-")
+        path.write_text(f"#!/bin/sh\nexec {shutil.which('cat')} {ACCEL_DATA / sample}\n")
+        path.chmod(0o755)
+    return f'export PATH="{directory}:$PATH"'
+
+
+def test_gpus_auto_and_the_detected_accelerator(sim_cluster, tmp_path: Path) -> None:
+    nvidia = fake_tools(tmp_path / "nv", nvidia_smi="nvidia-smi.txt")  # 4 GPUs
+    ascend = fake_tools(tmp_path / "npu", npu_smi="npu-smi-two-die.txt")  # logic IDs 0-3
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml",
+        [
+            ("node0", "auto", {"setup": nvidia}),
+            ("node1", "auto", {"setup": ascend, "devices": [2, 3]}),
+        ],
+    )
+    dry = run_cli("run", sim_cluster, "--dry-run", str(hosts), "show_env.py")
+    assert "world size auto" in dry.stdout and "resolved at launch" in dry.stdout
+    argv = ["--include", "node0:1,3@node1", str(hosts), "show_env.py"]
+    result = run_cli("run", sim_cluster, "--job-id", "iface-2", *argv)
+    assert result.returncode == 0, result.stderr
+    assert "clusterlaunch: job iface-2: 2 host(s), world size 4, master " in result.stderr
+    env = show_env(result)
+    assert sorted(env) == [0, 1, 2, 3]
+    node0 = {env[r]["CUDA_VISIBLE_DEVICES"] for r in (0, 1)}
+    node1 = {env[r]["ASCEND_RT_VISIBLE_DEVICES"] for r in (2, 3)}
+    assert (node0, node1) == ({"1,3"}, {"2,3"})
+    assert env[2]["CUDA_VISIBLE_DEVICES"] is None  # detected npu: its own variable only
+    result = run_cli("run", sim_cluster, "--gpus-per-host", "auto", str(hosts), "show_env.py")
+    assert result.returncode == 0, result.stderr
+    env = show_env(result)
+    assert [env[rank]["LOCAL_WORLD_SIZE"] for rank in sorted(env)] == ["4"] * 4 + ["2"] * 2
+
+
+def test_gpus_auto_on_a_host_without_devices_names_it(sim_cluster, tmp_path: Path) -> None:
+    nvidia = fake_tools(tmp_path / "nv", nvidia_smi="nvidia-smi.txt")
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml", [("node0", "auto", {"setup": nvidia}), ("node1", "auto")]
+    )
+    result = run_cli("run", sim_cluster, str(hosts), "show_env.py")
+    assert result.returncode == 2, result.stderr
+    assert "preflight failed on 1 host(s); nothing was started" in result.stderr
+    problem = [line for line in result.stderr.splitlines() if "gpus: auto, but" in line]
+    assert len(problem) == 1 and problem[0].split()[1] == "node1", result.stderr
+    assert "no nvidia-smi, amd-smi, rocm-smi or npu-smi found on this host" in problem[0]
+    assert rank_lines(result.stdout) == []
+
+
+def test_workers_dir_has_the_fixtures() -> None:
+    assert (WORKERS / "run_allreduce.sh").stat().st_mode & 0o111
+    assert (WORKERS / "clpkg" / "train.py").is_file()

@@ -1,0 +1,1 @@
+"""A package for ``clusterlaunch run -m HOSTS clpkg.train`` (tests/cluster/test_interface.py)."""

@@ -1,0 +1,85 @@
+"""Other launchers' flags get one line naming clusterlaunch's way; docs/coming-from.md agrees."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.cli.main import build_parser, main
+from clusterlaunch.cli.passthrough import foreign_option
+from clusterlaunch.core import migrate
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "coming-from.md"
+BEGIN, END = "<!-- begin flag tables -->\n", "<!-- end flag tables -->"
+
+
+def test_the_doc_shows_exactly_the_table() -> None:
+    text = DOC.read_text()
+    generated = text.split(BEGIN, 1)[1].split(END, 1)[0]
+    assert generated == migrate.markdown() + "\n", "regenerate with migrate.markdown()"
+
+
+def test_every_tool_is_in_the_table() -> None:
+    assert {flag.tool for flag in migrate.TABLE} == {
+        "torchrun",
+        "DeepSpeed",
+        "accelerate",
+        "mpirun",
+    }
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["run", "--nproc-per-node", "8", "h.yaml", "t.py"],
+            "--nproc-per-node: use gpus: in the hosts file or --gpus-per-host (N or auto)",
+        ),
+        (
+            ["run", "--nproc_per_node=8", "h.yaml", "t.py"],
+            "--nproc_per_node: use gpus: in the hosts file or --gpus-per-host (N or auto)",
+        ),
+        (["run", "h.yaml", "--nnodes", "2", "t.py"], "--nnodes: list the hosts in the hosts file"),
+        (["run", "--max-restarts", "3", "h.yaml", "t.py"], "--max-restarts: pass it through"),
+        (["run", "--hostfile", "hf", "t.py"], "--hostfile: give the hosts file as HOSTS"),
+        (["run", "-H", "hf", "t.py"], "-H: as DeepSpeed's, give the hosts file as HOSTS"),
+        (["exec", "-i", "w0", "hf", "ls"], "-i: use --include (the same syntax"),
+        (["check", "-e", "w0", "hf"], "-e: use --exclude"),
+        (["run", "--num_nodes", "1", "hf", "t.py"], "--num_nodes: use --include"),
+        (["run", "--num_gpus", "1", "hf", "t.py"], "--num_gpus: use --gpus-per-host N"),
+        (["run", "--master_addr", "x", "hf", "t.py"], "--master_addr: use --master-addr"),
+        (["exec", "-m", "hf", "ls"], "-m: use clusterlaunch run -m HOSTS MODULE"),
+        (["run", "--no_python", "hf", "t"], "--no_python: use clusterlaunch run --no-python"),
+        (["run", "--num_processes", "8", "hf", "t"], "--num_processes: use gpus: in the hosts"),
+        (["run", "--main_process_ip", "x", "hf", "t"], "--main_process_ip: use --master-addr"),
+        (["run", "-np", "8", "hf", "t.py"], "-np: use gpus: per host in the hosts file"),
+        (["run", "-x", "NCCL_DEBUG", "hf", "t.py"], "-x: use --env KEY=VALUE, --env-file FILE"),
+    ],
+)
+def test_foreign_flags_get_one_line(
+    argv: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"clusterlaunch: error: {line}"), captured.err
+    assert captured.err.count("\n") == 1
+
+
+def test_our_own_flags_and_their_values_are_never_foreign() -> None:
+    parser = build_parser()
+    words = ["run", "--env", "-x", "--master-addr", "a", "-m", "--include", "w0", "hf", "pkg"]
+    assert foreign_option(parser, words) is None
+    assert foreign_option(parser, ["run", "hf", "t.py", "--", "--nnodes"]) is None
+    assert foreign_option(parser, ["check", "--grace", "1", "hf"]) is None  # argparse's turn
+
+
+def test_unknown_flags_outside_the_table_keep_argparses_message(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["check", "--grace", "1", "hf"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err == "clusterlaunch: error: unrecognized arguments: --grace (see clusterlaunch --help)\n"
+    )

@@ -1,0 +1,159 @@
+"""MPI/DeepSpeed hostfiles read as their own format: errors name the file, the line, the token.
+
+The first cases are DeepSpeed's own hostfile tests (tests/unit/launcher/test_run.py,
+``test_hostfile_good`` and ``test_hostfiles_bad``), run through clusterlaunch's parser.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.cli.main import main
+from clusterlaunch.core.errors import HostsFileError
+from clusterlaunch.core.hostfile import load_inventory, parse_inventory
+from clusterlaunch.core.model import HostSpec
+
+DEEPSPEED_GOOD = """
+    worker-1 slots=2
+    worker-2 slots=2
+
+    localhost slots=1
+    123.23.12.10 slots=2
+
+    #worker-1 slots=3
+    # this is a comment
+
+    """
+
+
+def hosts_of(text: str, path: str = "t.txt") -> list[tuple[str, int | None]]:
+    return [(spec.host, spec.gpus) for spec in parse_inventory(text, path).hosts]
+
+
+def error_of(text: str, path: str = "t.txt") -> str:
+    with pytest.raises(HostsFileError) as info:
+        parse_inventory(text, path)
+    return str(info.value)
+
+
+def test_deepspeed_good_hostfile() -> None:
+    assert hosts_of(DEEPSPEED_GOOD) == [
+        ("worker-1", 2),
+        ("worker-2", 2),
+        ("localhost", 1),
+        ("123.23.12.10", 2),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(
+            "\n    worker-1 slots=2\n    worker-2 slots=1\n    worker-1 slots=1\n    ",
+            "t.txt:4: host: worker-1 is listed twice (also at line 2)",
+            id="duplicate-host",
+        ),
+        pytest.param(
+            "\n    this is bad slots=1\n    ",
+            "t.txt:2: expected KEY=VALUE such as slots=N, got 'is'",
+            id="incorrect-whitespace",
+        ),
+        pytest.param("\n    \n    ", "t.txt: hosts: the file is empty", id="empty"),
+        pytest.param(
+            "\n    worker-1 slots=2\n    this is bad slots=1\n    worker-2 slots=4\n"
+            "    missingslots\n",
+            "t.txt:3: expected KEY=VALUE such as slots=N, got 'is'",
+            id="mix-of-good-and-bad",
+        ),
+    ],
+)
+def test_deepspeed_bad_hostfiles(text: str, message: str) -> None:
+    assert error_of(text).startswith(message)
+
+
+def test_a_line_without_slots_is_one_slot_as_in_open_mpi() -> None:
+    # DeepSpeed's test_hostfiles_bad refuses "missingslots"; Open MPI (and clusterlaunch,
+    # as docs/hosts-file.md says) gives such a line one slot.
+    assert hosts_of("missingslots\n") == [("missingslots", 1)]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "gpu01 slots=8\ngpu02 slots=8\ngpu03 slots 8\n",
+            "t.txt:3: expected slots=N, got 'slots 8'",
+        ),
+        ("gpu03 slots = 8\n", "t.txt:1: expected slots=N, got 'slots = 8'"),
+        ("gpu03 slots= 8\n", "t.txt:1: expected slots=N, got 'slots= 8'"),
+        ("gpu03 slots\n", "t.txt:1: expected slots=N, got 'slots'"),
+        ("gpu03 slot 8\n", "t.txt:1: expected slots=N, got 'slot 8'"),
+        ("gpu03 =8\n", "t.txt:1: expected KEY=VALUE such as slots=N, got '=8'"),
+        ("gpu01 slots=2 slots=3\n", "t.txt:1: slots= is given twice; keep one"),
+        ("gpu01 max_slots=2 max_slots=3\n", "t.txt:1: max_slots= is given twice; keep one"),
+        ("gpu01 slot=2\n", "t.txt:1: unknown option 'slot' (did you mean 'slots'?)"),
+        ("gpu1:4\n", "t.txt:1: 'gpu1:4' is Horovod's HOST:SLOTS form; write gpu1 slots=4"),
+        ("\ufeffgpu1 slots=2\ngpu2 slots 3\n", "t.txt:2: expected slots=N, got 'slots 3'"),
+        ("gpu1\ngpu[1-2]!gpu[1-2] slots=2\n", "t.txt:2: 'gpu[1-2]!gpu[1-2]' stands for no host"),
+        ("gpu1,@all\n", "t.txt:1: 'gpu1,@all': '@all' is a ClusterShell group"),
+    ],
+)
+def test_errors_name_file_line_and_token(text: str, message: str) -> None:
+    assert error_of(text).startswith(message), error_of(text)
+
+
+def test_a_user_in_a_hostfile_gets_advice_a_hostfile_can_follow() -> None:
+    message = error_of("gpu0 slots=1\nalice@gpu1 slots=2\n")
+    assert message == (
+        "t.txt:2: 'alice@gpu1' has a user in it, which a hostfile cannot hold; write 'gpu1' "
+        "here and set the user in your SSH config (Host gpu1 / User alice), or use a YAML "
+        "hosts file (user: alice)"
+    )
+    assert "host: gpu1 and user:" not in message  # the YAML advice, unwritable here
+
+
+def test_bom_and_ipv6() -> None:
+    text = "\ufeff# cluster\nfe80::1%eth0 slots=2\n2001:db8::7\n10.0.0.7 slots=4\n"
+    assert hosts_of(text) == [("fe80::1%eth0", 2), ("2001:db8::7", 1), ("10.0.0.7", 4)]
+
+
+def test_bom_in_yaml_too() -> None:
+    assert hosts_of("\ufeffhosts:\n  - {host: a, gpus: 3}\n", "h.yaml") == [("a", 3)]
+
+
+def test_node_set_expressions_on_a_line() -> None:
+    assert hosts_of("gpu[1-4]!gpu2 slots=2\nnode0,node1\n") == [
+        ("gpu1", 2),
+        ("gpu3", 2),
+        ("gpu4", 2),
+        ("node0", 1),
+        ("node1", 1),
+    ]
+
+
+def test_line_numbers_of_expanded_hosts(tmp_path: Path) -> None:
+    path = tmp_path / "hostfile"
+    path.write_text(
+        textwrap.dedent("""\
+        # two racks
+        rack[1-2] slots=8
+        """)
+    )
+    assert load_inventory(str(path)).hosts == (
+        HostSpec(host="rack1", gpus=8, line=2),
+        HostSpec(host="rack2", gpus=8, line=2),
+    )
+
+
+def test_the_cli_says_it_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.txt").write_text("gpu01 slots=8\ngpu02 slots=8\ngpu03 slots 8\n")
+    assert main(["run", "--dry-run", "t.txt", "train.py"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == "clusterlaunch: error: t.txt:3: expected slots=N, got 'slots 8'\n"
+    assert captured.out == ""

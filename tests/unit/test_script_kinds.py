@@ -1,0 +1,158 @@
+"""``run -m`` and ``run --no-python`` as torchrun means them; the run id torchrun gets.
+
+The launches themselves run on simulated hosts in tests/cluster/test_interface.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.cli.args import check_local_script
+from clusterlaunch.cli.main import main
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.model import HostSpec, Inventory, LaunchOptions, SshTarget
+from clusterlaunch.core.planner import plan_job, probe_command
+from clusterlaunch.remote import probe
+
+
+@pytest.fixture
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "h.yaml").write_text("master_port: 29500\nhosts:\n  - {host: localhost, gpus: 2}\n")
+    return tmp_path
+
+
+def torchrun_tail(capsys: pytest.CaptureFixture[str], *argv: str) -> list[str]:
+    """The words after torchrun's --log-dir value in the planned command."""
+    assert main(["run", "--dry-run", "--json", "--job-id", "j", *argv]) == 0, capsys.readouterr()
+    words = shlex.split(json.loads(capsys.readouterr().out)["nodes"][0]["command"])
+    return words[len(words) - words[::-1].index("/tmp/clusterlaunch-j-n0") :]
+
+
+def test_module_and_program_reach_torchrun(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert torchrun_tail(capsys, "-m", "h.yaml", "pkg.train", "--lr", "1") == [
+        "--module", "pkg.train", "--lr", "1",
+    ]  # fmt: skip
+    assert torchrun_tail(capsys, "--module", "h.yaml", "pkg.train") == ["--module", "pkg.train"]
+    assert torchrun_tail(capsys, "--no-python", "h.yaml", "./run.sh", "-m") == [
+        "--no-python", "./run.sh", "-m",
+    ]  # fmt: skip
+    assert torchrun_tail(capsys, "h.yaml", "train.py", "-m") == ["train.py", "-m"]
+
+
+def test_the_run_id_is_the_job_id_unless_given(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--dry-run", "--json", "--job-id", "j", "h.yaml", "t.py"]) == 0
+    words = shlex.split(json.loads(capsys.readouterr().out)["nodes"][0]["command"])
+    assert words[words.index("--rdzv-id") + 1] == "j"
+    for given in ("--rdzv-id mine", "--rdzv_id=mine", "--rdzv-id=mine"):
+        argv = ["run", "--dry-run", "--json", "--job-id", "j", f"--torchrun-args={given}"]
+        assert main([*argv, "h.yaml", "t.py"]) == 0
+        command = json.loads(capsys.readouterr().out)["nodes"][0]["command"]
+        assert "mine" in command and " j " not in command.split("--log-dir")[0][-200:]
+        assert shlex.split(command).count("--rdzv-id") == (1 if given == "--rdzv-id mine" else 0)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-m", "--no-python", "h.yaml", "x"], "argument --no-python: not allowed with argument"),
+        (
+            ["--torchrun-args=-m", "h.yaml", "x"],
+            "-m is clusterlaunch's own -m; write clusterlaunch",
+        ),
+        (
+            ["--torchrun-args=--no-python", "h.yaml", "x"],
+            "--no-python is clusterlaunch's own --no-python",
+        ),
+    ],
+)
+def test_refused(
+    work: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    assert main(["run", "--dry-run", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_check_takes_them_too(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "-m", "h.yaml"]) == 2
+    assert "-m: give the module after HOSTS" in capsys.readouterr().err
+
+
+def plan_for(kind: str, script: str, workdir: str) -> tuple[object, LaunchOptions]:
+    inventory = Inventory("h", (HostSpec(host="a", gpus=1, workdir=workdir),))
+    options = LaunchOptions(script=script, script_kind=kind)  # type: ignore[arg-type]
+    target = [SshTarget(alias="a", hostname="a")]
+    kwargs = {"job_id": "j", "local_env": {}, "local_cwd": workdir, "agent_size": 1}
+    return plan_job(inventory, target, options, **kwargs), options  # type: ignore[arg-type]
+
+
+def test_local_checks(tmp_path: Path) -> None:
+    here = str(tmp_path)
+    plan, options = plan_for("module", "pkg.nowhere", here)
+    check_local_script(plan, options, cwd=here)  # may be installed on the hosts only
+    plan, options = plan_for("program", "nvidia-smi", here)
+    check_local_script(plan, options, cwd=here)  # looked up in the hosts' PATH
+    plan, options = plan_for("program", "./run.sh", here)
+    with pytest.raises(UsageError, match=r"\./run\.sh: no such program here \(--no-python\)"):
+        check_local_script(plan, options, cwd=here)
+    (tmp_path / "run.sh").write_text("#!/bin/sh\n")
+    with pytest.raises(UsageError, match="not executable; chmod \\+x it"):
+        check_local_script(plan, options, cwd=here)
+    (tmp_path / "run.sh").chmod(0o755)
+    check_local_script(plan, options, cwd=here)
+    plan, options = plan_for("file", "missing.py", here)
+    with pytest.raises(UsageError, match=r"missing\.py: no such script here"):
+        check_local_script(plan, options, cwd=here)
+
+
+def test_probe_command_asks_for_the_right_check() -> None:
+    plan, _ = plan_for("module", "pkg.train", "/w")
+    node = plan.nodes[0]  # type: ignore[attr-defined]
+    words = shlex.split(probe_command(node, "a", 0, "n", "pkg.train", True, 9, 5, "j", "module"))
+    assert words[words.index("--module") + 1] == "pkg.train" and "--script" not in words
+    words = shlex.split(probe_command(node, "a", 0, "n", "./run.sh", True, 9, 5, "j", "program"))
+    assert words[words.index("--program") + 1] == "./run.sh"
+
+
+def test_the_probes_module_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "train.py").write_text("")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__init__.py").write_text("")
+    (tmp_path / "app" / "__main__.py").write_text("")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "__init__.py").write_text("raise RuntimeError('no CUDA here')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # python -c puts the workdir first, as -m does
+    assert probe.module_problem("pkg.train") is None
+    assert probe.module_problem("app") is None  # python -m app runs app/__main__.py
+    assert probe.module_problem("json.tool") is None  # installed for the hosts' Python
+    assert "'json' is a package without __main__.py" in probe.module_problem("json")
+    assert "no module 'pkg.nope' for" in probe.module_problem("pkg.nope")
+    assert "'pkg' is a package without __main__.py" in probe.module_problem("pkg")
+    assert "no module 'mypkg.train'" in probe.module_problem("mypkg.train")
+    message = probe.module_problem("broken.train")
+    assert "cannot be imported" in message and "RuntimeError: no CUDA here" in message
+    for name in ("pkg", "pkg.train", "app", "broken"):
+        sys.modules.pop(name, None)
+
+
+def test_the_probes_program_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.sh").write_text("#!/bin/sh\n")
+    assert "is not executable; chmod +x it" in probe.program_problem("./run.sh")
+    (tmp_path / "run.sh").chmod(0o755)
+    assert probe.program_problem("./run.sh") is None
+    assert "program './nope.sh' not found in" in probe.program_problem("./nope.sh")
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable))
+    assert probe.program_problem(os.path.basename(sys.executable)) is None
+    assert "not found in PATH" in probe.program_problem("run.sh")  # no ./: PATH only
