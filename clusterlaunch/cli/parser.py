@@ -16,7 +16,7 @@ from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.core import limits
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT
-from clusterlaunch.transport import POLICIES
+from clusterlaunch.transport import CLIENTS, POLICIES
 
 _GIVEN = "_options_given"
 
@@ -138,6 +138,14 @@ def _add_connection_options(parser: argparse.ArgumentParser) -> None:
         help="strict: refuse unknown host keys; accept-new: record them. Default: the SSH "
         "config's StrictHostKeyChecking (yes/ask = strict), else accept-new. A changed key "
         "is always refused; checking is never turned off",
+    )
+    group.add_argument(
+        "--ssh-client",
+        choices=CLIENTS,
+        default="paramiko",
+        help="paramiko: in-process SSH (default); openssh: the system ssh, one master "
+        "connection per host, for what paramiko cannot do (Include is read by both; host "
+        "and user certificates, FIDO keys, GSSAPI, Match exec need openssh)",
     )
     group.add_argument(
         "--fanout", type=limits.FANOUT, default=64, help="parallel connections (default 64)"
