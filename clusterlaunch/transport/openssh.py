@@ -36,8 +36,9 @@ from clusterlaunch.transport.local import LocalProcess
 _SESSION_REAP_S = 2.0
 """After the master ends, its session clients exit at once (they have nothing to wait for)."""
 _PREFIX = "clusterlaunch-ssh-"
-_SOCKET_PATH_MAX = 80
-"""sun_path holds 108 bytes; ssh binds ``ControlPath`` plus a 17-character suffix first."""
+_BASE_MAX = 50
+"""sun_path holds 107 characters; ssh first binds ``ControlPath`` plus a 17-character
+suffix, and our directory and socket names take about 40 more."""
 
 
 class ControlDir:
@@ -46,10 +47,11 @@ class ControlDir:
     Removed when the last connection using it is closed.
     """
 
-    def __init__(self) -> None:
-        base = tempfile.gettempdir()
-        if len(base) > _SOCKET_PATH_MAX - 40:
-            base = "/tmp"  # a long TMPDIR would not fit a socket path
+    def __init__(self, base: str | None = None) -> None:
+        if base is None:
+            base = tempfile.gettempdir()
+            if len(base) > _BASE_MAX:
+                base = "/tmp"  # a long TMPDIR would not fit a socket path
         _sweep(base)
         prefix = f"{_PREFIX}{os.getpid()}-"
         self.path = tempfile.mkdtemp(prefix=prefix, dir=base)  # mode 0700
