@@ -99,8 +99,13 @@ def _mux_options(mux: Mux) -> list[str]:
         raise UsageError(f"{mux.path!r}: a control socket path cannot contain '%'")
     if mux.master:
         # The master runs in the foreground, as our child, until we end it
-        # (ControlPersist no): nothing outlives the job.
-        return ["-o", "ControlMaster=yes", "-o", "ControlPersist=no", "-o", f"ControlPath={path}"]
+        # (ControlPersist no): nothing outlives the job. Its stderr goes to a
+        # file of ours: at INFO it also says why it ended ("Timeout, server
+        # not responding"), which a user's LogLevel ERROR would hide.
+        return [
+            "-o", "ControlMaster=yes", "-o", "ControlPersist=no", "-o", f"ControlPath={path}",
+            "-o", "LogLevel=INFO",
+        ]  # fmt: skip
     return ["-o", "ControlMaster=no", "-o", f"ControlPath={path}"]
 
 

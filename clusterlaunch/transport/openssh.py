@@ -35,6 +35,8 @@ from clusterlaunch.transport.local import LocalProcess
 
 _SESSION_REAP_S = 2.0
 """After the master ends, its session clients exit at once (they have nothing to wait for)."""
+_MASTER_EXIT_S = 0.5
+"""A session that exited 255 waits this long for its master to end too (a lost host)."""
 _PREFIX = "clusterlaunch-ssh-"
 _BASE_MAX = 50
 """sun_path holds 107 characters; ssh first binds ``ControlPath`` plus a 17-character
@@ -109,9 +111,11 @@ class OpenSshConnection:
         master: subprocess.Popen[bytes],
         session_argv: list[str],
         on_close: Callable[[], None],
+        master_log: str | None = None,
     ) -> None:
         self.host = host
         self._master = master
+        self._master_log = master_log
         self._session_argv = session_argv  # ends with the options; alias and command follow
         self._on_close = on_close
         self._sessions: list[subprocess.Popen[bytes]] = []
@@ -126,7 +130,7 @@ class OpenSshConnection:
     def start(self, command: str, stdin: bytes = b"") -> LocalProcess:
         """Run ``command`` on the host over the master; ``stdin`` is written first."""
         popen = self._spawn(["--", self.host, command])
-        process = LocalProcess(popen)
+        process = SessionProcess(popen, self)
         if stdin:
             process.send(stdin)
         return process
@@ -139,8 +143,8 @@ class OpenSshConnection:
         finally:
             theirs.close()
         try:
-            # paramiko speaks SFTP over a plain socket too (its _read_all has that case).
-            return paramiko.SFTPClient(ours)  # type: ignore[arg-type]
+            # paramiko speaks SFTP over anything with send/recv/close/get_name.
+            return paramiko.SFTPClient(_SftpStream(ours, self.host))  # type: ignore[arg-type]
         except (OSError, EOFError, paramiko.SSHException) as exc:
             ours.close()
             raise TransportError(self.host, f"cannot open SFTP: {exc}") from None
@@ -172,6 +176,24 @@ class OpenSshConnection:
         """The master is running (it ends on a dropped link or unanswered keepalives)."""
         return not self._closed and self._master.poll() is None
 
+    def lost_because(self, wait: float = 0.0) -> str | None:
+        """Why the master ended by itself (its last words), or None while it runs.
+
+        ``wait``: how long a master that is ending may take to exit.
+        """
+        if self._closed or self._master_log is None:
+            return None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._master.wait(wait)
+        if self._master.poll() is None:
+            return None
+        try:
+            with open(self._master_log, "rb") as log:
+                said = log.read().decode("utf-8", "replace").strip().splitlines()
+        except OSError:
+            said = []
+        return said[-1] if said else f"ssh exited with {self._master.returncode}"
+
     def close(self) -> None:
         """End the master: the host's sessions all see EOF. Reaps every ssh we started."""
         with self._lock:
@@ -186,6 +208,62 @@ class OpenSshConnection:
             if session.poll() is None:
                 stop_process(session)
         self._on_close()
+
+
+class _SftpStream:
+    """The local end of an ``ssh -s sftp`` session, as paramiko's SFTPClient uses a channel."""
+
+    def __init__(self, sock: socket.socket, host: str) -> None:
+        self._sock = sock
+        self._name = f"sftp-{host}"
+
+    def send(self, data: bytes) -> int:
+        return self._sock.send(data)
+
+    def recv(self, size: int) -> bytes:
+        return self._sock.recv(size)
+
+    def close(self) -> None:
+        self._sock.close()  # ssh sees EOF and ends the session
+
+    def get_name(self) -> str:
+        return self._name
+
+
+class SessionProcess(LocalProcess):
+    """A session over the master: when the master dies under it, its stderr says why.
+
+    (A silent partition ends the master after its keepalives went unanswered;
+    the session then exits 255 with nothing else to tell.)
+    """
+
+    def __init__(self, popen: subprocess.Popen[bytes], connection: OpenSshConnection) -> None:
+        super().__init__(popen)
+        self._connection = connection
+        self._decided = False
+        self._note = b""
+
+    def read(self) -> tuple[bytes, bytes]:
+        """Available stdout and stderr; after both, the master's last words if it died."""
+        out, err = super().read()
+        self._decide()
+        note, self._note = self._note, b""
+        return out, err + note
+
+    def finished(self) -> bool:
+        """Exited with both pipes drained, and any last words read."""
+        self._decide()
+        return super().finished() and not self._note
+
+    def _decide(self) -> None:
+        if self._decided or not super().finished():
+            return
+        self._decided = True
+        if self.exit_status() == 255:
+            # The session exits as its master goes, sometimes a moment before it.
+            why = self._connection.lost_because(wait=_MASTER_EXIT_S)
+            if why is not None:
+                self._note = f"connection to {self._connection.host} lost: {why}\n".encode()
 
 
 def multiplexed_ssh_argv(connection: object) -> list[str] | None:

@@ -235,6 +235,7 @@ def _connections(
             master.popen,
             _argv(master, settings, Mux(master.socket)),
             _closer(master, control),
+            master.log,
         )
     for jump in (m for m in masters if m.users):
         if not any(user.key in connections for user in jump.users) and jump.popen is not None:
