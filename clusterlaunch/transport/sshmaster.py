@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from clusterlaunch.core import commands
-from clusterlaunch.core.errors import HostProblem, TransportError
+from clusterlaunch.core.errors import HostProblem, TransportError, UsageError
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.core.sshargv import Keepalive, Mux, ssh_argv
 from clusterlaunch.transport import sshconfig, sshfailure
@@ -84,6 +84,8 @@ def connect_all(
     )
     if not targets:
         return {}, []
+    if shutil.which("ssh") is None:
+        raise UsageError("--ssh-client openssh needs the OpenSSH client (ssh) on PATH")
     control = ControlDir()
     control.hold()  # until the connections exist: then each holds it
     masters = _plan(targets, settings, control)

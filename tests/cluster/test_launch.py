@@ -437,7 +437,8 @@ def test_torch_missing_or_different_fails_preflight(sim_cluster, tmp_path: Path)
     assert f"torch is not installed for {no_torch}" in result.stderr
 
 
-def test_interrupt_while_a_host_hangs_in_the_handshake(tmp_path: Path) -> None:
+@both_clients
+def test_interrupt_while_a_host_hangs_in_the_handshake(tmp_path: Path, client: str) -> None:
     import socket
 
     # Accepts TCP but never speaks SSH: the handshake would wait for the timeout.
@@ -446,7 +447,8 @@ def test_interrupt_while_a_host_hangs_in_the_handshake(tmp_path: Path) -> None:
         silent.listen(5)
         port = silent.getsockname()[1]
         hosts = write_hosts(tmp_path / "hosts.yaml", [("127.0.0.99", 1, {"port": port})])
-        process = start_cli("exec", None, "--connect-timeout", "60", str(hosts), "--", "true")
+        options = ("--ssh-client", client, "--connect-timeout", "60")
+        process = start_cli("exec", None, *options, str(hosts), "--", "true")
         try:
             time.sleep(1.5)
             process.send_signal(signal.SIGINT)
@@ -515,10 +517,14 @@ def test_proxy_command(sim_cluster_factory, tmp_path: Path) -> None:
     assert again.returncode == 2 and "nothing was started" in again.stderr
 
 
-def test_a_suspended_controller_is_not_a_lost_host(sim_cluster, tmp_path: Path) -> None:
+@both_clients
+def test_a_suspended_controller_is_not_a_lost_host(
+    sim_cluster, tmp_path: Path, client: str
+) -> None:
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
     script = "echo started; sleep 12; echo finished"
-    process = start_cli("exec", sim_cluster, str(hosts), "--", "sh", "-c", script)
+    argv = ("--ssh-client", client, str(hosts), "--", "sh", "-c", script)
+    process = start_cli("exec", sim_cluster, *argv)
     try:
         wait_for_lines(process, b"started", 2, timeout=60)
         process.send_signal(signal.SIGSTOP)  # Ctrl-Z: longer than keepalives allow,
