@@ -68,15 +68,17 @@ def assert_no_orphans() -> Callable[..., None]:
 def _start_loopback(
     n_hosts: int, base_dir: Path, port_offset: int, **kwargs: Any
 ) -> LoopbackCluster:
-    """Start a loopback cluster on the pinned port (+offset) or on a free one."""
+    """Start a loopback cluster on the pinned port (+offset) or on a free one.
+
+    ``cls`` picks another kind, e.g. :class:`SshVariantCluster` (certificates, Include).
+    """
+    cls: type[LoopbackCluster] = kwargs.pop("cls", LoopbackCluster)
     if "port" in kwargs:
-        return LoopbackCluster(n_hosts, base_dir, **kwargs).start()
+        return cls(n_hosts, base_dir, **kwargs).start()
     pinned = os.environ.get(PORT_ENV)
     if pinned:
         try:
-            return LoopbackCluster(
-                n_hosts, base_dir, port=int(pinned) + port_offset, **kwargs
-            ).start()
+            return cls(n_hosts, base_dir, port=int(pinned) + port_offset, **kwargs).start()
         except PortInUseError as exc:
             raise PortInUseError(f"{exc} (port from {PORT_ENV}={pinned}; pick another)") from exc
     first = kwargs.get("first_host_octet", 11)
@@ -85,7 +87,7 @@ def _start_loopback(
     for _ in range(5):
         port = find_free_port(addrs, start)
         try:
-            return LoopbackCluster(n_hosts, base_dir, port=port, **kwargs).start()
+            return cls(n_hosts, base_dir, port=port, **kwargs).start()
         except PortInUseError:  # taken by a concurrent suite since find_free_port
             start = port + 1
     raise PortInUseError(f"could not find a free port from {DEFAULT_PORT + port_offset}")

@@ -136,6 +136,7 @@ def ssh_settings(args: argparse.Namespace) -> SshSettings:
         host_key_policy=args.host_key_policy,
         connect_timeout=args.connect_timeout,
         config_path=args.ssh_config,
+        client=args.ssh_client,
     )
 
 

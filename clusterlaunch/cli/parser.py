@@ -16,7 +16,7 @@ from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.core import defaults, limits
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.exits import ExitStatus
-from clusterlaunch.transport import POLICIES
+from clusterlaunch.transport import CLIENTS, POLICIES
 
 _GIVEN = "_options_given"
 # Every job command's namespace carries every attribute that cli/args.py,
@@ -158,6 +158,14 @@ def _add_connection_options(parser: argparse.ArgumentParser) -> None:
         help="strict: refuse unknown host keys; accept-new: record them. Default: the SSH "
         "config's StrictHostKeyChecking (yes/ask = strict), else accept-new. A changed key "
         "is always refused; checking is never turned off",
+    )
+    group.add_argument(
+        "--ssh-client",
+        choices=CLIENTS,
+        default="paramiko",
+        help="paramiko: in-process SSH (default); openssh: the system ssh, one master "
+        "connection per host, for what paramiko cannot do (Include is read by both; host "
+        "and user certificates, FIDO keys, GSSAPI, Match exec need openssh)",
     )
     group.add_argument(
         "--fanout",

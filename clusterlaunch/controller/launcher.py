@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from clusterlaunch.controller.console import Console
@@ -69,10 +70,15 @@ def make_plan(
     )
 
 
-def connect(request: JobRequest) -> dict[str, Connection]:
-    """Connect to every host; if any fails, close the rest and raise PreflightError."""
+def connect(
+    request: JobRequest, note: Callable[[str], None] | None = None
+) -> dict[str, Connection]:
+    """Connect to every host; if any fails, close the rest and raise PreflightError.
+
+    ``note`` hears about retried handshakes.
+    """
     connections, problems = connect_all(
-        request.targets, request.ssh, request.fanout, request.transport
+        request.targets, request.ssh, request.fanout, request.transport, note
     )
     if problems:
         close_all(connections)
@@ -135,7 +141,7 @@ def _launch(
         from clusterlaunch.controller.sync import scan_source, sync_workdirs
 
         source = scan_source(os.getcwd())
-    connections = connect(request)
+    connections = connect(request, _controller_log(log_dir))
     try:
         if source is not None:
             sync_workdirs(plan, connections, source, request.ssh, console, request.fanout)
@@ -190,6 +196,15 @@ def resolve(
         for rank, _, _ in _ranks(plan, request):
             log_dir.write(f"rank-{rank}.log", b"")
     return request, plan
+
+
+def _controller_log(log_dir: LogDir | None) -> Callable[[str], None] | None:
+    """A line for controller.log only (retried handshakes: worth keeping, not worth a shout)."""
+    if log_dir is None:
+        return None
+    return lambda line: log_dir.write(
+        "controller.log", f"{time.strftime('%Y-%m-%dT%H:%M:%S')} clusterlaunch: {line}\n".encode()
+    )
 
 
 def _ranks(plan: JobPlan, request: JobRequest) -> list[tuple[int, str, int]]:

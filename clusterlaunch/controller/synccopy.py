@@ -32,6 +32,7 @@ from clusterlaunch.core.syncplan import (
 )
 from clusterlaunch.transport import Connection, SshSettings
 from clusterlaunch.transport.files import FileSink, open_files
+from clusterlaunch.transport.openssh import multiplexed_ssh_argv
 from clusterlaunch.transport.sshconfig import DEFAULT_SSH_CONFIG
 
 
@@ -68,7 +69,8 @@ class Copier:
         return transfer, time.monotonic() - started, None
 
     def _rsync(self, node: NodePlan) -> Transfer:
-        ssh = commands.ssh_argv(
+        # Over the host's master connection with --ssh-client openssh; else its own.
+        ssh = multiplexed_ssh_argv(self.connections[node.host]) or commands.ssh_argv(
             node.target,
             config_file=_ssh_config_file(self.ssh.config_path),
             strict=node.target.key_policy(self.ssh.host_key_policy)[0] == "strict",

@@ -13,18 +13,17 @@ nothing installed but Python.
 
 from __future__ import annotations
 
-import math
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from clusterlaunch.core.defaults import SETUP_TIMEOUT_S
-from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.setupguard import SetupGuard, guarded
+from clusterlaunch.core.sshargv import ssh_argv as ssh_argv  # rsync and the OpenSSH transport
 
 if TYPE_CHECKING:  # model.py renders its plans with this module
-    from clusterlaunch.core.model import ScriptKind, SshTarget
+    from clusterlaunch.core.model import ScriptKind
 
 # Reads exactly SIZE bytes of program from stdin (os.read can return less) and
 # runs it; exits 98 if stdin closes early. Python >= 3.8 (walrus).
@@ -202,46 +201,9 @@ def sync_cleanup_command(workdir: str, token: str) -> str:
     return f"cd -- {quote_word(HostPath(workdir))} && rm -f -- {shlex.quote(token)}"
 
 
-def ssh_argv(
-    target: SshTarget, *, config_file: str, strict: bool, connect_timeout: float
-) -> list[str]:
-    """The OpenSSH client command rsync runs (``--rsh``) to reach ``target``.
-
-    ``-F`` names the config clusterlaunch resolved the host through, and rsync
-    names the host by the same alias, so ssh applies the same ``Host`` block;
-    the explicit options repeat what clusterlaunch decided on top of it
-    (hosts-file user and port, keys, the host-key policy). Host keys are
-    always checked, and ``BatchMode`` makes a prompt fail instead of hang.
-    """
-    timeout = target.connect_timeout or connect_timeout
-    argv = ["ssh", "-F", config_file, "-p", str(target.port)]
-    if target.user:
-        argv += ["-l", target.user]
-    for identity in target.identity_files:
-        argv += ["-i", identity]
-    if target.identities_only:
-        argv += ["-o", "IdentitiesOnly=yes"]
-    if target.known_hosts_files:
-        files = " ".join(map(_ssh_option_word, target.known_hosts_files))
-        argv += ["-o", "UserKnownHostsFile=" + files]
-    argv += [
-        "-o",
-        "StrictHostKeyChecking=" + ("yes" if strict else "accept-new"),
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        f"ConnectTimeout={max(1, math.ceil(timeout))}",
-    ]
-    if target.proxy_jump:
-        argv += ["-o", f"ProxyJump={target.proxy_jump}"]
-    return argv
-
-
-def _ssh_option_word(word: str) -> str:
-    """One value of a multi-valued ``-o`` option: ssh splits on spaces outside double quotes."""
-    if '"' in word or "\n" in word:
-        raise UsageError(f"{word!r}: ssh cannot take a file name with '\"' or a newline")
-    return f'"{word}"' if " " in word or "\t" in word else word
+def proxy_command(argv: Sequence[str]) -> str:
+    """A ``ProxyCommand`` value: ssh runs it with the user's shell (``%h``/``%p`` expanded)."""
+    return quote_argv(argv)
 
 
 def home_relative(path: str) -> str:

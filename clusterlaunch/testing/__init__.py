@@ -4,6 +4,8 @@ Two tiers share one client-side API (``ssh_config`` with one alias per host, a g
 ``known_hosts``, a client key, ``hosts``, ``markers()``):
 
 * :class:`LoopbackCluster` — host i listens on 127.0.0.(11+i); works without root.
+  :class:`SshVariantCluster` is one with real sites' SSH setups: host and user
+  certificates, a config split with ``Include``, ``MaxStartups``, default kex.
 * ``tests/netns.py``'s ``NetnsCluster`` (test-only) — each host is a network namespace
   on a private bridge, with its own hostname; root only.  Supports partitions.
 
@@ -22,6 +24,7 @@ from clusterlaunch.testing.sshd import (
     find_free_port,
     port_is_free,
 )
+from clusterlaunch.testing.sshvariants import SshVariantCluster
 
 __all__ = [
     "DEFAULT_PORT",
@@ -30,6 +33,7 @@ __all__ = [
     "ProcInfo",
     "SimClusterError",
     "SimHost",
+    "SshVariantCluster",
     "find_free_port",
     "find_processes",
     "kill_processes",

@@ -2,13 +2,17 @@
 
 :func:`connect_all` opens every host's connection in parallel (bounded fan-out)
 and reports each host that failed instead of stopping at the first. Two kinds:
-``ssh`` (paramiko; ``localhost`` runs locally) and ``srun`` (job steps of the
-current Slurm allocation, see :mod:`clusterlaunch.transport.srun`).
+``ssh`` (``localhost`` runs locally) and ``srun`` (job steps of the current
+Slurm allocation, see :mod:`clusterlaunch.transport.srun`). ``ssh`` goes
+through one of two clients (``--ssh-client``): paramiko, in process
+(:mod:`clusterlaunch.transport.ssh`), or the system OpenSSH client, one master
+connection per host (:mod:`clusterlaunch.transport.openssh`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 
 from clusterlaunch.controller.fanout import Failed, run_parallel
 from clusterlaunch.core.defaults import FANOUT
@@ -17,11 +21,13 @@ from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import srun
 from clusterlaunch.transport.base import Connection, RemoteProcess
 from clusterlaunch.transport.local import LocalConnection
-from clusterlaunch.transport.ssh import POLICIES, SshSettings
+from clusterlaunch.transport.ssh import CLIENTS, POLICIES, SshSettings
 
 TRANSPORTS = ("ssh", "srun")
+_LOG = logging.getLogger("clusterlaunch.connect")
 
 __all__ = [
+    "CLIENTS",
     "POLICIES",
     "TRANSPORTS",
     "Connection",
@@ -37,25 +43,55 @@ def connect_all(
     settings: SshSettings,
     fanout: int = FANOUT,
     transport: str = "ssh",
+    note: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, Connection], list[HostProblem]]:
     """Connect to every target at once; returns the connections and the failures.
 
     Keyed by the target's alias (the hosts-file destination). With ``srun``
     every target, ``localhost`` included, is a node of the allocation.
+    ``note`` hears about retried handshakes (also logged as ``clusterlaunch.connect``).
+    A setting the paramiko client cannot honour raises UsageError before any
+    host is contacted.
     """
     if transport == "srun":
         steps, missing = srun.connect_all(targets)
         return dict(steps), missing
     if transport != "ssh":
         raise ValueError(f"unknown transport {transport!r}")
-    from clusterlaunch.transport import hostkeys, ssh
+
+    def noted(line: str) -> None:
+        _LOG.info("%s", line)
+        if note is not None:
+            note(line)
+
+    local = [target for target in targets if target.is_local]
+    remote = [target for target in targets if not target.is_local]
+    connections: dict[str, Connection] = {t.alias: LocalConnection() for t in local}
+    if settings.client == "openssh":
+        from clusterlaunch.transport import sshmaster
+
+        found, problems = sshmaster.connect_all(remote, settings, fanout, noted)
+        connections.update(found)
+        return connections, problems
+    return _connect_paramiko(targets, settings, fanout, noted)
+
+
+def _connect_paramiko(
+    targets: Sequence[SshTarget],
+    settings: SshSettings,
+    fanout: int,
+    note: Callable[[str], None],
+) -> tuple[dict[str, Connection], list[HostProblem]]:
+    from clusterlaunch.transport import hostkeys, sshcompat, sshconnect
 
     known_hosts = hostkeys.KnownHosts()
+    sshcompat.check_paramiko_can_connect(targets, settings.config_path, known_hosts)
+    jumps = sshconnect.JumpPool(settings, known_hosts, note)
 
     def open_one(target: SshTarget) -> Connection:
         if target.is_local:
             return LocalConnection()
-        return ssh.connect(target, settings, known_hosts)
+        return sshconnect.connect(target, settings, known_hosts, jumps, note)
 
     connections: dict[str, Connection] = {}
     problems: list[HostProblem] = []

@@ -25,6 +25,7 @@ from clusterlaunch.core.errors import TransportError
 from clusterlaunch.core.syncplan import RemoteEntry
 from clusterlaunch.transport.base import Connection
 from clusterlaunch.transport.local import LocalConnection
+from clusterlaunch.transport.openssh import OpenSshConnection
 from clusterlaunch.transport.ssh import SshConnection
 
 
@@ -74,7 +75,7 @@ def open_files(connection: Connection) -> FileSink:
     """A sink on ``connection``'s host (SFTP on SSH, the file system for ``localhost``)."""
     if isinstance(connection, LocalConnection):
         return LocalFiles()
-    if isinstance(connection, SshConnection):
+    if isinstance(connection, SshConnection | OpenSshConnection):
         return SftpFiles(connection.host, connection.open_sftp())
     raise TransportError(connection.host, "this transport cannot copy files")
 

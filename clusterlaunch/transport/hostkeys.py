@@ -8,8 +8,15 @@ policy is asked).
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
+import hmac
+import re
 import threading
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import paramiko
 
@@ -54,6 +61,56 @@ class StrictPolicy(paramiko.MissingHostKeyPolicy):
         )
 
 
+@dataclass(frozen=True)
+class Marker:
+    """A ``@cert-authority`` or ``@revoked`` line of a known_hosts file."""
+
+    kind: str
+    patterns: str
+    where: str
+    """``file:line``."""
+
+    def applies_to(self, target: SshTarget) -> bool:
+        """True when the line's host patterns match ``target`` as ssh names it."""
+        return host_matches(self.patterns, known_hosts_name(target))
+
+
+class TolerantHostKeys(paramiko.HostKeys):
+    """paramiko's HostKeys, loaded the way ssh reads known_hosts.
+
+    paramiko's own ``load`` raised ``InvalidHostKey`` on a ``@cert-authority``
+    line, failing every connection, even to hosts with plain keys; ssh skips
+    lines it cannot use. Marker lines are kept aside (:attr:`markers`) so a
+    host they apply to can be refused by name instead of silently connected
+    to differently. Duplicate lines are not merged (paramiko's merge made
+    loading O(lines²)); any matching key is accepted, as in ssh.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.markers: list[Marker] = []
+
+    def load(self, filename: Any) -> None:  # a path, as in paramiko
+        """Add the usable lines of ``filename``."""
+        with open(filename, encoding="utf-8", errors="replace") as handle:
+            for lineno, raw in enumerate(handle, 1):
+                line = raw.strip()
+                if not line or line.startswith("#"):
+                    continue
+                if line.startswith("@"):
+                    fields = line.split()
+                    if len(fields) >= 2:
+                        self.markers.append(Marker(fields[0], fields[1], f"{filename}:{lineno}"))
+                    continue
+                try:
+                    entry = paramiko.hostkeys.HostKeyEntry.from_line(line, lineno)
+                except (paramiko.SSHException, paramiko.hostkeys.InvalidHostKey, ValueError):
+                    continue  # ssh skips a line it cannot parse, and so do we
+                if entry is not None:
+                    # The list paramiko's own load fills (unchanged since paramiko 1.x).
+                    self._entries.append(entry)  # type: ignore[attr-defined]
+
+
 class KnownHosts:
     """known_hosts files, parsed once per run and shared (read-only) by every connection.
 
@@ -64,20 +121,69 @@ class KnownHosts:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self._parsed: dict[tuple[str, ...], paramiko.HostKeys] = {}
+        self._parsed: dict[tuple[str, ...], TolerantHostKeys] = {}
 
-    def keys_for(self, target: SshTarget) -> paramiko.HostKeys:
+    def keys_for(self, target: SshTarget) -> TolerantHostKeys:
         """The known keys that apply to ``target`` (global file plus its own files)."""
         files = ("/etc/ssh/ssh_known_hosts", *target.known_hosts_files)
         with self.lock:
             keys = self._parsed.get(files)
             if keys is None:
-                keys = paramiko.HostKeys()
+                keys = TolerantHostKeys()
                 for path in files:
                     if Path(path).is_file():
                         keys.load(path)  # several files merge, as in OpenSSH
                 self._parsed[files] = keys
         return keys
+
+    def unusable_marker(self, target: SshTarget) -> Marker | None:
+        """A marker line paramiko cannot honour for ``target``, or None.
+
+        ``@revoked``: paramiko cannot refuse a revoked key. ``@cert-authority``:
+        paramiko cannot check host certificates; it matters when no plain key
+        is known for the host (else paramiko checks that key, as ssh would),
+        and with accept-new paramiko would even record the plain key, bypassing
+        the CA.
+        """
+        keys = self.keys_for(target)
+        plain_key_known = keys.lookup(known_hosts_name(target)) is not None
+        for marker in keys.markers:
+            if not marker.applies_to(target):
+                continue
+            if marker.kind == "@revoked" or not plain_key_known:
+                return marker
+        return None
+
+
+def known_hosts_name(target: SshTarget) -> str:
+    """The name ssh looks a host up by in known_hosts (``[host]:port`` off port 22)."""
+    return target.hostname if target.port == 22 else f"[{target.hostname}]:{target.port}"
+
+
+def host_matches(patterns: str, name: str) -> bool:
+    """ssh's known_hosts pattern list: ``*``/``?`` wildcards, ``!`` negation, hashed ``|1|``."""
+    matched = False
+    for pattern in patterns.split(","):
+        negated = pattern.startswith("!")
+        pattern = pattern[1:] if negated else pattern
+        if pattern.startswith("|1|"):
+            hit = _hashed_name_matches(pattern, name)
+        else:
+            wildcard = re.escape(pattern.lower()).replace(r"\*", ".*").replace(r"\?", ".")
+            hit = re.fullmatch(wildcard, name.lower()) is not None
+        if hit and negated:
+            return False
+        matched = matched or hit
+    return matched
+
+
+def _hashed_name_matches(pattern: str, name: str) -> bool:
+    """``|1|salt|hash``: HMAC-SHA1 of the name under the salt (ssh's HashKnownHosts)."""
+    try:
+        salt, digest = (base64.b64decode(part) for part in pattern[3:].split("|", 1))
+    except (binascii.Error, ValueError):
+        return False
+    return hmac.compare_digest(hmac.new(salt, name.encode(), hashlib.sha1).digest(), digest)
 
 
 def changed_key_message(target: SshTarget, exc: paramiko.BadHostKeyException) -> str:

@@ -1,29 +1,22 @@
-"""SSH transport on paramiko: connect (with ProxyJump), exec, stream, keepalive.
-
-Host keys are always checked: ``strict`` refuses unknown keys, ``accept-new``
-records an unknown key in the user's known_hosts file, and a *changed* key is
-refused under both.
-"""
+"""SSH transport on paramiko: exec, stream, keepalive (connecting: :mod:`.sshconnect`)."""
 
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import paramiko
 
 from clusterlaunch.core.defaults import CONNECT_TIMEOUT_S
-from clusterlaunch.core.errors import HostKeyError, TransportError
-from clusterlaunch.core.model import SshTarget
-from clusterlaunch.transport import hostkeys, sshconfig
+from clusterlaunch.core.errors import TransportError
 
 WINDOW = 16 << 20  # a large window lets bulk output flow without round trips
 CHUNK = 1 << 20
 POLICIES = ("strict", "accept-new")
+CLIENTS = ("paramiko", "openssh")
 
 
 @dataclass(frozen=True)
@@ -37,6 +30,8 @@ class SshSettings:
     dead_after: float = 6.0
     """A host that answers no keepalive for this long is lost."""
     config_path: str | None = None
+    client: str = "paramiko"
+    """``paramiko`` (in process) or ``openssh`` (the system ssh, one master per host)."""
 
 
 class SshProcess:
@@ -111,10 +106,17 @@ class SshConnection:
     came for ``dead_after`` seconds.
     """
 
-    def __init__(self, host: str, clients: list[paramiko.SSHClient], settings: SshSettings) -> None:
+    def __init__(
+        self,
+        host: str,
+        clients: list[paramiko.SSHClient],
+        settings: SshSettings,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
         self.host = host
         self._clients = clients  # the target's client last, jump hosts before it
         self._settings = settings
+        self._on_close = on_close  # releases a shared jump host
         self._last_answer = time.monotonic()
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
@@ -177,118 +179,11 @@ class SshConnection:
         return sftp
 
     def close(self) -> None:
-        """Close the target's connection, then the jump hosts'."""
+        """Close the target's connection, then the jump hosts' (a shared one when unused)."""
+        if self._closed.is_set():
+            return
         self._closed.set()
         for client in reversed(self._clients):
             client.close()
-
-
-def connect(
-    target: SshTarget, settings: SshSettings, known_hosts: hostkeys.KnownHosts
-) -> SshConnection:
-    """Authenticate to ``target`` (through its ProxyJump hops) and start the keepalive."""
-    chain = [target]
-    if target.proxy_jump:
-        config = sshconfig.load_ssh_config(settings.config_path)
-        chain = [sshconfig.jump_host(config, hop) for hop in target.proxy_jump.split(",")]
-        chain.append(target)
-    clients: list[paramiko.SSHClient] = []
-    try:
-        sock: paramiko.Channel | None = None
-        for index, hop in enumerate(chain):
-            client = _open_client(hop, settings, known_hosts, sock)
-            clients.append(client)
-            if index + 1 < len(chain):
-                sock = _tunnel(client, chain[index + 1])
-    except BaseException:
-        for client in clients:
-            client.close()
-        raise
-    connection = SshConnection(target.alias, clients, settings)
-    connection.start_keepalive()
-    return connection
-
-
-def _tunnel(client: paramiko.SSHClient, target: SshTarget) -> paramiko.Channel:
-    """A TCP stream to ``target`` through an already connected jump host."""
-    transport = client.get_transport()
-    if transport is None:
-        raise TransportError(target.alias, "jump host connection closed")
-    try:
-        return transport.open_channel(
-            "direct-tcpip", (target.hostname, target.port), ("127.0.0.1", 0)
-        )
-    except (OSError, paramiko.SSHException) as exc:
-        raise TransportError(
-            target.alias, f"jump host cannot reach {target.hostname}:{target.port}: {exc}"
-        ) from None
-
-
-def _open_client(
-    target: SshTarget,
-    settings: SshSettings,
-    known_hosts: hostkeys.KnownHosts,
-    sock: paramiko.Channel | paramiko.ProxyCommand | None,
-) -> paramiko.SSHClient:
-    client = paramiko.SSHClient()
-    # paramiko has no public setter for the read-only ("system") key set; the
-    # attribute has been there since paramiko 1.x. Shared: parsed once per run.
-    client._system_host_keys = known_hosts.keys_for(target)  # type: ignore[attr-defined]
-    if sock is None and target.proxy_command:
-        sock = paramiko.ProxyCommand(target.proxy_command)
-    policy, origin = target.key_policy(settings.host_key_policy)
-    if policy == "strict":
-        client.set_missing_host_key_policy(hostkeys.StrictPolicy(origin))
-    else:
-        files = target.known_hosts_files or (str(Path("~/.ssh/known_hosts").expanduser()),)
-        client.set_missing_host_key_policy(hostkeys.AcceptNewPolicy(files[0], known_hosts.lock))
-    timeout = target.connect_timeout or settings.connect_timeout
-    try:
-        client.connect(
-            target.hostname,
-            port=target.port,
-            username=target.user,
-            # paramiko accepts a list here; its type stubs say str only.
-            key_filename=list(target.identity_files) or None,  # type: ignore[arg-type]
-            look_for_keys=not target.identities_only,
-            allow_agent=not target.identities_only,
-            timeout=timeout,
-            banner_timeout=timeout,
-            auth_timeout=timeout,
-            sock=sock,
-        )
-    except HostKeyError:
-        client.close()
-        raise
-    except paramiko.BadHostKeyException as exc:
-        client.close()
-        raise HostKeyError(target.alias, hostkeys.changed_key_message(target, exc)) from None
-    except paramiko.AuthenticationException as exc:
-        client.close()
-        who = f"{target.user}@" if target.user else ""
-        raise TransportError(
-            target.alias, f"authentication failed for {who}{target.hostname}: {exc}"
-        ) from None
-    except (OSError, EOFError, paramiko.SSHException) as exc:
-        client.close()
-        raise TransportError(target.alias, _network_message(target, exc, timeout)) from None
-    return client
-
-
-def _network_message(target: SshTarget, exc: BaseException, timeout: float) -> str:
-    where = f"{target.hostname}:{target.port}"
-    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError) and exc.errors:
-        # paramiko wraps the per-address socket errors; the first one says why.
-        exc = next(iter(exc.errors.values()))
-    if isinstance(exc, socket.timeout | TimeoutError):
-        return f"no answer from {where} within {timeout:g} s"
-    if isinstance(exc, ConnectionRefusedError):
-        return f"connection refused by {where} (is sshd listening on that port?)"
-    if isinstance(exc, socket.gaierror):
-        return f"cannot resolve {target.hostname!r}"
-    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
-        return f"cannot connect to {where}: {exc}"
-    if "No existing session" in str(exc) or "Error reading SSH protocol banner" in str(exc):
-        via = f" (through ProxyCommand {target.proxy_command!r})" if target.proxy_command else ""
-        return f"no SSH handshake with {where}{via}: the server or the proxy did not answer"
-    return f"{where}: {exc or type(exc).__name__}"
+        if self._on_close is not None:
+            self._on_close()

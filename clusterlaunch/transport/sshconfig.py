@@ -3,12 +3,20 @@
 Gives the planner plain :class:`~clusterlaunch.core.model.SshTarget` data, so the
 planner never sees paramiko, and the master address can be the ``HostName``
 peers can reach instead of an alias only the controller's config knows.
+
+``Include`` is expanded first (:mod:`clusterlaunch.transport.sshinclude`), so
+paramiko, the OpenSSH client and rsync's ``ssh -F`` all see one config. A
+config with ``Match exec`` is resolved by ``ssh -G`` itself
+(:mod:`clusterlaunch.transport.sshresolve`): only ssh runs those commands as
+ssh would.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,22 +25,91 @@ import paramiko
 from clusterlaunch.core import limits
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
+from clusterlaunch.transport.sshinclude import ConfigLine, flatten, words
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
 DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
 
 
-def load_ssh_config(path: str | None) -> paramiko.SSHConfig:
-    """Parse the SSH config at ``path`` (the default file may be absent; a named one may not)."""
+@dataclass(frozen=True)
+class LoadedConfig:
+    """An SSH config with its Includes expanded: parsed, and line by line for messages."""
+
+    path: str | None
+    """The file read; None when the default ~/.ssh/config does not exist."""
+    lines: tuple[ConfigLine, ...]
+    parsed: paramiko.SSHConfig
+
+    def match_exec(self) -> ConfigLine | None:
+        """The first ``Match ... exec`` line (only ssh can evaluate it as ssh does)."""
+        for line in self.lines:
+            if line.keyword == "match":
+                criteria = words(line.value, line.where)
+                if any(word.lstrip("!").lower() == "exec" for word in criteria[::2]):
+                    return line
+        return None
+
+    def where(self, keyword: str, alias: str, value: str) -> str:
+        """``file:line`` of the ``keyword value`` line that applies to ``alias`` (best effort).
+
+        The first such line in a block that can apply (global, a ``Host``
+        matching ``alias``, or any ``Match``), as ssh takes the first value.
+        """
+        header: ConfigLine | None = None
+        fallback = None
+        for line in self.lines:
+            if line.keyword in ("host", "match"):
+                header = line
+            elif line.keyword == keyword and _same(line, value):
+                fallback = fallback or line.where
+                if header is None or header.keyword == "match" or self._hosts(header, alias):
+                    return line.where
+        return fallback or (self.path or DEFAULT_SSH_CONFIG)
+
+    @staticmethod
+    def _hosts(header: ConfigLine, alias: str) -> bool:
+        """A ``Host`` line's patterns match ``alias`` (``!pattern`` excludes)."""
+        matched = False
+        for pattern in words(header.value, header.where):
+            if pattern.startswith("!") and fnmatch.fnmatch(alias, pattern[1:]):
+                return False
+            matched = matched or fnmatch.fnmatch(alias, pattern)
+        return matched
+
+
+def _same(line: ConfigLine, value: str) -> bool:
+    written = line.value.strip().strip('"')
+    return written.lower() == value.lower() or os.path.expanduser(written) == value
+
+
+def read_ssh_config(path: str | None) -> LoadedConfig:
+    """The SSH config at ``path`` with Includes expanded (the default file may be absent)."""
     chosen = os.path.expanduser(path or DEFAULT_SSH_CONFIG)
     if not os.path.exists(chosen):
         if path is not None and path != DEFAULT_SSH_CONFIG:
             raise UsageError(f"--ssh-config {path}: no such file; pass an existing SSH config")
-        return paramiko.SSHConfig()
+        return LoadedConfig(None, (), paramiko.SSHConfig())
+    lines = tuple(flatten(chosen))
     try:
-        return paramiko.SSHConfig.from_path(chosen)
-    except (OSError, paramiko.SSHException, ValueError) as exc:
+        parsed = paramiko.SSHConfig.from_text("\n".join(line.text for line in lines))
+    except (paramiko.SSHException, ValueError) as exc:
         raise UsageError(f"{chosen}: cannot parse the SSH config: {exc}") from None
+    return LoadedConfig(chosen, lines, parsed)
+
+
+def ssh_config_file(path: str | None) -> str:
+    """The config for ``ssh -F``: the one clusterlaunch read, or none at all.
+
+    ``-F`` also keeps ssh from reading /etc/ssh/ssh_config, which paramiko's
+    connections do not read either.
+    """
+    chosen = os.path.expanduser(path or DEFAULT_SSH_CONFIG)
+    return chosen if os.path.exists(chosen) else os.devnull
+
+
+def load_ssh_config(path: str | None) -> paramiko.SSHConfig:
+    """Parse the SSH config at ``path`` (Includes expanded; see :func:`read_ssh_config`)."""
+    return read_ssh_config(path).parsed
 
 
 def resolve_target(config: paramiko.SSHConfig, spec: HostSpec) -> SshTarget:
@@ -43,7 +120,11 @@ def resolve_target(config: paramiko.SSHConfig, spec: HostSpec) -> SshTarget:
     """
     if spec.host == LOCALHOST:
         return SshTarget(alias=LOCALHOST, hostname=LOCALHOST, port=0, user=spec.user)
-    found = config.lookup(spec.host)
+    return target_from(config.lookup(spec.host), spec)
+
+
+def target_from(found: Mapping[str, Any], spec: HostSpec) -> SshTarget:
+    """An SshTarget from resolved config options (paramiko's lookup, or ``ssh -G``)."""
     return SshTarget(
         alias=spec.host,
         hostname=found.get("hostname", spec.host),
@@ -63,8 +144,13 @@ def resolve_target(config: paramiko.SSHConfig, spec: HostSpec) -> SshTarget:
 
 def resolve_targets(config_path: str | None, specs: Iterable[HostSpec]) -> list[SshTarget]:
     """Resolve every host of an inventory through one SSH config."""
-    config = load_ssh_config(config_path)
-    return [resolve_target(config, spec) for spec in specs]
+    loaded = read_ssh_config(config_path)
+    exec_line = loaded.match_exec()
+    if exec_line is not None and loaded.path is not None:
+        from clusterlaunch.transport import sshresolve
+
+        return sshresolve.resolve_with_ssh(loaded.path, list(specs), exec_line.where)
+    return [resolve_target(loaded.parsed, spec) for spec in specs]
 
 
 def jump_host(config: paramiko.SSHConfig, jump: str) -> SshTarget:
@@ -76,7 +162,7 @@ def jump_host(config: paramiko.SSHConfig, jump: str) -> SshTarget:
 
 
 def _config_number(
-    found: paramiko.SSHConfigDict, alias: str, key: str, default: float | None, kind: limits.Number
+    found: Mapping[str, Any], alias: str, key: str, default: float | None, kind: limits.Number
 ) -> Any:
     """A number from the SSH config, in the range the command line allows (int("abc") was a
     traceback, ConnectTimeout nan a hang)."""

@@ -29,19 +29,21 @@ def _job_processes(cluster, job_id: str) -> list[int]:
     return found
 
 
-def test_kill_stops_one_job_and_spares_the_other(sim_cluster, tmp_path: Path) -> None:
+@pytest.mark.parametrize("client", ["paramiko", "openssh"])
+def test_kill_stops_one_job_and_spares_the_other(sim_cluster, tmp_path: Path, client: str) -> None:
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    use = ("--ssh-client", client)
     first = start_cli(
-        "run", sim_cluster, "--job-id", "job-a", "--grace", "2", str(hosts), "sleeper.py"
+        "run", sim_cluster, *use, "--job-id", "job-a", "--grace", "2", str(hosts), "sleeper.py"
     )
     second = start_cli(
-        "run", sim_cluster, "--job-id", "job-b", "--grace", "2", str(hosts), "sleeper.py"
+        "run", sim_cluster, *use, "--job-id", "job-b", "--grace", "2", str(hosts), "sleeper.py"
     )
     try:
         wait_for_lines(first, b" up", 2, timeout=120)
         wait_for_lines(second, b" up", 2, timeout=120)
 
-        listed = run_cli("ps", sim_cluster, "--json", str(hosts))
+        listed = run_cli("ps", sim_cluster, *use, "--json", str(hosts))
         assert listed.returncode == 0, listed.stderr
         rows = [json.loads(line) for line in listed.stdout.splitlines()]
         assert sorted((r["job_id"], r["host"], r["node_rank"]) for r in rows) == [
@@ -52,7 +54,7 @@ def test_kill_stops_one_job_and_spares_the_other(sim_cluster, tmp_path: Path) ->
         ]
         assert all("torch.distributed.run" in r["command"] for r in rows)
 
-        killed = run_cli("kill", sim_cluster, str(hosts), "job-a")
+        killed = run_cli("kill", sim_cluster, *use, str(hosts), "job-a")
         assert killed.returncode == 0, killed.stderr
         assert killed.stdout.count("stopped") == 2
 
@@ -65,10 +67,10 @@ def test_kill_stops_one_job_and_spares_the_other(sim_cluster, tmp_path: Path) ->
         # job-b never noticed: its controller and all its processes still run.
         assert second.poll() is None
         assert len(_job_processes(sim_cluster, "job-b")) >= 6  # 2 x (agent, torchrun, worker)
-        table = run_cli("ps", sim_cluster, str(hosts))
+        table = run_cli("ps", sim_cluster, *use, str(hosts))
         assert "job-b" in table.stdout and "job-a" not in table.stdout
 
-        missing = run_cli("kill", sim_cluster, str(hosts), "job-a")
+        missing = run_cli("kill", sim_cluster, *use, str(hosts), "job-a")
         assert missing.returncode == 1 and "no running job job-a" in missing.stderr
     finally:
         for process in (first, second):

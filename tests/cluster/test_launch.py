@@ -27,10 +27,16 @@ from tests.cluster.support import (
 
 pytestmark = [pytest.mark.cluster, pytest.mark.torch]
 
+# The core cases run over both SSH clients (--ssh-client); each must leave nothing behind.
+both_clients = pytest.mark.parametrize("client", ["paramiko", "openssh"])
+STRICT = ("--host-key-policy", "strict")
+ACCEPT = ("--host-key-policy", "accept-new")
 
-def test_two_hosts_two_processes_all_reduce(sim_cluster, tmp_path: Path) -> None:
+
+@both_clients
+def test_two_hosts_two_processes_all_reduce(sim_cluster, tmp_path: Path, client: str) -> None:
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 2), ("node1", 2)])
-    result = run_cli("run", sim_cluster, str(hosts), "allreduce.py")
+    result = run_cli("run", sim_cluster, "--ssh-client", client, str(hosts), "allreduce.py")
     assert result.returncode == 0, result.stderr
     lines = rank_lines(result.stdout)
     assert sorted(rank for rank, *_ in lines) == [0, 1, 2, 3]
@@ -90,11 +96,14 @@ def test_hostile_arguments_reach_the_script_exactly(sim_cluster, tmp_path: Path)
     assert not Path("/tmp/clusterlaunch-pwned").exists()
 
 
-def test_failing_rank_exit_code_and_summary(sim_cluster, tmp_path: Path) -> None:
+@both_clients
+def test_failing_rank_exit_code_and_summary(sim_cluster, tmp_path: Path, client: str) -> None:
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 2)])
     result = run_cli(
         "run",
         sim_cluster,
+        "--ssh-client",
+        client,
         "--env",
         "FAIL_RANK=2",
         "--env",
@@ -111,11 +120,13 @@ def test_failing_rank_exit_code_and_summary(sim_cluster, tmp_path: Path) -> None
     ("signum", "expected"),
     [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGKILL, -signal.SIGKILL)],
 )
+@both_clients
 def test_signals_to_the_controller_leave_nothing(
-    sim_cluster, tmp_path: Path, assert_no_orphans, signum: int, expected: int
+    sim_cluster, tmp_path: Path, assert_no_orphans, signum: int, expected: int, client: str
 ) -> None:
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
-    process = start_cli("run", sim_cluster, "--grace", "2", str(hosts), "sleeper.py")
+    argv = ("--ssh-client", client, "--grace", "2", str(hosts), "sleeper.py")
+    process = start_cli("run", sim_cluster, *argv)
     try:
         wait_for_lines(process, b" up", 2, timeout=90)
         process.send_signal(signum)
@@ -135,10 +146,14 @@ def test_timeout_ends_the_job_with_124(sim_cluster, tmp_path: Path) -> None:
     assert "--timeout 8 s reached" in result.stderr
 
 
-def test_host_lost_mid_job(sim_cluster_factory, tmp_path: Path, assert_no_orphans) -> None:
+@both_clients
+def test_host_lost_mid_job(
+    sim_cluster_factory, tmp_path: Path, assert_no_orphans, client: str
+) -> None:
     cluster = sim_cluster_factory(3)
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1), ("node2", 1)])
-    process = start_cli("run", cluster, "--grace", "2", str(hosts), "sleeper.py")
+    argv = ("--ssh-client", client, "--grace", "2", str(hosts), "sleeper.py")
+    process = start_cli("run", cluster, *argv)
     try:
         wait_for_lines(process, b" up", 3, timeout=90)
         cluster.kill_host("node1")  # its sshd and everything started through it
@@ -152,14 +167,22 @@ def test_host_lost_mid_job(sim_cluster_factory, tmp_path: Path, assert_no_orphan
     assert_no_orphans(cluster, timeout=4.0)
 
 
-def test_unreachable_host_starts_nothing_anywhere(sim_cluster, tmp_path: Path) -> None:
+@both_clients
+def test_unreachable_host_starts_nothing_anywhere(sim_cluster, tmp_path: Path, client: str) -> None:
     marker = tmp_path / "started"
     hosts = write_hosts(
         tmp_path / "hosts.yaml",
         [("node0", 1), ("node1", 1), ("127.0.0.250", 1, {"port": 9})],  # nothing listens there
     )
     result = run_cli(
-        "run", sim_cluster, "--env", f"MARKER_FILE={marker}", str(hosts), "touch_marker.py"
+        "run",
+        sim_cluster,
+        "--ssh-client",
+        client,
+        "--env",
+        f"MARKER_FILE={marker}",
+        str(hosts),
+        "touch_marker.py",
     )
     assert result.returncode == 2
     assert "nothing was started" in result.stderr
@@ -167,8 +190,9 @@ def test_unreachable_host_starts_nothing_anywhere(sim_cluster, tmp_path: Path) -
     assert not list(tmp_path.glob("started*"))
 
 
+@both_clients
 def test_changed_host_key_is_refused_and_starts_nothing(
-    sim_cluster_factory, tmp_path: Path
+    sim_cluster_factory, tmp_path: Path, client: str
 ) -> None:
     cluster = sim_cluster_factory(2)
     marker = tmp_path / "started"
@@ -179,15 +203,23 @@ def test_changed_host_key_is_refused_and_starts_nothing(
     known.write_text("\n".join(lines) + "\n")
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
     result = run_cli(
-        "run", cluster, "--env", f"MARKER_FILE={marker}", str(hosts), "touch_marker.py"
+        "run",
+        cluster,
+        "--ssh-client",
+        client,
+        "--env",
+        f"MARKER_FILE={marker}",
+        str(hosts),
+        "touch_marker.py",
     )
     assert result.returncode == 2
     assert "HOST KEY CHANGED" in result.stderr and "node1" in result.stderr
     assert not list(tmp_path.glob("started*"))
 
 
+@both_clients
 def test_unknown_host_key_strict_refuses_accept_new_records(
-    sim_cluster_factory, tmp_path: Path
+    sim_cluster_factory, tmp_path: Path, client: str
 ) -> None:
     cluster = sim_cluster_factory(1)
     known = Path(cluster.known_hosts)
@@ -195,15 +227,15 @@ def test_unknown_host_key_strict_refuses_accept_new_records(
     known.write_text("")
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
     # The sim ssh_config says StrictHostKeyChecking yes: that is the default policy.
-    by_config = run_cli("exec", cluster, str(hosts), "--", "true")
+    by_config = run_cli("exec", cluster, "--ssh-client", client, str(hosts), "--", "true")
     assert by_config.returncode == 2 and "unknown host key" in by_config.stderr
-    strict = run_cli("exec", cluster, "--host-key-policy", "strict", str(hosts), "--", "true")
+    strict = run_cli("exec", cluster, "--ssh-client", client, *STRICT, str(hosts), "--", "true")
     assert strict.returncode == 2 and "unknown host key" in strict.stderr
     assert known.read_text() == ""
-    accept = run_cli("exec", cluster, "--host-key-policy", "accept-new", str(hosts), "--", "true")
+    accept = run_cli("exec", cluster, "--ssh-client", client, *ACCEPT, str(hosts), "--", "true")
     assert accept.returncode == 0, accept.stderr
     assert known.read_text().split() == original.split()  # the same key, recorded
-    again = run_cli("exec", cluster, "--host-key-policy", "strict", str(hosts), "--", "true")
+    again = run_cli("exec", cluster, "--ssh-client", client, *STRICT, str(hosts), "--", "true")
     assert again.returncode == 0, again.stderr
 
 
@@ -234,13 +266,18 @@ def test_progress_bars_partial_lines_and_utf8_survive(sim_cluster, tmp_path: Pat
         assert f"{prefix}stderr of {rank}\n" in result.stderr
 
 
-def test_exec_streams_each_host_and_returns_the_exit_code(sim_cluster, tmp_path: Path) -> None:
+@both_clients
+def test_exec_streams_each_host_and_returns_the_exit_code(
+    sim_cluster, tmp_path: Path, client: str
+) -> None:
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
     script = (
         'echo "out $CLUSTERLAUNCH_SIM_HOST"; echo err >&2; '
         '[ "${CLUSTERLAUNCH_SIM_HOST#*-}" = node1 ] && exit 3; exit 0'
     )
-    result = run_cli("exec", sim_cluster, str(hosts), "--", "sh", "-c", script)
+    result = run_cli(
+        "exec", sim_cluster, "--ssh-client", client, str(hosts), "--", "sh", "-c", script
+    )
     assert result.returncode == 3, result.stderr
     for host in ("node0", "node1"):
         assert any(
@@ -338,13 +375,16 @@ def test_master_port_in_use_fails_preflight(sim_cluster, tmp_path: Path) -> None
     assert f"cannot bind port {port}" in result.stderr
 
 
-def test_proxy_jump(sim_cluster_factory, tmp_path: Path) -> None:
+@both_clients
+def test_proxy_jump(sim_cluster_factory, tmp_path: Path, client: str) -> None:
     cluster = sim_cluster_factory(2)
     config = tmp_path / "ssh_config"
     text = Path(cluster.ssh_config).read_text()
     config.write_text(text.replace("Host node1\n", "Host node1\n    ProxyJump node0\n"))
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node1", 1)])
     args = (
+        "--ssh-client",
+        client,
         "--ssh-config",
         str(config),
         str(hosts),
@@ -407,7 +447,8 @@ def test_torch_missing_or_different_fails_preflight(sim_cluster, tmp_path: Path)
     assert f"torch is not installed for {no_torch}" in result.stderr
 
 
-def test_interrupt_while_a_host_hangs_in_the_handshake(tmp_path: Path) -> None:
+@both_clients
+def test_interrupt_while_a_host_hangs_in_the_handshake(tmp_path: Path, client: str) -> None:
     import socket
 
     # Accepts TCP but never speaks SSH: the handshake would wait for the timeout.
@@ -416,7 +457,8 @@ def test_interrupt_while_a_host_hangs_in_the_handshake(tmp_path: Path) -> None:
         silent.listen(5)
         port = silent.getsockname()[1]
         hosts = write_hosts(tmp_path / "hosts.yaml", [("127.0.0.99", 1, {"port": port})])
-        process = start_cli("exec", None, "--connect-timeout", "60", str(hosts), "--", "true")
+        options = ("--ssh-client", client, "--connect-timeout", "60")
+        process = start_cli("exec", None, *options, str(hosts), "--", "true")
         try:
             time.sleep(1.5)
             process.send_signal(signal.SIGINT)
@@ -485,10 +527,14 @@ def test_proxy_command(sim_cluster_factory, tmp_path: Path) -> None:
     assert again.returncode == 2 and "nothing was started" in again.stderr
 
 
-def test_a_suspended_controller_is_not_a_lost_host(sim_cluster, tmp_path: Path) -> None:
+@both_clients
+def test_a_suspended_controller_is_not_a_lost_host(
+    sim_cluster, tmp_path: Path, client: str
+) -> None:
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
     script = "echo started; sleep 12; echo finished"
-    process = start_cli("exec", sim_cluster, str(hosts), "--", "sh", "-c", script)
+    argv = ("--ssh-client", client, str(hosts), "--", "sh", "-c", script)
+    process = start_cli("exec", sim_cluster, *argv)
     try:
         wait_for_lines(process, b"started", 2, timeout=60)
         process.send_signal(signal.SIGSTOP)  # Ctrl-Z: longer than keepalives allow,

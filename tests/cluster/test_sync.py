@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -103,16 +104,38 @@ def reports(stderr: str) -> dict[str, tuple[str, int]]:
     return found
 
 
-@pytest.mark.parametrize(("method", "env"), BOTH_METHODS)
+def ssh_without_rsync(tmp_path: Path) -> dict[str, str]:
+    """A PATH with the OpenSSH client (and setpriv) but no rsync: SFTP over the master."""
+    bin_dir = tmp_path / "ssh-only-bin"
+    bin_dir.mkdir()
+    for program in ("ssh", "setpriv"):
+        found = shutil.which(program)
+        if found:
+            (bin_dir / program).symlink_to(found)
+    return {"PATH": str(bin_dir)}
+
+
+@pytest.mark.parametrize(
+    ("method", "env", "client"),
+    [
+        pytest.param("rsync", None, "paramiko", marks=needs_rsync),
+        ("sftp", WITHOUT_RSYNC, "paramiko"),
+        pytest.param("rsync", None, "openssh", marks=needs_rsync),
+        ("sftp", "ssh-only", "openssh"),
+    ],
+)
 def test_sync_sends_selected_files_then_only_changes(
-    sim_cluster, tmp_path: Path, method: str, env: dict[str, str] | None
+    sim_cluster, tmp_path: Path, method: str, env: dict[str, str] | str | None, client: str
 ) -> None:
+    if env == "ssh-only":
+        env = ssh_without_rsync(tmp_path)
+    assert not isinstance(env, str)
     project = make_project(tmp_path / "project")
     dests = {host: tmp_path / "dest dir" / f"dest-{host}" for host in ("node0", "node1")}
     hosts = write_hosts(
         tmp_path / "hosts.yaml", [(h, 1, {"workdir": str(d)}) for h, d in dests.items()]
     )
-    argv = ("exec", "--sync", str(hosts), "--", PYTHON, "train.py")
+    argv = ("exec", "--ssh-client", client, "--sync", str(hosts), "--", PYTHON, "train.py")
 
     first = run_in(project, sim_cluster, *argv, env=env)
     assert first.returncode == 0, first.stderr

@@ -277,6 +277,13 @@ TARGET = SshTarget(
 )
 
 
+# Never from the user's config for a command session: forwards, RemoteCommand, LocalCommand, a tty.
+SESSION_ONLY = [
+    "-T", "-o", "ClearAllForwardings=yes", "-o", "RemoteCommand=none",
+    "-o", "PermitLocalCommand=no",
+]  # fmt: skip
+
+
 def test_ssh_argv_repeats_every_setting_and_checks_host_keys() -> None:
     argv = commands.ssh_argv(TARGET, config_file="/cfg/my config", strict=False, connect_timeout=10)
     assert argv == [
@@ -284,12 +291,13 @@ def test_ssh_argv_repeats_every_setting_and_checks_host_keys() -> None:
         "-i", "/keys/id one", "-i", "/keys/id'2", "-o", "IdentitiesOnly=yes",
         "-o", 'UserKnownHostsFile="/kh/known hosts" /kh/other',
         "-o", "StrictHostKeyChecking=accept-new", "-o", "BatchMode=yes",
-        "-o", "ConnectTimeout=3", "-o", "ProxyJump=jump@bastion:22",
+        "-o", "ConnectTimeout=3", "-o", "ProxyJump=jump@bastion:22", *SESSION_ONLY,
     ]  # fmt: skip
     plain = SshTarget(alias="h", hostname="h")
     assert commands.ssh_argv(plain, config_file="/dev/null", strict=True, connect_timeout=10) == [
         "ssh", "-F", "/dev/null", "-p", "22",
         "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
+        *SESSION_ONLY,
     ]  # fmt: skip
 
 

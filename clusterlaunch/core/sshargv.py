@@ -1,0 +1,119 @@
+"""The OpenSSH client's argv: the one place that builds it (rsync's ``--rsh``, the
+OpenSSH transport's master and session clients).
+
+``-F`` names the config clusterlaunch resolved the host through, and the host is
+named by the same alias, so ssh applies the same ``Host`` block; the explicit
+options repeat what clusterlaunch decided on top of it (hosts-file user and port,
+keys, the host-key policy). Host keys are always checked (``StrictHostKeyChecking``
+is ``yes`` or ``accept-new``, never ``no``), and ``BatchMode`` makes a prompt fail
+instead of hang.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from clusterlaunch.core.errors import UsageError
+
+if TYPE_CHECKING:  # model.py renders its plans with core/commands.py, which uses this
+    from clusterlaunch.core.model import SshTarget
+
+# What a command session never wants from the user's config: port forwards
+# (a second client would fight over the ports), a RemoteCommand (ssh refuses
+# one next to a command), a LocalCommand, a terminal.
+_SESSION_ONLY = [
+    "-T",
+    "-o",
+    "ClearAllForwardings=yes",
+    "-o",
+    "RemoteCommand=none",
+    "-o",
+    "PermitLocalCommand=no",
+]
+
+
+@dataclass(frozen=True)
+class Mux:
+    """Use a master connection's control socket: as the master, or as a client of it."""
+
+    path: str
+    master: bool = False
+
+
+@dataclass(frozen=True)
+class Keepalive:
+    """``ServerAliveInterval``/``ServerAliveCountMax``: a silent peer is dropped after
+    about ``interval × count`` seconds (ssh exits 255, its sessions with it)."""
+
+    interval: int
+    count: int
+
+
+def ssh_argv(
+    target: SshTarget,
+    *,
+    config_file: str,
+    strict: bool,
+    connect_timeout: float,
+    mux: Mux | None = None,
+    keepalive: Keepalive | None = None,
+    proxy_command: str | None = None,
+) -> list[str]:
+    """The ``ssh`` options that reach ``target`` (the caller adds the alias and command).
+
+    ``proxy_command`` (a shared jump connection) replaces the target's ProxyJump.
+    """
+    timeout = target.connect_timeout or connect_timeout
+    argv = ["ssh", "-F", config_file, "-p", str(target.port)]
+    if target.user:
+        argv += ["-l", target.user]
+    for identity in target.identity_files:
+        argv += ["-i", identity]
+    if target.identities_only:
+        argv += ["-o", "IdentitiesOnly=yes"]
+    if target.known_hosts_files:
+        files = " ".join(map(_ssh_option_word, target.known_hosts_files))
+        argv += ["-o", "UserKnownHostsFile=" + files]
+    argv += [
+        "-o",
+        "StrictHostKeyChecking=" + ("yes" if strict else "accept-new"),
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        f"ConnectTimeout={max(1, math.ceil(timeout))}",
+    ]
+    if proxy_command:
+        argv += ["-o", f"ProxyCommand={proxy_command}"]
+    elif target.proxy_jump:
+        argv += ["-o", f"ProxyJump={target.proxy_jump}"]
+    if keepalive is not None:
+        argv += ["-o", f"ServerAliveInterval={keepalive.interval}"]
+        argv += ["-o", f"ServerAliveCountMax={keepalive.count}"]
+    if mux is not None:
+        argv += _mux_options(mux)
+    return argv + _SESSION_ONLY
+
+
+def _mux_options(mux: Mux) -> list[str]:
+    path = _ssh_option_word(mux.path)
+    if "%" in mux.path:
+        raise UsageError(f"{mux.path!r}: a control socket path cannot contain '%'")
+    if mux.master:
+        # The master runs in the foreground, as our child, until we end it
+        # (ControlPersist no): nothing outlives the job. Its stderr goes to a
+        # file of ours: at INFO it also says why it ended ("Timeout, server
+        # not responding"), which a user's LogLevel ERROR would hide.
+        return [
+            "-o", "ControlMaster=yes", "-o", "ControlPersist=no", "-o", f"ControlPath={path}",
+            "-o", "LogLevel=INFO",
+        ]  # fmt: skip
+    return ["-o", "ControlMaster=no", "-o", f"ControlPath={path}"]
+
+
+def _ssh_option_word(word: str) -> str:
+    """One value of a multi-valued ``-o`` option: ssh splits on spaces outside double quotes."""
+    if '"' in word or "\n" in word:
+        raise UsageError(f"{word!r}: ssh cannot take a file name with '\"' or a newline")
+    return f'"{word}"' if " " in word or "\t" in word else word

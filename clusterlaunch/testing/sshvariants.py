@@ -1,0 +1,122 @@
+"""Loopback clusters set up the way real sites set up SSH.
+
+* ``host_ca``: a host CA (``ssh-keygen -s``) signs every host key, sshd serves
+  the certificate (``HostCertificate``), and known_hosts holds nothing but the
+  ``@cert-authority`` line (Teleport, step-ca, Vault do this).
+* ``user_ca``: a user CA signs the client key; sshd trusts it through
+  ``TrustedUserCAKeys`` with no authorized_keys at all; the client config
+  names the certificate with ``CertificateFile``.
+* ``include``: the client config is one ``Include`` line; each host's block is
+  its own file under ``ssh_config.d/`` (as cloud and cluster tools generate).
+* ``max_startups``: sshd's ``MaxStartups`` (e.g. ``10:30:60``, a bastion's
+  defence against bursts of connections).
+* ``default_kex``: neither side pins ``KexAlgorithms``: the servers' default key
+  exchange, as real servers have it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from clusterlaunch.testing.loopback import LoopbackCluster
+from clusterlaunch.testing.sshd import SimClusterError
+
+
+class SshVariantCluster(LoopbackCluster):
+    """A :class:`LoopbackCluster` with certificates, Include, MaxStartups or default kex."""
+
+    def __init__(
+        self,
+        n_hosts: int,
+        base_dir: str | os.PathLike[str],
+        *,
+        host_ca: bool = False,
+        user_ca: bool = False,
+        include: bool = False,
+        max_startups: str | None = None,
+        default_kex: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(n_hosts, base_dir, **kwargs)
+        self.host_ca = host_ca
+        self.user_ca = user_ca
+        self.include = include
+        self.max_startups = max_startups
+        self.default_kex = default_kex
+        self.host_ca_key = self.base_dir / "host_ca"
+        self.user_ca_key = self.base_dir / "user_ca"
+        self.include_dir = self.base_dir / "ssh_config.d"
+
+    def _write_files(self) -> None:
+        super()._write_files()
+        if self.default_kex:
+            self._edit_sshd(lambda text: _drop(text, "KexAlgorithms"))
+            self.ssh_config.write_text(_drop(self.ssh_config.read_text(), "KexAlgorithms"))
+        if self.max_startups:
+            line = f"MaxStartups {self.max_startups}"
+            self._edit_sshd(lambda text: re.sub(r"(?m)^MaxStartups .*$", line, text))
+        if self.host_ca:
+            self._sign_hosts()
+        if self.user_ca:
+            self._sign_client()
+        if self.include:
+            self._split_config()
+
+    def _edit_sshd(self, edit: Any) -> None:
+        for host in self.hosts:
+            conf = host.host_dir / "sshd_config"
+            conf.write_text(edit(conf.read_text()))
+
+    def _sign_hosts(self) -> None:
+        _keygen(self.host_ca_key)
+        for host in self.hosts:
+            key = host.host_dir / "ssh_host_ed25519_key"
+            # ssh checks the name it connects to (HostName) against the principals.
+            _run(["ssh-keygen", "-q", "-s", str(self.host_ca_key), "-I", host.name, "-h",
+                  "-n", f"{host.addr},{host.name}", f"{key}.pub"])  # fmt: skip
+            cert = f"{key}-cert.pub"
+            self._append(host.host_dir / "sshd_config", f"HostCertificate {cert}\n")
+        ca = self.host_ca_key.with_suffix(".pub").read_text().split()[:2]
+        self.known_hosts.write_text(f"@cert-authority * {ca[0]} {ca[1]}\n")
+
+    def _sign_client(self) -> None:
+        _keygen(self.user_ca_key)
+        _run(["ssh-keygen", "-q", "-s", str(self.user_ca_key), "-I", "simcluster-user",
+              "-n", self.user, f"{self.client_key}.pub"])  # fmt: skip
+        ca = f"{self.user_ca_key}.pub"
+        # Only the certificate can log in: no authorized_keys at all.
+        no_keys = "AuthorizedKeysFile none"
+        self._edit_sshd(lambda text: re.sub(r"(?m)^AuthorizedKeysFile .*$", no_keys, text))
+        self._edit_sshd(lambda text: text + f"TrustedUserCAKeys {ca}\n")
+        self._append(self.ssh_config, f"Host *\n    CertificateFile {self.client_key}-cert.pub\n")
+
+    def _split_config(self) -> None:
+        self.include_dir.mkdir(exist_ok=True)
+        blocks = re.split(r"(?m)^(?=Host )", self.ssh_config.read_text())
+        for index, block in enumerate(b for b in blocks if b.strip()):
+            (self.include_dir / f"{index:03d}.conf").write_text(block)
+        self.ssh_config.write_text(f"Include {self.include_dir}/*.conf\n")
+
+    @staticmethod
+    def _append(path: Path, text: str) -> None:
+        with path.open("a") as handle:
+            handle.write(text)
+
+
+def _drop(text: str, keyword: str) -> str:
+    return re.sub(rf"(?m)^\s*{keyword} .*\n", "", text)
+
+
+def _keygen(key: Path) -> None:
+    if not key.exists():
+        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", key.name, "-f", str(key)])
+
+
+def _run(argv: list[str]) -> None:
+    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True)
+    if done.returncode != 0:
+        raise SimClusterError(f"{argv[0]} failed: {done.stderr.decode(errors='replace')}")

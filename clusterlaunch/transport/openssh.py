@@ -1,0 +1,283 @@
+"""SSH through the system OpenSSH client: one master connection per host, sessions over it.
+
+Everything the user's ``ssh`` does, this transport does, because it *is* ssh:
+``Include``, host certificates (``@cert-authority``), user certificates, FIDO
+keys, GSSAPI, ``Match exec``. Per host, one master connection (``ControlMaster``,
+its socket in a private per-job directory, ``ControlPersist no``) is our child
+process; every session of the job (preflight, agent, sync, ps/kill) is an
+``ssh -o ControlMaster=no`` client multiplexed over it, its stdin/stdout/stderr
+our pipes. The master hands those pipes to the remote channel directly, so:
+
+* the agent sees stdin EOF when we close stdin, or when this process dies;
+* a silent partition ends the master after ``ServerAliveInterval`` ×
+  ``ServerAliveCountMax`` (its sessions exit 255 with it) and :meth:`alive`
+  turns False;
+* closing the connection ends the master: every remote process sees EOF.
+
+Masters are established by :mod:`clusterlaunch.transport.sshmaster`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable
+
+import paramiko
+
+from clusterlaunch.core.errors import TransportError
+from clusterlaunch.transport.local import LocalProcess
+
+_SESSION_REAP_S = 2.0
+"""After the master ends, its session clients exit at once (they have nothing to wait for)."""
+_MASTER_EXIT_S = 0.5
+"""A session that exited 255 waits this long for its master to end too (a lost host)."""
+_PREFIX = "clusterlaunch-ssh-"
+_BASE_MAX = 50
+"""sun_path holds 107 characters; ssh first binds ``ControlPath`` plus a 17-character
+suffix, and our directory and socket names take about 40 more."""
+
+
+class ControlDir:
+    """The job's private (0700) directory for control sockets and master logs.
+
+    Removed when the last connection using it is closed.
+    """
+
+    def __init__(self, base: str | None = None) -> None:
+        if base is None:
+            base = tempfile.gettempdir()
+            if len(base) > _BASE_MAX:
+                base = "/tmp"  # a long TMPDIR would not fit a socket path
+        _sweep(base)
+        prefix = f"{_PREFIX}{os.getpid()}-"
+        self.path = tempfile.mkdtemp(prefix=prefix, dir=base)  # mode 0700
+        self._users = 0
+        self._lock = threading.Lock()
+
+    def file(self, name: str) -> str:
+        """A path in the directory (``name`` short: socket paths are limited)."""
+        return os.path.join(self.path, name)
+
+    def hold(self) -> None:
+        """One more connection uses the directory."""
+        with self._lock:
+            self._users += 1
+
+    def release(self) -> None:
+        """A connection is done with it; the last one removes it."""
+        with self._lock:
+            self._users -= 1
+            last = self._users <= 0
+        if last:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _sweep(base: str) -> None:
+    """Remove our directories left by controllers that were killed (SIGKILL skips cleanup).
+
+    Their masters are gone (killed with them); only logs remain.
+    """
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(base):
+            pid = entry.name[len(_PREFIX) :].split("-")[0]
+            if not entry.name.startswith(_PREFIX) or not pid.isdigit():
+                continue
+            if entry.stat(follow_symlinks=False).st_uid == os.getuid() and not _running(int(pid)):
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class OpenSshConnection:
+    """One host, reached through its master connection."""
+
+    def __init__(
+        self,
+        host: str,
+        master: subprocess.Popen[bytes],
+        session_argv: list[str],
+        on_close: Callable[[], None],
+        master_log: str | None = None,
+    ) -> None:
+        self.host = host
+        self._master = master
+        self._master_log = master_log
+        self._session_argv = session_argv  # ends with the options; alias and command follow
+        self._on_close = on_close
+        self._sessions: list[subprocess.Popen[bytes]] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def session_argv(self) -> list[str]:
+        """``ssh`` and its options for one more session over the master (rsync's ``--rsh``)."""
+        return list(self._session_argv)
+
+    def start(self, command: str, stdin: bytes = b"") -> LocalProcess:
+        """Run ``command`` on the host over the master; ``stdin`` is written first."""
+        popen = self._spawn(["--", self.host, command])
+        process = SessionProcess(popen, self)
+        if stdin:
+            process.send(stdin)
+        return process
+
+    def open_sftp(self) -> paramiko.SFTPClient:
+        """An SFTP session over the master (``--sync`` where the host has no rsync)."""
+        ours, theirs = socket.socketpair()
+        try:
+            self._spawn(["-s", "--", self.host, "sftp"], theirs.fileno(), theirs.fileno())
+        finally:
+            theirs.close()
+        try:
+            # paramiko speaks SFTP over anything with send/recv/close/get_name.
+            return paramiko.SFTPClient(_SftpStream(ours, self.host))  # type: ignore[arg-type]
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            ours.close()
+            raise TransportError(self.host, f"cannot open SFTP: {exc}") from None
+
+    def _spawn(
+        self, tail: list[str], stdin: int = subprocess.PIPE, stdout: int = subprocess.PIPE
+    ) -> subprocess.Popen[bytes]:
+        with self._lock:
+            # A session never opens a connection of its own: ssh would fall back
+            # to one if the master were gone (a host lost is lost).
+            if self._closed or self._master.poll() is not None:
+                raise TransportError(self.host, "connection closed")
+            try:
+                popen = subprocess.Popen(
+                    [*self._session_argv, *tail],
+                    stdin=stdin,
+                    stdout=stdout,
+                    stderr=subprocess.PIPE if stdout == subprocess.PIPE else subprocess.DEVNULL,
+                    # Its own session: a Ctrl-C reaches the controller only, which
+                    # then tears every host down the same way.
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise TransportError(self.host, f"cannot run ssh: {exc}") from None
+            self._sessions = [p for p in self._sessions if p.poll() is None] + [popen]
+        return popen
+
+    def alive(self) -> bool:
+        """The master is running (it ends on a dropped link or unanswered keepalives)."""
+        return not self._closed and self._master.poll() is None
+
+    def lost_because(self, wait: float = 0.0) -> str | None:
+        """Why the master ended by itself (its last words), or None while it runs.
+
+        ``wait``: how long a master that is ending may take to exit.
+        """
+        if self._closed or self._master_log is None:
+            return None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._master.wait(wait)
+        if self._master.poll() is None:
+            return None
+        try:
+            with open(self._master_log, "rb") as log:
+                said = log.read().decode("utf-8", "replace").strip().splitlines()
+        except OSError:
+            said = []
+        return said[-1] if said else f"ssh exited with {self._master.returncode}"
+
+    def close(self) -> None:
+        """End the master: the host's sessions all see EOF. Reaps every ssh we started."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            sessions = list(self._sessions)
+        stop_process(self._master)
+        for session in sessions:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                session.wait(_SESSION_REAP_S)
+            if session.poll() is None:
+                stop_process(session)
+        self._on_close()
+
+
+class _SftpStream:
+    """The local end of an ``ssh -s sftp`` session, as paramiko's SFTPClient uses a channel."""
+
+    def __init__(self, sock: socket.socket, host: str) -> None:
+        self._sock = sock
+        self._name = f"sftp-{host}"
+
+    def send(self, data: bytes) -> int:
+        return self._sock.send(data)
+
+    def recv(self, size: int) -> bytes:
+        return self._sock.recv(size)
+
+    def close(self) -> None:
+        self._sock.close()  # ssh sees EOF and ends the session
+
+    def get_name(self) -> str:
+        return self._name
+
+
+class SessionProcess(LocalProcess):
+    """A session over the master: when the master dies under it, its stderr says why.
+
+    (A silent partition ends the master after its keepalives went unanswered;
+    the session then exits 255 with nothing else to tell.)
+    """
+
+    def __init__(self, popen: subprocess.Popen[bytes], connection: OpenSshConnection) -> None:
+        super().__init__(popen)
+        self._connection = connection
+        self._decided = False
+        self._note = b""
+
+    def read(self) -> tuple[bytes, bytes]:
+        """Available stdout and stderr; after both, the master's last words if it died."""
+        out, err = super().read()
+        self._decide()
+        note, self._note = self._note, b""
+        return out, err + note
+
+    def finished(self) -> bool:
+        """Exited with both pipes drained, and any last words read."""
+        self._decide()
+        return super().finished() and not self._note
+
+    def _decide(self) -> None:
+        if self._decided or not super().finished():
+            return
+        self._decided = True
+        if self.exit_status() == 255:
+            # The session exits as its master goes, sometimes a moment before it.
+            why = self._connection.lost_because(wait=_MASTER_EXIT_S)
+            if why is not None:
+                self._note = f"connection to {self._connection.host} lost: {why}\n".encode()
+
+
+def multiplexed_ssh_argv(connection: object) -> list[str] | None:
+    """``ssh`` with its options for one more session over ``connection``'s master, if it has one."""
+    return connection.session_argv if isinstance(connection, OpenSshConnection) else None
+
+
+def stop_process(popen: subprocess.Popen[bytes], wait: float = 2.0) -> None:
+    """SIGTERM (ssh closes the connection cleanly), SIGKILL if it lingers; reaped."""
+    if popen.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            popen.terminate()
+        try:
+            popen.wait(wait)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait()

@@ -1,0 +1,115 @@
+"""What the paramiko transport cannot do the way ``ssh`` does: refuse it by name.
+
+paramiko would otherwise connect *differently* from ssh: ignore a
+``CertificateFile``, try other keys than a FIDO one, skip Kerberos, record a
+plain host key where only a host CA is trusted. Every such setting a host needs
+is refused before anything is contacted, in one line that names the setting,
+its file:line, and the fix (``--ssh-client openssh``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.model import SshTarget
+from clusterlaunch.transport.hostkeys import KnownHosts
+from clusterlaunch.transport.sshconfig import LoadedConfig, read_ssh_config
+
+FIX = "use --ssh-client openssh"
+_OPENSSH_KEY = b"openssh-key-v1\x00"
+
+
+def check_paramiko_can_connect(
+    targets: Sequence[SshTarget], config_path: str | None, known_hosts: KnownHosts
+) -> None:
+    """Raise UsageError naming the first setting paramiko cannot honour for some target."""
+    remote = [target for target in targets if not target.is_local]
+    if not remote:
+        return
+    config = read_ssh_config(config_path)
+    refused = [(t.alias, why) for t in remote if (why := blocker(t, config, known_hosts))]
+    if refused:
+        alias, why = refused[0]
+        more = f" (and {len(refused) - 1} more host(s))" if len(refused) > 1 else ""
+        raise UsageError(f"{alias}{more}: {why}; {FIX}")
+
+
+def blocker(target: SshTarget, config: LoadedConfig, known_hosts: KnownHosts) -> str | None:
+    """Why paramiko cannot reach ``target`` as ssh would, or None."""
+    exec_line = config.match_exec()
+    if exec_line is not None:
+        return f"{exec_line.where}: Match exec: paramiko cannot evaluate it as ssh does"
+    found = config.parsed.lookup(target.alias)
+    for keyword, why in (
+        ("certificatefile", "paramiko ignores CertificateFile"),
+        ("pkcs11provider", "paramiko cannot use a PKCS#11 token"),
+        ("hostkeyalias", "paramiko ignores HostKeyAlias"),
+    ):
+        value = found.get(keyword)
+        if value and str(value).lower() != "none":
+            where = config.where(keyword, target.alias, str(value))
+            return f"{where}: {_spelled(keyword)} {value}: {why}"
+    if str(found.get("gssapiauthentication", "no")).lower() == "yes":
+        where = config.where("gssapiauthentication", target.alias, "yes")
+        return f"{where}: GSSAPIAuthentication yes: paramiko does not do Kerberos/GSSAPI here"
+    for identity in target.identity_files:
+        kind = key_type(identity)
+        if kind is not None and kind.startswith("sk-"):
+            where = config.where("identityfile", target.alias, identity)
+            return f"{where}: IdentityFile {identity}: paramiko cannot use FIDO keys ({kind})"
+    marker = known_hosts.unusable_marker(target)
+    if marker is not None:
+        what = "host certificates" if marker.kind == "@cert-authority" else "revoked keys"
+        return f"{marker.where}: {marker.kind} {marker.patterns}: paramiko cannot check {what}"
+    return None
+
+
+def _spelled(keyword: str) -> str:
+    return {
+        "certificatefile": "CertificateFile",
+        "pkcs11provider": "PKCS11Provider",
+        "hostkeyalias": "HostKeyAlias",
+    }[keyword]
+
+
+def key_type(identity: str) -> str | None:
+    """The key type of an identity file (from its ``.pub``, else its OpenSSH header), or None."""
+    path = Path(identity).expanduser()
+    try:
+        public = path.with_name(path.name + ".pub").read_text(errors="replace").split()
+    except OSError:
+        public = []
+    if public:
+        return public[0]
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    body = "".join(line for line in text.splitlines() if not line.startswith("-----"))
+    try:
+        blob = base64.b64decode(body)
+    except (binascii.Error, ValueError):
+        return None
+    return _openssh_private_key_type(blob)
+
+
+def _openssh_private_key_type(blob: bytes) -> str | None:
+    """The first public key's type in an ``openssh-key-v1`` file (readable unencrypted)."""
+    if not blob.startswith(_OPENSSH_KEY):
+        return None
+    offset = len(_OPENSSH_KEY)
+    try:
+        for _ in range(3):  # cipher name, KDF name, KDF options
+            (size,) = struct.unpack_from(">I", blob, offset)
+            offset += 4 + size
+        offset += 4  # number of keys
+        offset += 4  # length of the first public key blob
+        (size,) = struct.unpack_from(">I", blob, offset)
+        return blob[offset + 4 : offset + 4 + size].decode("ascii", "replace")
+    except struct.error:
+        return None

@@ -1,0 +1,255 @@
+"""Open paramiko connections: ProxyJump (one shared connection per jump host), retries.
+
+Host keys are always checked: ``strict`` refuses unknown keys, ``accept-new``
+records an unknown key in the user's known_hosts file, and a *changed* key is
+refused under both. A handshake the server dropped (sshd's ``MaxStartups``
+throttling a burst, a reset) is retried with backoff, a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import paramiko
+
+from clusterlaunch.core.errors import HostKeyError, TransportError
+from clusterlaunch.core.model import SshTarget
+from clusterlaunch.transport import hostkeys, sshconfig, sshfailure
+from clusterlaunch.transport.ssh import SshConnection, SshSettings
+
+
+def connect(
+    target: SshTarget,
+    settings: SshSettings,
+    known_hosts: hostkeys.KnownHosts,
+    jumps: JumpPool | None = None,
+    note: Callable[[str], None] | None = None,
+) -> SshConnection:
+    """Authenticate to ``target`` (through its ProxyJump hops) and start the keepalive.
+
+    A single hop comes from ``jumps``: one connection to it, shared by every
+    target behind it. A chain of hops is built for this target alone.
+    """
+    hops = target.proxy_jump.split(",") if target.proxy_jump else []
+    if jumps is not None and len(hops) == 1:
+        via = jumps.acquire(hops[0], target.alias)
+        try:
+            client = _open_client(target, settings, known_hosts, lambda: _tunnel(via, target), note)
+        except BaseException:
+            jumps.release(hops[0])
+            raise
+        connection = SshConnection(target.alias, [client], settings, lambda: jumps.release(hops[0]))
+        connection.start_keepalive()
+        return connection
+    chain = [target]
+    if hops:
+        config = sshconfig.load_ssh_config(settings.config_path)
+        chain = [sshconfig.jump_host(config, hop) for hop in hops] + [target]
+    clients: list[paramiko.SSHClient] = []
+    try:
+        for hop in chain:
+            previous = clients[-1] if clients else None
+            opener = None if previous is None else _opener(previous, hop)
+            clients.append(_open_client(hop, settings, known_hosts, opener, note))
+    except BaseException:
+        for client in clients:
+            client.close()
+        raise
+    connection = SshConnection(target.alias, clients, settings)
+    connection.start_keepalive()
+    return connection
+
+
+def _opener(client: paramiko.SSHClient, target: SshTarget) -> Callable[[], paramiko.Channel]:
+    return lambda: _tunnel(client, target)
+
+
+def _tunnel(client: paramiko.SSHClient, target: SshTarget) -> paramiko.Channel:
+    """A TCP stream to ``target`` through an already connected jump host."""
+    transport = client.get_transport()
+    if transport is None:
+        raise TransportError(target.alias, "jump host connection closed")
+    try:
+        return transport.open_channel(
+            "direct-tcpip", (target.hostname, target.port), ("127.0.0.1", 0)
+        )
+    except (OSError, paramiko.SSHException) as exc:
+        raise TransportError(
+            target.alias, f"jump host cannot reach {target.hostname}:{target.port}: {exc}"
+        ) from None
+
+
+def _open_client(
+    target: SshTarget,
+    settings: SshSettings,
+    known_hosts: hostkeys.KnownHosts,
+    opener: Callable[[], paramiko.Channel] | None,
+    note: Callable[[str], None] | None,
+) -> paramiko.SSHClient:
+    """A client authenticated to ``target``, transient handshake failures retried."""
+    attempt = 0
+    while True:
+        sock: paramiko.Channel | paramiko.ProxyCommand | None = None
+        if opener is not None:
+            sock = opener()
+        elif target.proxy_command:
+            sock = paramiko.ProxyCommand(target.proxy_command)
+        try:
+            return _try_client(target, settings, known_hosts, sock)
+        except _Transient as exc:
+            if attempt >= sshfailure.RETRIES:
+                raise TransportError(target.alias, exc.detail) from None
+            delay = sshfailure.backoff(attempt)
+            attempt += 1
+            if note is not None:
+                note(sshfailure.retry_note(target.alias, exc.detail, attempt, delay))
+            time.sleep(delay)
+
+
+class _Transient(Exception):
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+def _try_client(
+    target: SshTarget,
+    settings: SshSettings,
+    known_hosts: hostkeys.KnownHosts,
+    sock: paramiko.Channel | paramiko.ProxyCommand | None,
+) -> paramiko.SSHClient:
+    client = paramiko.SSHClient()
+    # paramiko has no public setter for the read-only ("system") key set; the
+    # attribute has been there since paramiko 1.x. Shared: parsed once per run.
+    client._system_host_keys = known_hosts.keys_for(target)  # type: ignore[attr-defined]
+    policy, origin = target.key_policy(settings.host_key_policy)
+    if policy == "strict":
+        client.set_missing_host_key_policy(hostkeys.StrictPolicy(origin))
+    else:
+        files = target.known_hosts_files or (str(Path("~/.ssh/known_hosts").expanduser()),)
+        client.set_missing_host_key_policy(hostkeys.AcceptNewPolicy(files[0], known_hosts.lock))
+    timeout = target.connect_timeout or settings.connect_timeout
+    try:
+        client.connect(
+            target.hostname,
+            port=target.port,
+            username=target.user,
+            # paramiko accepts a list here; its type stubs say str only.
+            key_filename=list(target.identity_files) or None,  # type: ignore[arg-type]
+            look_for_keys=not target.identities_only,
+            allow_agent=not target.identities_only,
+            timeout=timeout,
+            banner_timeout=timeout,
+            auth_timeout=timeout,
+            sock=sock,
+        )
+    except HostKeyError:
+        client.close()
+        raise
+    except paramiko.BadHostKeyException as exc:
+        client.close()
+        raise HostKeyError(target.alias, hostkeys.changed_key_message(target, exc)) from None
+    except paramiko.AuthenticationException as exc:
+        client.close()
+        who = f"{target.user}@" if target.user else ""
+        raise TransportError(
+            target.alias, f"authentication failed for {who}{target.hostname}: {exc}"
+        ) from None
+    except (OSError, EOFError, paramiko.SSHException) as exc:
+        client.close()
+        message = _network_message(target, exc, timeout)
+        if _is_transient(exc):
+            raise _Transient(message) from None
+        raise TransportError(target.alias, message) from None
+    return client
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """The server dropped us during the handshake (sshd's MaxStartups does), or reset."""
+    if isinstance(exc, ConnectionResetError | EOFError):
+        return True
+    text = str(exc)
+    return "Error reading SSH protocol banner" in text or "No existing session" in text
+
+
+def _network_message(target: SshTarget, exc: BaseException, timeout: float) -> str:
+    where = f"{target.hostname}:{target.port}"
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError) and exc.errors:
+        # paramiko wraps the per-address socket errors; the first one says why.
+        exc = next(iter(exc.errors.values()))
+    if isinstance(exc, socket.timeout | TimeoutError):
+        return f"no answer from {where} within {timeout:g} s"
+    if isinstance(exc, ConnectionRefusedError):
+        return f"connection refused by {where} (is sshd listening on that port?)"
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve {target.hostname!r}"
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        return f"cannot connect to {where}: {exc}"
+    if "No existing session" in str(exc) or "Error reading SSH protocol banner" in str(exc):
+        via = f" (through ProxyCommand {target.proxy_command!r})" if target.proxy_command else ""
+        return f"no SSH handshake with {where}{via}: the server or the proxy did not answer"
+    return f"{where}: {exc or type(exc).__name__}"
+
+
+@dataclass
+class _Shared:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    client: paramiko.SSHClient | None = None
+    error: TransportError | None = None
+    users: int = 0
+
+
+class JumpPool:
+    """One connection per jump host, shared by every target behind it.
+
+    The first target to need a jump host opens it; the others wait for that
+    handshake instead of starting their own (64 targets, one bastion login).
+    A jump host that failed fails its targets at once, with its reason.
+    """
+
+    def __init__(
+        self,
+        settings: SshSettings,
+        known_hosts: hostkeys.KnownHosts,
+        note: Callable[[str], None] | None = None,
+    ) -> None:
+        self._settings = settings
+        self._known_hosts = known_hosts
+        self._note = note
+        self._lock = threading.Lock()
+        self._shared: dict[str, _Shared] = {}
+
+    def acquire(self, hop: str, alias: str) -> paramiko.SSHClient:
+        """The connection to ``hop`` (opened on first use) for target ``alias``."""
+        with self._lock:
+            shared = self._shared.setdefault(hop, _Shared())
+        with shared.lock:
+            if shared.client is None and shared.error is None:
+                config = sshconfig.load_ssh_config(self._settings.config_path)
+                jump = sshconfig.jump_host(config, hop)
+                try:
+                    shared.client = _open_client(
+                        jump, self._settings, self._known_hosts, None, self._note
+                    )
+                except TransportError as exc:
+                    shared.error = exc
+            if shared.error is not None:
+                raise TransportError(alias, f"jump host {hop}: {shared.error.detail}")
+            assert shared.client is not None
+            shared.users += 1
+            return shared.client
+
+    def release(self, hop: str) -> None:
+        """A target is done with ``hop``; the last one closes it."""
+        with self._lock:
+            shared = self._shared[hop]
+        with shared.lock:
+            shared.users -= 1
+            if shared.users == 0 and shared.client is not None:
+                shared.client.close()
+                shared.client = None

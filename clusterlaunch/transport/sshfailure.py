@@ -1,0 +1,108 @@
+"""Why an OpenSSH client failed to connect, from what it printed: the same words as paramiko's.
+
+A user switching ``--ssh-client`` should read the same sentence for the same
+problem (a refused port, an unknown or changed host key, a failed login), and
+the connection loop needs to know which failures are worth a retry.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+from clusterlaunch.core.errors import HostKeyError, TransportError
+from clusterlaunch.core.model import SshTarget
+
+# sshd dropped the connection before or during the key exchange: MaxStartups
+# throttling a burst, a server restarting, a reset in the network.
+_TRANSIENT = (
+    "kex_exchange_identification",
+    "Connection reset by peer",
+    "banner exchange",
+    "Connection closed by",
+    "ssh_exchange_identification",
+)
+RETRIES = 3
+"""Transient handshake failures retried per host (then it is a failure like any other)."""
+BACKOFF_S = 0.5
+"""First retry after about this long, doubling."""
+_FINGERPRINT = re.compile(r"(SHA256:[A-Za-z0-9+/=]+)")
+_OFFENDING = re.compile(r"Offending \S+ key in (\S+):(\d+)")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failure that will not go away by trying again."""
+
+    detail: str
+    host_key: bool = False
+
+    def error(self, alias: str) -> TransportError:
+        """The error for host ``alias``."""
+        return (HostKeyError if self.host_key else TransportError)(alias, self.detail)
+
+
+@dataclass(frozen=True)
+class Transient(Failure):
+    """A failure during the handshake that a retry may not meet again."""
+
+
+def classify(target: SshTarget, said: str, policy_override: str | None) -> Failure:
+    """The failure an ssh client that exited with ``said`` on stderr stands for."""
+    lines = [line.strip() for line in said.splitlines() if line.strip()]
+    last = lines[-1] if lines else "ssh exited without saying why"
+    where = f"{target.hostname}:{target.port}"
+    text = "\n".join(lines)
+    if "REMOTE HOST IDENTIFICATION HAS CHANGED" in text or "HOST KEY HAS CHANGED" in text:
+        return Failure(_changed_key(target, text), host_key=True)
+    if "Host key verification failed" in text:
+        origin = target.key_policy(policy_override)[1]
+        why = next((line for line in lines if "host key" in line.lower()), last)
+        return Failure(
+            f"unknown host key ({origin}): {why}; add it to known_hosts (ssh-keyscan) or "
+            "connect once with --host-key-policy accept-new",
+            host_key=True,
+        )
+    if "Connection refused" in text:
+        return Failure(f"connection refused by {where} (is sshd listening on that port?)")
+    if "Could not resolve hostname" in text:
+        return Failure(f"cannot resolve {target.hostname!r}")
+    if "banner exchange" in text:  # the server accepted, then said nothing in time
+        return Transient(f"no SSH handshake with {where}: {last}")
+    if "timed out" in text:
+        return Failure(f"no answer from {where}: {last}")
+    if "Permission denied" in text:
+        who = f"{target.user}@" if target.user else ""
+        return Failure(f"authentication failed for {who}{target.hostname}: {last}")
+    if any(mark in text for mark in _TRANSIENT):
+        return Transient(f"no SSH handshake with {where}: {last}")
+    return Failure(f"{where}: {last}")
+
+
+def backoff(attempt: int) -> float:
+    """Seconds before retry ``attempt`` (0-based), jittered so a burst of hosts spreads out."""
+    return BACKOFF_S * 2**attempt * random.uniform(0.75, 1.25)
+
+
+def retry_note(alias: str, detail: str, attempt: int, delay: float) -> str:
+    """The line a retried handshake leaves in controller.log (and on --verbose)."""
+    return f"{alias}: {detail}; retry {attempt}/{RETRIES} in {delay:.1f} s"
+
+
+def timed_out(target: SshTarget, timeout: float) -> str:
+    """A master that neither connected nor failed in time."""
+    return f"no SSH session with {target.hostname}:{target.port} within {3 * timeout:g} s"
+
+
+def _changed_key(target: SshTarget, text: str) -> str:
+    offered = _FINGERPRINT.search(text)
+    offending = _OFFENDING.search(text)
+    name = target.hostname if target.port == 22 else f"[{target.hostname}]:{target.port}"
+    known = f"{offending[1]}:{offending[2]}" if offending else "known_hosts"
+    file = offending[1] if offending else (target.known_hosts_files or ("~/.ssh/known_hosts",))[0]
+    return (
+        f"HOST KEY CHANGED (known in {known}, offered {offered[1] if offered else 'another key'})"
+        f"; refusing to connect. If the host was really reinstalled, remove the old key: "
+        f"ssh-keygen -R '{name}' -f {file}"
+    )

@@ -1,0 +1,158 @@
+"""``Include`` in an OpenSSH client config, expanded as ssh_config(5) says.
+
+paramiko's parser ignores ``Include`` (paramiko#1609), so a host defined in an
+included file was planned with the alias as its address while rsync's ``ssh -F``
+found the real one. Here the config is flattened into one text that paramiko
+parses the way ``ssh`` reads the files, and every line remembers the file and
+line it came from, for error messages.
+
+The rules followed (OpenSSH readconf.c): each argument is a glob, expanded in
+lexical order; a relative path means ``~/.ssh/<path>`` (this is a user config:
+``-F`` files are user configs too); a pattern that matches nothing is skipped;
+an Include inside a ``Host``/``Match`` block only applies where that block
+does (its own ``Host``/``Match`` lines are combined with the enclosing
+condition); after the included files, the including file continues in the block
+it was in; nesting deeper than 16 levels is an error (as in ssh).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shlex
+from dataclasses import dataclass
+
+from clusterlaunch.core.errors import UsageError
+
+MAX_DEPTH = 16
+"""OpenSSH's READCONF_MAX_DEPTH: an Include cycle ends here instead of looping."""
+
+
+@dataclass(frozen=True)
+class ConfigLine:
+    """One line of the flattened config and where it was written."""
+
+    path: str
+    lineno: int
+    keyword: str
+    """Lower case; ``""`` for blank and comment lines."""
+    value: str
+    text: str
+    """What paramiko parses (a rewritten header for Host/Match lines inside an Include)."""
+
+    @property
+    def where(self) -> str:
+        """``file:line``, for messages."""
+        return f"{self.path}:{self.lineno}"
+
+
+def split_line(text: str) -> tuple[str, str]:
+    """(keyword in lower case, value) of a config line; ``("", "")`` for blanks and comments."""
+    stripped = text.strip()
+    if not stripped or stripped.startswith("#"):
+        return "", ""
+    head = stripped.replace("=", " ", 1) if "=" in stripped.split(None, 1)[0] else stripped
+    parts = head.split(None, 1)
+    keyword = parts[0].lower()
+    value = parts[1].strip() if len(parts) > 1 else ""
+    if value.startswith("="):
+        value = value[1:].strip()
+    return keyword, value
+
+
+def flatten(path: str) -> list[ConfigLine]:
+    """Every line of the config at ``path``, with its Includes expanded in place."""
+    return _Flattener().read(path, (), 0)
+
+
+def words(value: str, where: str) -> list[str]:
+    """A value split as ssh splits arguments (quotes kept together, ``#`` ends the line)."""
+    try:
+        return shlex.split(value, comments=True)
+    except ValueError as exc:
+        raise UsageError(f"{where}: cannot split {value!r}: {exc}") from None
+
+
+class _Flattener:
+    def __init__(self) -> None:
+        self.lines: list[ConfigLine] = []
+
+    def read(self, path: str, outer: tuple[str, ...], depth: int) -> list[ConfigLine]:
+        """Append ``path``'s lines under the condition ``outer`` (Match criteria, or none)."""
+        try:
+            with open(path, encoding="utf-8") as handle:
+                texts = handle.read().splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{path}: cannot read the SSH config: {exc}") from None
+        header: ConfigLine | None = None  # the block the next lines belong to
+        for lineno, text in enumerate(texts, start=1):
+            keyword, value = split_line(text)
+            line = ConfigLine(path, lineno, keyword, value, text)
+            if keyword in ("host", "match"):
+                line = self._header(line, outer)
+                header = line
+                self.lines.append(line)
+            elif keyword == "include":
+                self._include(line, outer if header is None else _criteria(header), depth)
+                # ssh restores the including file's block after the included files.
+                self.lines.append(self._reopen(line, header, outer))
+            else:
+                self.lines.append(line)
+        return self.lines
+
+    def _include(self, line: ConfigLine, condition: tuple[str, ...], depth: int) -> None:
+        if depth + 1 > MAX_DEPTH:
+            raise UsageError(
+                f"{line.where}: Include nested more than {MAX_DEPTH} levels deep "
+                "(does a file include itself?)"
+            )
+        for pattern in words(line.value, line.where):
+            if not os.path.isabs(pattern) and not pattern.startswith("~"):
+                pattern = os.path.join("~/.ssh", pattern)
+            for found in sorted(glob.glob(os.path.expanduser(pattern))):
+                self.read(found, condition, depth + 1)
+
+    def _header(self, line: ConfigLine, outer: tuple[str, ...]) -> ConfigLine:
+        """A Host/Match line, combined with the condition of the block that included its file."""
+        if not outer:
+            return line
+        criteria = _merge(outer, _criteria(line))
+        text = "Match " + " ".join(shlex.quote(word) for word in criteria)
+        return ConfigLine(line.path, line.lineno, "match", text[6:], text)
+
+    def _reopen(
+        self, include: ConfigLine, header: ConfigLine | None, outer: tuple[str, ...]
+    ) -> ConfigLine:
+        if header is not None:
+            text = header.text
+        elif outer:
+            text = "Match " + " ".join(shlex.quote(word) for word in outer)
+        else:
+            text = "Host *"
+        keyword, value = split_line(text)
+        return ConfigLine(include.path, include.lineno, keyword, value, text)
+
+
+def _criteria(header: ConfigLine) -> tuple[str, ...]:
+    """A Host or Match line as Match criteria (``Host a b`` is ``originalhost a,b``)."""
+    found = words(header.value, header.where)
+    if header.keyword == "host":
+        return ("originalhost", ",".join(found)) if found else ("all",)
+    return tuple(found)
+
+
+def _merge(outer: tuple[str, ...], inner: tuple[str, ...]) -> tuple[str, ...]:
+    """Both conditions at once; ``all`` drops out next to any other criterion."""
+    pairs = [pair for pair in (*_pairs(outer), *_pairs(inner)) if pair != ("all",)]
+    return tuple(word for pair in pairs for word in pair) or ("all",)
+
+
+def _pairs(criteria: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Match criteria as (keyword, argument) pairs; ``all``/``canonical``/``final`` stand alone."""
+    pairs: list[tuple[str, ...]] = []
+    rest = list(criteria)
+    while rest:
+        keyword = rest.pop(0)
+        alone = keyword.lstrip("!").lower() in ("all", "canonical", "final") or not rest
+        pairs.append((keyword,) if alone else (keyword, rest.pop(0)))
+    return pairs

@@ -1,0 +1,257 @@
+"""Establish the OpenSSH master connections of a job, all at once.
+
+Every master is spawned from the calling thread (the controller's main thread)
+and watched by one loop, without a thread per host: a master is up when its
+control socket appears (ssh creates it after authentication), failed when it
+exits (its stderr, kept in a file, says why). Spawning from the main thread
+matters: with ``setpriv --pdeathsig`` the kernel ends a master when the
+thread that spawned it ends, so a killed controller leaves no master behind.
+
+Transient failures (a reset during the handshake, a server that closed before
+its banner: sshd's ``MaxStartups`` does that to bursts of connections) are
+retried with backoff, a bounded number of times, each retry noted. A host
+behind a single ProxyJump hop reaches it through one shared master connection
+to the jump host (``ssh -W`` over it), so 64 targets make one bastion login.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from clusterlaunch.core import commands
+from clusterlaunch.core.errors import HostProblem, TransportError, UsageError
+from clusterlaunch.core.model import SshTarget
+from clusterlaunch.core.sshargv import Keepalive, Mux, ssh_argv
+from clusterlaunch.transport import sshconfig, sshfailure
+from clusterlaunch.transport.openssh import ControlDir, OpenSshConnection, stop_process
+from clusterlaunch.transport.ssh import SshSettings
+
+_POLL_S = 0.01
+
+
+@dataclass(frozen=True)
+class MasterSettings:
+    """What every master of the job shares."""
+
+    config_file: str
+    connect_timeout: float
+    keepalive: Keepalive
+    policy_override: str | None
+    config_path: str | None
+
+
+@dataclass(eq=False)
+class _Master:
+    """One master being established: the host, or a shared jump host."""
+
+    key: str
+    target: SshTarget
+    socket: str
+    log: str
+    jump: _Master | None = None
+    attempt: int = 0
+    not_before: float = 0.0
+    popen: subprocess.Popen[bytes] | None = None
+    deadline: float = 0.0
+    error: TransportError | None = None
+    users: list[_Master] = field(default_factory=list)
+
+    @property
+    def ready(self) -> bool:
+        return self.popen is not None and self.error is None and os.path.exists(self.socket)
+
+
+def connect_all(
+    targets: Sequence[SshTarget],
+    ssh: SshSettings,
+    fanout: int,
+    note: Callable[[str], None],
+) -> tuple[dict[str, OpenSshConnection], list[HostProblem]]:
+    """A master per target (and per shared jump host); connections and failures by alias."""
+    interval = max(1, round(ssh.keepalive_interval))
+    settings = MasterSettings(
+        config_file=sshconfig.ssh_config_file(ssh.config_path),
+        connect_timeout=ssh.connect_timeout,
+        keepalive=Keepalive(interval, max(1, math.ceil(ssh.dead_after / interval))),
+        policy_override=ssh.host_key_policy,
+        config_path=ssh.config_path,
+    )
+    if not targets:
+        return {}, []
+    if shutil.which("ssh") is None:
+        raise UsageError("--ssh-client openssh needs the OpenSSH client (ssh) on PATH")
+    control = ControlDir()
+    control.hold()  # until the connections exist: then each holds it
+    masters = _plan(targets, settings, control)
+    try:
+        _establish(masters, settings, fanout, note)
+        return _connections(masters, settings, control)
+    except BaseException:
+        for master in masters:
+            if master.popen is not None:
+                stop_process(master.popen)
+        raise
+    finally:
+        control.release()
+
+
+def _plan(
+    targets: Sequence[SshTarget], settings: MasterSettings, control: ControlDir
+) -> list[_Master]:
+    """Jump hosts first (their users wait for them), then every target."""
+    jumps: dict[str, _Master] = {}
+    masters: list[_Master] = []
+    config = None
+    for index, target in enumerate(targets):
+        master = _Master(
+            target.alias, target, control.file(f"{index}"), control.file(f"{index}.log")
+        )
+        hop = target.proxy_jump
+        if hop and "," not in hop:  # a chain of hops stays ssh's own ProxyJump
+            if hop not in jumps:
+                config = config or sshconfig.load_ssh_config(settings.config_path)
+                jump = sshconfig.jump_host(config, hop)
+                name = f"j{len(jumps)}"
+                jumps[hop] = _Master(hop, jump, control.file(name), control.file(f"{name}.log"))
+            master.jump = jumps[hop]
+            jumps[hop].users.append(master)
+        masters.append(master)
+    return [*jumps.values(), *masters]
+
+
+def _argv(master: _Master, settings: MasterSettings, mux: Mux) -> list[str]:
+    target = master.target
+    strict = target.key_policy(settings.policy_override)[0] == "strict"
+    proxy = None
+    if master.jump is not None:
+        via = _argv(master.jump, settings, Mux(master.jump.socket))
+        proxy = commands.proxy_command([*via, "-W", "%h:%p", "--", master.jump.target.alias])
+    return ssh_argv(
+        target,
+        config_file=settings.config_file,
+        strict=strict,
+        connect_timeout=settings.connect_timeout,
+        mux=mux,
+        keepalive=settings.keepalive,
+        proxy_command=proxy,
+    )
+
+
+def _establish(
+    masters: list[_Master], settings: MasterSettings, fanout: int, note: Callable[[str], None]
+) -> None:
+    waiting = list(masters)
+    running: list[_Master] = []
+    while waiting or running:
+        now = time.monotonic()
+        for master in list(waiting):
+            if len(running) >= fanout:
+                break
+            if master.jump is not None and master.jump.error is not None:
+                master.error = TransportError(master.key, f"jump host {master.jump.key}: "
+                                              f"{master.jump.error.detail}")  # fmt: skip
+                waiting.remove(master)
+            elif now >= master.not_before and (master.jump is None or master.jump.ready):
+                _spawn(master, settings)
+                waiting.remove(master)
+                running.append(master)
+        for master in list(running):
+            if _settled(master, settings, note):
+                running.remove(master)
+                if master.error is None and master.popen is None:
+                    waiting.append(master)  # a retry, after its backoff
+        time.sleep(_POLL_S)
+
+
+def _spawn(master: _Master, settings: MasterSettings) -> None:
+    argv = _argv(master, settings, Mux(master.socket, master=True))
+    argv += ["-N", "--", master.target.alias]
+    # Tie the master's life to ours: killed with us, it leaves nothing running.
+    setpriv = shutil.which("setpriv")
+    prefix = [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
+    timeout = master.target.connect_timeout or settings.connect_timeout
+    with open(master.log, "wb") as log:
+        try:
+            master.popen = subprocess.Popen(
+                [*prefix, *argv],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                start_new_session=True,  # a Ctrl-C reaches us; we end it
+            )
+        except OSError as exc:
+            master.error = TransportError(master.key, f"cannot run ssh: {exc}")
+            return
+    # TCP connect, key exchange, authentication: each may take the timeout.
+    master.deadline = time.monotonic() + 3 * timeout
+
+
+def _settled(master: _Master, settings: MasterSettings, note: Callable[[str], None]) -> bool:
+    """True once ``master`` is up, failed for good, or due for a retry (popen None)."""
+    if master.error is not None or master.ready:
+        return True
+    popen = master.popen
+    assert popen is not None
+    if popen.poll() is None:
+        if time.monotonic() < master.deadline:
+            return False
+        stop_process(popen)
+        timeout = master.target.connect_timeout or settings.connect_timeout
+        master.error = TransportError(master.key, sshfailure.timed_out(master.target, timeout))
+        return True
+    with open(master.log, "rb") as log:
+        said = log.read().decode("utf-8", "replace")
+    failure = sshfailure.classify(master.target, said, settings.policy_override)
+    if isinstance(failure, sshfailure.Transient) and master.attempt < sshfailure.RETRIES:
+        delay = sshfailure.backoff(master.attempt)
+        master.attempt += 1
+        note(sshfailure.retry_note(master.key, failure.detail, master.attempt, delay))
+        master.popen = None
+        master.not_before = time.monotonic() + delay
+        return True
+    master.error = failure.error(master.key)
+    return True
+
+
+def _connections(
+    masters: list[_Master], settings: MasterSettings, control: ControlDir
+) -> tuple[dict[str, OpenSshConnection], list[HostProblem]]:
+    connections: dict[str, OpenSshConnection] = {}
+    problems: list[HostProblem] = []
+    for master in masters:
+        if master.users:  # a jump host: lives while a connection behind it does
+            continue
+        if master.error is not None:
+            problems.append(HostProblem(master.key, "connect", master.error.detail))
+            continue
+        assert master.popen is not None
+        control.hold()
+        connections[master.key] = OpenSshConnection(
+            master.key,
+            master.popen,
+            _argv(master, settings, Mux(master.socket)),
+            _closer(master, control),
+            master.log,
+        )
+    for jump in (m for m in masters if m.users):
+        if not any(user.key in connections for user in jump.users) and jump.popen is not None:
+            stop_process(jump.popen)
+    return connections, problems
+
+
+def _closer(master: _Master, control: ControlDir) -> Callable[[], None]:
+    def close() -> None:
+        jump = master.jump
+        if jump is not None:
+            jump.users.remove(master)
+            if not jump.users and jump.popen is not None:
+                stop_process(jump.popen)
+        control.release()
+
+    return close

@@ -1,0 +1,74 @@
+"""Resolve hosts with ``ssh -G``: for configs only the OpenSSH client can evaluate.
+
+``Match exec`` runs a command to decide whether a block applies; paramiko
+would need the ``invoke`` package and still run it differently from ssh. So
+for such a config, each host's options come from ``ssh -G`` (which prints the
+options ssh would use, without connecting), one process per host, in parallel.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from typing import Any
+
+from clusterlaunch.controller.fanout import Failed, run_parallel
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
+from clusterlaunch.transport import sshconfig
+
+_TIMEOUT_S = 30.0
+"""``Match exec`` commands are the user's; give them time, but not forever."""
+_KEPT = ("hostname", "port", "user", "userknownhostsfile", "identitiesonly")
+_KEPT_UNLESS_NONE = ("proxyjump", "proxycommand", "connecttimeout")
+_STRICT = {"true": "yes", "false": "no", "yes": "yes", "no": "no", "accept-new": "accept-new"}
+"""``ssh -G`` prints ``ask`` (the default) when unset: left out, so the default applies."""
+
+
+def resolve_with_ssh(config: str, specs: Sequence[HostSpec], why: str) -> list[SshTarget]:
+    """Every host resolved by ``ssh -G -F config`` (``why``: the line that needs it)."""
+    results = run_parallel(lambda spec: _resolve(config, spec, why), specs, 16, "ssh-G")
+    targets = []
+    for result in results:
+        if isinstance(result, Failed):
+            raise result.error
+        targets.append(result)
+    return targets
+
+
+def _resolve(config: str, spec: HostSpec, why: str) -> SshTarget:
+    if spec.host == LOCALHOST:
+        return SshTarget(alias=LOCALHOST, hostname=LOCALHOST, port=0, user=spec.user)
+    argv = ["ssh", "-G", "-F", config]
+    if spec.port:
+        argv += ["-p", str(spec.port)]
+    if spec.user:
+        argv += ["-l", spec.user]
+    try:
+        done = subprocess.run(
+            [*argv, "--", spec.host],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=_TIMEOUT_S,
+            start_new_session=True,  # a Ctrl-C reaches us; we stop it
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"{why}: Match exec needs ssh -G to resolve {spec.host}: {exc}") from None
+    if done.returncode != 0:
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+        raise UsageError(f"{why}: ssh -G {spec.host} failed: {said[0]}")
+    return sshconfig.target_from(parse_options(done.stdout.decode("utf-8", "replace")), spec)
+
+
+def parse_options(text: str) -> dict[str, Any]:
+    """``ssh -G`` output as the option mapping :func:`sshconfig.target_from` reads."""
+    found: dict[str, Any] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key in _KEPT or (key in _KEPT_UNLESS_NONE and value != "none"):
+            found[key] = value
+        elif key == "stricthostkeychecking" and value in _STRICT:
+            found[key] = _STRICT[value]
+    # Identity files are left to ssh, which reads the same config (-G lists its
+    # defaults too, which need not exist).
+    return found

@@ -1,0 +1,161 @@
+"""known_hosts read as ssh reads it, and what the paramiko client refuses (by name)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import paramiko
+import pytest
+
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.model import SshTarget
+from clusterlaunch.core.sshargv import Keepalive, Mux, ssh_argv
+from clusterlaunch.transport import hostkeys, sshcompat, sshfailure
+
+KEY = "AAAAC3NzaC1lZDI1NTE5AAAAIN5gnNP1GyQRzR8XWXyP1PtVCGbTHozmWflzzbv9VwPC"
+
+
+def _target(tmp_path: Path, host: str = "10.0.0.1", port: int = 22, **kw: object) -> SshTarget:
+    return SshTarget(
+        alias="n0",
+        hostname=host,
+        port=port,
+        known_hosts_files=(str(tmp_path / "known_hosts"),),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def _check(tmp_path: Path, target: SshTarget, config: str = "") -> None:
+    path = tmp_path / "config"
+    path.write_text(config)
+    sshcompat.check_paramiko_can_connect([target], str(path), hostkeys.KnownHosts())
+
+
+def test_marker_lines_are_kept_aside_not_fatal(tmp_path: Path) -> None:
+    known = tmp_path / "known_hosts"
+    known.write_text(
+        f"@cert-authority *.example.org ssh-ed25519 {KEY}\n"
+        "garbage line\n"
+        f"10.0.0.1 ssh-ed25519 {KEY}\n"
+        f"@revoked 10.9.9.9 ssh-ed25519 {KEY}\n"
+    )
+    keys = hostkeys.TolerantHostKeys()
+    keys.load(str(known))  # paramiko's own load raised InvalidHostKey here
+    assert keys.lookup("10.0.0.1") is not None
+    assert [(m.kind, m.where) for m in keys.markers] == [
+        ("@cert-authority", f"{known}:1"),
+        ("@revoked", f"{known}:4"),
+    ]
+    _check(tmp_path, _target(tmp_path))  # neither marker is about 10.0.0.1
+
+
+def test_a_matching_cert_authority_is_refused_unless_a_plain_key_is_known(tmp_path: Path) -> None:
+    (tmp_path / "known_hosts").write_text(f"@cert-authority [10.0.0.*]:2222 ssh-ed25519 {KEY}\n")
+    target = _target(tmp_path, port=2222)
+    with pytest.raises(UsageError) as refused:
+        _check(tmp_path, target)
+    assert str(refused.value) == (
+        f"n0: {tmp_path}/known_hosts:1: @cert-authority [10.0.0.*]:2222: paramiko cannot "
+        "check host certificates; use --ssh-client openssh"
+    )
+    with (tmp_path / "known_hosts").open("a") as known:
+        known.write(f"[10.0.0.1]:2222 ssh-ed25519 {KEY}\n")
+    _check(tmp_path, target)  # paramiko checks the plain key, as ssh would
+
+
+def test_hashed_and_negated_patterns(tmp_path: Path) -> None:
+    hashed = paramiko.HostKeys.hash_host("10.0.0.1")
+    assert hostkeys.host_matches(hashed, "10.0.0.1")
+    assert not hostkeys.host_matches(hashed, "10.0.0.2")
+    assert not hostkeys.host_matches("10.0.0.*,!10.0.0.1", "10.0.0.1")
+    assert hostkeys.host_matches("10.0.0.*,!10.0.0.1", "10.0.0.3")
+    assert not hostkeys.host_matches("|1|bad|base64!", "10.0.0.1")
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ("Host n0\n    CertificateFile /c-cert.pub\n", ":2: CertificateFile /c-cert.pub"),
+        ("Host *\n  GSSAPIAuthentication yes\n", ":2: GSSAPIAuthentication yes"),
+        ("Host n*\n  HostKeyAlias other\n", ":2: HostKeyAlias other"),
+        ('Match exec "true"\n  Port 2\n', ":1: Match exec"),
+    ],
+)
+def test_settings_paramiko_cannot_honour_are_named(
+    tmp_path: Path, config: str, expected: str
+) -> None:
+    with pytest.raises(UsageError, match="use --ssh-client openssh") as refused:
+        _check(tmp_path, _target(tmp_path), config)
+    assert f"{tmp_path}/config{expected}" in str(refused.value)
+
+
+def test_a_fido_identity_is_refused(tmp_path: Path) -> None:
+    key = tmp_path / "id_sk"
+    key.write_text("private")
+    key.with_name("id_sk.pub").write_text(f"sk-ssh-ed25519@openssh.com {KEY} me\n")
+    with pytest.raises(UsageError, match="paramiko cannot use FIDO keys"):
+        _check(tmp_path, _target(tmp_path, identity_files=(str(key),)))
+
+
+def test_key_type_read_from_an_openssh_private_key(tmp_path: Path) -> None:
+    key = tmp_path / "id"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    key.with_name("id.pub").unlink()
+    assert sshcompat.key_type(str(key)) == "ssh-ed25519"
+
+
+@pytest.mark.parametrize(
+    ("said", "expected", "kind"),
+    [
+        ("ssh: connect to host 10.0.0.1 port 22: Connection refused", "connection refused by", ""),
+        ("kex_exchange_identification: read: Connection reset by peer", "no SSH handshake", "t"),
+        ("Connection timed out during banner exchange", "no SSH handshake", "t"),
+        ("ssh: Could not resolve hostname nope: Name or service not known", "cannot resolve", ""),
+        ("root@10.0.0.1: Permission denied (publickey).", "authentication failed for", ""),
+        ("No ED25519 host key is known for x.\nHost key verification failed.", "unknown host", "k"),
+    ],
+)
+def test_openssh_failures_read_like_paramiko_ones(
+    tmp_path: Path, said: str, expected: str, kind: str
+) -> None:
+    failure = sshfailure.classify(_target(tmp_path), said, None)
+    assert failure.detail.startswith(expected)
+    assert isinstance(failure, sshfailure.Transient) == (kind == "t")
+    assert failure.host_key == (kind == "k")
+
+
+def test_changed_key_names_the_offending_line(tmp_path: Path) -> None:
+    said = (
+        "@@@@@\nWARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!\n"
+        "The fingerprint for the ED25519 key sent by the remote host is\nSHA256:abc+/=.\n"
+        "Offending ED25519 key in /kh:3\nHost key verification failed.\n"
+    )
+    detail = sshfailure.classify(_target(tmp_path, port=2200), said, None).detail
+    assert detail.startswith("HOST KEY CHANGED (known in /kh:3, offered SHA256:abc+/=)")
+    assert "ssh-keygen -R '[10.0.0.1]:2200' -f /kh" in detail
+
+
+def test_master_and_session_argv() -> None:
+    target = SshTarget(alias="n0", hostname="10.0.0.1", proxy_jump="b")
+    master = ssh_argv(
+        target,
+        config_file="/c",
+        strict=True,
+        connect_timeout=5,
+        mux=Mux("/run/d/0", master=True),
+        keepalive=Keepalive(1, 6),
+    )
+    assert master[master.index("ProxyJump=b") - 1] == "-o"
+    assert master[13:17] == ["-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=6"]
+    assert "ControlMaster=yes" in master and "ControlPersist=no" in master
+    assert "ControlPath=/run/d/0" in master and "StrictHostKeyChecking=yes" in master
+    session = ssh_argv(
+        target, config_file="/c", strict=False, connect_timeout=5, mux=Mux("/d 1"),
+        proxy_command="ssh -W %h:%p -- b",
+    )  # fmt: skip
+    assert "ControlMaster=no" in session and 'ControlPath="/d 1"' in session
+    assert "ProxyCommand=ssh -W %h:%p -- b" in session and "ProxyJump=b" not in session
+    assert "StrictHostKeyChecking=accept-new" in session and "BatchMode=yes" in session
+    with pytest.raises(UsageError, match="cannot contain '%'"):
+        ssh_argv(target, config_file="/c", strict=True, connect_timeout=5, mux=Mux("/d%h"))
