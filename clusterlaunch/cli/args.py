@@ -1,8 +1,9 @@
 """From parsed flags to a request: everything checked before any file is read or host contacted.
 
-The parser itself is :mod:`clusterlaunch.cli.parser`; :mod:`clusterlaunch.cli.main`
-runs the request and maps errors to exit statuses. Bad input raises
-``UsageError``.
+The parser itself is :mod:`clusterlaunch.cli.parser`, which gives every
+command's namespace every attribute read here (``SHARED_DEFAULTS``);
+:mod:`clusterlaunch.cli.main` runs the request and maps errors to exit
+statuses. Bad input raises ``UsageError``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from clusterlaunch.controller.launcher import JobRequest
 from clusterlaunch.core import limits
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.lines import parse_rank_filter
-from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, JobPlan, LaunchOptions
+from clusterlaunch.core.model import JobPlan, LaunchOptions
 from clusterlaunch.core.planner import new_job_id, parse_env_assignments
 from clusterlaunch.core.torchrunargs import parse_torchrun_args
 from clusterlaunch.transport import SshSettings
@@ -25,9 +26,6 @@ from clusterlaunch.transport import SshSettings
 _ASCII_NUMBER = re.compile(r"[0-9]+")
 _JOB_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _RUNS_NO_SCRIPT_FILE = ("--no-python", "--no_python", "-m", "--module")
-# Text flags, by argparse dest: sent to the hosts (must be UTF-8) or used here only.
-_SENT_TEXT = {"python": "--python", "workdir": "--workdir", "script": "SCRIPT"}
-_LOCAL_TEXT = {"hosts": "HOSTS", "ssh_config": "--ssh-config", "log_dir": "--log-dir"}
 
 
 def check_words(args: argparse.Namespace) -> None:
@@ -37,29 +35,30 @@ def check_words(args: argparse.Namespace) -> None:
     words sent to the hosts must be UTF-8 (non-UTF-8 bytes in argv arrive as
     surrogate escapes and failed to encode after the preflight).
     """
-    for dest, flag in (*_SENT_TEXT.items(), *_LOCAL_TEXT.items()):
-        value = getattr(args, dest, None)
-        if value is not None:
-            limits.text(flag, value, sent=dest in _SENT_TEXT)
-    for pattern in getattr(args, "forward_env", ()):
+    sent = {"--python": args.python, "--workdir": args.workdir, "SCRIPT": args.script}
+    local = {"HOSTS": args.hosts, "--ssh-config": args.ssh_config, "--log-dir": args.log_dir}
+    for texts, is_sent in ((sent, True), (local, False)):
+        for flag, value in texts.items():
+            if value is not None:
+                limits.text(flag, value, sent=is_sent)
+    for pattern in args.forward_env:
         limits.text("--forward-env", pattern, sent=False)
-    for pair in getattr(args, "env", ()):
+    for pair in args.env:
         limits.sendable("--env", pair)
-    limits.sendable("--torchrun-args", getattr(args, "torchrun_args", "") or "")
+    limits.sendable("--torchrun-args", args.torchrun_args)
     words = "COMMAND" if args.command == "exec" else "SCRIPT_ARGS"
-    for word in getattr(args, "passthrough", ()):
+    for word in args.passthrough:
         limits.sendable(words, word)
-    job_id = getattr(args, "job_id", None)
-    if job_id is not None and not _JOB_ID.fullmatch(job_id):
+    if args.job_id is not None and not _JOB_ID.fullmatch(args.job_id):
         flag = "JOB_ID" if args.command == "kill" else "--job-id"
         raise UsageError(
-            f"{flag} {limits.shown(job_id)}: use 1-64 letters, digits, '.', '_' or '-'"
+            f"{flag} {limits.shown(args.job_id)}: use 1-64 letters, digits, '.', '_' or '-'"
         )
 
 
 def launch_options(args: argparse.Namespace) -> LaunchOptions:
     """The job-shaping flags, validated."""
-    port_text = getattr(args, "master_port", None)
+    port_text = args.master_port
     port_auto = port_text == "auto"
     port = None
     if port_text is not None and not port_auto:
@@ -68,21 +67,21 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
         port = int(port_text)
     if args.python is not None and ("=" in args.python or "\n" in args.python):
         raise UsageError(f"--python {args.python!r}: must be a path without '=' or newlines")
-    if getattr(args, "json", False) and not getattr(args, "dry_run", False):
+    if args.json and not args.dry_run:
         raise UsageError("--json goes with --dry-run (a running job prints its ranks' output)")
     return LaunchOptions(
-        script=getattr(args, "script", None) or "",
-        script_args=tuple(getattr(args, "passthrough", ()) if args.command == "run" else ()),
+        script=args.script or "",
+        script_args=tuple(args.passthrough if args.command == "run" else ()),
         env=parse_env_assignments(args.env),
         forward_env=tuple(args.forward_env),
         master_port=port,
         master_port_auto=port_auto,
         python=args.python,
         workdir=args.workdir,
-        torchrun_args=parse_torchrun_args(getattr(args, "torchrun_args", "") or ""),
-        grace=getattr(args, "grace", 5.0),
-        heartbeat_timeout=getattr(args, "heartbeat_timeout", 15.0),
-        setup_timeout=getattr(args, "setup_timeout", DEFAULT_SETUP_TIMEOUT),
+        torchrun_args=parse_torchrun_args(args.torchrun_args),
+        grace=args.grace,
+        heartbeat_timeout=args.heartbeat_timeout,
+        setup_timeout=args.setup_timeout,
     )
 
 
@@ -91,7 +90,7 @@ def job_request(args: argparse.Namespace) -> JobRequest:
     options = launch_options(args)
     inventory, targets, transport = slurmargs.hosts(args)
     rank_filter = None
-    if getattr(args, "ranks", None) is not None:  # --ranks '' too: it names no rank
+    if args.ranks is not None:  # --ranks '' too: it names no rank
         world = sum(spec.gpus for spec in inventory.hosts)
         try:
             rank_filter = parse_rank_filter(args.ranks, world)
@@ -101,16 +100,16 @@ def job_request(args: argparse.Namespace) -> JobRequest:
         inventory=inventory,
         targets=targets,
         options=options,
-        job_id=getattr(args, "job_id", None) or new_job_id(),
+        job_id=args.job_id or new_job_id(),
         ssh=ssh_settings(args),
         exec_argv=exec_argv(args) if args.command == "exec" else None,
         fanout=args.fanout,
-        timeout=getattr(args, "timeout", None),
+        timeout=args.timeout,
         rank_filter=rank_filter,
-        log_dir=getattr(args, "log_dir", None),
+        log_dir=args.log_dir,
         transport=transport,
-        fail_fast=getattr(args, "fail_fast", False),
-        sync=getattr(args, "sync", False),
+        fail_fast=args.fail_fast,
+        sync=args.sync,
     )
 
 

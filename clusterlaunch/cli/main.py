@@ -1,10 +1,8 @@
 """The command line: the one place that maps errors to exit statuses and handles signals.
 
-Exit statuses: 0 success; the first failing rank's own exit code; 2 bad input
-or failed preflight; 124 ``--timeout``; 129/130/143 after SIGHUP/Ctrl-C/SIGTERM;
-137 the job was stopped by ``clusterlaunch kill``; 141 stdout or stderr was
-closed (``| head``); 255 a host was lost or could not be started; 1 anything
-else, a local OSError included (one line, never a traceback).
+The statuses are :class:`clusterlaunch.core.exits.ExitStatus` (docs/cli.md
+lists them); besides those, a failing rank's own exit code. A local OSError
+nothing else expected is ``FAILED``, one line, never a traceback.
 """
 
 from __future__ import annotations
@@ -25,19 +23,17 @@ from clusterlaunch.controller import jobs
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.launcher import check, launch, make_plan
 from clusterlaunch.core import render
-from clusterlaunch.core.errors import (
-    EXIT_BROKEN_PIPE,
-    ClusterlaunchError,
-    PreflightError,
-    StopJob,
-    UsageError,
-)
+from clusterlaunch.core.errors import ClusterlaunchError, PreflightError, StopJob, UsageError
+from clusterlaunch.core.exits import ExitStatus, from_signal
 from clusterlaunch.core.hostfile import load_inventory
 from clusterlaunch.transport import close_all, connect_all
 from clusterlaunch.transport.sshconfig import resolve_targets
 
-EXIT_USAGE = 2
-_SIGNAL_EXITS = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+_SIGNAL_EXITS = {
+    signal.SIGINT: ExitStatus.INTERRUPTED,
+    signal.SIGTERM: ExitStatus.TERMINATED,
+    signal.SIGHUP: ExitStatus.HANGUP,
+}
 _SIGNAL_NAMES = {signal.SIGINT: "interrupted (Ctrl-C)", signal.SIGTERM: "terminated (SIGTERM)"}
 
 build_parser = cliparser.build_parser  # the parser, for docs and tests
@@ -53,13 +49,21 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
     limit = args.setup_timeout
     try:
         if args.command == "ps":
-            found, missed = jobs.list_jobs(reachable, targets, connections, args.python, limit)
+            found, missed = jobs.list_jobs(
+                reachable, targets, connections, args.python, limit, args.fanout
+            )
             text = render.jobs_json(found) if args.json else render.jobs_text(found, missed)
             if text:
                 console.out.write(text.encode() + b"\n")
         else:
             reports, missed = jobs.kill_job(
-                reachable, targets, connections, args.job_id, args.python, setup_timeout=limit
+                reachable,
+                targets,
+                connections,
+                args.job_id,
+                args.python,
+                setup_timeout=limit,
+                fanout=args.fanout,
             )
     finally:
         close_all(connections)
@@ -67,16 +71,16 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
     for host in unanswered:
         console.err.write(f"clusterlaunch: error: {host.host}: {host.why}\n".encode())
     if args.command == "ps":
-        return EXIT_USAGE if unanswered else 0
+        return ExitStatus.USAGE if unanswered else ExitStatus.OK
     if not reports:
         if len(unanswered) < len(inventory.hosts):
             where = "the hosts that answered" if unanswered else "these hosts"
             console.say(f"clusterlaunch: no running job {args.job_id} on {where}")
-        return EXIT_USAGE if unanswered else 1
+        return ExitStatus.USAGE if unanswered else ExitStatus.FAILED
     console.out.write(render.kill_text(args.job_id, reports).encode() + b"\n")
     if unanswered:
-        return EXIT_USAGE
-    return 0 if all(r.stopped for r in reports) else 1
+        return ExitStatus.USAGE
+    return ExitStatus.OK if all(r.stopped for r in reports) else ExitStatus.FAILED
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
@@ -86,27 +90,29 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command in ("ps", "kill"):
         return _job_control(args, console)
     request = cliargs.job_request(args)
+    plan = make_plan(request)  # once: the launch fills in an auto master port, no re-plan
     if args.command == "run" and not args.dry_run:
-        cliargs.check_local_script(make_plan(request), request.options, synced=request.sync)
-    if getattr(args, "dry_run", False):
-        plan = make_plan(request)
-        text = render.plan_json(plan) if getattr(args, "json", False) else render.plan_text(plan)
-        if not getattr(args, "json", False):
+        cliargs.check_local_script(plan, request.options, synced=request.sync)
+    if args.dry_run:
+        text = render.plan_json(plan) if args.json else render.plan_text(plan)
+        if not args.json:
             text += slurmargs.dry_run_note(request.transport)
         console.out.write(text.encode() + b"\n")
-        return 0
+        return ExitStatus.OK
     if args.command == "check":
-        result = check(request, console)
+        result = check(request, plan, console)
         console.out.write(render.preflight_text(result).encode() + b"\n")
-        return EXIT_USAGE if result.problems else 0
-    outcome = launch(request, console)
+        return ExitStatus.USAGE if result.problems else ExitStatus.OK
+    outcome = launch(request, plan, console)
     return outcome.exit_code  # the launcher has printed (and logged) the summary
 
 
 def _raise_stop(signum: int, frame: FrameType | None) -> None:
     # Signals become an exception, so every layer's ``finally`` runs teardown.
     which = signal.Signals(signum)
-    raise StopJob(_SIGNAL_EXITS.get(which, 128 + signum), _SIGNAL_NAMES.get(which, which.name))
+    raise StopJob(
+        _SIGNAL_EXITS.get(which, from_signal(signum)), _SIGNAL_NAMES.get(which, which.name)
+    )
 
 
 def _install_signal_handlers() -> None:
@@ -134,24 +140,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except PreflightError as exc:
         console.say(f"clusterlaunch: {exc}; nothing was started\n{exc.table}")
-        return EXIT_USAGE
+        return ExitStatus.USAGE
     except UsageError as exc:
         console.say(f"clusterlaunch: error: {exc}")
-        return EXIT_USAGE
+        return ExitStatus.USAGE
     except StopJob as stop:
-        if (
-            stop.exit_code != EXIT_BROKEN_PIPE
-        ):  # | head: leave quietly, as a program killed by SIGPIPE
+        if stop.exit_code != ExitStatus.BROKEN_PIPE:  # | head: leave as SIGPIPE would, quietly
             console.say(f"clusterlaunch: {stop.reason}")
         return stop.exit_code
     except ClusterlaunchError as exc:
         console.say(f"clusterlaunch: error: {exc}")
-        return 1
+        return ExitStatus.FAILED
     except OSError as exc:
         # Last resort for a local failure nothing above expected; whatever was
         # started has been torn down by the finally blocks it passed through.
         console.say(f"clusterlaunch: error: {_os_error_text(exc)}")
-        return 1
+        return ExitStatus.FAILED
     finally:
         console.err.flush(stop=False)
 

@@ -13,12 +13,39 @@ from typing import Any
 import clusterlaunch
 from clusterlaunch.cli import sandbox as sandboxargs
 from clusterlaunch.cli import slurm as slurmargs
-from clusterlaunch.core import limits
+from clusterlaunch.core import defaults, limits
 from clusterlaunch.core.errors import UsageError
-from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT
+from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.transport import POLICIES
 
 _GIVEN = "_options_given"
+# Every job command's namespace carries every attribute that cli/args.py,
+# cli/slurm.py and cli/main.py read, so they use plain attribute access: the
+# command's own flags set theirs, these the rest (each its flag's default).
+SHARED_DEFAULTS: dict[str, Any] = {
+    "python": None,
+    "workdir": None,
+    "script": None,
+    "log_dir": None,
+    "env": (),
+    "forward_env": (),
+    "torchrun_args": "",
+    "job_id": None,
+    "master_port": None,
+    "master_addr": None,
+    "transport": None,
+    "gpus_per_host": None,
+    "json": False,
+    "dry_run": False,
+    "ranks": None,
+    "timeout": None,
+    "fail_fast": False,
+    "sync": False,
+    "grace": defaults.GRACE_S,
+    "heartbeat_timeout": defaults.HEARTBEAT_TIMEOUT_S,
+    "setup_timeout": defaults.SETUP_TIMEOUT_S,
+    "passthrough": (),
+}
 
 
 class Parser(argparse.ArgumentParser):
@@ -63,11 +90,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"clusterlaunch {clusterlaunch.__version__}"
     )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    _add_run(commands.add_parser("run", help="run a torchrun job on every host"))
-    _add_exec(commands.add_parser("exec", help="run a command on every host"))
-    _add_check(commands.add_parser("check", help="run the preflight checks only"))
+    _add_run(_job_command(commands, "run", "run a torchrun job on every host"))
+    _add_exec(_job_command(commands, "exec", "run a command on every host"))
+    _add_check(_job_command(commands, "check", "run the preflight checks only"))
     _add_job_control(commands)
     sandboxargs.add_parser(commands, Parser)  # sandbox up|down: see clusterlaunch/sandbox.py
+    return parser
+
+
+def _job_command(commands: Any, name: str, summary: str) -> argparse.ArgumentParser:
+    """A subcommand that reads hosts, with every shared attribute (``SHARED_DEFAULTS``)."""
+    parser: argparse.ArgumentParser = commands.add_parser(name, help=summary)
+    parser.set_defaults(**SHARED_DEFAULTS)  # before its flags: their own defaults stay theirs
     return parser
 
 
@@ -115,13 +149,13 @@ def _add_check(chk: argparse.ArgumentParser) -> None:
 
 
 def _add_job_control(commands: Any) -> None:
-    ps = commands.add_parser("ps", help="list running clusterlaunch jobs on the hosts")
+    ps = _job_command(commands, "ps", "list running clusterlaunch jobs on the hosts")
     _add_connection_options(ps)
     ps.add_argument("--python", help="Python on the hosts (default: the hosts file's)")
     ps.add_argument("--json", action="store_true", help="one JSON object per job node")
     _add_setup_timeout(ps)
     ps.add_argument("hosts", help="hosts file")
-    kill = commands.add_parser("kill", help="tear one job down on every host")
+    kill = _job_command(commands, "kill", "tear one job down on every host")
     _add_connection_options(kill)
     kill.add_argument("--python", help="Python on the hosts (default: the hosts file's)")
     _add_setup_timeout(kill)
@@ -140,10 +174,16 @@ def _add_connection_options(parser: argparse.ArgumentParser) -> None:
         "is always refused; checking is never turned off",
     )
     group.add_argument(
-        "--fanout", type=limits.FANOUT, default=64, help="parallel connections (default 64)"
+        "--fanout",
+        type=limits.FANOUT,
+        default=defaults.FANOUT,
+        help=f"parallel connections (default {defaults.FANOUT})",
     )
     group.add_argument(
-        "--connect-timeout", type=limits.CONNECT_TIMEOUT, default=10.0, help="seconds (default 10)"
+        "--connect-timeout",
+        type=limits.CONNECT_TIMEOUT,
+        default=defaults.CONNECT_TIMEOUT_S,
+        help=f"seconds (default {defaults.CONNECT_TIMEOUT_S:g})",
     )
 
 
@@ -176,10 +216,10 @@ def _add_setup_timeout(parser: Any) -> None:
     parser.add_argument(
         "--setup-timeout",
         type=limits.SETUP_TIMEOUT,
-        default=DEFAULT_SETUP_TIMEOUT,
+        default=defaults.SETUP_TIMEOUT_S,
         metavar="SECONDS",
         help="stop a host's setup: that runs longer, and report it (default "
-        f"{DEFAULT_SETUP_TIMEOUT:g})",
+        f"{defaults.SETUP_TIMEOUT_S:g})",
     )
 
 
@@ -188,20 +228,22 @@ def _add_job_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--grace",
         type=limits.GRACE,
-        default=5.0,
-        help="seconds between SIGTERM and SIGKILL (default 5)",
+        default=defaults.GRACE_S,
+        help=f"seconds between SIGTERM and SIGKILL (default {defaults.GRACE_S:g})",
     )
     group.add_argument(
-        "--timeout", type=limits.TIMEOUT, help="wall-clock limit for the job (exit 124)"
+        "--timeout",
+        type=limits.TIMEOUT,
+        help=f"wall-clock limit for the job (exit {ExitStatus.TIMEOUT})",
     )
     group.add_argument("--log-dir", help="write one log per rank and the controller's log here")
     group.add_argument("--job-id", help="use this job id instead of a generated one")
     group.add_argument(
         "--heartbeat-timeout",
         type=limits.HEARTBEAT_TIMEOUT,
-        default=15.0,
+        default=defaults.HEARTBEAT_TIMEOUT_S,
         help="hosts end their part of the job after this long without hearing "
-        "from the controller (default 15)",
+        f"from the controller (default {defaults.HEARTBEAT_TIMEOUT_S:g})",
     )
     group.add_argument(
         "--sync",

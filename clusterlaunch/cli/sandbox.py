@@ -17,6 +17,7 @@ from clusterlaunch.core.defaults import SANDBOX_DIR as DEFAULT_DIR
 from clusterlaunch.core.defaults import SANDBOX_FIRST_PORT as FIRST_PORT
 from clusterlaunch.core.defaults import SANDBOX_HOSTS as DEFAULT_HOSTS
 from clusterlaunch.core.defaults import SANDBOX_MAX_HOSTS as MAX_HOSTS
+from clusterlaunch.core.exits import ExitStatus
 
 
 def add_parser(commands: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -64,4 +65,4 @@ def run(args: argparse.Namespace, out: BinaryIO) -> int:
         raise sandbox.SandboxError(f"sandbox {args.sandbox_command}: {exc}") from None
     out.write(text.encode())
     out.flush()
-    return 0
+    return ExitStatus.OK

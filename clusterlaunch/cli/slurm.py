@@ -76,7 +76,7 @@ def hosts(args: argparse.Namespace) -> tuple[Inventory, tuple[SshTarget, ...], s
         require_in_allocation(inventory, os.environ)
     # Said once, before anything starts (not once per host by the preflight); a dry
     # run only shows the srun line, so it needs no srun.
-    if not getattr(args, "dry_run", False) and shutil.which(SRUN) is None:
+    if not args.dry_run and shutil.which(SRUN) is None:
         raise UsageError(SRUN_MISSING)
     return inventory, slurm.srun_targets(inventory.hosts), transport
 

@@ -10,7 +10,8 @@ import os
 import sys
 from typing import Any, BinaryIO
 
-from clusterlaunch.core.errors import EXIT_BROKEN_PIPE, StopJob
+from clusterlaunch.core.errors import StopJob
+from clusterlaunch.core.exits import ExitStatus
 
 
 class Console:
@@ -81,7 +82,7 @@ class GuardedStream:
         except (OSError, ValueError):  # io.UnsupportedOperation is both
             pass
         if stop:
-            raise StopJob(EXIT_BROKEN_PIPE, f"{self.name} was closed (broken pipe)")
+            raise StopJob(ExitStatus.BROKEN_PIPE, f"{self.name} was closed (broken pipe)")
 
 
 def as_bytes(text: str) -> bytes:

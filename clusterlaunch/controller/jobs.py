@@ -10,22 +10,24 @@ as a host without jobs.
 
 from __future__ import annotations
 
-import json
 import secrets
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from clusterlaunch.controller.batch import Batch, Finished
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core import commands, setupguard
-from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, HostSpec, SshTarget
+from clusterlaunch.core.defaults import FANOUT, KILL_WAIT_S, SETUP_TIMEOUT_S
+from clusterlaunch.core.exits import ExitStatus
+from clusterlaunch.core.frames import FrameDecoder
+from clusterlaunch.core.model import HostSpec, SshTarget
 from clusterlaunch.core.planner import python_for
+from clusterlaunch.core.protocol import EVENT
 from clusterlaunch.core.reports import KillReport, RemoteJob, Unanswered
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection
-from clusterlaunch.transport.oneshot import Batch, Finished
-
-MARK = b"@@jobctl@@ "
 
 
 def jobctl_command(spec: HostSpec, python: str, args: Sequence[str], setup_timeout: float) -> str:
@@ -46,11 +48,13 @@ def list_jobs(
     targets: Sequence[SshTarget],
     connections: Mapping[str, Connection],
     python: str | None = None,
-    setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
+    setup_timeout: float = SETUP_TIMEOUT_S,
+    fanout: int = FANOUT,
 ) -> tuple[list[RemoteJob], list[Unanswered]]:
     """Every running clusterlaunch job on these hosts, one entry per node; who did not answer."""
     found: dict[tuple[str, int, int], RemoteJob] = {}
-    answers, unanswered = _ask_everywhere(specs, connections, ["list"], python, 30, setup_timeout)
+    ask = _Ask(["list"], python, 30, setup_timeout, fanout)
+    answers, unanswered = _ask_everywhere(specs, connections, ask)
     for alias, record in answers:
         host = _attribute(record, alias, targets)
         job = RemoteJob(
@@ -73,15 +77,15 @@ def kill_job(
     connections: Mapping[str, Connection],
     job_id: str,
     python: str | None = None,
-    timeout: float = 60.0,
-    setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
+    timeout: float = KILL_WAIT_S,
+    setup_timeout: float = SETUP_TIMEOUT_S,
+    fanout: int = FANOUT,
 ) -> tuple[list[KillReport], list[Unanswered]]:
     """Ask every agent of ``job_id`` on these hosts to tear its job down; wait for it."""
     args = ["kill", job_id, "--timeout", str(timeout)]
     reports: dict[tuple[int, int], KillReport] = {}
-    answers, unanswered = _ask_everywhere(
-        specs, connections, args, python, timeout + 10, setup_timeout
-    )
+    ask = _Ask(args, python, timeout + 10, setup_timeout, fanout)
+    answers, unanswered = _ask_everywhere(specs, connections, ask)
     for alias, record in answers:
         key = (int(record["node_rank"]), int(record["agent_pid"]))
         report = KillReport(
@@ -105,41 +109,63 @@ def _attribute(record: Mapping[str, Any], alias: str, targets: Sequence[SshTarge
     return alias
 
 
+@dataclass(frozen=True)
+class _Ask:
+    """One question to jobctl on every host: its arguments and how long to wait."""
+
+    args: Sequence[str]
+    python: str | None
+    timeout: float
+    setup_timeout: float
+    fanout: int
+
+
 def _ask_everywhere(
-    specs: Sequence[HostSpec],
-    connections: Mapping[str, Connection],
-    args: Sequence[str],
-    python: str | None,
-    timeout: float,
-    setup_timeout: float,
+    specs: Sequence[HostSpec], connections: Mapping[str, Connection], ask: _Ask
 ) -> tuple[list[tuple[str, dict[str, Any]]], list[Unanswered]]:
     """Run jobctl on every host: its records, and the hosts that gave no complete answer."""
-    pythons = {spec.host: python_for(spec, python, sys.executable) for spec in specs}
+    pythons = {spec.host: python_for(spec, ask.python, sys.executable) for spec in specs}
     jobs = {
         spec.host: (
             connections[spec.host],
-            jobctl_command(spec, pythons[spec.host], args, setup_timeout),
+            jobctl_command(spec, pythons[spec.host], ask.args, ask.setup_timeout),
         )
         for spec in specs
     }
     with_setup = {spec.host for spec in specs if spec.setup}
-    batch = Batch(jobs, stdin=program_source("jobctl"))
+    batch = Batch(jobs, stdin=program_source("jobctl"), fanout=ask.fanout)
     finished: dict[str, Finished] = {}
     try:
-        finished = batch.wait(timeout + (setup_timeout if with_setup else 0))
+        finished = batch.wait(ask.timeout + (ask.setup_timeout if with_setup else 0))
     finally:
         _end_stuck_setups(batch, jobs, with_setup, finished)
     answers: list[tuple[str, dict[str, Any]]] = []
     unanswered = []
     for alias, result in finished.items():
         watch = setupguard.SetupWatch(alias, expected=alias in with_setup)
-        lines = watch.feed(result.out).splitlines()
-        records = [json.loads(line[len(MARK) :]) for line in lines if line.startswith(MARK)]
+        records = jobctl_records(watch.feed(result.out))
         if {"event": "end"} in records:
             answers += [(alias, record) for record in records if record != {"event": "end"}]
         else:
             unanswered.append(Unanswered(alias, _why(result, watch, pythons[alias])))
     return answers, unanswered
+
+
+def jobctl_records(out: bytes) -> list[dict[str, Any]]:
+    """The event frames of jobctl's stdout (what the shell printed before them is ignored).
+
+    A garbled stream ends the list where it is damaged, so its ``end`` record
+    is missing and the host counts as not answered.
+    """
+    decoder = FrameDecoder()
+    records: list[dict[str, Any]] = []
+    try:
+        for frame in [*decoder.feed(out), *decoder.finish()]:
+            if frame.tag == EVENT:
+                records.append(frame.event())
+    except ValueError:  # FrameError, or an event that is not JSON
+        pass
+    return records
 
 
 def _end_stuck_setups(
@@ -171,6 +197,8 @@ def _why(result: Finished, watch: setupguard.SetupWatch, python: str) -> str:
         return f"could not ask: {result.error or 'the connection ended'}{tail}"
     if watch.running:
         return f"could not ask: setup failed with exit {result.status}{tail}"
-    if result.status == 127:
+    if result.status == ExitStatus.NOT_STARTED:  # the shell found no such python
         return f"could not ask: {python} not found{tail}; fix python: or --python"
+    if result.status == 0:
+        return f"could not ask: jobctl's answer was cut short or garbled{tail}"
     return f"could not ask: jobctl failed with exit {result.status}{tail}"

@@ -1,8 +1,10 @@
 """Plan, then apply: connect to every host, sync, preflight, supervise the job.
 
-The pure planner decides everything that can be decided without the network;
-this module does the effectful rest in a fixed order, and nothing starts on
-any host until every host has passed every check.
+The pure planner decides everything that can be decided without the network,
+once (:func:`make_plan`, called by the command line); this module does the
+effectful rest in a fixed order, and nothing starts on any host until every
+host has passed every check. The one thing the plan leaves open, ``master_port:
+auto``, is filled in from the preflight (:meth:`JobPlan.with_master_port`).
 """
 
 from __future__ import annotations
@@ -10,14 +12,14 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.preflight import PreflightResult, run_preflight
 from clusterlaunch.controller.supervisor import Supervisor
-from clusterlaunch.core import render
+from clusterlaunch.core import defaults, render
 from clusterlaunch.core.errors import JobOutcome, PreflightError
 from clusterlaunch.core.lines import Prefixes
 from clusterlaunch.core.model import Inventory, JobPlan, LaunchOptions, SshTarget
@@ -36,7 +38,7 @@ class JobRequest:
     job_id: str
     ssh: SshSettings
     exec_argv: tuple[str, ...] | None = None
-    fanout: int = 64
+    fanout: int = defaults.FANOUT
     timeout: float | None = None
     rank_filter: frozenset[int] | None = None
     log_dir: str | None = None
@@ -50,18 +52,14 @@ class JobRequest:
 
 def make_plan(
     request: JobRequest,
-    master_port: int | None = None,
     local_env: Mapping[str, str] | None = None,
     local_cwd: str | None = None,
 ) -> JobPlan:
-    """The plan for ``request``; ``master_port`` replaces ``auto`` once resolved."""
-    options = request.options
-    if master_port is not None:
-        options = replace(options, master_port=master_port, master_port_auto=False)
+    """The plan for ``request``, made once: the dry run, the script check and the launch use it."""
     return plan_job(
         request.inventory,
         request.targets,
-        options,
+        request.options,
         job_id=request.job_id,
         local_env=os.environ if local_env is None else local_env,
         local_cwd=local_cwd or os.getcwd(),
@@ -103,12 +101,12 @@ def preflight(
         setup_timeout=request.options.setup_timeout,
         notify=notify,
         job_id=plan.job_id,
+        fanout=request.fanout,
     )
 
 
-def check(request: JobRequest, console: Console | None = None) -> PreflightResult:
-    """``clusterlaunch check``: connect and preflight, start nothing."""
-    plan = make_plan(request)
+def check(request: JobRequest, plan: JobPlan, console: Console | None = None) -> PreflightResult:
+    """``clusterlaunch check``: connect and preflight ``plan``, start nothing."""
     connections = connect(request)
     try:
         return preflight(request, plan, connections, console)
@@ -116,9 +114,8 @@ def check(request: JobRequest, console: Console | None = None) -> PreflightResul
         close_all(connections)
 
 
-def launch(request: JobRequest, console: Console) -> JobOutcome:
-    """Connect, sync (``--sync``), preflight (torchrun jobs), then supervise the job to its end."""
-    plan = make_plan(request)
+def launch(request: JobRequest, plan: JobPlan, console: Console) -> JobOutcome:
+    """Connect, sync (``--sync``), preflight (torchrun jobs), then supervise ``plan`` to its end."""
     log_dir = open_log_dir(plan, request)  # bad input too: before any host is contacted
     try:
         return _launch(request, console, plan, log_dir)
@@ -146,7 +143,7 @@ def _launch(
             if result.problems:
                 raise PreflightError(result.problems, render.preflight_text(result))
             if plan.master_port is None and result.master_port is not None:
-                plan = make_plan(request, master_port=result.master_port)
+                plan = plan.with_master_port(result.master_port)  # auto, resolved on node 0
         router = make_router(plan, request, console, log_dir)
         try:
             torchrun = request.exec_argv is None
@@ -158,6 +155,7 @@ def _launch(
                 grace=request.options.grace,
                 fail_fast=torchrun or request.fail_fast,
                 quiet_teardown=torchrun,
+                fanout=request.fanout,
             ).run()
             if outcome.exit_code != 0:
                 router.message(render.outcome_text(outcome))  # console and controller.log

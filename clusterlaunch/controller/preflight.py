@@ -9,28 +9,28 @@ for real.
 
 from __future__ import annotations
 
-import json
 import secrets
-import select
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from clusterlaunch.controller.readloop import read_round, start_all
 from clusterlaunch.controller.setups import kill_setups
+from clusterlaunch.core.defaults import FANOUT, PREFLIGHT_TIMEOUT_S, SETUP_TIMEOUT_S
 from clusterlaunch.core.errors import TransportError
-from clusterlaunch.core.lines import LineBuffer, split_lines
-from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, JobPlan, NodePlan
+from clusterlaunch.core.exits import ExitStatus
+from clusterlaunch.core.frames import FrameDecoder
+from clusterlaunch.core.model import JobPlan, NodePlan
 from clusterlaunch.core.planner import probe_command
+from clusterlaunch.core.protocol import EVENT
 from clusterlaunch.core.reports import HostReport, PreflightResult
 from clusterlaunch.core.setupguard import OVERDUE_S, SetupWatch
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection, RemoteProcess
 
-MARK = b"@@probe@@ "
-
 
 class _ProbeRun:
-    """One probe process and the marked JSON lines it has printed so far."""
+    """One probe process and the stages it has reported so far (event frames)."""
 
     def __init__(self, node: NodePlan, connection: Connection, script: str | None) -> None:
         self.report = HostReport(node)
@@ -40,31 +40,37 @@ class _ProbeRun:
         self.start_error: str | None = None
         self.setup = SetupWatch(node.host, expected=bool(node.setup))
         self.abandoned = False
-        self._lines = LineBuffer()
+        self.garbled: str | None = None
+        self._decoder = FrameDecoder()
         self.stages: dict[str, dict[str, Any]] = {}
 
-    def start(self, command: str, source: bytes) -> None:
-        try:
-            self.process = self.connection.start(command, source)
-        except TransportError as exc:  # a host problem like any other: in the table
-            self.start_error = exc.detail
+    def started(self, process: RemoteProcess | TransportError) -> None:
+        if isinstance(process, TransportError):  # a host problem like any other: in the table
+            self.start_error = process.detail
+        else:
+            self.process = process
 
-    def pump(self) -> None:
-        if self.process is None:
-            return
-        out, err = self.process.read()
+    def take(self, out: bytes, err: bytes) -> None:
+        """Bytes the probe printed: its stages, after the setup's reports and any noise."""
         self.report.stderr = (self.report.stderr + err)[-4096:]
-        for line in split_lines(self._lines.feed(self.setup.feed(out))):
-            if line.startswith(MARK):
-                fields = json.loads(line[len(MARK) :])
-                self.stages[fields.pop("stage")] = fields
+        out = self.setup.feed(out)
+        if not out or self.garbled is not None:
+            return
+        try:
+            for frame in self._decoder.feed(out):
+                if frame.tag == EVENT:
+                    fields = frame.event()
+                    self.stages[str(fields.pop("stage", ""))] = fields
+        except ValueError as exc:  # FrameError, or an event that is not JSON
+            self.garbled = str(exc)
 
     def send(self, data: bytes) -> None:
         if self.process is not None:
             self.process.send(data)
 
     def done(self) -> bool:
-        return self.abandoned or self.process is None or self.process.finished()
+        gone = self.process is None or self.process.finished()
+        return self.abandoned or gone or self.garbled is not None
 
 
 def run_preflight(
@@ -72,16 +78,18 @@ def run_preflight(
     connections: Mapping[str, Connection],
     script: str | None,
     need_torch: bool,
-    timeout: float = 60.0,
-    setup_timeout: float = DEFAULT_SETUP_TIMEOUT,
+    timeout: float = PREFLIGHT_TIMEOUT_S,
+    setup_timeout: float = SETUP_TIMEOUT_S,
     notify: Callable[[str], None] | None = None,
     job_id: str | None = None,
+    fanout: int = FANOUT,
 ) -> PreflightResult:
     """Probe every host of ``plan``; never raises for a host problem (see ``problems``).
 
     ``notify`` hears about slow setups; ``job_id`` (torchrun jobs) makes every
     probe look for a job of that id already running and its temp dir taken.
-    Whatever way this ends (a signal included), no setup is left running.
+    ``fanout`` probes are started at once. Whatever way this ends (a signal
+    included), no setup is left running.
     """
     source = program_source("probe")
     nonce = secrets.token_hex(8)
@@ -90,6 +98,7 @@ def run_preflight(
         timeout += setup_timeout + OVERDUE_S
     deadline = time.monotonic() + timeout
     try:
+        starts = []
         for run in runs:
             node = run.report.node
             listen = (plan.master_port or 0) if node.node_rank == 0 else None
@@ -104,7 +113,9 @@ def run_preflight(
                 setup_timeout,
                 job_id,
             )
-            run.start(command, source)
+            starts.append((run.connection, command, source))
+        for run, process in zip(runs, start_all(starts, fanout, "probe"), strict=True):
+            run.started(process)
         master_port = _probe(runs, deadline, notify or (lambda line: None))
     finally:
         kill_setups([(run.connection, run.setup) for run in runs if not run.done()])
@@ -140,19 +151,17 @@ def _probe(runs: list[_ProbeRun], deadline: float, notify: Callable[[str], None]
 def _pump_until(
     runs: list[_ProbeRun], ready: Any, deadline: float, notify: Callable[[str], None]
 ) -> None:
+    def take(run: _ProbeRun, out: bytes, err: bytes) -> None:
+        run.take(out, err)
+        for line in run.setup.notices():
+            notify(line)
+
     while True:
         pending = [run for run in runs if not ready(run)]
         if not pending or time.monotonic() > deadline:
             return
-        fds = [fd for run in pending if run.process for fd in run.process.waitables()]
-        if fds:
-            select.select(fds, [], [], min(0.2, max(0.0, deadline - time.monotonic())))
-        else:
-            time.sleep(0.01)
-        for run in pending:
-            run.pump()
-            for line in run.setup.notices():
-                notify(line)
+        processes = [(run, run.process) for run in pending if run.process is not None]
+        read_round(processes, min(0.2, deadline - time.monotonic()), take)
         overdue = [run for run in pending if run.setup.overdue()]
         kill_setups([(run.connection, run.setup) for run in overdue])
         for run in overdue:  # the host's own watchdog should have done it
@@ -190,6 +199,8 @@ def _no_report(run: _ProbeRun) -> str:
     tail = " | ".join(detail)
     if run.start_error is not None:
         return f"cannot start the probe: {run.start_error}"
+    if run.garbled is not None:
+        return f"garbled probe output ({run.garbled}): something else wrote to its stdout"
     if run.setup.timed_out:
         return (
             f"setup did not finish within {run.setup.limit} s and was stopped; "
@@ -197,8 +208,8 @@ def _no_report(run: _ProbeRun) -> str:
         )
     if run.setup.running:
         return f"setup failed (exit {status}): {tail or 'no output'}"
-    if status == 127:
-        return f"{run.report.node.python} not found (exit 127): {tail}"
+    if status == ExitStatus.NOT_STARTED:  # the shell found no such python
+        return f"{run.report.node.python} not found (exit {status}): {tail}"
     if status is None:
         return "no answer from the probe before the preflight timeout"
     return f"the shell failed before Python started (exit {status}): {tail or 'no output'}"

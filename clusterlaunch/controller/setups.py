@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from clusterlaunch.controller.batch import Batch
 from clusterlaunch.core.setupguard import SetupWatch, kill_command
 from clusterlaunch.transport.base import Connection
-from clusterlaunch.transport.oneshot import Batch
 
 
 def kill_setups(stuck: Sequence[tuple[Connection, SetupWatch]], wait: float = 5.0) -> list[str]:

@@ -9,29 +9,25 @@ lost host, a timeout and a normal end all leave through the same door.
 
 from __future__ import annotations
 
-import select
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from clusterlaunch.controller.fanout import Failed, run_parallel
 from clusterlaunch.controller.hostrun import HostRun
 from clusterlaunch.controller.output import OutputRouter
+from clusterlaunch.controller.readloop import read_round, start_all
 from clusterlaunch.controller.setups import kill_setups
+from clusterlaunch.core import defaults
 from clusterlaunch.core.errors import JobOutcome, StopJob, TransportError
-from clusterlaunch.core.frames import EVENT, JOB_STDERR, JOB_STDOUT, NOISE, Frame, FrameError
+from clusterlaunch.core.exits import ExitStatus
+from clusterlaunch.core.frames import Frame, FrameError
 from clusterlaunch.core.model import JobPlan
-from clusterlaunch.core.outcome import (
-    EXIT_HOST_LOST,
-    EXIT_KILLED,
-    EXIT_TIMEOUT,
-    decide_outcome,
-)
+from clusterlaunch.core.outcome import decide_outcome
+from clusterlaunch.core.protocol import EVENT, JOB_STDERR, JOB_STDOUT, NOISE
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection
 
-HEARTBEAT_S = 1.0
 SUSPEND_GAP_S = 2.0  # our own clock jumping this far means we were stopped (Ctrl-Z)
 RESUME_GRACE_S = 8.0  # keepalives need this long to catch up after a resume
 KILLED = "the job was killed (clusterlaunch kill)"
@@ -47,17 +43,20 @@ class Supervisor:
         connections: Mapping[str, Connection],
         router: OutputRouter,
         timeout: float | None = None,
-        grace: float = 5.0,
+        grace: float = defaults.GRACE_S,
         clock: Callable[[], float] = time.monotonic,
         fail_fast: bool = True,
         quiet_teardown: bool = True,
+        fanout: int = defaults.FANOUT,
     ) -> None:
         """``fail_fast``: the first failing host stops all (torchrun jobs; ``exec --fail-fast``).
 
         ``quiet_teardown``: once teardown starts, torchrun's own shutdown output
         goes to the log only (for ``exec``, host output *is* the job's output).
+        ``fanout``: agents started at once.
         """
         self.plan = plan
+        self.fanout = fanout
         self.fail_fast = fail_fast
         self.quiet_teardown = quiet_teardown
         self._last_tick = clock()
@@ -126,24 +125,20 @@ class Supervisor:
     # -- start ----------------------------------------------------------------
     def _start_all(self) -> None:
         agent = program_source("agent")
-
-        def start(host: HostRun) -> None:
-            host.process = host.connection.start(host.node.command, agent)
-
-        for host, result in zip(
-            self.hosts, run_parallel(start, self.hosts, 64, "start"), strict=True
-        ):
-            if not isinstance(result, Failed):
+        starts = [(host.connection, host.node.command, agent) for host in self.hosts]
+        for host, process in zip(self.hosts, start_all(starts, self.fanout, "agent"), strict=True):
+            if not isinstance(process, TransportError):
+                host.process = process
                 continue
-            if not isinstance(result.error, TransportError):
-                raise result.error
             host.lost = host.done = True
-            self.router.message(f"{host.node.host}: {result.error.detail}")
+            self.router.message(f"{host.node.host}: {process.detail}")
             if self.fail_fast:
-                self._set_stop(JobOutcome(EXIT_HOST_LOST, f"{host.node.host} could not start"))
+                self._set_stop(
+                    JobOutcome(ExitStatus.HOST_LOST, f"{host.node.host} could not start")
+                )
 
     def _heartbeats(self) -> None:
-        while not self._heartbeat_stop.wait(HEARTBEAT_S):
+        while not self._heartbeat_stop.wait(defaults.HEARTBEAT_INTERVAL_S):
             for host in self.hosts:
                 if host.process is not None and not host.done:
                     host.process.send(b"h")
@@ -156,44 +151,35 @@ class Supervisor:
             if self.timeout is not None and self.clock() - started > self.timeout:
                 running = ", ".join(h.node.host for h in self.hosts if not h.done)
                 reason = f"--timeout {self.timeout:g} s reached (still running: {running})"
-                self._set_stop(JobOutcome(EXIT_TIMEOUT, reason, stopped=True))
+                self._set_stop(JobOutcome(ExitStatus.TIMEOUT, reason, stopped=True))
 
     def _step(self, wait: float) -> int:
         """Wait for output (at most ``wait`` s), route it, judge endings; bytes read."""
-        fds = [
-            fd
+        running = [
+            (host, host.process)
             for host in self.hosts
             if host.process is not None and not host.done
-            for fd in host.process.waitables()
         ]
         self._awake()
-        if fds:
-            select.select(fds, [], [], wait)
-        else:
+        if not running:
             time.sleep(wait)
-        self._awake()
-        moved = 0
-        for host in self.hosts:
-            if host.process is not None and not host.done:
-                moved += self._pump(host)
-                self._check(host)
-                for line in host.setup.notices():
-                    self.router.message(line)
-        return moved
+            return 0
+        return read_round(running, wait, self._take)
 
-    def _pump(self, host: HostRun) -> int:
-        assert host.process is not None
-        out, err = host.process.read()
+    def _take(self, host: HostRun, out: bytes, err: bytes) -> None:
+        """One host's new bytes: route them, then see whether it ended."""
+        self._awake()  # the wait may have been a suspension: before any liveness judgement
         if err:
             self.router.host_output(host.node.host, True, err)
         out = host.setup.feed(out)  # the setup's reports come before the agent's frames
-        if not out:
-            return len(err)
-        try:
-            self._route(host, host.decoder.feed(out))
-        except FrameError as exc:
-            self.router.message(f"{host.node.host}: garbled agent output ({exc})")
-        return len(out) + len(err)
+        if out:
+            try:
+                self._route(host, host.decoder.feed(out))
+            except FrameError as exc:
+                self.router.message(f"{host.node.host}: garbled agent output ({exc})")
+        self._check(host)
+        for line in host.setup.notices():
+            self.router.message(line)
 
     def _route(self, host: HostRun, frames: list[Frame]) -> None:
         for frame in frames:
@@ -209,7 +195,7 @@ class Supervisor:
         if event.get("event") == "started":
             host.started = event
         elif event.get("event") == "stopping" and event.get("reason") == "killed":
-            self._set_stop(JobOutcome(EXIT_KILLED, KILLED, stopped=True))
+            self._set_stop(JobOutcome(ExitStatus.KILLED, KILLED, stopped=True))
             if self.quiet_teardown:
                 self.router.quiet_hosts()
         elif event.get("event") == "stopping" and event.get("reason") == "controller-lost":
@@ -217,13 +203,15 @@ class Supervisor:
                 f"{host.node.host}: the host stopped the job: it heard nothing from this "
                 "controller for --heartbeat-timeout seconds (was clusterlaunch suspended?)"
             )
-            self._set_stop(JobOutcome(EXIT_HOST_LOST, "the hosts lost touch with the controller"))
+            self._set_stop(
+                JobOutcome(ExitStatus.HOST_LOST, "the hosts lost touch with the controller")
+            )
         elif event.get("event") == "exit":
             host.ended = event
             if event.get("message"):
                 self.router.message(f"{host.node.host}: {event['message']}")
             if event.get("reason") == "killed":
-                self._set_stop(JobOutcome(EXIT_KILLED, KILLED, stopped=True))
+                self._set_stop(JobOutcome(ExitStatus.KILLED, KILLED, stopped=True))
 
     def _check(self, host: HostRun) -> None:
         assert host.process is not None
@@ -236,7 +224,7 @@ class Supervisor:
             self._flush(host)
             self.router.message(f"{host.node.host}: host lost (no answer to keepalives)")
             if self.fail_fast:
-                self._set_stop(JobOutcome(EXIT_HOST_LOST, f"host {host.node.host} was lost"))
+                self._set_stop(JobOutcome(ExitStatus.HOST_LOST, f"host {host.node.host} was lost"))
             else:
                 host.process.close()
 
@@ -265,10 +253,12 @@ class Supervisor:
             self.router.message(
                 f"{host.node.host}: connection ended without a report (exit {host.status})"
             )
-            if host.status is None or host.status == EXIT_HOST_LOST:
+            if host.status is None or host.status == ExitStatus.HOST_LOST:
                 host.lost = True
                 if self.fail_fast:
-                    self._set_stop(JobOutcome(EXIT_HOST_LOST, f"host {host.node.host} was lost"))
+                    self._set_stop(
+                        JobOutcome(ExitStatus.HOST_LOST, f"host {host.node.host} was lost")
+                    )
         if host.code != 0 and self.fail_fast:
             self._set_stop(JobOutcome(host.code, f"{host.node.host} failed"))
 

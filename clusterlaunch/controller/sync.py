@@ -18,11 +18,13 @@ import secrets
 import shutil
 import stat
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 
+from clusterlaunch.controller.batch import Batch, Finished, run_all
 from clusterlaunch.controller.console import Console
+from clusterlaunch.controller.fanout import Failed, run_parallel
 from clusterlaunch.controller.synccopy import Copier
 from clusterlaunch.core import commands, render
+from clusterlaunch.core.defaults import FANOUT
 from clusterlaunch.core.errors import HostProblem, SyncError, UsageError
 from clusterlaunch.core.model import JobPlan, NodePlan
 from clusterlaunch.core.syncplan import (
@@ -32,11 +34,12 @@ from clusterlaunch.core.syncplan import (
     IgnoreRules,
     LocalEntry,
     SourceTree,
+    SyncTask,
+    Transfer,
     plan_tasks,
     report_line,
 )
 from clusterlaunch.transport import Connection, SshSettings
-from clusterlaunch.transport.oneshot import Batch, Finished, run_all
 
 CHECK_TIMEOUT = 30.0
 """Seconds for each quick round of commands (create the destination, list tokens)."""
@@ -103,27 +106,35 @@ def sync_workdirs(
     tree: SourceTree,
     ssh: SshSettings,
     console: Console,
-    parallel: int = MAX_PARALLEL,
+    fanout: int = FANOUT,
 ) -> None:
-    """Copy ``tree`` to every node's workdir; raise SyncError if any copy failed."""
+    """Copy ``tree`` to every node's workdir; raise SyncError if any copy failed.
+
+    The quick rounds of commands open ``fanout`` channels at once; the copies
+    run at most :data:`MAX_PARALLEL` at once.
+    """
     nodes = {node.node_rank: node for node in plan.nodes}
-    checks, source_token, cleanup = _find_shared_dirs(plan, connections, tree.root)
+    checks, source_token, cleanup = _find_shared_dirs(plan, connections, tree.root, fanout)
     local_rsync = shutil.which("rsync") is not None and shutil.which("ssh") is not None
     tasks = plan_tasks(checks, source_token, local_rsync)
     copier = Copier(tree, connections, ssh)
-    workers = max(1, min(parallel, MAX_PARALLEL, len(tasks)))
+
+    def copy(task: SyncTask) -> tuple[Transfer, float, str | None]:
+        return copier.run(nodes[task.node_ranks[0]], task)
+
     try:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sync") as pool:
-            futures = [
-                (task, pool.submit(copier.run, nodes[task.node_ranks[0]], task)) for task in tasks
-            ]
-            try:
-                results = [(task, future.result()) for task, future in futures]
-            except BaseException:  # Ctrl-C, SIGTERM: stop rsync and SFTP, then re-raise
-                copier.cancel()
-                raise
+        try:
+            copied = run_parallel(copy, tasks, min(fanout, MAX_PARALLEL), "sync")
+        except BaseException:  # Ctrl-C, SIGTERM: stop rsync and SFTP, then re-raise
+            copier.cancel()
+            raise
     finally:
         cleanup.wait(CHECK_TIMEOUT)  # ran alongside the copies; they never look at tokens
+    results = []
+    for task, result in zip(tasks, copied, strict=True):
+        if isinstance(result, Failed):
+            raise result.error  # a bug: host failures come back as results
+        results.append((task, result))
     problems = []
     for task, (transfer, seconds, error) in results:
         hosts = [nodes[rank].host for rank in task.node_ranks]
@@ -140,7 +151,7 @@ def sync_workdirs(
 
 
 def _find_shared_dirs(
-    plan: JobPlan, connections: Mapping[str, Connection], source: str
+    plan: JobPlan, connections: Mapping[str, Connection], source: str, fanout: int
 ) -> tuple[list[HostCheck], str | None, Batch[int]]:
     """Create every destination, and tell which nodes (and the source) share one.
 
@@ -160,7 +171,8 @@ def _find_shared_dirs(
                     commands.sync_cleanup_command(node.workdir, tokens[node.node_rank]),
                 )
                 for node in placed
-            }
+            },
+            fanout=fanout,
         )
 
     try:
@@ -168,11 +180,12 @@ def _find_shared_dirs(
             plan,
             connections,
             lambda n: commands.sync_prepare_command(n.workdir, tokens[n.node_rank]),
+            fanout,
         )
         placed = [node for node in plan.nodes if prepared[node.node_rank].status == 0]
         _raise_failures(plan, prepared, "cannot create the workdir")
         listed = _round(
-            plan, connections, lambda n: commands.sync_tokens_command(n.workdir, prefix)
+            plan, connections, lambda n: commands.sync_tokens_command(n.workdir, prefix), fanout
         )
         _raise_failures(plan, listed, "cannot list the workdir")
     except BaseException:
@@ -207,11 +220,14 @@ def _leave_token(directory: str, name: str) -> str | None:
 
 
 def _round(
-    plan: JobPlan, connections: Mapping[str, Connection], command: Callable[[NodePlan], str]
+    plan: JobPlan,
+    connections: Mapping[str, Connection],
+    command: Callable[[NodePlan], str],
+    fanout: int,
 ) -> dict[int, Finished]:
     """Run ``command(node)`` on every node at once."""
     jobs = {node.node_rank: (connections[node.host], command(node)) for node in plan.nodes}
-    return run_all(jobs, CHECK_TIMEOUT)
+    return run_all(jobs, CHECK_TIMEOUT, fanout)
 
 
 def _fields(out: bytes, name: str) -> list[str]:

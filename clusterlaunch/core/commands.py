@@ -17,10 +17,14 @@ import math
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from clusterlaunch.core.defaults import SETUP_TIMEOUT_S
 from clusterlaunch.core.errors import UsageError
-from clusterlaunch.core.model import DEFAULT_SETUP_TIMEOUT, SshTarget
 from clusterlaunch.core.setupguard import SetupGuard, guarded
+
+if TYPE_CHECKING:  # model.py renders its plans with this module
+    from clusterlaunch.core.model import SshTarget
 
 # Reads exactly SIZE bytes of program from stdin (os.read can return less) and
 # runs it; exits 98 if stdin closes early. Python >= 3.8 (walrus).
@@ -28,31 +32,6 @@ _BOOTSTRAP = (
     'import os;b=b"";[b:=b+(os.read(0,{size}-len(b)) or os._exit(98))'
     ' for _ in iter(lambda:len(b)<{size},False)];exec(compile(b,"clusterlaunch-{name}","exec"))'
 )
-
-# torchrun options clusterlaunch sets itself; passing them would desynchronise
-# the plan from what runs.
-OWNED_TORCHRUN_OPTIONS = (
-    "--nnodes",
-    "--nproc-per-node",
-    "--node-rank",
-    "--master-addr",
-    "--master-port",
-    "--standalone",
-    "--log-dir",
-    "--redirects",
-    "--tee",
-    "--local-ranks-filter",
-    "--logs-specs",
-    "--rdzv-backend",
-    "--rdzv-endpoint",
-    "--rdzv-id",
-    "--rdzv-conf",
-    "--rdzv-timeout",
-    "--max-nodes",
-    "--run-path",
-)
-_OWNED_SHORT = {"-r": "--redirects", "-t": "--tee"}
-_SHORT_FLAGS = ("-m", "-h")  # torchrun's short options without a value, which may be bundled
 
 
 @dataclass(frozen=True)
@@ -140,6 +119,26 @@ def torchrun_argv(spec: TorchrunSpec) -> list[str]:
     ]
 
 
+def fill_master_port(argv: Sequence[str], port: int) -> list[str]:
+    """``argv`` from :func:`torchrun_argv` with its ``AUTO`` port word replaced by ``port``."""
+    at = list(argv).index("--master-port", 1) + 1  # after PYTHON, clusterlaunch's options first
+    if argv[at] != AUTO_PORT:
+        raise ValueError(f"the master port is already set ({argv[at]})")
+    return [*argv[:at], str(port), *argv[at + 1 :]]
+
+
+def agent_command(
+    workdir: str,
+    setup: str | None,
+    env: Mapping[str, str],
+    agent_argv: Sequence[str],
+    job_argv: Sequence[str],
+    guard: SetupGuard,
+) -> str:
+    """The command of a job's node: the agent, which runs ``job_argv`` (the words after ``--``)."""
+    return shell_command(workdir, setup, env, [*agent_argv, "--", *job_argv], guard)
+
+
 def shell_command(
     workdir: str | None,
     setup: str | None,
@@ -159,32 +158,10 @@ def shell_command(
     if workdir:
         parts.append("cd -- " + quote_word(HostPath(workdir)))
     if setup:
-        parts.append(guarded(setup, guard or SetupGuard(DEFAULT_SETUP_TIMEOUT, "clusterlaunch")))
+        parts.append(guarded(setup, guard or SetupGuard(SETUP_TIMEOUT_S, "clusterlaunch")))
     assignments = [f"{name}={value}" for name, value in env.items()]
     parts.append("exec " + quote_argv(["env", *assignments, *argv]))
     return " && ".join(parts)
-
-
-def owned_torchrun_option(word: str) -> str | None:
-    """The clusterlaunch-owned torchrun option ``word`` spells, or ``None``.
-
-    Every spelling torchrun's argparse would take: ``--opt=value``, underscores
-    for hyphens, any prefix (one shared with other options torchrun refuses
-    anyway), and short options with their value attached or bundled after a
-    flag (``-r0``, ``-t=3``, ``-mr0``).
-    """
-    if word.startswith("--"):
-        name = word.split("=", 1)[0].replace("_", "-")
-        matches = [o for o in OWNED_TORCHRUN_OPTIONS if o.startswith(name)] if name[2:] else []
-        if name.startswith("--rdzv") or name in matches:
-            return name
-        return " or ".join(matches) or None
-    for letter in word[1:] if word.startswith("-") else "":
-        if "-" + letter in _OWNED_SHORT:
-            return _OWNED_SHORT["-" + letter]
-        if "-" + letter not in _SHORT_FLAGS:
-            break  # the rest is a value (or an option torchrun refuses)
-    return None
 
 
 # ------------------------------------------------------------------------------ code sync

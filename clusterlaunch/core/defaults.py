@@ -17,7 +17,13 @@ CONNECT_TIMEOUT_S = 10.0
 """Seconds for one host's TCP connect and SSH handshake (``--connect-timeout``)."""
 
 PREFLIGHT_TIMEOUT_S = 60.0
-"""The whole preflight pass, every host at once."""
+"""The whole preflight pass, every host at once (plus the setup timeout for hosts with a setup)."""
+
+SETUP_TIMEOUT_S = 300.0
+"""Seconds a host's ``setup:`` may run before it is stopped (``--setup-timeout``)."""
+
+KILL_WAIT_S = 60.0
+"""How long ``clusterlaunch kill`` waits on each host for the job to be gone."""
 
 SANDBOX_DIR = ".sandbox"
 """Where ``clusterlaunch sandbox up`` keeps its simulated hosts."""

@@ -91,10 +91,6 @@ class StopJob(Exception):
         super().__init__(reason)
 
 
-EXIT_BROKEN_PIPE = 141
-"""128 + SIGPIPE: what a shell reports for a program whose output pipe was closed."""
-
-
 @dataclass
 class JobOutcome:
     """How a job ended, as the controller observed it.

@@ -1,7 +1,9 @@
-"""Decode the agent's framed stdout (see ``clusterlaunch/remote/agent.py``).
+"""Decode the framed stdout of the remote programs (agent, probe, jobctl).
 
-Anything a host prints before the agent's sync marker (a chatty ``.bashrc``,
-say) comes out as ``NOISE`` so it is shown rather than corrupting the frames.
+The format is :mod:`clusterlaunch.core.protocol`'s, shared with the programs
+that write it. Anything a host prints before the sync marker (a chatty
+``.bashrc``, say) comes out as ``NOISE`` so it is shown rather than corrupting
+the frames.
 """
 
 from __future__ import annotations
@@ -10,12 +12,16 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-SYNC = b"\n@@clusterlaunch-agent/1@@\n"
-NOISE = b"N"
-EVENT = b"J"
-JOB_STDOUT = b"O"
-JOB_STDERR = b"E"
-_MAX_HEADER = 32
+from clusterlaunch.core.protocol import (
+    EVENT,
+    JOB_STDERR,
+    MAX_HEADER,
+    NOISE,
+    RANK_STDERR,
+    RANK_STDOUT,
+    SYNC,
+    parse_header,
+)
 
 
 class FrameError(ValueError):
@@ -32,14 +38,14 @@ class Frame:
     @property
     def rank(self) -> int | None:
         """Global rank for worker frames (``o<rank>``/``e<rank>``), else None."""
-        if self.tag[:1] in (b"o", b"e"):
+        if self.tag[:1] in (RANK_STDOUT, RANK_STDERR):
             return int(self.tag[1:])
         return None
 
     @property
     def is_stderr(self) -> bool:
         """True for the job's or a worker's stderr."""
-        return self.tag[:1] in (b"e", b"E")
+        return self.tag[:1] in (RANK_STDERR, JOB_STDERR)
 
     def event(self) -> dict[str, Any]:
         """The JSON payload of an ``EVENT`` frame."""
@@ -64,15 +70,16 @@ class FrameDecoder:
             return frames
         buffer = self._buffer
         while True:
-            newline = buffer.find(b"\n", 0, _MAX_HEADER)
+            newline = buffer.find(b"\n", 0, MAX_HEADER)
             if newline < 0:
-                if len(buffer) >= _MAX_HEADER:
-                    raise FrameError(f"bad frame header: {bytes(buffer[:_MAX_HEADER])!r}")
+                if len(buffer) >= MAX_HEADER:
+                    raise FrameError(f"bad frame header: {bytes(buffer[:MAX_HEADER])!r}")
                 break
-            tag, _, size_text = bytes(buffer[:newline]).partition(b" ")
-            if not tag or not size_text.isdigit():
+            header = parse_header(bytes(buffer[:newline]))
+            if header is None:
                 raise FrameError(f"bad frame header: {bytes(buffer[:newline])!r}")
-            end = newline + 1 + int(size_text)
+            tag, size = header
+            end = newline + 1 + size
             if len(buffer) < end:
                 break
             frames.append(Frame(tag, bytes(buffer[newline + 1 : end])))
@@ -106,11 +113,11 @@ class FrameDecoder:
         self._buffer.clear()
         if not rest:
             return []
-        newline = rest.find(b"\n", 0, _MAX_HEADER)
-        tag, _, size_text = rest[: max(newline, 0)].partition(b" ")
-        if not self.synced or newline < 0 or not tag or not size_text.isdigit():
+        newline = rest.find(b"\n", 0, MAX_HEADER)
+        header = parse_header(rest[:newline]) if newline >= 0 else None
+        if not self.synced or header is None:
             return [Frame(NOISE, rest)]
-        return [] if tag == EVENT else [Frame(tag, rest[newline + 1 :])]
+        return [] if header[0] == EVENT else [Frame(header[0], rest[newline + 1 :])]
 
     def leftover(self) -> bytes:
         """Bytes not yet decoded (shown as noise if the channel ends mid-frame)."""

@@ -1,19 +1,21 @@
 """Frozen data that flows through the launcher: hosts file → plan → remote commands.
 
-Everything here is plain data with no behaviour beyond derived properties, so
-the parser, the planner and the command builder can be tested by equality.
+Everything here is plain data with no behaviour beyond derived properties and
+one update, filling in the master port that ``auto`` left open (the commands
+re-rendered by :mod:`clusterlaunch.core.commands`), so the parser, the planner
+and the command builder can be tested by equality.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+from clusterlaunch.core import commands, defaults
+from clusterlaunch.core.setupguard import SetupGuard
 
 LOCALHOST = "localhost"
 """The one destination that runs through the local transport instead of SSH."""
-
-DEFAULT_SETUP_TIMEOUT = 300.0
-"""Seconds a host's ``setup:`` may run (``--setup-timeout``) before it is stopped."""
 
 
 @dataclass(frozen=True)
@@ -115,9 +117,9 @@ class LaunchOptions:
     python: str | None = None
     workdir: str | None = None
     torchrun_args: tuple[str, ...] = ()
-    grace: float = 5.0
-    heartbeat_timeout: float = 15.0
-    setup_timeout: float = DEFAULT_SETUP_TIMEOUT
+    grace: float = defaults.GRACE_S
+    heartbeat_timeout: float = defaults.HEARTBEAT_TIMEOUT_S
+    setup_timeout: float = defaults.SETUP_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -138,11 +140,23 @@ class NodePlan:
     """The job's own argv on this host (``python -m torch.distributed.run ...``)."""
     command: str
     """The exact shell command sent to the host."""
+    agent_argv: tuple[str, ...]
+    """The agent's own argv: the command runs it, with ``--`` and :attr:`argv` after it."""
+    setup_guard: SetupGuard
+    """How the command runs ``setup`` (its time limit, its token)."""
 
     @property
     def global_ranks(self) -> tuple[int, ...]:
         """Global ranks torchrun's static rendezvous gives this node."""
         return tuple(range(self.first_rank, self.first_rank + self.nproc))
+
+    def with_master_port(self, port: int) -> NodePlan:
+        """This node with torchrun's ``AUTO`` port word replaced by ``port``, re-rendered."""
+        argv = tuple(commands.fill_master_port(self.argv, port))
+        command = commands.agent_command(
+            self.workdir, self.setup, self.env, self.agent_argv, argv, self.setup_guard
+        )
+        return replace(self, argv=argv, command=command)
 
 
 @dataclass(frozen=True)
@@ -155,6 +169,14 @@ class JobPlan:
     master_port: int | None
     """``None`` until ``auto`` has been resolved on node 0."""
     nodes: tuple[NodePlan, ...]
+
+    def with_master_port(self, port: int) -> JobPlan:
+        """The plan with ``master_port: auto`` resolved to ``port`` (the preflight found it free).
+
+        Equal to planning with that port from the start (a unit test checks).
+        """
+        nodes = tuple(node.with_master_port(port) for node in self.nodes)
+        return replace(self, master_port=port, nodes=nodes)
 
     def node_of_rank(self, rank: int) -> NodePlan:
         """The node that runs global rank ``rank``."""

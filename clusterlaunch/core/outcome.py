@@ -14,12 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusterlaunch.core.errors import JobOutcome
+from clusterlaunch.core.exits import ExitStatus, shell_status
 from clusterlaunch.core.lines import TailKeeper
 from clusterlaunch.core.model import NodePlan
-
-EXIT_HOST_LOST = 255
-EXIT_TIMEOUT = 124
-EXIT_KILLED = 137  # stopped from outside with ``clusterlaunch kill``
 
 
 @dataclass
@@ -51,9 +48,8 @@ class HostState:
     def code(self) -> int:
         """The exit code the host's job reported (torchrun's or the command's)."""
         if self.ended is not None and self.ended.get("code") is not None:
-            code = int(self.ended["code"])
-            return 128 - code if code < 0 else code
-        return self.status if self.status is not None else EXIT_HOST_LOST
+            return shell_status(int(self.ended["code"]))
+        return shell_status(self.status)
 
 
 def decide_outcome(
@@ -66,17 +62,16 @@ def decide_outcome(
     if stop is None:
         return _without_stop(hosts, tails)
     lost = [h for h in hosts if h.lost]
-    if stop.exit_code == EXIT_HOST_LOST and lost:
+    if stop.exit_code == ExitStatus.HOST_LOST and lost:
         first = min(lost, key=lambda h: h.order or len(hosts) + 1)
-        return JobOutcome(EXIT_HOST_LOST, stop.reason, host=first.node.host)
+        return JobOutcome(ExitStatus.HOST_LOST, stop.reason, host=first.node.host)
     culprit = first_failure(hosts)
     if culprit is None or stop.stopped:
         return stop
     root = (culprit.ended or {}).get("root_cause")
     if root:
-        code = int(root["exitcode"])
         rank = culprit.node.first_rank + int(root["local_rank"])
-        exit_code = 128 - code if code < 0 else code
+        exit_code = shell_status(int(root["exitcode"]))
         signal_name = f" ({root['signal']})" if root.get("signal") else ""
         return JobOutcome(
             exit_code,

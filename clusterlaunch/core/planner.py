@@ -177,7 +177,7 @@ def plan_job(
         agent_argv = _agent_argv(
             python, agent_size, job_id, node_rank, first_rank, options, exec_argv is None
         )
-        argv = (*agent_argv, "--", *job_argv)
+        guard = SetupGuard(options.setup_timeout, job_id)
         nodes.append(
             NodePlan(
                 node_rank=node_rank,
@@ -191,9 +191,11 @@ def plan_job(
                 python=python,
                 setup=spec.setup,
                 argv=tuple(job_argv),
-                command=commands.shell_command(
-                    workdir, spec.setup, env, argv, SetupGuard(options.setup_timeout, job_id)
+                command=commands.agent_command(
+                    workdir, spec.setup, env, agent_argv, job_argv, guard
                 ),
+                agent_argv=tuple(agent_argv),
+                setup_guard=guard,
             )
         )
         first_rank += spec.gpus

@@ -1,7 +1,7 @@
 """What ``--torchrun-args`` may hold: torchrun's own options, minus those clusterlaunch sets.
 
 Two mistakes would otherwise pass silently: an option clusterlaunch owns, in
-any spelling torchrun accepts (``commands.owned_torchrun_option``), and a word
+any spelling torchrun accepts (:func:`owned_torchrun_option`), and a word
 that is no option's value: torchrun would take it for the training script and
 run it instead of SCRIPT, which would become its first argument.
 """
@@ -12,14 +12,37 @@ import re
 import shlex
 from collections.abc import Sequence
 
-from clusterlaunch.core import commands
 from clusterlaunch.core.errors import UsageError
 
 # torchrun's options that take no value (torch 2.13's get_args_parser); every
 # other option takes exactly one.
 _FLAGS = ("--standalone", "--module", "--no-python", "--run-path", "--virtual-local-rank", "--help")
-_SHORT_FLAGS = "mh"
+_SHORT_FLAGS = "mh"  # short options without a value, which may be bundled (-mr0)
 _NUMBER = re.compile(r"-[0-9.]+")
+
+# torchrun options clusterlaunch sets itself; passing them would desynchronise
+# the plan from what runs.
+OWNED_TORCHRUN_OPTIONS = (
+    "--nnodes",
+    "--nproc-per-node",
+    "--node-rank",
+    "--master-addr",
+    "--master-port",
+    "--standalone",
+    "--log-dir",
+    "--redirects",
+    "--tee",
+    "--local-ranks-filter",
+    "--logs-specs",
+    "--rdzv-backend",
+    "--rdzv-endpoint",
+    "--rdzv-id",
+    "--rdzv-conf",
+    "--rdzv-timeout",
+    "--max-nodes",
+    "--run-path",
+)
+_OWNED_SHORT = {"-r": "--redirects", "-t": "--tee"}
 
 
 def parse_torchrun_args(text: str) -> tuple[str, ...]:
@@ -29,7 +52,7 @@ def parse_torchrun_args(text: str) -> tuple[str, ...]:
     except ValueError as exc:
         raise UsageError(f"--torchrun-args {text!r}: {exc}") from None
     for word in words:
-        owned = commands.owned_torchrun_option(word)
+        owned = owned_torchrun_option(word)
         if owned is not None:
             raise UsageError(
                 f"--torchrun-args: {word} is set by clusterlaunch ({owned}); "
@@ -63,3 +86,25 @@ def _takes_separate_value(option: str) -> bool:
         return len(option) == 2 and option[1] not in _SHORT_FLAGS
     name = option.replace("_", "-")
     return not any(flag.startswith(name) for flag in _FLAGS)
+
+
+def owned_torchrun_option(word: str) -> str | None:
+    """The clusterlaunch-owned torchrun option ``word`` spells, or ``None``.
+
+    Every spelling torchrun's argparse would take: ``--opt=value``, underscores
+    for hyphens, any prefix (one shared with other options torchrun refuses
+    anyway), and short options with their value attached or bundled after a
+    flag (``-r0``, ``-t=3``, ``-mr0``).
+    """
+    if word.startswith("--"):
+        name = word.split("=", 1)[0].replace("_", "-")
+        matches = [o for o in OWNED_TORCHRUN_OPTIONS if o.startswith(name)] if name[2:] else []
+        if name.startswith("--rdzv") or name in matches:
+            return name
+        return " or ".join(matches) or None
+    for letter in word[1:] if word.startswith("-") else "":
+        if "-" + letter in _OWNED_SHORT:
+            return _OWNED_SHORT["-" + letter]
+        if letter not in _SHORT_FLAGS:
+            break  # the rest is a value (or an option torchrun refuses)
+    return None

@@ -10,11 +10,23 @@ from importlib import resources
 
 # Each remote program is its modules concatenated in order, minus the lines
 # marked "# bundle: strip" (the package imports that only work locally, where
-# the modules are also imported by the unit tests).
+# the modules are also imported by the unit tests). A bare name is a module of
+# this package; "core/protocol" names a module elsewhere in clusterlaunch that
+# the hosts need too (pure, stdlib only, no ``from __future__``): the wire
+# protocol, and core/exits, the exit statuses the controller uses too.
 BUNDLES = {
-    "agent": ("proctree", "records", "rootcause", "tail", "wire", "agent"),
-    "probe": ("proctree", "records", "probe"),
-    "jobctl": ("proctree", "records", "jobctl"),
+    "agent": (
+        "core/exits",
+        "core/protocol",
+        "proctree",
+        "records",
+        "rootcause",
+        "tail",
+        "wire",
+        "agent",
+    ),
+    "probe": ("core/exits", "core/protocol", "proctree", "records", "probe"),
+    "jobctl": ("core/exits", "core/protocol", "proctree", "records", "jobctl"),
 }
 _STRIP_MARK = b"# bundle: strip"
 
@@ -23,10 +35,18 @@ def program_source(name: str) -> bytes:
     """The source of remote program ``name`` exactly as it is sent."""
     if name not in BUNDLES:
         raise ValueError(f"unknown remote program {name!r}")
-    package = resources.files(__package__)
     parts = []
     for module in BUNDLES[name]:
-        text = package.joinpath(f"{module}.py").read_bytes()
+        text = _module_bytes(module)
         kept = [line for line in text.splitlines(keepends=True) if _STRIP_MARK not in line]
         parts.append(b"".join(kept))
     return b"\n".join(parts)
+
+
+def _module_bytes(module: str) -> bytes:
+    """``wire`` → this package's wire.py; ``core/protocol`` → clusterlaunch/core/protocol.py."""
+    parts = module.split("/") if "/" in module else ["remote", module]
+    place = resources.files("clusterlaunch")
+    for folder in parts[:-1]:
+        place = place.joinpath(folder)
+    return place.joinpath(f"{parts[-1]}.py").read_bytes()

@@ -5,7 +5,8 @@ of that job (which then tears its job down: SIGTERM, grace, SIGKILL, by
 process group and PID) and waits until the agents are gone. Either ends with
 an ``end`` line, so an empty answer is never mistaken for "no jobs". Agents are
 identified by PID *and* start time, so a recycled PID is never signalled, and
-nothing but our own agents is ever touched.
+nothing but our own agents is ever touched. Every answer is an event frame of
+:mod:`clusterlaunch.core.protocol` on stdout.
 """
 
 import argparse
@@ -15,14 +16,13 @@ import signal
 import sys
 import time
 
+from clusterlaunch.core.protocol import EVENT, SYNC, encode_frame  # bundle: strip
 from clusterlaunch.remote.records import live_records, process_start_time  # bundle: strip
-
-JOBCTL_MARK = "@@jobctl@@ "
 
 
 def emit(**fields):
-    sys.stdout.write(JOBCTL_MARK + json.dumps(fields, sort_keys=True) + "\n")
-    sys.stdout.flush()
+    sys.stdout.buffer.write(encode_frame(EVENT, json.dumps(fields, sort_keys=True).encode()))
+    sys.stdout.buffer.flush()
 
 
 def kill_job(job_id, timeout):
@@ -56,8 +56,9 @@ def main(argv=None):
     sub.add_parser("list")
     kill = sub.add_parser("kill")
     kill.add_argument("job_id")
-    kill.add_argument("--timeout", type=float, default=60.0)
+    kill.add_argument("--timeout", type=float, required=True)  # always given
     args = parser.parse_args(argv)
+    sys.stdout.buffer.write(SYNC)
     if args.command == "list":
         for record in live_records():
             emit(event="job", **record)

@@ -1,8 +1,9 @@
 """Preflight probe: checks one host before anything starts anywhere (stdlib only).
 
 Runs under the same ``cd WORKDIR && SETUP && exec env ... PYTHON`` prefix as
-the job, so it tests exactly what the job will use. Reports JSON lines marked
-with ``@@probe@@`` on stdout (anything else on stdout is a chatty shell).
+the job, so it tests exactly what the job will use. Reports each stage as an
+event frame of :mod:`clusterlaunch.core.protocol` on stdout (whatever a chatty
+shell printed before the sync marker is noise to the controller).
 
 With ``--job-id`` (torchrun jobs) it also reports a job of that id already
 running on this host, or its temporary directory ``--tail-dir`` already taken
@@ -25,14 +26,14 @@ import subprocess
 import sys
 import threading
 
+from clusterlaunch.core.protocol import EVENT, SYNC, encode_frame  # bundle: strip
 from clusterlaunch.remote.records import live_records  # bundle: strip
-
-MARK = "@@probe@@ "
 
 
 def report(**fields):
-    sys.stdout.write(MARK + json.dumps(fields, sort_keys=True) + "\n")
-    sys.stdout.flush()
+    """One stage's findings, as an event frame (``stage`` names it)."""
+    sys.stdout.buffer.write(encode_frame(EVENT, json.dumps(fields, sort_keys=True).encode()))
+    sys.stdout.buffer.flush()
 
 
 def torch_version():
@@ -159,6 +160,7 @@ def main(argv=None):
     parser.add_argument("--job-id")
     parser.add_argument("--tail-dir")
     args = parser.parse_args(argv)
+    sys.stdout.buffer.write(SYNC)
     nonce = args.nonce.encode()
     listener = None
     fields = static_checks(args)

@@ -1,12 +1,14 @@
 """Process-tree helpers used by the agent (stdlib only, Linux /proc).
 
-This file is prepended to ``agent.py`` when the agent is shipped (see
-``clusterlaunch.remote.agent_bundle``), so it must not import from the package.
+Bundled into the remote programs after ``core/exits`` (see
+:mod:`clusterlaunch.remote`): its package imports are marked ``# bundle: strip``.
 """
 
 import os
 import signal
 import time
+
+from clusterlaunch.core.exits import ExitStatus  # bundle: strip
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
@@ -47,7 +49,7 @@ def term_when_parent_dies(agent_pid):
     except (OSError, AttributeError):
         return
     if os.getppid() != agent_pid:  # the agent died before prctl took effect
-        os._exit(143)
+        os._exit(ExitStatus.TERMINATED)
 
 
 def read_stat(pid):

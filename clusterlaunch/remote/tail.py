@@ -14,6 +14,8 @@ there then is all the job ever wrote.
 import os
 import time
 
+from clusterlaunch.core.protocol import JOB_STDERR, JOB_STDOUT, rank_tag  # bundle: strip
+
 TAIL_RESCAN_S = 0.2
 ERR_TAIL = 65536  # the job's last stderr bytes, for torchrun's root-cause block
 
@@ -34,7 +36,7 @@ class JobPipes:
     """The job's own stdout/stderr (tags ``O``/``E``), read without blocking."""
 
     def __init__(self, stdout, stderr):
-        self.streams = [(b"O", stdout), (b"E", stderr)]
+        self.streams = [(JOB_STDOUT, stdout), (JOB_STDERR, stderr)]
         for _, stream in self.streams:
             os.set_blocking(stream.fileno(), False)
         self.err_tail = bytearray()
@@ -68,7 +70,7 @@ class JobPipes:
             if not data:
                 stream.close()
                 continue
-            if tag == b"E":
+            if tag == JOB_STDERR:
                 self.err_tail = (self.err_tail + data)[-ERR_TAIL:]
             chunks.append((tag, data))
         return chunks
@@ -96,8 +98,8 @@ class RankTail:
                         self._open_rank(os.path.join(attempt_dir, local), int(local))
 
     def _open_rank(self, rank_dir, local_rank):
-        rank = str(self.first_rank + local_rank).encode()
-        for name, kind in (("stdout.log", b"o"), ("stderr.log", b"e")):
+        rank = self.first_rank + local_rank
+        for name, stderr in (("stdout.log", False), ("stderr.log", True)):
             path = os.path.join(rank_dir, name)
             if path in self.files:
                 continue
@@ -105,7 +107,7 @@ class RankTail:
                 fd = os.open(path, os.O_RDONLY)
             except OSError:
                 continue
-            self.files[path] = (fd, kind + rank)
+            self.files[path] = (fd, rank_tag(stderr, rank))
             self.order.append(path)
 
     def freeze(self):

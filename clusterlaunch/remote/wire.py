@@ -1,8 +1,8 @@
 """The agent's side of the wire: framed output, and the arguments it is started with.
 
 Stdlib only, bundled with the agent (see ``clusterlaunch.remote.BUNDLES``).
-Frame format: ``TAG SIZE\\n`` then SIZE bytes, after a sync marker; the
-controller's decoder is ``clusterlaunch/frames.py``.
+The frames are :mod:`clusterlaunch.core.protocol`'s (bundled before this
+module); the controller's decoder is ``clusterlaunch/core/frames.py``.
 """
 
 import errno
@@ -10,9 +10,9 @@ import os
 import select
 import time
 
+from clusterlaunch.core.protocol import EVENT, SYNC, encode_frame  # bundle: strip
 from clusterlaunch.remote.records import to_json  # bundle: strip
 
-SYNC = b"\n@@clusterlaunch-agent/1@@\n"
 OUT_CAP = 8 << 20  # stop reading inputs while this much output is unsent
 
 
@@ -37,10 +37,10 @@ class Output:
     def frame(self, tag, data):
         if data and not self.broken:
             # One append: a frame is either wholly queued or not at all.
-            self.pending += b"".join((b"%s %d\n" % (tag, len(data)), data))
+            self.pending += encode_frame(tag, data)
 
     def event(self, **fields):
-        self.frame(b"J", to_json(fields).encode())
+        self.frame(EVENT, to_json(fields).encode())
 
     def flush(self):
         while self.pending and not self.broken:
@@ -94,21 +94,14 @@ class Control:
         return time.monotonic() - self.last_heard > self.timeout
 
 
-def exit_status(code):
-    """A Popen return code as a shell would report it (128+N for signal N)."""
-    if code is None:
-        return 255
-    return 128 - code if code < 0 else code
-
-
 class Args:
     """The agent's settings (written by clusterlaunch's planner, never by hand)."""
 
     def __init__(self):
         self.job_id = None
         self.node_rank = None
-        self.grace = 5.0
-        self.heartbeat_timeout = 15.0
+        self.grace = None  # required, like the heartbeat timeout: the planner
+        self.heartbeat_timeout = None  # always passes both (core/defaults.py)
         self.first_rank = 0
         self.tail_dir = None
         self.argv = []
@@ -140,6 +133,9 @@ def parse_args(argv):
             setattr(args, attribute, kind(next(words)))
         except (StopIteration, ValueError):
             raise SystemExit("clusterlaunch-agent: bad value for %s" % name) from None
-    if args.job_id is None or args.node_rank is None or not args.argv:
-        raise SystemExit("clusterlaunch-agent: --job-id, --node-rank and a command are required")
+    if None in (args.job_id, args.node_rank, args.grace, args.heartbeat_timeout) or not args.argv:
+        raise SystemExit(
+            "clusterlaunch-agent: --job-id, --node-rank, --grace, --heartbeat-timeout "
+            "and a command are required"
+        )
     return args

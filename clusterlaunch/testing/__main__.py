@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 
+from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.testing import (
     DEFAULT_PORT,
     LoopbackCluster,
@@ -84,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         args.func(args)
     except SimClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+        return ExitStatus.FAILED
+    return ExitStatus.OK
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterlaunch.remote.wire import Output, exit_status
+from clusterlaunch.core.exits import shell_status
+from clusterlaunch.remote.wire import Output
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def stopping(reason: str) -> Frame:
 def exits(code: int | None, reason: str = "exited", **fields: Any) -> list[Step]:
     """The agent's ``exit`` report for a job that ended with Popen ``code``, then the status."""
     report = event(event="exit", reason=reason, code=code, **fields)
-    return [report, Exit(exit_status(code))]
+    return [report, Exit(shell_status(code))]
 
 
 def root_cause(local_rank: int, exitcode: int, failed_at: float = 1.0) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from clusterlaunch.controller.fanout import Failed, run_parallel
+from clusterlaunch.core.defaults import FANOUT
 from clusterlaunch.core.errors import HostProblem, TransportError
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import srun
@@ -34,7 +35,7 @@ __all__ = [
 def connect_all(
     targets: Sequence[SshTarget],
     settings: SshSettings,
-    fanout: int = 64,
+    fanout: int = FANOUT,
     transport: str = "ssh",
 ) -> tuple[dict[str, Connection], list[HostProblem]]:
     """Connect to every target at once; returns the connections and the failures.

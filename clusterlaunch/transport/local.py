@@ -7,6 +7,7 @@ import os
 import pwd
 import subprocess
 
+from clusterlaunch.core.exits import shell_status
 from clusterlaunch.core.model import LOCALHOST
 
 _CHUNK = 1 << 20
@@ -74,9 +75,7 @@ class LocalProcess:
     def exit_status(self) -> int | None:
         """Exit status as the shell reports it (128+N for signal N)."""
         code = self._popen.poll()
-        if code is None:
-            return None
-        return 128 - code if code < 0 else code
+        return None if code is None else shell_status(code)
 
     def finished(self) -> bool:
         """Exited with both pipes drained."""

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import paramiko
 
+from clusterlaunch.core.defaults import CONNECT_TIMEOUT_S
 from clusterlaunch.core.errors import HostKeyError, TransportError
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import hostkeys, sshconfig
@@ -31,7 +32,7 @@ class SshSettings:
 
     host_key_policy: str | None = None
     """strict / accept-new; ``None``: the SSH config's StrictHostKeyChecking, else accept-new."""
-    connect_timeout: float = 10.0
+    connect_timeout: float = CONNECT_TIMEOUT_S
     keepalive_interval: float = 1.0
     dead_after: float = 6.0
     """A host that answers no keepalive for this long is lost."""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterlaunch.core.exits import ExitStatus
 from tests.cluster.support import (
     WORKERS,
     rank_lines,
@@ -249,6 +250,15 @@ def test_exec_streams_each_host_and_returns_the_exit_code(sim_cluster, tmp_path:
         assert f"[{host}] err" in result.stderr.replace("  ", " ").replace("  ", " ")
     # Without --fail-fast every host runs to its end; the summary names the failures.
     assert "job failed: 1 of 2 host(s) failed: node1 (3)" in result.stderr
+
+
+def test_exec_of_a_missing_command_exits_127(sim_cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    result = run_cli("exec", sim_cluster, str(hosts), "--", "/nonexistent/cmd")
+    assert result.returncode == ExitStatus.NOT_STARTED == 127, result.stderr  # as a shell says
+    assert "node0: cannot start /nonexistent/cmd" in result.stderr
+    summary = result.stderr.split("job failed: 2 of 2 host(s) failed: ", 1)[1].splitlines()[0]
+    assert sorted(summary.split(", ")) == ["node0 (127)", "node1 (127)"]  # in the order they ended
 
 
 def test_ranks_filter_and_log_dir(sim_cluster, tmp_path: Path) -> None:

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from clusterlaunch.core.frames import EVENT, FrameDecoder
+from clusterlaunch.core.frames import FrameDecoder
+from clusterlaunch.core.protocol import EVENT
 from clusterlaunch.remote import program_source
 from clusterlaunch.remote.tail import JobPipes, RankTail
 
@@ -36,7 +37,8 @@ class FakeController:
         script = tmp_path / "job.py"
         script.write_text(JOB_HEADER + job)
         argv = [sys.executable, "-S", str(agent), "--job-id", "t", "--node-rank", "0"]
-        argv += [*options, "--", sys.executable, str(script)]
+        argv += ["--grace", "5", "--heartbeat-timeout", "15"]  # what the planner passes
+        argv += [*options, "--", sys.executable, str(script)]  # later options win
         self.process = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )

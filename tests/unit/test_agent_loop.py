@@ -32,7 +32,8 @@ class ForkedAgent:
     """The agent (``main``, so ``Agent.run``) in a forked child, stdin and stdout on pipes here."""
 
     def __init__(self, command: list[str], *options: str) -> None:
-        argv = ["--job-id", "t1", "--node-rank", "0", "--heartbeat-timeout", "60", *options]
+        argv = ["--job-id", "t1", "--node-rank", "0", "--heartbeat-timeout", "60", "--grace", "5"]
+        argv += options
         argv += ["--", *command]
         stdin_r, self.stdin_w = os.pipe()
         self.out_r, out_w = os.pipe()
@@ -95,6 +96,13 @@ class ForkedAgent:
         assert self.decoder.leftover() == b""
         return self.status
 
+    def read_output(self, tag: bytes, needle: bytes, timeout: float = 20) -> None:
+        """Read frames until the job's ``tag`` output holds ``needle`` (the job is set up)."""
+        deadline = time.monotonic() + timeout
+        while needle not in self.output.get(tag, b""):
+            if time.monotonic() > deadline or not self._read_some():
+                raise AssertionError(f"no {needle!r} in {tag!r} output: {self.output}")
+
     def names(self) -> list[str]:
         return [event["event"] for event in self.events]
 
@@ -118,7 +126,7 @@ def test_a_job_that_ends_by_itself_reports_its_output_then_its_code() -> None:
     assert (ended["reason"], ended["code"], ended["root_cause"]) == ("exited", 3, None)
 
 
-IGNORES_TERM = ["sh", "-c", "trap '' TERM; exec sleep 30"]  # only SIGKILL ends it
+IGNORES_TERM = ["sh", "-c", "trap '' TERM; echo ready; exec sleep 30"]  # only SIGKILL ends it
 
 
 @pytest.mark.parametrize(
@@ -127,6 +135,8 @@ IGNORES_TERM = ["sh", "-c", "trap '' TERM; exec sleep 30"]  # only SIGKILL ends 
 def test_control_bytes_tear_the_job_down(control: bytes, job: list[str], status: int) -> None:
     agent = ForkedAgent(job, "--grace", "60")
     agent.read_until("started")
+    if job is IGNORES_TERM:
+        agent.read_output(b"O", b"ready")  # the trap is set before the teardown begins
     agent.send(b"h" + control)  # a heartbeat, then t (SIGTERM) or k (SIGKILL at once)
     assert agent.finish() == status
     assert agent.names() == ["started", "stopping", "exit"]
@@ -160,9 +170,9 @@ def test_sigusr1_is_recorded_then_acted_on_as_clusterlaunch_kill() -> None:
 
 def test_a_second_signal_skips_the_grace() -> None:
     # A job that outlives SIGTERM: only the escalation ends it.
-    stubborn = "trap '' TERM; while :; do sleep 0.05; done"
+    stubborn = "trap '' TERM; echo ready; while :; do sleep 0.05; done"
     agent = ForkedAgent(["sh", "-c", stubborn], "--grace", "60")
-    agent.read_until("started")
+    agent.read_output(b"O", b"ready")  # the trap is set before the first signal
     os.kill(agent.pid, signal.SIGTERM)
     assert agent.read_until("stopping")["reason"] == f"signal {signal.SIGTERM:d}"
     os.kill(agent.pid, signal.SIGINT)  # well before the 60 s grace
@@ -216,13 +226,13 @@ def test_a_printed_root_cause_ends_torchrun_at_once(tmp_path: Path) -> None:
 def test_a_job_without_workers_is_not_given_the_grace(tmp_path: Path) -> None:
     # torchrun in its exit barrier ignores SIGTERM; with no workers left it is killed at once.
     agent = ForkedAgent(
-        ["sh", "-c", "trap '' TERM; exec sleep 30"],
+        ["sh", "-c", "trap '' TERM; echo ready; exec sleep 30"],
         "--tail-dir",
         str(tmp_path / "t"),
         "--grace",
         "60",
     )
-    agent.read_until("started")
+    agent.read_output(b"O", b"ready")  # the trap is set: SIGTERM is ignored from now on
     agent.send(b"t")
     assert agent.finish() == 137
     assert agent.events[-1]["reason"] == "requested"

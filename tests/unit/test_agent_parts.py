@@ -8,7 +8,7 @@ import pytest
 
 from clusterlaunch.remote.records import to_json
 from clusterlaunch.remote.rootcause import root_cause_complete
-from clusterlaunch.remote.wire import exit_status, parse_args
+from clusterlaunch.remote.wire import parse_args
 
 
 @pytest.mark.parametrize(
@@ -38,32 +38,34 @@ def test_to_json_refuses_what_it_cannot_encode() -> None:
 
 def test_parse_args() -> None:
     args = parse_args(
-        ["--job-id", "j", "--node-rank", "2", "--grace", "1.5", "--tail-dir", "/t", "--",
-         "python", "-m", "torch.distributed.run", "--", "x"]
+        ["--job-id", "j", "--node-rank", "2", "--grace", "1.5", "--heartbeat-timeout", "20",
+         "--tail-dir", "/t", "--", "python", "-m", "torch.distributed.run", "--", "x"]
     )  # fmt: skip
     assert (args.job_id, args.node_rank, args.grace, args.tail_dir) == ("j", 2, 1.5, "/t")
-    assert args.heartbeat_timeout == 15.0 and args.first_rank == 0
+    assert args.heartbeat_timeout == 20.0 and args.first_rank == 0
     assert args.argv == ["python", "-m", "torch.distributed.run", "--", "x"]
+
+
+TIMES = ["--grace", "5", "--heartbeat-timeout", "15"]  # required: the planner always passes them
 
 
 @pytest.mark.parametrize(
     "argv",
     [
-        ["--job-id", "j", "--node-rank", "0"],  # no -- and no command
-        ["--job-id", "j", "--node-rank", "0", "--"],  # no command
-        ["--node-rank", "0", "--", "x"],  # no job id
-        ["--job-id", "j", "--node-rank", "zero", "--", "x"],
-        ["--job-id", "j", "--node-rank", "0", "--bogus", "1", "--", "x"],
-        ["--job-id", "j", "--node-rank", "--", "x"],
+        ["--job-id", "j", "--node-rank", "0", "--grace", "5", "--", "x"],  # no heartbeat timeout
+        ["--job-id", "j", "--node-rank", "0", "--heartbeat-timeout", "5", "--", "x"],  # no grace
+        [*TIMES, "--job-id", "j", "--node-rank", "0"],  # no -- and no command
+        [*TIMES, "--job-id", "j", "--node-rank", "0", "--"],  # no command
+        [*TIMES, "--node-rank", "0", "--", "x"],  # no job id
+        [*TIMES, "--job-id", "j", "--node-rank", "zero", "--", "x"],
+        [*TIMES, "--job-id", "j", "--node-rank", "0", "--bogus", "1", "--", "x"],
+        [*TIMES, "--job-id", "j", "--node-rank", "--", "x"],
+        [*TIMES, "--job-id", "j", "--node-rank", "0", "--grace", "soon", "--", "x"],
     ],
 )
 def test_parse_args_refuses_bad_input(argv: list[str]) -> None:
     with pytest.raises(SystemExit):
         parse_args(argv)
-
-
-def test_exit_status_like_a_shell() -> None:
-    assert (exit_status(0), exit_status(7), exit_status(-9), exit_status(None)) == (0, 7, 137, 255)
 
 
 def test_root_cause_complete_needs_the_closing_rule() -> None:

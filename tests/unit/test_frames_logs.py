@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clusterlaunch.core import lines as logs
-from clusterlaunch.core.frames import EVENT, NOISE, SYNC, Frame, FrameDecoder, FrameError
+from clusterlaunch.core.frames import Frame, FrameDecoder, FrameError
 from clusterlaunch.core.lines import (
     LineBuffer,
     Prefixes,
@@ -19,6 +19,7 @@ from clusterlaunch.core.lines import (
     prefix_block,
     split_lines,
 )
+from clusterlaunch.core.protocol import EVENT, NOISE, SYNC
 from clusterlaunch.core.render import rank_ranges, table
 from clusterlaunch.remote.rootcause import parse_root_cause
 

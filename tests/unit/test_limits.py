@@ -14,11 +14,12 @@ from clusterlaunch.cli import args as cliargs
 from clusterlaunch.cli import main as cli
 from clusterlaunch.controller.console import Console, GuardedStream, as_bytes
 from clusterlaunch.core import limits
-from clusterlaunch.core.commands import owned_torchrun_option
-from clusterlaunch.core.errors import EXIT_BROKEN_PIPE, StopJob, UsageError
+from clusterlaunch.core.errors import StopJob, UsageError
+from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.hostfields import host_name_problem, user_name_problem
 from clusterlaunch.core.hostranges import HostRangeError, count_hosts, expand_hosts
 from clusterlaunch.core.lines import parse_rank_filter
+from clusterlaunch.core.torchrunargs import owned_torchrun_option
 from clusterlaunch.core.yamlines import PythonEvents, YamlLimitError, load_yaml, loader_class
 
 
@@ -137,7 +138,7 @@ def test_a_closed_pipe_stops_once_then_is_silent() -> None:
     stream = GuardedStream(_ClosedPipe(), "stdout")
     with pytest.raises(StopJob) as caught:
         stream.write(b"x")
-    assert caught.value.exit_code == EXIT_BROKEN_PIPE == 141
+    assert caught.value.exit_code == ExitStatus.BROKEN_PIPE == 141
     assert stream.write(b"more") == 4  # teardown may go on writing: nothing raised
     quiet = GuardedStream(_ClosedPipe(), "stderr")
     assert quiet.write(b"x", stop=False) == 1 and quiet.broken

@@ -6,13 +6,14 @@ import datetime
 import re
 import shlex
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
 from clusterlaunch.core import commands, envpolicy
+from clusterlaunch.core.defaults import SETUP_TIMEOUT_S
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import (
-    DEFAULT_SETUP_TIMEOUT,
     HostSpec,
     Inventory,
     JobPlan,
@@ -191,8 +192,10 @@ def test_full_plan_by_equality() -> None:
                     "source env.sh",
                     env0,
                     [*agent_words("python3", 0, 0), "--", *argv0],
-                    SetupGuard(DEFAULT_SETUP_TIMEOUT, "j1"),  # the job id identifies its shell
+                    SetupGuard(SETUP_TIMEOUT_S, "j1"),  # the job id identifies its shell
                 ),
+                agent_argv=tuple(agent_words("python3", 0, 0)),
+                setup_guard=SetupGuard(SETUP_TIMEOUT_S, "j1"),
             ),
             NodePlan(
                 node_rank=1,
@@ -209,6 +212,8 @@ def test_full_plan_by_equality() -> None:
                 command=commands.shell_command(
                     CWD, None, env1, [*agent_words("/opt/py/bin/python", 1, 2), "--", *argv1]
                 ),
+                agent_argv=tuple(agent_words("/opt/py/bin/python", 1, 2)),
+                setup_guard=SetupGuard(SETUP_TIMEOUT_S, "j1"),
             ),
         ),
     )
@@ -217,7 +222,7 @@ def test_full_plan_by_equality() -> None:
         "cd", "--", CWD, "&&", "exec", "env", f"{JOB_ID_VAR}={JOB}",
         *agent_words("/opt/py/bin/python", 1, 2), "--", *argv1,
     ]  # fmt: skip
-    setup = guarded("source env.sh", SetupGuard(DEFAULT_SETUP_TIMEOUT, JOB))
+    setup = guarded("source env.sh", SetupGuard(SETUP_TIMEOUT_S, JOB))
     prefix = f"cd -- /w && {setup} && "
     assert job.nodes[0].command.startswith(prefix)
     assert shlex.split(job.nodes[0].command[len(prefix) :]) == [
@@ -359,6 +364,37 @@ def test_master_port(file_port: int | None, options: LaunchOptions, expected: in
     assert argv[argv.index("--master-port") + 1] == (
         commands.AUTO_PORT if expected is None else str(expected)
     )
+
+
+def test_filling_in_the_master_port_is_planning_with_it() -> None:
+    """``auto`` resolved after the preflight: the same plan as if the port had been given."""
+    inv = inventory(
+        HostSpec(host="a", gpus=2, setup="source 'a b'/env.sh", python="~/venv/bin/python"),
+        HostSpec(host="b", gpus=1, workdir="~/w d", env={"X": "AUTO"}),
+        master_port=29500,
+    )
+    options = LaunchOptions(
+        script="train.py",
+        script_args=("--master-port", "AUTO", "AUTO"),  # the script's words stay as they are
+        torchrun_args=("--max-restarts", "3"),
+        master_port_auto=True,
+        setup_timeout=20,
+    )
+    auto = plan(inv, options)
+    assert auto.master_port is None
+    given = plan(inv, replace(options, master_port=31234, master_port_auto=False))
+    assert auto.with_master_port(31234) == given
+    for node in given.nodes:
+        assert node.argv[node.argv.index("--master-port") + 1] == "31234"
+        assert node.argv[-4:] == ("train.py", "--master-port", "AUTO", "AUTO")
+
+
+def test_master_port_is_filled_in_once_and_only_for_torchrun() -> None:
+    inv = inventory(HostSpec(host="a", gpus=1), master_port=29500)
+    with pytest.raises(ValueError, match="already set"):
+        plan(inv).with_master_port(1)
+    with pytest.raises(ValueError):  # exec: there is no torchrun port to fill in
+        plan(inventory(HostSpec(host="a", gpus=1)), exec_argv=["hostname"]).with_master_port(1)
 
 
 # -------------------------------------------------------------------------------------- environment

@@ -14,8 +14,9 @@ from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.core import lines as logs
-from clusterlaunch.core.frames import EVENT, NOISE, SYNC, Frame, FrameDecoder
+from clusterlaunch.core.frames import Frame, FrameDecoder
 from clusterlaunch.core.lines import LineBuffer, Prefixes, TailKeeper, prefix_block
+from clusterlaunch.core.protocol import EVENT, NOISE, SYNC
 
 P = b"[p] "
 

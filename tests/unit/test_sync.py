@@ -443,7 +443,7 @@ def test_sync_flag_reaches_the_request() -> None:
     assert parser.parse_args(["run", "--sync", "h", "s"]).sync is True
     assert parser.parse_args(["exec", "--sync", "h"]).sync is True
     assert parser.parse_args(["run", "h", "s"]).sync is False
-    assert not hasattr(parser.parse_args(["check", "h"]), "sync")
+    assert parser.parse_args(["check", "h"]).sync is False  # check has no --sync of its own
 
 
 def test_a_name_that_is_not_utf8_is_refused_unless_ignored(tmp_path: Path) -> None:

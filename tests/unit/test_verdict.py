@@ -16,9 +16,10 @@ from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.core import render
 from clusterlaunch.core.errors import JobOutcome
+from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.lines import Prefixes
 from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
-from clusterlaunch.core.outcome import EXIT_HOST_LOST, HostState, decide_outcome, first_failure
+from clusterlaunch.core.outcome import HostState, decide_outcome, first_failure
 from clusterlaunch.core.planner import plan_job
 
 
@@ -114,7 +115,9 @@ def test_first_rank_to_fail_decides_across_hosts() -> None:
 def test_a_lost_host_is_reported_with_its_name() -> None:
     hosts, router = _setup({"a": TORN_DOWN})
     hosts[1].lost = True
-    outcome = decide_outcome(JobOutcome(EXIT_HOST_LOST, "host b was lost"), hosts, router.tails)
+    outcome = decide_outcome(
+        JobOutcome(ExitStatus.HOST_LOST, "host b was lost"), hosts, router.tails
+    )
     assert (outcome.exit_code, outcome.host, outcome.stopped) == (255, "b", False)
     assert render.outcome_text(outcome) == "job failed: host b was lost"
 
@@ -141,14 +144,16 @@ def test_of_several_lost_hosts_the_first_to_end_is_named() -> None:
     hosts, router = _setup({}, {"a": 2, "b": 1})
     for host in hosts:
         host.lost = True
-    outcome = decide_outcome(JobOutcome(EXIT_HOST_LOST, "host a was lost"), hosts, router.tails)
+    outcome = decide_outcome(
+        JobOutcome(ExitStatus.HOST_LOST, "host a was lost"), hosts, router.tails
+    )
     assert (outcome.exit_code, outcome.host) == (255, "b")
 
 
 def test_a_255_stop_without_a_lost_host_is_judged_like_any_failure() -> None:
     # The hosts stopped the job themselves (they lost the controller): no host was lost.
     hosts, router = _setup({"a": TORN_DOWN, "b": TORN_DOWN})
-    stop = JobOutcome(EXIT_HOST_LOST, "the hosts lost touch with the controller")
+    stop = JobOutcome(ExitStatus.HOST_LOST, "the hosts lost touch with the controller")
     assert decide_outcome(stop, hosts, router.tails) is stop
 
 

@@ -1,13 +1,19 @@
-"""Short commands on many hosts at once, each read to its end: one round trip for all."""
+"""Short commands on many hosts at once, each read to its end: one round trip for all.
+
+Controller logic (what to run where, how long to wait), built on the read loop
+of :mod:`clusterlaunch.controller.readloop`: ``--sync``'s checks, ``ps`` and
+``kill``'s ``jobctl``, and the kills of stuck setups.
+"""
 
 from __future__ import annotations
 
-import select
 import time
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from clusterlaunch.controller.readloop import read_round, start_all
+from clusterlaunch.core.defaults import FANOUT
 from clusterlaunch.core.errors import TransportError
 from clusterlaunch.transport.base import Connection, RemoteProcess
 
@@ -34,17 +40,21 @@ class Batch(Generic[K]):
     cleanup) can run while the caller does something else.
     """
 
-    def __init__(self, jobs: Mapping[K, tuple[Connection, str]], stdin: bytes = b"") -> None:
-        """Start every ``(connection, command)``, each fed ``stdin`` and then EOF."""
+    def __init__(
+        self, jobs: Mapping[K, tuple[Connection, str]], stdin: bytes = b"", fanout: int = FANOUT
+    ) -> None:
+        """Start every ``(connection, command)``, each fed ``stdin`` and then EOF.
+
+        At most ``fanout`` channels are opened at once.
+        """
         self._keys = list(jobs)
         self._results: dict[K, Finished] = {}
         self._running: dict[K, RemoteProcess] = {}
         self._outputs: dict[K, tuple[list[bytes], list[bytes]]] = {}
-        for key, (connection, command) in jobs.items():
-            try:
-                process = connection.start(command, stdin)
-            except TransportError as exc:
-                self._results[key] = Finished(None, error=exc.detail, started=False)
+        starts = [(connection, command, stdin) for connection, command in jobs.values()]
+        for key, process in zip(self._keys, start_all(starts, fanout, "batch"), strict=True):
+            if isinstance(process, TransportError):
+                self._results[key] = Finished(None, error=process.detail, started=False)
                 continue
             process.close_stdin()
             self._running[key] = process
@@ -56,13 +66,7 @@ class Batch(Generic[K]):
         running = self._running
         try:
             while running and (left := deadline - time.monotonic()) > 0:
-                fds = [fd for process in running.values() for fd in process.waitables()]
-                if fds:
-                    select.select(fds, [], [], min(left, 0.2))
-                else:
-                    time.sleep(0.005)
-                for key, process in list(running.items()):
-                    self._pump(key, process)
+                read_round(list(running.items()), min(left, 0.2), self._take)
             for key in running:
                 out, err = (b"".join(part) for part in self._outputs[key])
                 self._results[key] = Finished(None, out, err, f"no answer within {timeout:g} s")
@@ -74,8 +78,8 @@ class Batch(Generic[K]):
         """What command ``key`` printed on stdout until now (or until it was given up on)."""
         return b"".join(self._outputs[key][0]) if key in self._outputs else b""
 
-    def _pump(self, key: K, process: RemoteProcess) -> None:
-        out, err = process.read()
+    def _take(self, key: K, out: bytes, err: bytes) -> None:
+        process = self._running[key]
         self._outputs[key][0].append(out)
         self._outputs[key][1].append(err)
         if process.finished():
@@ -91,6 +95,8 @@ class Batch(Generic[K]):
         self._running.clear()
 
 
-def run_all(jobs: Mapping[K, tuple[Connection, str]], timeout: float) -> dict[K, Finished]:
+def run_all(
+    jobs: Mapping[K, tuple[Connection, str]], timeout: float, fanout: int = FANOUT
+) -> dict[K, Finished]:
     """Start every ``(connection, command)`` and wait for all of them."""
-    return Batch(jobs).wait(timeout)
+    return Batch(jobs, fanout=fanout).wait(timeout)
