@@ -10,6 +10,8 @@ Two tiers share one client-side API (``ssh_config`` with one alias per host, a g
   on a private bridge, with its own hostname; root only.  Supports partitions.
 
 :mod:`.orphans` finds processes that a test left running on the hosts.
+:mod:`.fakes` (with :mod:`.agentscript`) is the other end of the scale: a scripted
+``Connection`` with no process behind it, for the supervisor's unit tests.
 Stdlib only: the product's SSH code (paramiko) must not be what the cluster relies on.
 """
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from clusterlaunch.core.errors import StopJob, TransportError
 from clusterlaunch.remote.wire import Output
@@ -37,6 +37,7 @@ from clusterlaunch.testing.agentscript import (
     Suspend,
     Unresponsive,
 )
+from clusterlaunch.transport.base import Connection, RemoteProcess
 
 
 class FakeClock:
@@ -55,7 +56,7 @@ class FakeClock:
         self.now += seconds
 
 
-class FakeProcess:
+class FakeProcess(RemoteProcess):
     """The agent's channel: stdout and stderr are pipes the script writes into."""
 
     def __init__(self, connection: FakeConnection, agent: FakeAgent) -> None:
@@ -230,7 +231,7 @@ class FakeProcess:
         self._ticking = wanted
 
 
-class FakeConnection:
+class FakeConnection(Connection):
     """A host whose ``start`` returns a :class:`FakeProcess` playing ``agent``."""
 
     def __init__(
@@ -280,10 +281,3 @@ class FakeConnection:
         """The controller was stopped: its clock jumps (only with a fake clock)."""
         if self.clock is not None:
             self.clock.advance(seconds)
-
-
-def fake_hosts(
-    agents: Mapping[str, FakeAgent], clock: FakeClock | None = None
-) -> dict[str, FakeConnection]:
-    """One :class:`FakeConnection` per host name."""
-    return {host: FakeConnection(host, agent, clock) for host, agent in agents.items()}
