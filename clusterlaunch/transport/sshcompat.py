@@ -18,7 +18,7 @@ from pathlib import Path
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport.hostkeys import KnownHosts
-from clusterlaunch.transport.sshconfig import LoadedConfig, read_ssh_config
+from clusterlaunch.transport.sshconfig import LoadedConfig, jump_host, read_ssh_config
 
 FIX = "use --ssh-client openssh"
 _OPENSSH_KEY = b"openssh-key-v1\x00"
@@ -32,11 +32,21 @@ def check_paramiko_can_connect(
     if not remote:
         return
     config = read_ssh_config(config_path)
-    refused = [(t.alias, why) for t in remote if (why := blocker(t, config, known_hosts))]
+    refused = [(t.alias, why) for t in remote if (why := _chain_blocker(t, config, known_hosts))]
     if refused:
         alias, why = refused[0]
         more = f" (and {len(refused) - 1} more host(s))" if len(refused) > 1 else ""
         raise UsageError(f"{alias}{more}: {why}; {FIX}")
+
+
+def _chain_blocker(target: SshTarget, config: LoadedConfig, known_hosts: KnownHosts) -> str | None:
+    """The target's blocker, or one of its jump hosts' (named as such)."""
+    if config.match_exec() is None and target.proxy_jump:
+        for hop in target.proxy_jump.split(","):
+            why = blocker(jump_host(config.parsed, hop), config, known_hosts)
+            if why is not None:
+                return f"jump host {hop}: {why}"
+    return blocker(target, config, known_hosts)
 
 
 def blocker(target: SshTarget, config: LoadedConfig, known_hosts: KnownHosts) -> str | None:

@@ -90,6 +90,14 @@ def test_settings_paramiko_cannot_honour_are_named(
     assert f"{tmp_path}/config{expected}" in str(refused.value)
 
 
+def test_a_jump_host_needing_a_certificate_is_named(tmp_path: Path) -> None:
+    (tmp_path / "known_hosts").write_text(f"@cert-authority bastion ssh-ed25519 {KEY}\n")
+    target = _target(tmp_path, proxy_jump="bastion")
+    config = f"Host bastion\n    UserKnownHostsFile {tmp_path}/known_hosts\n"
+    with pytest.raises(UsageError, match=r"^n0: jump host bastion: .*:1: @cert-authority"):
+        _check(tmp_path, target, config)
+
+
 def test_a_fido_identity_is_refused(tmp_path: Path) -> None:
     key = tmp_path / "id_sk"
     key.write_text("private")
