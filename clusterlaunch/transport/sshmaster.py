@@ -240,7 +240,9 @@ def _connections(
             master.log,
         )
     for jump in (m for m in masters if m.users):
-        if not any(user.key in connections for user in jump.users) and jump.popen is not None:
+        # It lives as long as the connections behind it; none: it goes now.
+        jump.users = [user for user in jump.users if user.key in connections]
+        if not jump.users and jump.popen is not None:
             stop_process(jump.popen)
     return connections, problems
 
