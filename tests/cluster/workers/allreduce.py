@@ -19,13 +19,12 @@ rank = dist.get_rank()
 value = torch.tensor([float(rank + 1)])
 dist.all_reduce(value)
 print(
-    "RANK={} LOCAL_RANK={} WORLD_SIZE={} LOCAL_WORLD_SIZE={} SUM={} RUN_ID={} ARGV={}".format(
+    "RANK={} LOCAL_RANK={} WORLD_SIZE={} LOCAL_WORLD_SIZE={} SUM={} ARGV={}".format(
         rank,
         os.environ["LOCAL_RANK"],
         dist.get_world_size(),
         os.environ["LOCAL_WORLD_SIZE"],
         int(value.item()),
-        os.environ.get("TORCHELASTIC_RUN_ID"),
         json.dumps(sys.argv[1:]),
     ),
     flush=True,
