@@ -18,7 +18,7 @@ from clusterlaunch.controller.fanout import Failed, run_parallel
 from clusterlaunch.core.defaults import FANOUT
 from clusterlaunch.core.errors import HostProblem, TransportError
 from clusterlaunch.core.model import SshTarget
-from clusterlaunch.transport import srun
+from clusterlaunch.transport import noinvoke, srun  # noqa: F401  (noinvoke: before paramiko)
 from clusterlaunch.transport.base import Connection, RemoteProcess
 from clusterlaunch.transport.local import LocalConnection
 from clusterlaunch.transport.ssh import CLIENTS, POLICIES, SshSettings
