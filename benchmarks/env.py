@@ -31,6 +31,7 @@ from clusterlaunch.testing import (
     find_free_port,
     find_processes,
     kill_processes,
+    loopback_addrs,
     port_is_free,
     wait_until_gone,
 )
@@ -167,7 +168,7 @@ class Bench:
     def start(self) -> None:
         """Copy the workers, start the cluster."""
         shutil.copytree(WORKERS, self.workdir, ignore=shutil.ignore_patterns("__pycache__"))
-        addrs = [f"127.0.0.{11 + i}" for i in range(self.n_hosts)]
+        addrs = loopback_addrs(self.n_hosts)
         start = SSH_PORT_FROM
         for _ in range(5):
             port = find_free_port(addrs, start)

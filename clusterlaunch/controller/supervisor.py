@@ -32,6 +32,9 @@ SUSPEND_GAP_S = 2.0  # our own clock jumping this far means we were stopped (Ctr
 RESUME_GRACE_S = 8.0  # keepalives need this long to catch up after a resume
 KILLED = "the job was killed (clusterlaunch kill)"
 TEARDOWN_QUIET_S = 3.0  # in teardown, a host silent this long past the deadline is given up
+SWEEP_S = 0.2
+"""Every host is looked at (ended? lost?) at least this often; in between, only hosts with
+output are read (reading all on every wake-up was O(hosts²) a launch)."""
 
 
 class Supervisor:
@@ -60,6 +63,7 @@ class Supervisor:
         self.fail_fast = fail_fast
         self.quiet_teardown = quiet_teardown
         self._last_tick = clock()
+        self._last_sweep = float("-inf")
         self._resumed_at: float | None = None
         self.router = router
         self.timeout = timeout
@@ -164,7 +168,11 @@ class Supervisor:
         if not running:
             time.sleep(wait)
             return 0
-        return read_round(running, wait, self._take)
+        now = self.clock()
+        everyone = now - self._last_sweep >= SWEEP_S
+        if everyone:
+            self._last_sweep = now
+        return read_round(running, min(wait, SWEEP_S), self._take, everyone)
 
     def _take(self, host: HostRun, out: bytes, err: bytes) -> None:
         """One host's new bytes: route them, then see whether it ended."""

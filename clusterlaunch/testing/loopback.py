@@ -1,5 +1,8 @@
 """Loopback tier: one real OpenSSH sshd per simulated host, host i on 127.0.0.(11+i).
 
+Past 127.0.0.254 the hosts go on at 127.0.1.1, 127.0.1.2, ... (every address of
+127.0.0.0/8 is this machine's), so a cluster can have hundreds of hosts.
+
 Works as root and as an ordinary user (then every host logs in as that same user).  All
 files live under ``base_dir``; the client side (key, known_hosts, ssh_config) is generated
 from the host keys directly, so no ssh-keyscan and no trust-on-first-use is involved.
@@ -32,6 +35,21 @@ from clusterlaunch.testing.sshd import (
 )
 
 _C = TypeVar("_C", bound="LoopbackCluster")
+MAX_POSITION = 254 * 64
+"""Host positions go up to 127.0.63.254 (thousands of hosts; sshd's memory runs out first)."""
+
+
+def loopback_addr(position: int) -> str:
+    """127.0.0.``position`` up to .254, then 127.0.1.1, 127.0.1.2, ... (no .0, no .255)."""
+    if position <= 254:
+        return f"127.0.0.{position}"
+    block, offset = divmod(position - 255, 254)
+    return f"127.0.{block + 1}.{offset + 1}"
+
+
+def loopback_addrs(n_hosts: int, first_host_octet: int = 11) -> list[str]:
+    """The addresses of a cluster's ``n_hosts`` hosts (for a free-port search before start)."""
+    return [loopback_addr(first_host_octet + index) for index in range(n_hosts)]
 
 
 class LoopbackCluster:
@@ -55,7 +73,7 @@ class LoopbackCluster:
         ready_timeout: float = 15.0,
         detached: bool = False,
     ) -> None:
-        if n_hosts < 1 or first_host_octet < 2 or first_host_octet + n_hosts > 255:
+        if n_hosts < 1 or first_host_octet < 2 or first_host_octet + n_hosts > MAX_POSITION:
             raise ValueError(f"cannot place {n_hosts} hosts from 127.0.0.{first_host_octet}")
         self.n_hosts = n_hosts
         self.base_dir = Path(base_dir).absolute()
@@ -81,7 +99,7 @@ class LoopbackCluster:
         return [f"{self.name_prefix}{i}" for i in range(self.n_hosts)]
 
     def _addr(self, index: int) -> str:
-        return f"127.0.0.{self.first_host_octet + index}"
+        return loopback_addr(self.first_host_octet + index)
 
     def markers(self) -> list[str]:
         """The ``CLUSTERLAUNCH_SIM_HOST`` values of all hosts (unique to this instance)."""

@@ -1,4 +1,4 @@
-"""The indexed SSH config lookup gives exactly paramiko's answers, without its O(blocks) per host."""
+"""The indexed SSH config lookup gives paramiko's answers, without its O(blocks) per host."""
 
 from __future__ import annotations
 
