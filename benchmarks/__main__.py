@@ -20,12 +20,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from benchmarks import fanout, overhead, report, scale, sigkill, teardown, throughput
+from benchmarks import cpu, fanout, overhead, report, scale, sigkill, teardown, throughput
 from benchmarks.core import MISS, Result, format_table, summary_counts
 from benchmarks.env import REPO, Bench
 
 MEASUREMENTS: dict[str, ModuleType] = {
-    module.NAME: module for module in (fanout, throughput, teardown, sigkill, overhead, scale)
+    module.NAME: module for module in (fanout, cpu, throughput, teardown, sigkill, overhead, scale)
 }
 DEFAULT_REPEAT = 5
 
