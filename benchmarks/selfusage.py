@@ -11,6 +11,7 @@ wait4's rusage would add the children's CPU in; this keeps the two apart.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import resource
@@ -31,10 +32,8 @@ class Peaks:
     def _poll(self) -> None:
         while True:
             self.threads = max(self.threads, threading.active_count())
-            try:
+            with contextlib.suppress(OSError):
                 self.fds = max(self.fds, len(os.listdir("/proc/self/fd")) - 1)
-            except OSError:
-                pass
             if self._stop.wait(self._every):
                 return
 

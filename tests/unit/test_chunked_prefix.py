@@ -1,4 +1,4 @@
-"""The controller prefixes whole chunks (bytes operations), with the result a per-line reference gives.
+"""The controller prefixes whole chunks (bytes operations) as a per-line reference would.
 
 Hostile input on purpose: no trailing newline, bare and split CR/LF, invalid
 UTF-8, NULs, lines over the partial-line bound, and frames cut anywhere.
@@ -7,6 +7,7 @@ UTF-8, NULs, lines over the partial-line bound, and frames cut anywhere.
 from __future__ import annotations
 
 import io
+import itertools
 import re
 
 import pytest
@@ -56,7 +57,7 @@ def through_router(chunks: list[bytes]) -> bytes:
 
 def split(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({0, len(data), *(c % (len(data) + 1) for c in cuts)})
-    return [data[a:b] for a, b in zip(points, points[1:], strict=False)]
+    return [data[a:b] for a, b in itertools.pairwise(points)]
 
 
 @settings(max_examples=300, deadline=None)
