@@ -32,12 +32,17 @@ NEEDS = max(SIZES)
 
 def measure(bench: Bench, client: str, count: int) -> dict[str, float]:
     """One ``exec true`` on ``count`` hosts with ``client``: its selfusage record and wall."""
+    return usage_of(bench, client, count, ["true"])
+
+
+def usage_of(bench: Bench, client: str, count: int, command: list[str]) -> dict[str, float]:
+    """``exec COMMAND`` on ``count`` hosts with ``client``: its selfusage record and wall."""
     out = bench.tmp / f"usage-{client}-{count}.json"
     out.unlink(missing_ok=True)
     argv = [
         bench.python, "-m", "benchmarks.selfusage", str(out),
         "exec", "--ssh-config", str(bench.ssh_config), "--ssh-client", client,
-        str(bench.hosts_file(count)), "--", "true",
+        str(bench.hosts_file(count)), "--", *command,
     ]  # fmt: skip
     done = bench.run(argv).check()
     try:
