@@ -37,7 +37,8 @@ from clusterlaunch.testing import (
     kill_processes,
     wait_until_gone,
 )
-from clusterlaunch.testing.loopback import SSHD, loopback_addrs
+from clusterlaunch.testing.loopback import SSHD
+from clusterlaunch.testing.sshd import loopback_addrs
 from tests.netns import NetnsCluster, netns_unavailable_reason
 
 PORT_ENV = "CLUSTERLAUNCH_TEST_SSH_PORT"

@@ -16,7 +16,7 @@ Stdlib only: the product's SSH code (paramiko) must not be what the cluster reli
 """
 
 from clusterlaunch.testing.detached import start_detached, stop_detached
-from clusterlaunch.testing.loopback import LoopbackCluster, loopback_addrs
+from clusterlaunch.testing.loopback import LoopbackCluster
 from clusterlaunch.testing.orphans import ProcInfo, find_processes, kill_processes, wait_until_gone
 from clusterlaunch.testing.sshd import (
     DEFAULT_PORT,
@@ -24,6 +24,7 @@ from clusterlaunch.testing.sshd import (
     SimClusterError,
     SimHost,
     find_free_port,
+    loopback_addrs,
     port_is_free,
 )
 from clusterlaunch.testing.sshvariants import SshVariantCluster
