@@ -53,7 +53,7 @@ def check_words(args: argparse.Namespace) -> None:
     for word in args.passthrough:
         limits.sendable(words, word)
     if args.job_id is not None and not _JOB_ID.fullmatch(args.job_id):
-        flag = "JOB_ID" if args.command == "kill" else "--job-id"
+        flag = "JOB_ID" if args.command in ("kill", "stacks") else "--job-id"
         raise UsageError(
             f"{flag} {limits.shown(args.job_id)}: use 1-64 letters, digits, '.', '_' or '-'"
         )
