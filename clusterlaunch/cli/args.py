@@ -127,6 +127,8 @@ def job_request(args: argparse.Namespace) -> JobRequest:
         transport=transport,
         fail_fast=args.fail_fast,
         sync=args.sync,
+        stall_timeout=args.stall_timeout,
+        stall_action=args.stall_action,
     )
 
 

@@ -70,6 +70,12 @@ class OutputRouter:
         self._console.err.flush()
         self._log("controller.log", f"{_stamp()} ".encode() + line)
 
+    def raw_stderr(self, data: bytes) -> None:
+        """clusterlaunch's own lines, already prefixed (stack dumps): stderr and controller.log."""
+        self._console.err.write(data)
+        self._console.err.flush()
+        self._log("controller.log", data)
+
     def flush_host(self, host: str, ranks: Iterable[int]) -> None:
         """A host ended: its unfinished last lines are passed on as they are.
 
