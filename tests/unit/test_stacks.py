@@ -1,0 +1,132 @@
+"""Stack dumps: rendering, finding workers in a real process tree, the stall watch."""
+
+from __future__ import annotations
+
+import ast
+import io
+import os
+import subprocess
+import sys
+import time
+
+from clusterlaunch.controller.console import Console
+from clusterlaunch.controller.output import OutputRouter
+from clusterlaunch.controller.stall import StallWatch
+from clusterlaunch.core.exits import ExitStatus
+from clusterlaunch.core.lines import Prefixes
+from clusterlaunch.core.stacks import StackDump, dumps_from_records, prefixes_for, stacks_text
+from clusterlaunch.remote import hostfacts, program_source
+from clusterlaunch.remote.proctree import descendants
+from clusterlaunch.remote.stacks import job_workers
+
+STACK = (
+    'Thread 10 (idle): "MainThread"\n    all_reduce (torch/distributed/distributed_c10d.py:3252)\n'
+)
+
+
+def test_stack_lines_carry_the_workers_output_prefix() -> None:
+    dumps = [
+        StackDump("node1", 1, 0, 11, None, "py-spy dump failed (exit 1): Permission denied"),
+        StackDump("node0", 0, 0, 10, STACK),
+    ]
+    records = [("node0", {"event": "stack", **vars(d)}) for d in dumps]
+    ordered = dumps_from_records(records + records)  # duplicates (shared machine) collapse
+    assert [d.rank for d in ordered] == [0, 1]
+    text = stacks_text(
+        ordered,
+        [("node2", "py-spy is not installed")],
+        prefixes_for(
+            [StackDump("node0", 0, 0, 10, STACK), StackDump("node1", 1, 0, 11, None)],
+            ["node0", "node1", "node2"],
+            color=False,
+        ),
+    )
+    assert text.decode().splitlines() == [
+        '[r0 node0:0] Thread 10 (idle): "MainThread"',
+        "[r0 node0:0]     all_reduce (torch/distributed/distributed_c10d.py:3252)",
+        "[r1 node1:0] (pid 11) no stack: py-spy dump failed (exit 1): Permission denied",
+        "[node2]      py-spy is not installed",
+    ]
+
+
+def test_workers_are_found_by_their_rank_variables_not_their_children() -> None:
+    # agent -> torchrun stand-in -> two "workers" (RANK set), one with a child that inherits it.
+    worker = (
+        "import subprocess,sys,time\n"
+        "if sys.argv[1] == '1':\n"
+        "    child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        "time.sleep(30)\n"
+    )
+    launcher = (
+        "import os,subprocess,sys,time\n"
+        "procs=[subprocess.Popen([sys.executable,'-c',sys.argv[1],str(r)],"
+        "env={**os.environ,'RANK':str(r+4),'LOCAL_RANK':str(r)}) for r in (1,0)]\n"
+        "time.sleep(30)\n"
+    )
+    root = subprocess.Popen([sys.executable, "-c", launcher, worker])
+    try:
+        deadline = time.monotonic() + 10
+        found: list[tuple[int, int, int]] = []
+        while time.monotonic() < deadline and len(found) < 2:
+            time.sleep(0.1)
+            found = job_workers(os.getpid())
+        assert [(rank, local) for _, rank, local in found] == [(4, 0), (5, 1)]
+    finally:
+        for pid in descendants(root.pid):  # only what this test started
+            os.kill(pid, 9)
+        root.kill()
+        root.wait()
+
+
+def test_stall_watch_dumps_once_and_kills_with_its_own_status() -> None:
+    err = io.BytesIO()
+    router = OutputRouter(Prefixes([(0, "node0", 0)], ["node0"], False), Console(io.BytesIO(), err))
+    calls = []
+
+    def take(plan: object, connections: object) -> tuple[list[StackDump], list[tuple[str, str]]]:
+        calls.append(1)
+        return [StackDump("node0", 0, 0, 10, STACK)], []
+
+    watch = StallWatch(5, "kill", plan=_Plan(), connections={}, started=100.0)  # type: ignore[arg-type]
+    assert watch.check(104.0, router, take) is None
+    watch.heard(104.0)
+    assert watch.check(108.0, router, take) is None  # 4 s since the last output
+    outcome = watch.check(109.5, router, take)
+    assert outcome is not None and outcome.exit_code == ExitStatus.STALLED == 125
+    assert watch.check(200.0, router, take) is None and calls == [1]  # once
+    assert b"[r0 node0:0]     all_reduce (torch/" in err.getvalue()
+
+
+class _Plan:
+    nodes = ()
+
+
+def test_nvidia_smi_rows_are_parsed() -> None:
+    gpus = hostfacts.parse_gpu_query("0, NVIDIA H100 80GB HBM3, 550.54.15, 1234, 81559\n")
+    assert gpus == [
+        {
+            "index": 0,
+            "name": "NVIDIA H100 80GB HBM3",
+            "driver": "550.54.15",
+            "memory_used_mib": 1234,
+            "memory_total_mib": 81559,
+        }
+    ]
+    apps = hostfacts.parse_apps_query("GPU-5d2c, 4242, python, 1200\n")
+    assert apps == [{"gpu_uuid": "GPU-5d2c", "pid": 4242, "name": "python", "memory_mib": 1200}]
+
+
+def test_torch_version_file_is_read_without_importing_torch() -> None:
+    text = "__version__ = '2.3.0+cu121'\ncuda: Optional[str] = '12.1'\nhip: Optional[str] = None\n"
+    assert hostfacts._assigned(text, "__version__") == "2.3.0+cu121"
+    assert hostfacts._assigned(text, "cuda") == "12.1"
+    assert hostfacts._assigned(text, "hip") is None
+
+
+def test_doctor_and_jobctl_bundles_compile_without_package_imports() -> None:
+    for name in ("doctor", "jobctl"):
+        tree = ast.parse(program_source(name).decode())
+        modules = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        assert not [m for m in modules if m and m.startswith(("clusterlaunch", "__future__"))]
+        names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assert {"main", "host_facts" if name == "doctor" else "job_stacks"} <= names
