@@ -61,6 +61,8 @@ class StallWatch:
         dumps, notes = take(self.plan, self.connections)
         hosts = [node.host for node in self.plan.nodes]
         router.raw_stderr(stacks_text(dumps, notes, prefixes_for(dumps, hosts, color=False)))
+        if not dumps and not notes:
+            router.message("found neither workers nor torchrun yet (still in setup?)")
         if self.action != "kill":
             return None
         reason = f"no rank printed for {self.timeout:g} s (--stall-timeout, --stall-action kill)"

@@ -18,8 +18,9 @@ class StackDump:
     """One worker's stack as py-spy printed it, or why there is none."""
 
     host: str
-    rank: int
-    local_rank: int
+    rank: int | None
+    """None: torchrun itself (the job has no workers yet, or none any more)."""
+    local_rank: int | None
     pid: int
     text: str | None
     error: str | None = None
@@ -27,20 +28,26 @@ class StackDump:
 
 def dumps_from_records(records: Iterable[tuple[str, Mapping[str, Any]]]) -> list[StackDump]:
     """``(host, jobctl "stack" record)`` pairs → one dump per worker (first seen wins)."""
-    found: dict[tuple[int, int], StackDump] = {}
+    found: dict[tuple[int | None, int], StackDump] = {}
     for host, record in records:
         if record.get("event") != "stack":
             continue
+        rank, local = record.get("rank"), record.get("local_rank")
         dump = StackDump(
             host=host,
-            rank=int(record["rank"]),
-            local_rank=int(record["local_rank"]),
+            rank=None if rank is None else int(rank),
+            local_rank=None if local is None else int(local),
             pid=int(record["pid"]),
             text=record.get("text"),
             error=record.get("error"),
         )
-        found.setdefault((dump.rank, dump.pid), dump)
-    return sorted(found.values(), key=lambda d: (d.rank, d.pid))
+        found.setdefault((dump.rank, dump.pid), dump)  # hosts sharing a machine: once
+    return sorted(found.values(), key=_order)
+
+
+def _order(dump: StackDump) -> tuple[int, str, int]:
+    """torchrun dumps (no rank) first, by host; then workers by rank."""
+    return (-1 if dump.rank is None else dump.rank, dump.host, dump.pid)
 
 
 def notes_from_records(records: Iterable[tuple[str, Mapping[str, Any]]]) -> list[tuple[str, str]]:
@@ -55,7 +62,11 @@ def stacks_text(
     """Every worker's stack, each line prefixed like the worker's output; then the notes."""
     out = []
     for dump in dumps:
-        prefix = prefixes.rank(dump.rank)
+        if dump.rank is None:
+            prefix = prefixes.host(dump.host)
+            out.append(prefix + b"torchrun (no workers running):")
+        else:
+            prefix = prefixes.rank(dump.rank)
         if dump.error is not None or dump.text is None:
             out.append(prefix + f"(pid {dump.pid}) no stack: {dump.error}".encode())
             continue
@@ -68,5 +79,5 @@ def stacks_text(
 
 def prefixes_for(dumps: Sequence[StackDump], hosts: Sequence[str], color: bool) -> Prefixes:
     """The prefixes a job of these workers gets (rank, host, local rank)."""
-    ranks = sorted({(d.rank, d.host, d.local_rank) for d in dumps})
+    ranks = sorted({(d.rank, d.host, d.local_rank or 0) for d in dumps if d.rank is not None})
     return Prefixes(ranks, hosts, color=color)

@@ -58,6 +58,21 @@ def job_workers(agent_pid):
     return sorted(workers, key=lambda worker: worker[1])
 
 
+def torchrun_pids(agent_pid):
+    """torchrun itself below ``agent_pid``: where a job hangs before it has workers
+    (a static rendezvous waiting for the master, say)."""
+    found = []
+    for pid in descendants(agent_pid):
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as handle:
+                argv = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if b"torch.distributed.run" in argv or any(w.endswith(b"/torchrun") for w in argv[:2]):
+            found.append(pid)
+    return found
+
+
 def dump(py_spy, pid, timeout):
     """``(text, error)`` of ``py-spy dump --pid PID``."""
     try:
@@ -101,10 +116,13 @@ def job_stacks(records, timeout):
         )
 
     for record in records:
-        for worker in job_workers(record["agent_pid"]):
+        workers = job_workers(record["agent_pid"])
+        if not workers:  # none yet (or any more): torchrun's own stack, as rank None
+            workers = [(pid, None, None) for pid in torchrun_pids(record["agent_pid"])]
+        for worker in workers:
             threads.append(threading.Thread(target=one, args=(record, *worker)))
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return sorted(found, key=lambda item: item["rank"])
+    return sorted(found, key=lambda item: (item["rank"] is not None, item["rank"] or 0))
