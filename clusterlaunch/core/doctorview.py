@@ -61,7 +61,7 @@ def matrix_text(checks: Sequence[HostCheck]) -> str:
             value = matrix[source][target]
             cells.append("-" if source == target else {True: "ok", False: "FAIL", None: "?"}[value])
         lines.append(source.ljust(width) + "".join(cell.ljust(width) for cell in cells))
-    return "\n".join(lines)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def throughput_text(throughput: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
@@ -77,7 +77,7 @@ def throughput_text(throughput: Mapping[str, Mapping[str, Mapping[str, Any]]]) -
             text = "-" if cell is None else str(cell.get("mbps", "FAIL"))
             cells.append(text.ljust(width))
         lines.append(source.ljust(width) + "".join(cells))
-    return "\n".join(lines)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def all_reduce_text(bench: Mapping[str, Any]) -> str:

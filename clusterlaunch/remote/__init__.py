@@ -27,7 +27,7 @@ BUNDLES = {
     ),
     "probe": ("core/exits", "core/protocol", "proctree", "records", "accel", "probe"),
     "jobctl": ("core/exits", "core/protocol", "proctree", "records", "stacks", "jobctl"),
-    "doctor": ("core/protocol", "hostfacts", "doctor"),
+    "doctor": ("core/exits", "core/protocol", "hostfacts", "doctor"),
 }
 _STRIP_MARK = b"# bundle: strip"
 
