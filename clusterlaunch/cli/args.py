@@ -70,6 +70,8 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
         port = int(port_text)
     if args.python is not None and ("=" in args.python or "\n" in args.python):
         raise UsageError(f"--python {args.python!r}: must be a path without '=' or newlines")
+    if args.stall_action == "kill" and args.stall_timeout is None:
+        raise UsageError("--stall-action kill: give --stall-timeout SECONDS too")
     if args.json and not args.dry_run:
         raise UsageError("--json goes with --dry-run (a running job prints its ranks' output)")
     from_files = tuple(

@@ -18,7 +18,7 @@ from clusterlaunch.controller.doctor import DoctorSettings, diagnose
 from clusterlaunch.controller.launcher import connect, make_plan
 from clusterlaunch.controller.stacks import stacks_of_job
 from clusterlaunch.core import defaults, doctorview, limits
-from clusterlaunch.core.doctor import judge
+from clusterlaunch.core.doctor import Finding, judge
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.hostfile import load_inventory
 from clusterlaunch.core.reports import Unanswered
@@ -78,8 +78,6 @@ def run_doctor(args: argparse.Namespace, console: Console) -> int:
         bench = run_all_reduce(request, [node.python for node in plan.nodes])
     findings = judge(result.checks)
     if bench is not None and "error" in bench:
-        from clusterlaunch.core.doctor import Finding
-
         findings.append(Finding("error", "all hosts", f"{bench['error']}: {bench['tail']}"))
     throughput = result.throughput if args.bandwidth else None
     render = doctorview.doctor_json if args.report_json else doctorview.doctor_text

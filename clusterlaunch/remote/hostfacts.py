@@ -53,7 +53,7 @@ def nccl_version(python):
     code = "import torch;print('.'.join(map(str,torch.cuda.nccl.version())))"
     try:
         done = subprocess.run(
-            [python, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120
+            [python, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=45
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"error": str(exc)}
@@ -138,9 +138,13 @@ def gpu_facts():
 def interfaces():
     """``{name: IPv4 address or None}`` of every interface of this host."""
     found = {}
+    try:
+        names = [name for _, name in socket.if_nameindex()]
+    except OSError:
+        return found
     probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
-        for _, name in socket.if_nameindex():
+        for name in names:
             request = struct.pack("256s", name.encode()[:15])
             try:
                 answer = fcntl.ioctl(probe.fileno(), SIOCGIFADDR, request)

@@ -9,6 +9,9 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+from clusterlaunch.cli.main import main
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.stall import StallWatch
@@ -130,3 +133,20 @@ def test_doctor_and_jobctl_bundles_compile_without_package_imports() -> None:
         assert not [m for m in modules if m and m.startswith(("clusterlaunch", "__future__"))]
         names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
         assert {"main", "host_facts" if name == "doctor" else "job_stacks"} <= names
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["stacks", "h.yaml", "bad id!"], "JOB_ID 'bad id!': use 1-64 letters"),
+        (["run", "--stall-action", "kill", "h.yaml", "t.py"], "give --stall-timeout SECONDS"),
+        (["run", "--stall-timeout", "0", "h.yaml", "t.py"], "--stall-timeout '0': use a number"),
+        (["doctor", "--bandwidth", "missing.yaml"], "missing.yaml: no such file"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == ExitStatus.USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("clusterlaunch: error: ") and message in err
