@@ -35,7 +35,10 @@ class StallWatch:
         plan: JobPlan,
         connections: Mapping[str, Connection],
         started: float,
+        take: TakeStacks = stacks_of_plan,
     ) -> None:
+        """``take``: how the stacks are got (over ``connections``; a fake in unit tests)."""
+        self.take = take
         self.timeout = timeout
         self.action = action
         self.plan = plan
@@ -58,7 +61,7 @@ class StallWatch:
             f"no rank has printed for {self.timeout:g} s (--stall-timeout): "
             "the Python stack of every worker follows"
         )
-        dumps, notes = take(self.plan, self.connections)
+        dumps, notes = self.take(self.plan, self.connections)
         hosts = [node.host for node in self.plan.nodes]
         router.raw_stderr(stacks_text(dumps, notes, prefixes_for(dumps, hosts, color=False)))
         if not dumps and not notes:

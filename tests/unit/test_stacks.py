@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,10 @@ from clusterlaunch.core.stacks import StackDump, dumps_from_records, prefixes_fo
 from clusterlaunch.remote import hostfacts, program_source
 from clusterlaunch.remote.proctree import descendants
 from clusterlaunch.remote.stacks import job_workers
+from clusterlaunch.testing.agentscript import Exit, FakeAgent, Pause, rank_output, started
+from clusterlaunch.testing.fakes import FakeClock
+from tests.unit.plans import two_ranks_per_host
+from tests.unit.test_supervisor import supervise
 
 STACK = (
     'Thread 10 (idle): "MainThread"\n    all_reduce (torch/distributed/distributed_c10d.py:3252)\n'
@@ -90,18 +95,40 @@ def test_stall_watch_dumps_once_and_kills_with_its_own_status() -> None:
         calls.append(1)
         return [StackDump("node0", 0, 0, 10, STACK)], []
 
-    watch = StallWatch(5, "kill", plan=_Plan(), connections={}, started=100.0)  # type: ignore[arg-type]
-    assert watch.check(104.0, router, take) is None
+    plan = two_ranks_per_host(["node0"])
+    watch = StallWatch(5, "kill", plan, connections={}, started=100.0, take=take)
+    assert watch.check(104.0, router) is None
     watch.heard(104.0)
-    assert watch.check(108.0, router, take) is None  # 4 s since the last output
-    outcome = watch.check(109.5, router, take)
+    assert watch.check(108.0, router) is None  # 4 s since the last output
+    outcome = watch.check(109.5, router)
     assert outcome is not None and outcome.exit_code == ExitStatus.STALLED == 125
-    assert watch.check(200.0, router, take) is None and calls == [1]  # once
+    assert watch.check(200.0, router) is None and calls == [1]  # once
     assert b"[r0 node0:0]     all_reduce (torch/" in err.getvalue()
 
 
-class _Plan:
-    nodes = ()
+def _one_stack(plan: object, connections: object) -> tuple[list[StackDump], list[Any]]:
+    return [StackDump("a", 0, 0, 10, STACK)], []
+
+
+@pytest.mark.parametrize("action", ["stacks", "kill"])
+def test_the_supervisor_acts_on_silence_only(action: str) -> None:
+    """Output keeps the watch quiet; then silence: stacks once, and kill stops the job (125)."""
+    clock = FakeClock(tick=0.1)
+    agents = {
+        "a": FakeAgent([started(), rank_output(0, b"step\n"), Pause(100), Exit(0)]),
+        "b": FakeAgent([started(), rank_output(2, b"step\n"), Pause(100), Exit(0)]),
+    }
+    plan = two_ranks_per_host(list(agents))
+    watch = StallWatch(2.0, action, plan, {}, started=clock.now, take=_one_stack)
+    run = supervise(agents, clock=clock, stall=watch)
+    assert watch.fired
+    assert "no rank has printed for 2 s (--stall-timeout)" in run.err
+    assert run.err.count("[r0 a:0]     all_reduce (torch/") == 1
+    if action == "kill":
+        assert run.outcome.exit_code == ExitStatus.STALLED and run.outcome.stopped
+        assert run.sent("a") == b"t"
+    else:
+        assert run.outcome.exit_code == 0
 
 
 def test_nvidia_smi_rows_are_parsed() -> None:
