@@ -37,9 +37,18 @@ def emit(**fields):
 
 
 def listen_ephemeral():
-    """A listener on every address, on a port the kernel picks (as gloo/NCCL do)."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("0.0.0.0", 0))
+    """A listener on every address, on a port the kernel picks (as gloo/NCCL do).
+
+    Dual-stack where the host has IPv6, so peers that reach this host by an
+    IPv6 address are answered too; IPv4 only otherwise.
+    """
+    try:
+        listener = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        listener.bind(("::", 0))
+    except OSError:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind(("0.0.0.0", 0))
     listener.listen(128)
     return listener
 
