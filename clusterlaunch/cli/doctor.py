@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from clusterlaunch.cli import args as cliargs
+from clusterlaunch.controller.bench import run_all_reduce
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.doctor import DoctorSettings, diagnose
 from clusterlaunch.controller.launcher import connect, make_plan
@@ -71,14 +72,16 @@ def run_doctor(args: argparse.Namespace, console: Console) -> int:
         result = diagnose(plan, connections, settings, lambda line: console.say(line))
     finally:
         close_all(connections)
-    bench: dict[str, Any] | None = None
-    if args.bandwidth:
-        from clusterlaunch.controller.bench import run_all_reduce  # only now: launch's imports
-
-        bench = run_all_reduce(request, [node.python for node in plan.nodes])
     findings = judge(result.checks)
-    if bench is not None and "error" in bench:
-        findings.append(Finding("error", "all hosts", f"{bench['error']}: {bench['tail']}"))
+    bench: dict[str, Any] | None = None
+    if args.bandwidth and any(finding.level == "error" for finding in findings):
+        # A collective across these hosts would hang or fail for the reasons found.
+        bench = {"skipped": "not run: fix the errors below first"}
+    elif args.bandwidth:
+        bench = run_all_reduce(request, [node.python for node in plan.nodes])
+        if "error" in bench:
+            text = f"{bench['error']}: {' | '.join(bench['tail'])}"
+            findings.append(Finding("error", "all hosts", text))
     throughput = result.throughput if args.bandwidth else None
     render = doctorview.doctor_json if args.report_json else doctorview.doctor_text
     console.out.write(render(result.checks, findings, throughput, bench).encode() + b"\n")

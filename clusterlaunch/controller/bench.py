@@ -44,7 +44,9 @@ def run_all_reduce(
         script_kind="program",
         script_args=("-c", bench_source(), *(str(size) for size in sizes)),
     )
-    bench = replace(request, options=options, exec_argv=None, job_id=new_job_id())
+    # Bounded: a collective that cannot connect would otherwise wait out gloo's 30 min.
+    timeout = defaults.DOCTOR_BENCH_TIMEOUT_S
+    bench = replace(request, options=options, exec_argv=None, job_id=new_job_id(), timeout=timeout)
     out = io.BytesIO()
     err = io.BytesIO()
     outcome = launch(bench, make_plan(bench), Console(out, err))

@@ -39,6 +39,9 @@ DOCTOR_MIN_FREE_DISK = 1 << 30
 DOCTOR_TPUT_BYTES = 64 << 20
 """``doctor --bandwidth``: bytes sent over each ordered pair's TCP connection."""
 
+DOCTOR_BENCH_TIMEOUT_S = 600.0
+"""``doctor --bandwidth``: the all_reduce job's ``--timeout``."""
+
 DOCTOR_SIZES = tuple(1024 * 4**i for i in range(9))
 """``doctor --bandwidth``: all_reduce sizes in bytes, 1 KiB to 64 MiB (factor 4)."""
 

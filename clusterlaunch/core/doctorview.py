@@ -115,7 +115,8 @@ def doctor_text(
     if throughput:
         blocks.append(throughput_text(throughput))
     if bench:
-        blocks.append(all_reduce_text(bench) if bench.get("rows") else f"all_reduce: {bench}")
+        detail = bench.get("skipped") or bench.get("error")
+        blocks.append(all_reduce_text(bench) if bench.get("rows") else f"all_reduce: {detail}")
     blocks.append("\n".join([f.line() for f in findings] + [summary_line(checks, findings)]))
     return "\n\n".join(blocks)
 
