@@ -4,8 +4,9 @@ Workers are found below the job's agent (from its record, verified by PID and
 start time), as the processes whose environment has torchrun's ``RANK`` and
 ``LOCAL_RANK`` and whose parent is not such a process itself (a DataLoader
 worker inherits the variables). ``py-spy dump`` reads a process's stacks
-without stopping it; it needs ptrace permission (root, or the same user with
-``kernel.yama.ptrace_scope`` 0 or 1 for a descendant).
+without stopping it; it needs ptrace permission: root (CAP_SYS_PTRACE), or the
+same user with ``kernel.yama.ptrace_scope`` 0 (with 1, only a process's
+ancestors may trace it, and jobctl is not one of the workers' ancestors).
 """
 
 import os
