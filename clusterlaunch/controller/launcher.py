@@ -19,7 +19,7 @@ from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.preflight import PreflightResult, run_preflight
-from clusterlaunch.controller.stall import StallWatch
+from clusterlaunch.controller.stall import StallWatch, watch_for_stalls
 from clusterlaunch.controller.supervisor import Supervisor
 from clusterlaunch.core import accelerators, defaults, render
 from clusterlaunch.core.errors import JobOutcome, PreflightError, UsageError
@@ -168,7 +168,7 @@ def _launch(
                 fail_fast=torchrun or request.fail_fast,
                 quiet_teardown=torchrun,
                 fanout=request.fanout,
-                stall=_stall_watch(request, plan, connections),
+                stall_check=watch_for_stalls(_stall_watch(request, plan, connections), router),
             ).run()
             if outcome.exit_code != 0:
                 router.message(render.outcome_text(outcome))  # console and controller.log
@@ -208,9 +208,7 @@ def _stall_watch(
 ) -> StallWatch | None:
     if request.stall_timeout is None or request.exec_argv is not None:
         return None
-    return StallWatch(
-        request.stall_timeout, request.stall_action, plan, connections, time.monotonic()
-    )
+    return StallWatch(request.stall_timeout, request.stall_action, plan, connections)
 
 
 def _controller_log(log_dir: LogDir | None) -> Callable[[str], None] | None:

@@ -10,6 +10,7 @@ is then torn down and clusterlaunch exits ``ExitStatus.STALLED``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 
 from clusterlaunch.controller.output import OutputRouter
@@ -26,7 +27,9 @@ TakeStacks = Callable[
 
 
 class StallWatch:
-    """Told of every rank output; :meth:`check` acts once the job has been silent too long."""
+    """Told of every rank output (:meth:`heard`); :meth:`check` acts once the job has been
+    silent too long. Wired by the launcher: the router calls ``heard``, the supervisor's
+    loop ``check``."""
 
     def __init__(
         self,
@@ -34,27 +37,26 @@ class StallWatch:
         action: str,
         plan: JobPlan,
         connections: Mapping[str, Connection],
-        started: float,
+        clock: Callable[[], float] = time.monotonic,
         take: TakeStacks = stacks_of_plan,
     ) -> None:
         """``take``: how the stacks are got (over ``connections``; a fake in unit tests)."""
-        self.take = take
         self.timeout = timeout
         self.action = action
         self.plan = plan
         self.connections = connections
-        self.last_output = started
+        self.clock = clock
+        self.take = take
+        self.last_output = clock()
         self.fired = False
 
-    def heard(self, now: float) -> None:
+    def heard(self) -> None:
         """A rank printed something."""
-        self.last_output = now
+        self.last_output = self.clock()
 
-    def check(
-        self, now: float, router: OutputRouter, take: TakeStacks = stacks_of_plan
-    ) -> JobOutcome | None:
+    def check(self, router: OutputRouter) -> JobOutcome | None:
         """Dump the stacks once the job is silent for the timeout; the outcome for ``kill``."""
-        if self.fired or now - self.last_output < self.timeout:
+        if self.fired or self.clock() - self.last_output < self.timeout:
             return None
         self.fired = True
         router.message(
@@ -70,3 +72,13 @@ class StallWatch:
             return None
         reason = f"no rank printed for {self.timeout:g} s (--stall-timeout, --stall-action kill)"
         return JobOutcome(ExitStatus.STALLED, reason, stopped=True)
+
+
+def watch_for_stalls(
+    watch: StallWatch | None, router: OutputRouter
+) -> Callable[[], JobOutcome | None] | None:
+    """Connect ``watch`` to ``router``'s rank output; the check for the supervisor's loop."""
+    if watch is None:
+        return None
+    router.on_rank_output = watch.heard
+    return lambda: watch.check(router)

@@ -18,7 +18,6 @@ from clusterlaunch.controller.hostrun import HostRun
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.readloop import read_round, start_all
 from clusterlaunch.controller.setups import kill_setups
-from clusterlaunch.controller.stall import StallWatch
 from clusterlaunch.core import defaults
 from clusterlaunch.core import outcome as verdict
 from clusterlaunch.core.errors import JobOutcome, StopJob, TransportError
@@ -49,13 +48,13 @@ class Supervisor:
         fail_fast: bool = True,
         quiet_teardown: bool = True,
         fanout: int = defaults.FANOUT,
-        stall: StallWatch | None = None,
+        stall_check: Callable[[], JobOutcome | None] | None = None,
     ) -> None:
         """``fail_fast``: the first failing host stops all (torchrun jobs; ``exec --fail-fast``).
 
         ``quiet_teardown``: once teardown starts, torchrun's own shutdown output
         goes to the log only (for ``exec``, host output *is* the job's output).
-        ``fanout``: agents started at once. ``stall``: ``--stall-timeout``.
+        ``fanout``: agents started at once. ``stall_check``: ``--stall-timeout``'s.
         """
         self.plan = plan
         self.fanout = fanout
@@ -72,7 +71,7 @@ class Supervisor:
         self._ended_count = 0
         self._teardown_started = False
         self._heartbeat_stop = threading.Event()
-        self.stall = stall
+        self.stall_check = stall_check or (lambda: None)
 
     # -- public ---------------------------------------------------------------
     def run(self) -> JobOutcome:
@@ -153,8 +152,7 @@ class Supervisor:
         started = self.clock()
         while self.stop is None and not all(h.done for h in self.hosts):
             self._step(0.2)
-            if self.stall is not None and (stalled := self.stall.check(self.clock(), self.router)):
-                self._set_stop(stalled)
+            self._set_stop(self.stall_check())  # None: not stalled
             if self.timeout is not None and self.clock() - started > self.timeout:
                 running = ", ".join(h.node.host for h in self.hosts if not h.done)
                 reason = f"--timeout {self.timeout:g} s reached (still running: {running})"
@@ -193,8 +191,6 @@ class Supervisor:
             rank = frame.rank
             if rank is not None:
                 self.router.rank_output(rank, frame.is_stderr, frame.data)
-                if self.stall is not None:
-                    self.stall.heard(self.clock())
             elif frame.tag in (JOB_STDOUT, JOB_STDERR, NOISE):
                 self.router.host_output(host.node.host, frame.is_stderr, frame.data)
             elif frame.tag == EVENT:
@@ -281,7 +277,7 @@ class Supervisor:
         self.router.flush_host(host.node.host, host.node.global_ranks)
 
     # -- ending ---------------------------------------------------------------
-    def _set_stop(self, outcome: JobOutcome) -> None:
+    def _set_stop(self, outcome: JobOutcome | None) -> None:
         if self.stop is None:
             self.stop = outcome
 

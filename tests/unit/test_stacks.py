@@ -15,17 +15,17 @@ import pytest
 from clusterlaunch.cli.main import main
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.output import OutputRouter
-from clusterlaunch.controller.stall import StallWatch
+from clusterlaunch.controller.stall import StallWatch, watch_for_stalls
+from clusterlaunch.controller.supervisor import Supervisor
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.lines import Prefixes
 from clusterlaunch.core.stacks import StackDump, dumps_from_records, prefixes_for, stacks_text
 from clusterlaunch.remote import hostfacts, program_source
 from clusterlaunch.remote.proctree import descendants
 from clusterlaunch.remote.stacks import job_workers
-from clusterlaunch.testing.agentscript import Exit, FakeAgent, Pause, rank_output, started
-from clusterlaunch.testing.fakes import FakeClock
+from clusterlaunch.testing.agentscript import FakeAgent, Pause, exits, rank_output, started
+from clusterlaunch.testing.fakes import FakeClock, FakeConnection
 from tests.unit.plans import two_ranks_per_host
-from tests.unit.test_supervisor import supervise
 
 STACK = (
     'Thread 10 (idle): "MainThread"\n    all_reduce (torch/distributed/distributed_c10d.py:3252)\n'
@@ -96,13 +96,18 @@ def test_stall_watch_dumps_once_and_kills_with_its_own_status() -> None:
         return [StackDump("node0", 0, 0, 10, STACK)], []
 
     plan = two_ranks_per_host(["node0"])
-    watch = StallWatch(5, "kill", plan, connections={}, started=100.0, take=take)
-    assert watch.check(104.0, router) is None
-    watch.heard(104.0)
-    assert watch.check(108.0, router) is None  # 4 s since the last output
-    outcome = watch.check(109.5, router)
+    clock = FakeClock(now=100.0)
+    watch = StallWatch(5, "kill", plan, connections={}, clock=clock, take=take)
+    clock.advance(4)
+    assert watch.check(router) is None
+    watch.heard()
+    clock.advance(4)
+    assert watch.check(router) is None  # 4 s since the last output
+    clock.advance(1.5)
+    outcome = watch.check(router)
     assert outcome is not None and outcome.exit_code == ExitStatus.STALLED == 125
-    assert watch.check(200.0, router) is None and calls == [1]  # once
+    clock.advance(100)
+    assert watch.check(router) is None and calls == [1]  # once
     assert b"[r0 node0:0]     all_reduce (torch/" in err.getvalue()
 
 
@@ -115,20 +120,26 @@ def test_the_supervisor_acts_on_silence_only(action: str) -> None:
     """Output keeps the watch quiet; then silence: stacks once, and kill stops the job (125)."""
     clock = FakeClock(tick=0.1)
     agents = {
-        "a": FakeAgent([started(), rank_output(0, b"step\n"), Pause(100), Exit(0)]),
-        "b": FakeAgent([started(), rank_output(2, b"step\n"), Pause(100), Exit(0)]),
+        "a": FakeAgent([started(), rank_output(0, b"step\n"), Pause(100), *exits(0)]),
+        "b": FakeAgent([started(), rank_output(2, b"step\n"), Pause(100), *exits(0)]),
     }
     plan = two_ranks_per_host(list(agents))
-    watch = StallWatch(2.0, action, plan, {}, started=clock.now, take=_one_stack)
-    run = supervise(agents, clock=clock, stall=watch)
+    hosts = {name: FakeConnection(name, agent, clock) for name, agent in agents.items()}
+    ranks = [(r, n.host, r - (n.first_rank or 0)) for n in plan.nodes for r in n.global_ranks]
+    err = io.BytesIO()
+    router = OutputRouter(Prefixes(ranks, list(agents), False), Console(io.BytesIO(), err))
+    watch = StallWatch(2.0, action, plan, {}, clock=clock, take=_one_stack)
+    check = watch_for_stalls(watch, router)
+    outcome = Supervisor(plan, hosts, router, clock=clock, stall_check=check).run()  # type: ignore[arg-type]
+    text = err.getvalue().decode()
     assert watch.fired
-    assert "no rank has printed for 2 s (--stall-timeout)" in run.err
-    assert run.err.count("[r0 a:0]     all_reduce (torch/") == 1
+    assert "no rank has printed for 2 s (--stall-timeout)" in text
+    assert text.count("[r0 a:0]     all_reduce (torch/") == 1
     if action == "kill":
-        assert run.outcome.exit_code == ExitStatus.STALLED and run.outcome.stopped
-        assert run.sent("a") == b"t"
+        assert outcome.exit_code == ExitStatus.STALLED and outcome.stopped
+        assert bytes(hosts["a"].process.received).replace(b"h", b"") == b"t"
     else:
-        assert run.outcome.exit_code == 0
+        assert outcome.exit_code == 0, text
 
 
 def test_nvidia_smi_rows_are_parsed() -> None:
