@@ -16,7 +16,7 @@ from typing import Any
 
 from clusterlaunch.controller.hostrun import HostRun
 from clusterlaunch.controller.output import OutputRouter
-from clusterlaunch.controller.readloop import read_round, start_all
+from clusterlaunch.controller.readloop import Sweeps, read_round, start_all
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core import defaults
 from clusterlaunch.core import outcome as verdict
@@ -32,10 +32,6 @@ SUSPEND_GAP_S = 2.0  # our own clock jumping this far means we were stopped (Ctr
 RESUME_GRACE_S = 8.0  # keepalives need this long to catch up after a resume
 KILLED = "the job was killed (clusterlaunch kill)"
 TEARDOWN_QUIET_S = 3.0  # in teardown, a host silent this long past the deadline is given up
-SWEEP_S = 0.5
-"""Every host is looked at (ended? lost?) at least this often; in between, only hosts with
-output are read (reading all on every wake-up was O(hosts²) a launch). A sweep costs ~25 µs
-a host: at 0.2 s that was most of a running job's controller CPU (~1 ms per host-second)."""
 
 
 class Supervisor:
@@ -65,7 +61,7 @@ class Supervisor:
         self.fail_fast = fail_fast
         self.quiet_teardown = quiet_teardown
         self._last_tick = clock()
-        self._last_sweep = float("-inf")
+        self._sweeps = Sweeps()
         self._resumed_at: float | None = None
         self.router = router
         self.timeout = timeout
@@ -165,20 +161,12 @@ class Supervisor:
 
     def _step(self, wait: float) -> int:
         """Wait for output (at most ``wait`` s), route it, judge endings; bytes read."""
-        running = [
-            (host, host.process)
-            for host in self.hosts
-            if host.process is not None and not host.done
-        ]
+        running = [(h, h.process) for h in self.hosts if h.process is not None and not h.done]
         self._awake()
         if not running:
             time.sleep(wait)
             return 0
-        now = self.clock()
-        everyone = now - self._last_sweep >= SWEEP_S
-        if everyone:
-            self._last_sweep = now
-        return read_round(running, wait, self._take, everyone)
+        return read_round(running, wait, self._take, self._sweeps.due(self.clock()))
 
     def _take(self, host: HostRun, out: bytes, err: bytes) -> None:
         """One host's new bytes: route them, then see whether it ended."""
