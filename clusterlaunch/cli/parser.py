@@ -162,10 +162,10 @@ def _add_connection_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--ssh-client",
         choices=CLIENTS,
-        default="paramiko",
-        help="paramiko: in-process SSH (default); openssh: the system ssh, one master "
+        help="paramiko: in-process SSH; openssh: the system ssh, one master "
         "connection per host, for what paramiko cannot do (Include is read by both; host "
-        "and user certificates, FIDO keys, GSSAPI, Match exec need openssh)",
+        "and user certificates, FIDO keys, GSSAPI, Match exec need openssh). Default: the "
+        f"hosts file's ssh_client:, else {defaults.SSH_CLIENT}",
     )
     group.add_argument(
         "--fanout",

@@ -61,6 +61,20 @@ def test_both_clients_resolve_included_hosts_alike(
     assert _reached(result.stdout) == {"node0", "node1"}
 
 
+def test_ssh_client_in_the_hosts_file_picks_openssh_and_the_flag_wins(
+    sim_cluster_factory, tmp_path: Path
+) -> None:
+    cluster = sim_cluster_factory(2, cls=SshVariantCluster, host_ca=True)
+    hosts = _hosts(cluster, tmp_path)
+    hosts.write_text("ssh_client: openssh\n" + hosts.read_text())
+    reached = run_cli("exec", cluster, str(hosts), *ECHO)  # certificates: openssh only
+    assert reached.returncode == 0, reached.stderr
+    assert _reached(reached.stdout) == set(cluster.names)
+    refused = run_cli("exec", cluster, "--ssh-client", "paramiko", str(hosts), *ECHO)
+    assert refused.returncode == 2
+    assert f"{cluster.known_hosts}:1: @cert-authority" in refused.stderr
+
+
 def test_paramiko_refuses_host_certificates_in_one_line(
     sim_cluster_factory, tmp_path: Path
 ) -> None:
