@@ -127,6 +127,7 @@ def job_request(args: argparse.Namespace) -> JobRequest:
         transport=transport,
         fail_fast=args.fail_fast,
         sync=args.sync,
+        verbose=args.verbose,
     )
 
 

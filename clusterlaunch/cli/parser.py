@@ -80,6 +80,13 @@ def _job_command(commands: Any, name: str, summary: str) -> argparse.ArgumentPar
     parser.set_defaults(
         **defaults.SHARED_ATTRIBUTES
     )  # before its flags: their own defaults stay theirs
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also say on stderr what otherwise goes to controller.log only "
+        "(each retried SSH handshake)",
+    )
     return parser
 
 

@@ -204,9 +204,12 @@ def test_a_dropped_handshake_is_retried_and_logged(flaky_port, tmp_path: Path, c
     hosts = write_hosts(tmp_path / "hosts.yaml", [("flaky", 1)])
     logs = tmp_path / "logs"
     args = ("--ssh-client", client, "--ssh-config", str(config), "--log-dir", str(logs))
-    result = run_cli("exec", None, *args, str(hosts), *ECHO)
+    result = run_cli("exec", None, *args, "--verbose", str(hosts), *ECHO)
     assert result.returncode == 0, result.stderr
     assert "-node0" in result.stdout
     log = (logs / "controller.log").read_text()
     assert "flaky: no SSH handshake with 127.0.0.1" in log
     assert "retry 1/3" in log and "retry 2/3" in log and "retry 3/3" not in log
+    # --verbose: the same notes on the console (without it: controller.log only, unit-tested).
+    said = [line for line in result.stderr.splitlines() if "retry" in line]
+    assert len(said) == 2 and all(line.startswith("clusterlaunch: flaky: ") for line in said)
