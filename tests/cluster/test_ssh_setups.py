@@ -122,25 +122,54 @@ def test_user_certificate_openssh_uses_it_paramiko_names_the_line(
     assert "--ssh-client openssh" in refused.stderr
 
 
+def _behind(cluster: SshVariantCluster, tmp_path: Path, jumps: dict[str, str]) -> Path:
+    """The cluster's ssh config with ``ProxyJump`` set for the hosts named in ``jumps``."""
+    config = tmp_path / "ssh_config"
+    text = cluster.ssh_config.read_text()
+    for name, via in jumps.items():
+        text = text.replace(f"Host {name}\n", f"Host {name}\n    ProxyJump {via}\n")
+    config.write_text(text)
+    return config
+
+
 @pytest.mark.parametrize("client", ["paramiko", "openssh"])
 def test_32_hosts_behind_a_throttling_bastion_share_one_connection(
     sim_cluster_factory, tmp_path: Path, client: str
 ) -> None:
-    cluster = sim_cluster_factory(33, cls=SshVariantCluster, max_startups="10:30:60")
-    config = tmp_path / "ssh_config"
-    text = cluster.ssh_config.read_text()
-    for name in cluster.names[1:]:  # node0 is the bastion
-        text = text.replace(f"Host {name}\n", f"Host {name}\n    ProxyJump node0\n")
-    config.write_text(text)
-    targets = cluster.names[1:]
+    cluster = sim_cluster_factory(
+        33, cls=SshVariantCluster, max_startups="10:30:60", count_connections=True
+    )
+    targets = cluster.names[1:]  # node0 is the bastion
+    config = _behind(cluster, tmp_path, {name: "node0" for name in targets})
     hosts = write_hosts(tmp_path / "hosts.yaml", [(name, 1) for name in targets])
     bastion_log = cluster.host("node0").host_dir / "sshd.log"
     logins_before = bastion_log.read_text().count("Accepted publickey")
+    connections_before = cluster.connections_to("node0")
     args = ("--ssh-client", client, "--ssh-config", str(config), str(hosts), *ECHO)
     result = run_cli("exec", None, *args, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert _reached(result.stdout) == set(targets)
+    # Counted by the bastion's sshd: one TCP connection, one login, for 32 targets.
+    assert cluster.connections_to("node0") - connections_before == 1
     assert bastion_log.read_text().count("Accepted publickey") - logins_before == 1
+
+
+@pytest.mark.parametrize("client", ["paramiko", "openssh"])
+def test_a_chain_of_jump_hosts_shares_its_first_hop(
+    sim_cluster_factory, tmp_path: Path, client: str
+) -> None:
+    cluster = sim_cluster_factory(6, cls=SshVariantCluster, count_connections=True)
+    targets = cluster.names[2:]  # node0, then node1: ProxyJump node0,node1
+    config = _behind(cluster, tmp_path, {name: "node0,node1" for name in targets})
+    hosts = write_hosts(tmp_path / "hosts.yaml", [(name, 1) for name in targets])
+    before = {name: cluster.connections_to(name) for name in ("node0", "node1")}
+    args = ("--ssh-client", client, "--ssh-config", str(config), str(hosts), *ECHO)
+    result = run_cli("exec", None, *args, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _reached(result.stdout) == set(targets)
+    # The first hop is shared; the second is each target's own (through the first).
+    assert cluster.connections_to("node0") - before["node0"] == 1
+    assert cluster.connections_to("node1") - before["node1"] == len(targets)
 
 
 @pytest.fixture
