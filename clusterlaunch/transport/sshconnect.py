@@ -37,14 +37,15 @@ def connect(
     target behind it. Later hops of a chain (``a,b``) are this target's own.
     """
     hops = target.proxy_jump.split(",") if target.proxy_jump else []
-    chain = [target]
-    if hops:
-        config = sshconfig.load_ssh_config(settings.config_path)
-        chain = [sshconfig.jump_host(config, hop) for hop in hops] + [target]
     pool = jumps if hops else None
+    own = hops[1:] if pool is not None else hops  # the hops this target connects to itself
+    chain = [target]
+    if own:  # parsed here only for chains: a single hop is the pool's
+        config = sshconfig.load_ssh_config(settings.config_path)
+        chain = [sshconfig.jump_host(config, hop) for hop in own] + [target]
     previous = None
     if pool is not None:  # the first hop: shared (a failed one fails here, at once)
-        previous, chain = pool.acquire(hops[0], target.alias), chain[1:]
+        previous = pool.acquire(hops[0], target.alias)
     clients: list[paramiko.SSHClient] = []
     try:
         for hop in chain:
