@@ -19,6 +19,7 @@ from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.preflight import PreflightResult, run_preflight
+from clusterlaunch.controller.stall import StallWatch, watch_for_stalls
 from clusterlaunch.controller.supervisor import Supervisor
 from clusterlaunch.core import accelerators, defaults, render
 from clusterlaunch.core.errors import JobOutcome, PreflightError, UsageError
@@ -51,6 +52,9 @@ class JobRequest:
     """``--sync``: copy this directory to every host's workdir before the preflight."""
     verbose: bool = False
     """``--verbose``: connection notes (retried handshakes) on the console too."""
+    stall_timeout: float | None = None
+    stall_action: str = "stacks"
+    """``--stall-timeout``/``--stall-action`` (controller/stall.py)."""
 
 
 def make_plan(
@@ -166,6 +170,7 @@ def _launch(
                 fail_fast=torchrun or request.fail_fast,
                 quiet_teardown=torchrun,
                 fanout=request.fanout,
+                stall_check=watch_for_stalls(_stall_watch(request, plan, connections), router),
             ).run()
             if outcome.exit_code != 0:
                 router.message(render.outcome_text(outcome))  # console and controller.log
@@ -215,6 +220,14 @@ def connection_notes(
             say(f"clusterlaunch: {line}")
 
     return note
+
+
+def _stall_watch(
+    request: JobRequest, plan: JobPlan, connections: Mapping[str, Connection]
+) -> StallWatch | None:
+    if request.stall_timeout is None or request.exec_argv is not None:
+        return None
+    return StallWatch(request.stall_timeout, request.stall_action, plan, connections)
 
 
 def _ranks(plan: JobPlan, request: JobRequest) -> list[tuple[int, str, int]]:
