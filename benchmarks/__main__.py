@@ -21,14 +21,23 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from benchmarks import clients, fanout, overhead, report, scale, sigkill, teardown, throughput
+from benchmarks import (
+    clients,
+    cpu,
+    fanout,
+    idle,
+    overhead,
+    report,
+    scale,
+    sigkill,
+    teardown,
+    throughput,
+)
 from benchmarks.core import MISS, Result, format_table, summary_counts
 from benchmarks.env import REPO, Bench
 
-MEASUREMENTS: dict[str, ModuleType] = {
-    module.NAME: module
-    for module in (fanout, throughput, teardown, sigkill, overhead, scale, clients)
-}
+_ORDER = (fanout, cpu, idle, throughput, teardown, sigkill, overhead, scale, clients)
+MEASUREMENTS: dict[str, ModuleType] = {module.NAME: module for module in _ORDER}
 DEFAULT_REPEAT = 5
 
 
