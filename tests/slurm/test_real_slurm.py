@@ -85,12 +85,11 @@ class Launch:
             self.process.wait()
 
 
-# Known regression after issue 11's shared read loop and wire protocol: over srun
-# the preflight probes report nothing before the preflight timeout (seen on the
-# merged main at the end of the session; passing on the issue-12 branch). Left
-# visible, not hidden: each such test still runs, and passes again once fixed.
-SRUN_PREFLIGHT_REGRESSION = pytest.mark.xfail(
-    reason="regression: srun preflight gets no probe report (issue 12 note)", strict=False
+# Until item 2 of issue 12: a plain salloc's scancel and a killed slurmd end as
+# "job failed" (only the agents hear of it; srun exits 0 on a node failure).
+STOP_NOT_YET_RECOGNISED = pytest.mark.xfail(
+    reason="issue 12: an agent's stop on Slurm's signal, a lost node, not yet told apart",
+    strict=False,
 )
 
 
@@ -121,7 +120,6 @@ def test_each_slurmd_is_its_own_node(real_slurm: SlurmCluster, launch: Launch, r
 
 
 @pytest.mark.torch
-@SRUN_PREFLIGHT_REGRESSION
 def test_salloc_job_runs_as_over_ssh(
     real_slurm: SlurmCluster, launch: Launch, tmp_path: Path
 ) -> None:
@@ -150,7 +148,6 @@ def test_salloc_job_runs_as_over_ssh(
 
 
 @pytest.mark.torch
-@SRUN_PREFLIGHT_REGRESSION
 @pytest.mark.parametrize(("signum", "expected"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signals_to_the_controller_end_the_job_everywhere(
     launch: Launch, signum: int, expected: int
@@ -170,7 +167,6 @@ def test_signals_to_the_controller_end_the_job_everywhere(
 
 
 @pytest.mark.torch
-@SRUN_PREFLIGHT_REGRESSION
 def test_scancel_of_a_batch_job(real_slurm: SlurmCluster, launch: Launch, tmp_path: Path) -> None:
     output, script = tmp_path / "batch.out", tmp_path / "batch.sh"
     command = " ".join(controller("run", "--grace", "2", "slurm", "sleeper.py"))
@@ -186,7 +182,7 @@ def test_scancel_of_a_batch_job(real_slurm: SlurmCluster, launch: Launch, tmp_pa
 
 
 @pytest.mark.torch
-@SRUN_PREFLIGHT_REGRESSION
+@STOP_NOT_YET_RECOGNISED
 @pytest.mark.parametrize("kill_command", [False, True], ids=["salloc", "salloc-K"])
 def test_scancel_of_an_allocation(real_slurm: SlurmCluster, launch: Launch, kill_command: bool):
     salloc = ["salloc", *TASKS, *(["--kill-command=TERM"] if kill_command else [])]
@@ -231,7 +227,7 @@ def test_no_srun_on_path_inside_an_allocation(launch: Launch, tmp_path: Path) ->
 
 
 @pytest.mark.torch
-@SRUN_PREFLIGHT_REGRESSION
+@STOP_NOT_YET_RECOGNISED
 def test_a_killed_slurmd(real_slurm: SlurmCluster, launch: Launch) -> None:
     """Last: the node is down until its slurmd is back (restarted at the end)."""
     args = ("run", "--grace", "2", "--heartbeat-timeout", "5", "slurm", "sleeper.py")
