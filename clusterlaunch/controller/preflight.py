@@ -85,13 +85,14 @@ def run_preflight(
     job_id: str | None = None,
     fanout: int = FANOUT,
     script_kind: ScriptKind = "file",
+    progress: Callable[[str], None] | None = None,
 ) -> PreflightResult:
     """Probe every host of ``plan``; never raises for a host problem (see ``problems``).
 
     ``notify`` hears about slow setups; ``job_id`` (torchrun jobs) makes every
     probe look for a job of that id already running and its temp dir taken.
-    ``fanout`` probes are started at once. Whatever way this ends (a signal
-    included), no setup is left running.
+    ``fanout`` probes are started at once; ``progress`` hears of each host done.
+    Whatever way this ends (a signal included), no setup is left running.
     """
     source = program_source("probe")
     nonce = secrets.token_hex(8)
@@ -119,7 +120,8 @@ def run_preflight(
             starts.append((run.connection, command, source))
         for run, process in zip(runs, start_all(starts, fanout, "probe"), strict=True):
             run.started(process)
-        master_port = _probe(runs, deadline, notify or (lambda line: None))
+        heard = _Heard(notify, progress)
+        master_port = _probe(runs, deadline, heard)
     finally:
         kill_setups([(run.connection, run.setup) for run in runs if not run.done()])
         for run in runs:
@@ -132,7 +134,24 @@ def run_preflight(
     return PreflightResult([run.report for run in runs], master_port)
 
 
-def _probe(runs: list[_ProbeRun], deadline: float, notify: Callable[[str], None]) -> int | None:
+class _Heard:
+    """Who hears of the probes: slow setups (``notify``), hosts done (``progress``, once each)."""
+
+    def __init__(
+        self, notify: Callable[[str], None] | None, progress: Callable[[str], None] | None
+    ) -> None:
+        self.notify = notify or (lambda line: None)
+        self._progress = progress or (lambda host: None)
+        self._done: set[str] = set()
+
+    def done(self, run: _ProbeRun) -> None:
+        host = run.report.node.host
+        if host not in self._done and ("end" in run.stages or run.done()):
+            self._done.add(host)
+            self._progress(host)
+
+
+def _probe(runs: list[_ProbeRun], deadline: float, notify: _Heard) -> int | None:
     """The probe's three steps on every host; the master port node 0 bound."""
     _pump_until(runs, lambda r: "static" in r.stages or r.done(), deadline, notify)
     master_port: int | None = runs[0].stages.get("static", {}).get("port")
@@ -151,13 +170,12 @@ def _probe(runs: list[_ProbeRun], deadline: float, notify: Callable[[str], None]
     return master_port
 
 
-def _pump_until(
-    runs: list[_ProbeRun], ready: Any, deadline: float, notify: Callable[[str], None]
-) -> None:
+def _pump_until(runs: list[_ProbeRun], ready: Any, deadline: float, heard: _Heard) -> None:
     def take(run: _ProbeRun, out: bytes, err: bytes) -> None:
         run.take(out, err)
+        heard.done(run)
         for line in run.setup.notices():
-            notify(line)
+            heard.notify(line)
 
     while True:
         pending = [run for run in runs if not ready(run)]

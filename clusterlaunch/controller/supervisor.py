@@ -197,6 +197,7 @@ class Supervisor:
         signalled = verdict.signal_stop(host.node.host, event)
         if event.get("event") == "started":
             host.started = event
+            self.router.started(host.node.host)
         elif signalled is not None:
             if self.fail_fast:
                 self._set_stop(signalled)
