@@ -88,7 +88,7 @@ class BannerFold:
             return None
         self.noted = True
         return (
-            f"torchrun set OMP_NUM_THREADS={self.value} for each process "
-            f"({len(self.hosts)} of {self.host_count} host(s) said so; "
-            "set OMP_NUM_THREADS yourself to choose)"
+            f"torchrun set OMP_NUM_THREADS={self.value} for each process on "
+            f"{len(self.hosts)} of {self.host_count} host(s) (its banner, folded; "
+            "set OMP_NUM_THREADS to choose)"
         )

@@ -21,8 +21,8 @@ from tests.cluster.support import REPO, _env, cli_argv, rank_lines, run_cli_byte
 pytestmark = [pytest.mark.cluster, pytest.mark.torch]
 
 NOTE = (
-    b"clusterlaunch: torchrun set OMP_NUM_THREADS=1 for each process "
-    b"(2 of 2 host(s) said so; set OMP_NUM_THREADS yourself to choose)"
+    b"clusterlaunch: torchrun set OMP_NUM_THREADS=1 for each process on "
+    b"2 of 2 host(s) (its banner, folded; set OMP_NUM_THREADS to choose)"
 )
 
 

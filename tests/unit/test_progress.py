@@ -25,8 +25,8 @@ BANNER = (
     b"*****************************************\n"
 )
 NOTE = (
-    "clusterlaunch: torchrun set OMP_NUM_THREADS=1 for each process "
-    "({} of 2 host(s) said so; set OMP_NUM_THREADS yourself to choose)\n"
+    "clusterlaunch: torchrun set OMP_NUM_THREADS=1 for each process on "
+    "{} of 2 host(s) (its banner, folded; set OMP_NUM_THREADS to choose)\n"
 )
 
 
