@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from clusterlaunch.cli import args as cliargs
+from clusterlaunch.cli import doctor as doctorargs
 from clusterlaunch.cli import parser as cliparser
 from clusterlaunch.cli import sandbox as sandboxargs
 from clusterlaunch.cli import slurm as slurmargs
@@ -43,7 +44,9 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
     """``ps`` / ``kill``: every host that could not be asked is an error line, and exit 2."""
     inventory = load_inventory(args.hosts)
     targets = resolve_targets(args.ssh_config, inventory.hosts)
-    connections, problems = connect_all(targets, cliargs.ssh_settings(args), args.fanout)
+    settings = cliargs.ssh_settings(args, inventory)
+    note = (lambda line: console.say(f"clusterlaunch: {line}")) if args.verbose else None
+    connections, problems = connect_all(targets, settings, args.fanout, note=note)
     unanswered = [jobs.Unanswered(p.host, p.detail) for p in problems]
     reachable = [spec for spec in inventory.hosts if spec.host in connections]
     limit = args.setup_timeout
@@ -89,6 +92,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     cliargs.check_words(args)
     if args.command in ("ps", "kill"):
         return _job_control(args, console)
+    if args.command == "doctor":
+        return doctorargs.run_doctor(args, console)
+    if args.command == "stacks":
+        return doctorargs.run_stacks(args, console)
     request = cliargs.job_request(args)
     plan = make_plan(request)  # once: the launch fills in an auto master port, no re-plan
     if args.command == "run" and not args.dry_run:

@@ -20,6 +20,7 @@ from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.preflight import PreflightResult, run_preflight
+from clusterlaunch.controller.stall import StallWatch, watch_for_stalls
 from clusterlaunch.controller.status import StatusLine
 from clusterlaunch.controller.supervisor import Supervisor
 from clusterlaunch.core import accelerators, defaults, render
@@ -54,6 +55,11 @@ class JobRequest:
     """``ssh`` or ``srun`` (job steps of the current Slurm allocation)."""
     sync: bool = False
     """``--sync``: copy this directory to every host's workdir before the preflight."""
+    verbose: bool = False
+    """``--verbose``: connection notes (retried handshakes) on the console too."""
+    stall_timeout: float | None = None
+    stall_action: str = "stacks"
+    """``--stall-timeout``/``--stall-action`` (controller/stall.py)."""
 
 
 def make_plan(
@@ -125,7 +131,7 @@ def preflight(
 
 def check(request: JobRequest, plan: JobPlan, console: Console | None = None) -> PreflightResult:
     """``clusterlaunch check``: connect and preflight ``plan``, start nothing."""
-    connections = connect(request)
+    connections = connect(request, connection_notes(request, console, None))
     try:
         return preflight(request, plan, connections, console)
     finally:
@@ -167,7 +173,7 @@ def _run(
     source: SourceTree | None,
     status: StatusLine,
 ) -> JobOutcome:
-    connections = connect(request, _controller_log(log_dir), status)
+    connections = connect(request, connection_notes(request, console, log_dir), status)
     status.mark_all("connected")
     try:
         if source is not None:
@@ -195,6 +201,7 @@ def _run(
                 fail_fast=torchrun or request.fail_fast,
                 quiet_teardown=torchrun,
                 fanout=request.fanout,
+                stall_check=watch_for_stalls(_stall_watch(request, plan, connections), router),
             ).run()
             if outcome.exit_code != 0:
                 router.message(render.outcome_text(outcome))  # console and controller.log
@@ -229,13 +236,29 @@ def resolve(
     return request, plan
 
 
-def _controller_log(log_dir: LogDir | None) -> Callable[[str], None] | None:
-    """A line for controller.log only (retried handshakes: worth keeping, not worth a shout)."""
-    if log_dir is None:
+def connection_notes(
+    request: JobRequest, console: Console | None, log_dir: LogDir | None
+) -> Callable[[str], None]:
+    """Where a connection note (a retried handshake) goes: controller.log always, the
+    console with ``--verbose`` (worth keeping, not worth a shout)."""
+    say = console.say if console is not None and request.verbose else None
+
+    def note(line: str) -> None:
+        if log_dir is not None:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+            log_dir.write("controller.log", f"{stamp} clusterlaunch: {line}\n".encode())
+        if say is not None:
+            say(f"clusterlaunch: {line}")
+
+    return note
+
+
+def _stall_watch(
+    request: JobRequest, plan: JobPlan, connections: Mapping[str, Connection]
+) -> StallWatch | None:
+    if request.stall_timeout is None or request.exec_argv is not None:
         return None
-    return lambda line: log_dir.write(
-        "controller.log", f"{time.strftime('%Y-%m-%dT%H:%M:%S')} clusterlaunch: {line}\n".encode()
-    )
+    return StallWatch(request.stall_timeout, request.stall_action, plan, connections)
 
 
 def _ranks(plan: JobPlan, request: JobRequest) -> list[tuple[int, str, int]]:

@@ -30,8 +30,11 @@ from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection, RemoteProcess
 
 
-class _ProbeRun:
-    """One probe process and the stages it has reported so far (event frames)."""
+class ProbeRun:
+    """One probe process and the stages it has reported so far (event frames).
+
+    Also runs ``clusterlaunch doctor``'s program (controller/doctor.py).
+    """
 
     def __init__(self, node: NodePlan, connection: Connection, script: str | None) -> None:
         self.report = HostReport(node)
@@ -96,7 +99,7 @@ def run_preflight(
     """
     source = program_source("probe")
     nonce = secrets.token_hex(8)
-    runs = [_ProbeRun(node, connections[node.host], script) for node in plan.nodes]
+    runs = [ProbeRun(node, connections[node.host], script) for node in plan.nodes]
     if any(node.setup for node in plan.nodes):
         timeout += setup_timeout + OVERDUE_S
     deadline = time.monotonic() + timeout
@@ -120,8 +123,7 @@ def run_preflight(
             starts.append((run.connection, command, source))
         for run, process in zip(runs, start_all(starts, fanout, "probe"), strict=True):
             run.started(process)
-        heard = _Heard(notify, progress)
-        master_port = _probe(runs, deadline, heard)
+        master_port = _probe(runs, deadline, notify or (lambda line: None), _once(progress))
     finally:
         kill_setups([(run.connection, run.setup) for run in runs if not run.done()])
         for run in runs:
@@ -134,31 +136,19 @@ def run_preflight(
     return PreflightResult([run.report for run in runs], master_port)
 
 
-class _Heard:
-    """Who hears of the probes: slow setups (``notify``), hosts done (``progress``, once each)."""
-
-    def __init__(
-        self, notify: Callable[[str], None] | None, progress: Callable[[str], None] | None
-    ) -> None:
-        self.notify = notify or (lambda line: None)
-        self._progress = progress or (lambda host: None)
-        self._done: set[str] = set()
-
-    def done(self, run: _ProbeRun) -> None:
-        host = run.report.node.host
-        if host not in self._done and ("end" in run.stages or run.done()):
-            self._done.add(host)
-            self._progress(host)
-
-
-def _probe(runs: list[_ProbeRun], deadline: float, notify: _Heard) -> int | None:
+def _probe(
+    runs: list[ProbeRun],
+    deadline: float,
+    notify: Callable[[str], None],
+    progress: Callable[[ProbeRun], None],
+) -> int | None:
     """The probe's three steps on every host; the master port node 0 bound."""
-    _pump_until(runs, lambda r: "static" in r.stages or r.done(), deadline, notify)
+    pump_until(runs, lambda r: "static" in r.stages or r.done(), deadline, notify, progress)
     master_port: int | None = runs[0].stages.get("static", {}).get("port")
     port_line = f"{master_port or ''}\n".encode()
     for run in runs:
         run.send(port_line)
-    _pump_until(runs, lambda r: "connect" in r.stages or r.done(), deadline, notify)
+    pump_until(runs, lambda r: "connect" in r.stages or r.done(), deadline, notify, progress)
     runs[0].send(b"done\n")
     for run in runs:
         if run.process is not None:
@@ -166,16 +156,23 @@ def _probe(runs: list[_ProbeRun], deadline: float, notify: _Heard) -> int | None
     # "end" comes after node 0 closed its listener: enough to start torchrun on
     # that port. Waiting for the interpreters to exit as well would add their
     # shutdown to every launch.
-    _pump_until(runs, lambda r: "end" in r.stages or r.done(), deadline, notify)
+    pump_until(runs, lambda r: "end" in r.stages or r.done(), deadline, notify, progress)
     return master_port
 
 
-def _pump_until(runs: list[_ProbeRun], ready: Any, deadline: float, heard: _Heard) -> None:
-    def take(run: _ProbeRun, out: bytes, err: bytes) -> None:
+def pump_until(
+    runs: list[ProbeRun],
+    ready: Any,
+    deadline: float,
+    notify: Callable[[str], None],
+    progress: Callable[[ProbeRun], None] | None = None,
+) -> None:
+    def take(run: ProbeRun, out: bytes, err: bytes) -> None:
         run.take(out, err)
-        heard.done(run)
+        if progress is not None:
+            progress(run)
         for line in run.setup.notices():
-            heard.notify(line)
+            notify(line)
 
     while True:
         pending = [run for run in runs if not ready(run)]
@@ -189,7 +186,20 @@ def _pump_until(runs: list[_ProbeRun], ready: Any, deadline: float, heard: _Hear
             run.setup.timed_out = run.abandoned = True
 
 
-def _judge(run: _ProbeRun) -> None:
+def _once(progress: Callable[[str], None] | None) -> Callable[[ProbeRun], None]:
+    """``progress`` of each host, once, when its probe has finished."""
+    reported: set[str] = set()
+
+    def heard(run: ProbeRun) -> None:
+        host = run.report.node.host
+        if progress is not None and host not in reported and ("end" in run.stages or run.done()):
+            reported.add(host)
+            progress(host)
+
+    return heard
+
+
+def _judge(run: ProbeRun) -> None:
     report = run.report
     static = run.stages.get("static")
     if static is None:
@@ -216,7 +226,7 @@ def _judge(run: _ProbeRun) -> None:
     report.problems += accelerators.judge(node, static)
 
 
-def _no_report(run: _ProbeRun) -> str:
+def _no_report(run: ProbeRun) -> str:
     status = run.report.exit_status
     detail = run.report.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
     tail = " | ".join(detail)

@@ -18,6 +18,20 @@ FANOUT = 64
 CONNECT_TIMEOUT_S = 10.0
 """Seconds for one host's TCP connect and SSH handshake (``--connect-timeout``)."""
 
+SSH_CLIENTS = ("paramiko", "openssh")
+SSH_CLIENT = "paramiko"
+"""Which client makes the SSH connections (``--ssh-client``, ``ssh_client:``); paramiko
+by the measurements in docs/benchmarks.md."""
+
+KEEPALIVE_INTERVAL_S = 1.0
+"""How often each SSH connection asks its server for a keepalive reply."""
+
+DEAD_AFTER_S = 6.0
+"""A host whose connection answers no keepalive for this long is lost."""
+
+PROBE_DIAL_TIMEOUT_S = 5.0
+"""The preflight probe's wait for node 0's master port to answer its nonce."""
+
 PREFLIGHT_TIMEOUT_S = 60.0
 """The whole preflight pass, every host at once (plus the setup timeout for hosts with a setup)."""
 
@@ -26,6 +40,27 @@ SETUP_TIMEOUT_S = 300.0
 
 KILL_WAIT_S = 60.0
 """How long ``clusterlaunch kill`` waits on each host for the job to be gone."""
+
+DOCTOR_PAIR_TIMEOUT_S = 5.0
+"""``doctor``: seconds one host may take to connect to another's ephemeral port."""
+
+DOCTOR_CLOCK_SKEW_S = 1.0
+"""``doctor`` warns about a host clock further than this from the controller's."""
+
+DOCTOR_MIN_FREE_DISK = 1 << 30
+"""``doctor`` warns when the workdir has less free space than this (bytes)."""
+
+DOCTOR_TPUT_BYTES = 64 << 20
+"""``doctor --bandwidth``: bytes sent over each ordered pair's TCP connection."""
+
+DOCTOR_BENCH_TIMEOUT_S = 600.0
+"""``doctor --bandwidth``: the all_reduce job's ``--timeout``."""
+
+DOCTOR_SIZES = tuple(1024 * 4**i for i in range(9))
+"""``doctor --bandwidth``: all_reduce sizes in bytes, 1 KiB to 64 MiB (factor 4)."""
+
+STALL_ACTIONS = ("stacks", "kill")
+"""``run --stall-action``: what happens when no rank printed for ``--stall-timeout`` s."""
 
 SANDBOX_DIR = ".sandbox"
 """Where ``clusterlaunch sandbox up`` keeps its simulated hosts."""
@@ -69,4 +104,6 @@ SHARED_ATTRIBUTES: dict[str, Any] = {
     "exclude": None,
     "module": False,
     "no_python": False,
+    "stall_timeout": None,
+    "stall_action": "stacks",
 }

@@ -12,7 +12,7 @@ import datetime
 import secrets
 from collections.abc import Mapping, Sequence
 
-from clusterlaunch.core import accelerators, commands, envpolicy, limits, torchrunargs
+from clusterlaunch.core import accelerators, commands, defaults, envpolicy, limits, torchrunargs
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import (
     LOCALHOST,
@@ -265,6 +265,8 @@ def probe_command(
         master_addr,
         "--nonce",
         nonce,
+        "--timeout",
+        f"{defaults.PROBE_DIAL_TIMEOUT_S:g}",
     ]
     if listen_port is not None:
         argv += ["--listen", str(listen_port)]
