@@ -33,6 +33,11 @@ def add_parser(commands: Any, parser_class: type[argparse.ArgumentParser]) -> No
     start.add_argument("--hosts", type=hosts, default=DEFAULT_HOSTS, help="how many (default 3)")
     start.add_argument("--gpus", type=gpus, default=1, help="processes per host (default 1)")
     start.add_argument("--port", type=port, help=f"sshd port (default: free one from {FIRST_PORT})")
+    start.add_argument(
+        "--slurm",
+        action="store_true",
+        help="also a real one-node Slurm (munge, slurmctld, slurmd; root) for run slurm",
+    )
     stop = actions.add_parser("down", help="stop the hosts, kill leftovers, remove the directory")
     for sub in (start, stop):
         sub.add_argument(
@@ -57,7 +62,7 @@ def run(args: argparse.Namespace, out: BinaryIO) -> int:
     try:
         if args.sandbox_command == "up":
             sshd = os.environ.get(sandbox.SSHD_ENV) or SSHD
-            started = sandbox.up(directory, args.hosts, args.gpus, args.port, sshd)
+            started = sandbox.up(directory, args.hosts, args.gpus, args.port, sshd, args.slurm)
             text = sandbox.up_text(started, cwd)
         else:
             text = sandbox.down_text(sandbox.down(directory), directory, cwd)

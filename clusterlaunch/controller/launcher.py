@@ -14,12 +14,14 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.preflight import PreflightResult, run_preflight
 from clusterlaunch.controller.stall import StallWatch, watch_for_stalls
+from clusterlaunch.controller.status import StatusLine
 from clusterlaunch.controller.supervisor import Supervisor
 from clusterlaunch.core import accelerators, defaults, render
 from clusterlaunch.core.errors import JobOutcome, PreflightError, UsageError
@@ -28,6 +30,9 @@ from clusterlaunch.core.model import Inventory, JobPlan, LaunchOptions, SshTarge
 from clusterlaunch.core.planner import plan_job
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport import Connection, SshSettings, close_all, connect_all
+
+if TYPE_CHECKING:
+    from clusterlaunch.controller.sync import SourceTree
 
 
 @dataclass(frozen=True)
@@ -77,14 +82,17 @@ def make_plan(
 
 
 def connect(
-    request: JobRequest, note: Callable[[str], None] | None = None
+    request: JobRequest,
+    note: Callable[[str], None] | None = None,
+    status: StatusLine | None = None,
 ) -> dict[str, Connection]:
     """Connect to every host; if any fails, close the rest and raise PreflightError.
 
-    ``note`` hears about retried handshakes.
+    ``note`` hears about retried handshakes; ``status`` counts the hosts connected.
     """
+    progress = None if status is None else (lambda alias: status.mark("connected", alias))
     connections, problems = connect_all(
-        request.targets, request.ssh, request.fanout, request.transport, note
+        request.targets, request.ssh, request.fanout, request.transport, note, progress
     )
     if problems:
         close_all(connections)
@@ -97,13 +105,15 @@ def preflight(
     plan: JobPlan,
     connections: Mapping[str, Connection],
     console: Console | None = None,
+    status: StatusLine | None = None,
 ) -> PreflightResult:
     """Run the preflight probe on every host (``run`` and ``check``)."""
 
-    def notify(line: str) -> None:
-        if console is not None:  # a slow setup: say why nothing happens
-            console.err.write(f"clusterlaunch: {line}\n".encode())
-            console.err.flush()
+    def notify(line: str) -> None:  # a slow setup: say why nothing happens
+        if status is not None:
+            status.say(f"clusterlaunch: {line}")
+        elif console is not None:
+            console.say(f"clusterlaunch: {line}")
 
     return run_preflight(
         plan,
@@ -115,6 +125,7 @@ def preflight(
         job_id=plan.job_id,
         fanout=request.fanout,
         script_kind=request.options.script_kind,
+        progress=None if status is None else (lambda host: status.mark("preflight", host)),
     )
 
 
@@ -144,23 +155,43 @@ def _launch(
     source = None
     if request.sync:
         # Only now: sync's imports (pathspec, SFTP) cost 55 ms of every start.
-        from clusterlaunch.controller.sync import scan_source, sync_workdirs
+        from clusterlaunch.controller.sync import scan_source
 
         source = scan_source(os.getcwd())
-    connections = connect(request, connection_notes(request, console, log_dir))
+    status = StatusLine(console, [node.host for node in plan.nodes])
+    try:
+        return _run(request, console, plan, log_dir, source, status)
+    finally:
+        status.end()  # before any error's lines
+
+
+def _run(
+    request: JobRequest,
+    console: Console,
+    plan: JobPlan,
+    log_dir: LogDir | None,
+    source: SourceTree | None,
+    status: StatusLine,
+) -> JobOutcome:
+    connections = connect(request, connection_notes(request, console, log_dir), status)
+    status.mark_all("connected")
     try:
         if source is not None:
+            from clusterlaunch.controller.sync import sync_workdirs
+
+            status.end()  # the copy reports on its own
             sync_workdirs(plan, connections, source, request.ssh, console, request.fanout)
         if request.exec_argv is None:
-            result = preflight(request, plan, connections, console)
+            result = preflight(request, plan, connections, console, status)
             if result.problems:
                 raise PreflightError(result.problems, render.preflight_text(result))
             request, plan = resolve(request, plan, result, log_dir)
-        router = make_router(plan, request, console, log_dir)
+        status.mark_all("preflight")
+        router = make_router(plan, request, console, log_dir, status)
         try:
             torchrun = request.exec_argv is None
             if torchrun:  # where the job really is, once every auto is resolved
-                router.message(render.job_line(plan))
+                router.announce(render.job_line(plan))
             outcome = Supervisor(
                 plan,
                 connections,
@@ -249,7 +280,11 @@ def open_log_dir(plan: JobPlan, request: JobRequest) -> LogDir | None:
 
 
 def make_router(
-    plan: JobPlan, request: JobRequest, console: Console, log_dir: LogDir | None = None
+    plan: JobPlan,
+    request: JobRequest,
+    console: Console,
+    log_dir: LogDir | None = None,
+    status: StatusLine | None = None,
 ) -> OutputRouter:
     """Console and ``log_dir`` output for ``plan``'s ranks and hosts."""
     ranks = _ranks(plan, request)
@@ -260,4 +295,5 @@ def make_router(
         rank_filter=request.rank_filter,
         log_dir=log_dir,
         plain_prefixes=Prefixes(ranks, hosts, color=False),
+        status=status,
     )

@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterable
 
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.logdir import LogDir
+from clusterlaunch.controller.status import StatusLine
 from clusterlaunch.core.lines import LineBuffer, Prefixes, TailKeeper, prefix_block
+from clusterlaunch.core.progress import BannerFold
 
 
 class OutputRouter:
@@ -26,6 +28,7 @@ class OutputRouter:
         rank_filter: frozenset[int] | None = None,
         log_dir: LogDir | None = None,
         plain_prefixes: Prefixes | None = None,
+        status: StatusLine | None = None,
     ) -> None:
         self._prefixes = prefixes
         self._plain = plain_prefixes or prefixes  # for files: no colour codes
@@ -36,6 +39,9 @@ class OutputRouter:
         self.tails = TailKeeper()
         self._quiet_hosts = False
         self.hidden_lines = 0
+        self._status = status
+        self._header: str | None = None
+        self._fold = BannerFold(len(prefixes.hosts))
         self.on_rank_output: Callable[[], None] | None = None
 
     @property
@@ -51,6 +57,28 @@ class OutputRouter:
         Worker output is never hidden.
         """
         self._quiet_hosts = True
+
+    def announce(self, header: str) -> None:
+        """The job header: at once, or, while a status line shows, once it goes."""
+        if self._status is not None and self._status.active:
+            self._header = header
+        else:
+            self.message(header)
+
+    def started(self, host: str) -> None:
+        """``host``'s agent started the job; once all have, the header replaces the status."""
+        if self._status is not None:
+            self._status.mark("started", host)
+            if self._status.progress.complete("started"):
+                self._begin()
+
+    def _begin(self) -> None:
+        """Before anything reaches the console: the status line goes, the header comes."""
+        if self._status is not None:
+            self._status.end()
+        header, self._header = self._header, None
+        if header is not None:
+            self.message(header)
 
     def rank_output(self, rank: int, is_stderr: bool, data: bytes) -> None:
         """A worker's raw output chunk."""
@@ -69,6 +97,7 @@ class OutputRouter:
     def message(self, text: str) -> None:
         """clusterlaunch's own message, always to stderr."""
         line = f"clusterlaunch: {text}\n".encode()
+        self._begin()
         self._console.err.write(line)
         self._console.err.flush()
         self._log("controller.log", f"{_stamp()} ".encode() + line)
@@ -102,6 +131,8 @@ class OutputRouter:
 
     def close(self) -> None:
         """Flush the console and close log files."""
+        self._begin()
+        self._say_banner(final=True)
         self._console.out.flush()
         self._console.err.flush()
         if self._log_dir is not None:
@@ -122,6 +153,8 @@ class OutputRouter:
         if self._log_dir is not None and to_log:
             self._log_dir.write(f"rank-{rank}.log", block)
         if self._filter is None or rank in self._filter:
+            self._begin()
+            self._say_banner(final=True)  # the ranks began: as many hosts as said it so far
             stream = self._console.err if is_stderr else self._console.out
             stream.write(prefix_block(self._prefixes.rank(rank), block, continued))
             stream.flush()
@@ -134,9 +167,19 @@ class OutputRouter:
         if self._quiet_hosts:
             self.hidden_lines += block.count(b"\n")
             return
+        block = self._fold.feed(host, block)  # the console's copy only; the log has it all
+        self._say_banner()
+        if not block:
+            return
+        self._begin()
         stream = self._console.err if is_stderr else self._console.out
         stream.write(prefix_block(self._prefixes.host(host), block, continued))
         stream.flush()
+
+    def _say_banner(self, final: bool = False) -> None:
+        note = self._fold.note(final)
+        if note is not None:
+            self.message(note)
 
     def _log(self, name: str, data: bytes) -> None:
         if self._log_dir is not None:

@@ -88,13 +88,14 @@ def run_preflight(
     job_id: str | None = None,
     fanout: int = FANOUT,
     script_kind: ScriptKind = "file",
+    progress: Callable[[str], None] | None = None,
 ) -> PreflightResult:
     """Probe every host of ``plan``; never raises for a host problem (see ``problems``).
 
     ``notify`` hears about slow setups; ``job_id`` (torchrun jobs) makes every
     probe look for a job of that id already running and its temp dir taken.
-    ``fanout`` probes are started at once. Whatever way this ends (a signal
-    included), no setup is left running.
+    ``fanout`` probes are started at once; ``progress`` hears of each host done.
+    Whatever way this ends (a signal included), no setup is left running.
     """
     source = program_source("probe")
     nonce = secrets.token_hex(8)
@@ -122,7 +123,7 @@ def run_preflight(
             starts.append((run.connection, command, source))
         for run, process in zip(runs, start_all(starts, fanout, "probe"), strict=True):
             run.started(process)
-        master_port = _probe(runs, deadline, notify or (lambda line: None))
+        master_port = _probe(runs, deadline, notify or (lambda line: None), _once(progress))
     finally:
         kill_setups([(run.connection, run.setup) for run in runs if not run.done()])
         for run in runs:
@@ -135,14 +136,19 @@ def run_preflight(
     return PreflightResult([run.report for run in runs], master_port)
 
 
-def _probe(runs: list[ProbeRun], deadline: float, notify: Callable[[str], None]) -> int | None:
+def _probe(
+    runs: list[ProbeRun],
+    deadline: float,
+    notify: Callable[[str], None],
+    progress: Callable[[ProbeRun], None],
+) -> int | None:
     """The probe's three steps on every host; the master port node 0 bound."""
-    pump_until(runs, lambda r: "static" in r.stages or r.done(), deadline, notify)
+    pump_until(runs, lambda r: "static" in r.stages or r.done(), deadline, notify, progress)
     master_port: int | None = runs[0].stages.get("static", {}).get("port")
     port_line = f"{master_port or ''}\n".encode()
     for run in runs:
         run.send(port_line)
-    pump_until(runs, lambda r: "connect" in r.stages or r.done(), deadline, notify)
+    pump_until(runs, lambda r: "connect" in r.stages or r.done(), deadline, notify, progress)
     runs[0].send(b"done\n")
     for run in runs:
         if run.process is not None:
@@ -150,15 +156,21 @@ def _probe(runs: list[ProbeRun], deadline: float, notify: Callable[[str], None])
     # "end" comes after node 0 closed its listener: enough to start torchrun on
     # that port. Waiting for the interpreters to exit as well would add their
     # shutdown to every launch.
-    pump_until(runs, lambda r: "end" in r.stages or r.done(), deadline, notify)
+    pump_until(runs, lambda r: "end" in r.stages or r.done(), deadline, notify, progress)
     return master_port
 
 
 def pump_until(
-    runs: list[ProbeRun], ready: Any, deadline: float, notify: Callable[[str], None]
+    runs: list[ProbeRun],
+    ready: Any,
+    deadline: float,
+    notify: Callable[[str], None],
+    progress: Callable[[ProbeRun], None] | None = None,
 ) -> None:
     def take(run: ProbeRun, out: bytes, err: bytes) -> None:
         run.take(out, err)
+        if progress is not None:
+            progress(run)
         for line in run.setup.notices():
             notify(line)
 
@@ -172,6 +184,19 @@ def pump_until(
         kill_setups([(run.connection, run.setup) for run in overdue])
         for run in overdue:  # the host's own watchdog should have done it
             run.setup.timed_out = run.abandoned = True
+
+
+def _once(progress: Callable[[str], None] | None) -> Callable[[ProbeRun], None]:
+    """``progress`` of each host, once, when its probe has finished."""
+    reported: set[str] = set()
+
+    def heard(run: ProbeRun) -> None:
+        host = run.report.node.host
+        if progress is not None and host not in reported and ("end" in run.stages or run.done()):
+            reported.add(host)
+            progress(host)
+
+    return heard
 
 
 def _judge(run: ProbeRun) -> None:

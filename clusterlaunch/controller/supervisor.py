@@ -197,6 +197,7 @@ class Supervisor:
         signalled = verdict.signal_stop(host.node.host, event)
         if event.get("event") == "started":
             host.started = event
+            self.router.started(host.node.host)
         elif signalled is not None:
             if self.fail_fast:
                 self._set_stop(signalled)
@@ -282,8 +283,7 @@ class Supervisor:
         """A signal to us; True if it only replaced a host's as the reason (``scancel`` of
         ``sbatch`` or ``salloc -K`` signals us and every step alike, in either order)."""
         replaced = self.stop is not None and verdict.is_host_signal(self.stop)
-        if replaced:
-            self.stop = None
+        self.stop = None if replaced else self.stop
         self._set_stop(JobOutcome(stop.exit_code, stop.reason, stopped=True))
         return replaced
 

@@ -143,6 +143,7 @@ class Prefixes:
     ) -> None:
         rank_list = list(ranks)
         host_list = list(hosts)
+        self.hosts = host_list
         labels = {rank: f"[r{rank} {host}:{local}]" for rank, host, local in rank_list}
         host_labels = {host: f"[{host}]" for host in host_list}
         width = max((len(label) for label in [*labels.values(), *host_labels.values()]), default=0)

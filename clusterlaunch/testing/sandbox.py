@@ -37,6 +37,7 @@ from clusterlaunch.testing import (
     find_free_port,
     kill_processes,
     loopback_addrs,
+    sandboxslurm,
     start_detached,
     stop_detached,
     wait_until_gone,
@@ -93,8 +94,12 @@ def up(
     gpus: int = 1,
     port: int | None = None,
     sshd: str = SSHD,
+    slurm: bool = False,
 ) -> Sandbox:
-    """Start a sandbox in ``directory``, or report the one already running there."""
+    """Start a sandbox in ``directory`` (``slurm``: with a real Slurm), or report the one
+    already running there."""
+    if slurm:
+        sandboxslurm.check()
     if not os.access(sshd, os.X_OK):
         raise UsageError(f"sandbox needs OpenSSH's sshd at {sshd}; install it: {SSHD_HINT}")
     if not 1 <= n_hosts <= MAX_HOSTS:
@@ -126,9 +131,12 @@ def up(
     try:
         cluster = _start(directory, n_hosts, port)
         _write_hosts_file(directory / HOSTS_FILE, cluster.names, gpus)
+        if slurm:
+            sandboxslurm.start(directory)
     except BaseException:
         # A failed or interrupted start must not leave a half-made directory that
         # the next ``up`` would refuse as "not a sandbox".
+        sandboxslurm.stop(directory)
         if (directory / STATE_FILE).is_file():
             stop_detached(directory)  # sshd running: stop it (this removes the directory)
         shutil.rmtree(directory, ignore_errors=True)
@@ -204,7 +212,9 @@ def down(directory: Path) -> Stopped | None:
     hosts = _state(directory)["hosts"]
     markers = [h["marker"] for h in hosts]
     try:
-        # sshd by recorded PID (and start time), then leftovers by marker, then rmtree.
+        # Slurm's daemons and sshd by recorded PID (and start time), then leftovers by
+        # marker, then rmtree.
+        sandboxslurm.stop(directory)
         leftovers = stop_detached(directory)
     except SimClusterError as exc:
         raise SandboxError(f"sandbox down: {exc}") from None
@@ -256,6 +266,8 @@ def up_text(sandbox: Sandbox, cwd: Path) -> str:
         lines.append("  (no examples/hello_ranks.py here or in clusterlaunch's source checkout)")
     lines.append(_command("clusterlaunch", "exec", *connection, "--", "sh", "-c", EXEC_DEMO))
     lines.append(_command("ssh", "-F", config, sandbox.hosts[0]["name"]))
+    if sandboxslurm.is_up(sandbox.directory):
+        lines += sandboxslurm.try_lines(sandbox.directory, where, script_word)
     elsewhere = sandbox.directory.absolute() != (cwd / DEFAULT_DIR).absolute()
     down = ["--dir", where] if elsewhere else []
     lines += ["When done:", _command("clusterlaunch", "sandbox", "down", *down)]

@@ -44,12 +44,14 @@ def connect_all(
     fanout: int = FANOUT,
     transport: str = "ssh",
     note: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, Connection], list[HostProblem]]:
     """Connect to every target at once; returns the connections and the failures.
 
     Keyed by the target's alias (the hosts-file destination). With ``srun``
     every target, ``localhost`` included, is a node of the allocation.
-    ``note`` hears about retried handshakes (also logged as ``clusterlaunch.connect``).
+    ``note`` hears about retried handshakes (also logged as ``clusterlaunch.connect``);
+    ``progress``, from the connecting threads, of each alias connected (paramiko only).
     A setting the paramiko client cannot honour, or an open-file limit too low
     for this many hosts, raises UsageError before any host is contacted.
     """
@@ -74,7 +76,7 @@ def connect_all(
         found, problems = sshmaster.connect_all(remote, settings, fanout, noted)
         connections.update(found)
         return connections, problems
-    return _connect_paramiko(targets, settings, fanout, noted)
+    return _connect_paramiko(targets, settings, fanout, noted, progress or (lambda alias: None))
 
 
 def _connect_paramiko(
@@ -82,6 +84,7 @@ def _connect_paramiko(
     settings: SshSettings,
     fanout: int,
     note: Callable[[str], None],
+    progress: Callable[[str], None],
 ) -> tuple[dict[str, Connection], list[HostProblem]]:
     from clusterlaunch.transport import hostkeys, sshcompat, sshconnect
 
@@ -91,8 +94,11 @@ def _connect_paramiko(
 
     def open_one(target: SshTarget) -> Connection:
         if target.is_local:
-            return LocalConnection()
-        return sshconnect.connect(target, settings, known_hosts, jumps, note)
+            connection: Connection = LocalConnection()
+        else:
+            connection = sshconnect.connect(target, settings, known_hosts, jumps, note)
+        progress(target.alias)
+        return connection
 
     connections: dict[str, Connection] = {}
     problems: list[HostProblem] = []

@@ -1,0 +1,65 @@
+"""The live status line on a terminal while a launch connects, preflights and starts.
+
+Three hosts leave 2-3 s of blank screen before the first rank prints, 64 hosts
+longer. On a terminal (stderr a TTY) one line is rewritten in place
+(``clusterlaunch: connected 3/3 · preflight 1/3 · started 0/3 · slowest: node2``)
+and erased for good when anything else is printed; piped, nothing of it is
+written (no escape codes in a log). Connections report from threads, hence the lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from clusterlaunch.controller.console import Console
+from clusterlaunch.core.progress import Progress
+
+ERASE = b"\r\x1b[K"  # to the line's start, clear to its end
+
+
+class StatusLine:
+    """Draws :class:`Progress` on stderr, if it is a terminal, until :meth:`end`."""
+
+    def __init__(self, console: Console, hosts: Sequence[str]) -> None:
+        self._console = console
+        self.progress = Progress(hosts)
+        self.active = console.err.isatty()
+        self._lock = threading.Lock()
+        self._drawn = False
+        self._text = ""
+
+    def mark(self, phase: str, host: str) -> None:
+        with self._lock:
+            self.progress.mark(phase, host)
+            self._draw()
+
+    def mark_all(self, phase: str) -> None:
+        with self._lock:
+            self.progress.mark_all(phase)
+            self._draw()
+
+    def end(self) -> None:
+        """Erase the line; nothing more is drawn (output has begun, or the launch ended)."""
+        with self._lock:
+            if self._drawn:
+                self._console.err.write(ERASE, stop=False)
+                self._console.err.flush(stop=False)
+            self.active = self._drawn = False
+
+    def say(self, line: str) -> None:
+        """One of clusterlaunch's lines while the status shows: above it, then redrawn."""
+        with self._lock:
+            if self._drawn:
+                self._console.err.write(ERASE, stop=False)
+                self._drawn = False
+            self._console.say(line)
+            self._draw()
+
+    def _draw(self) -> None:
+        text = f"clusterlaunch: {self.progress.text()}"
+        if not self.active or (self._drawn and text == self._text):
+            return
+        self._console.err.write(ERASE + text.encode(), stop=False)
+        self._console.err.flush(stop=False)
+        self._drawn, self._text = True, text

@@ -1,0 +1,94 @@
+"""What the console shows before the job's own output: progress, and torchrun's banner folded.
+
+Pure: the controller's :mod:`~clusterlaunch.controller.status` draws
+:class:`Progress` on a terminal, and the output router passes host output
+through :class:`BannerFold`. Neither touches the log files, which keep every byte.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+PHASES = ("connected", "preflight", "started")
+"""In order; a host counts in a phase once it has finished it."""
+
+
+class Progress:
+    """How many hosts have finished each phase of a launch, and who holds it up."""
+
+    def __init__(self, hosts: Sequence[str], phases: Sequence[str] = PHASES) -> None:
+        self.hosts = list(hosts)
+        self.phases = list(phases)
+        self._done: dict[str, set[str]] = {phase: set() for phase in self.phases}
+
+    def mark(self, phase: str, host: str) -> None:
+        """``host`` finished ``phase`` (and so every phase before it)."""
+        for earlier in self.phases[: self.phases.index(phase) + 1]:
+            self._done[earlier].add(host)
+
+    def mark_all(self, phase: str) -> None:
+        for host in self.hosts:
+            self.mark(phase, host)
+
+    def complete(self, phase: str) -> bool:
+        return len(self._done[phase]) == len(self.hosts)
+
+    def text(self) -> str:
+        """``connected 41/64 · preflight 12/64 · started 0/64 · slowest: gpu-17``."""
+        total = len(self.hosts)
+        parts = [f"{phase} {len(self._done[phase])}/{total}" for phase in self.phases]
+        current = next((p for p in self.phases if not self.complete(p)), None)
+        if current is not None:
+            waiting = [h for h in self.hosts if h not in self._done[current]]
+            if len(waiting) < total:  # someone is ahead: the first still behind is slowest
+                parts.append(f"slowest: {waiting[0]}")
+        return " · ".join(parts)
+
+
+_STARS = re.compile(rb"^\*{20,}\r?$")
+_OMP = re.compile(
+    rb"^Setting OMP_NUM_THREADS environment variable for each process to be (\S+) in default"
+)
+
+
+class BannerFold:
+    """Takes torchrun's per-host OMP_NUM_THREADS banner out of host output (console only).
+
+    torchrun prints it on every host (a blank line, stars, the sentence, stars)
+    when OMP_NUM_THREADS is unset. :meth:`note` then says it once, for all hosts.
+    """
+
+    def __init__(self, host_count: int) -> None:
+        self.host_count = host_count
+        self.value: str | None = None
+        self.hosts: set[str] = set()
+        self.noted = False
+
+    def feed(self, host: str, block: bytes) -> bytes:
+        """``block`` (whole lines of ``host``'s output) without the banner's lines."""
+        if b"OMP_NUM_THREADS" not in block and b"*****" not in block:
+            return block
+        lines = block.splitlines(keepends=True)
+        kept: list[bytes] = []
+        for index, line in enumerate(lines):
+            body = line.rstrip(b"\n")
+            following = lines[index + 1].rstrip(b"\n") if index + 1 < len(lines) else b""
+            found = _OMP.match(body)
+            if found:
+                self.value = found[1].decode("utf-8", "replace")
+                self.hosts.add(host)
+            elif not (_STARS.match(body) or (body.strip() == b"" and _STARS.match(following))):
+                kept.append(line)
+        return b"".join(kept)
+
+    def note(self, final: bool = False) -> str | None:
+        """The one line for the banners seen: once every host printed it (or ``final``)."""
+        if self.noted or not self.hosts or (len(self.hosts) < self.host_count and not final):
+            return None
+        self.noted = True
+        return (
+            f"torchrun set OMP_NUM_THREADS={self.value} for each process on "
+            f"{len(self.hosts)} of {self.host_count} host(s) (its banner, folded; "
+            "set OMP_NUM_THREADS to choose)"
+        )

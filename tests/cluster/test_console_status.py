@@ -1,0 +1,89 @@
+"""The first run looks right: a live status line on a terminal, torchrun's banner folded.
+
+The controller runs with stderr on a real pseudo-terminal (Python's ``pty``)
+and, for comparison, on a pipe; the hosts are simulated sshd hosts running a
+real torchrun, two processes each, so every host prints the OMP_NUM_THREADS banner.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.controller.status import ERASE
+from tests.cluster.support import REPO, _env, cli_argv, rank_lines, run_cli_bytes, write_hosts
+
+pytestmark = [pytest.mark.cluster, pytest.mark.torch]
+
+NOTE = (
+    b"clusterlaunch: torchrun set OMP_NUM_THREADS=1 for each process on "
+    b"2 of 2 host(s) (its banner, folded; set OMP_NUM_THREADS to choose)"
+)
+
+
+def run_on_a_terminal(argv: list[str], timeout: float = 120) -> tuple[int, bytes, bytes]:
+    """``argv`` with stderr on a pseudo-terminal and stdout on a pipe: (status, stdout, stderr)."""
+    terminal, tty_end = pty.openpty()
+    read_out, write_out = os.pipe()
+    process = subprocess.Popen(
+        argv, cwd=REPO, env=_env(), stdin=subprocess.DEVNULL, stdout=write_out, stderr=tty_end
+    )
+    os.close(tty_end)
+    os.close(write_out)
+    captured = {terminal: b"", read_out: b""}
+    open_fds = [terminal, read_out]
+    while open_fds:
+        ready, _, _ = select.select(open_fds, [], [], timeout)
+        assert ready, f"no output for {timeout} s"
+        for fd in ready:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:  # EIO: the terminal's last writer has gone
+                data = b""
+            if data:
+                captured[fd] += data
+            else:
+                open_fds.remove(fd)
+                os.close(fd)
+    return process.wait(timeout=timeout), captured[read_out], captured[terminal]
+
+
+@pytest.fixture
+def hosts(tmp_path: Path) -> Path:
+    return write_hosts(tmp_path / "hosts.yaml", [("node0", 2), ("node1", 2)])
+
+
+def test_a_terminal_sees_live_progress_then_the_header(sim_cluster, hosts: Path) -> None:
+    argv = cli_argv("run", sim_cluster, str(hosts), "examples/hello_ranks.py")
+    status, out, err = run_on_a_terminal(argv)
+    assert status == 0, err
+    assert len(rank_lines(out.decode())) == 4
+    # Rewritten in place (erase, text, no newline) through every phase...
+    assert ERASE + b"clusterlaunch: connected " in err
+    assert b"preflight 2/2 \xc2\xb7 started 0/2" in err
+    head, _, rest = err.partition(ERASE + b"clusterlaunch: job cl-")
+    # ...then replaced by the header naming the master address, and drawn no more.
+    assert b"host(s), world size 4, master 127.0.0.11:" in rest.split(b"\r\n")[0]
+    assert ERASE not in rest and b"\r\n" not in head
+    assert b"Setting OMP_NUM_THREADS" not in err and err.count(NOTE) == 1
+
+
+def test_piped_there_is_no_status_and_the_log_keeps_the_banners(
+    sim_cluster, hosts: Path, tmp_path: Path
+) -> None:
+    logs = tmp_path / "logs"
+    result = run_cli_bytes(
+        "run", sim_cluster, "--log-dir", str(logs), str(hosts), "examples/hello_ranks.py", cwd=REPO
+    )
+    assert result.returncode == 0, result.stderr
+    assert b"\x1b[" not in result.stderr and b"\r" not in result.stderr
+    lines = result.stderr.decode().splitlines()
+    assert lines[0].startswith("clusterlaunch: job cl-") and "master 127.0.0.11:" in lines[0]
+    assert result.stderr.count(NOTE) == 1 and b"OMP_NUM_THREADS environment" not in result.stderr
+    log = (logs / "controller.log").read_text()
+    assert log.count("Setting OMP_NUM_THREADS environment variable") == 2  # nothing lost
