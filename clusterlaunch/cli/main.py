@@ -21,11 +21,13 @@ from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.cli.passthrough import foreign_option, split_passthrough
 from clusterlaunch.controller import jobs
 from clusterlaunch.controller.console import Console
-from clusterlaunch.controller.launcher import check, launch, make_plan
+from clusterlaunch.controller.launcher import check, make_plan
+from clusterlaunch.controller.restarts import run_job
 from clusterlaunch.core import render
 from clusterlaunch.core.errors import ClusterlaunchError, PreflightError, StopJob, UsageError
 from clusterlaunch.core.exits import ExitStatus, from_signal
 from clusterlaunch.core.hostfile import load_inventory
+from clusterlaunch.core.restarts import dry_run_text
 from clusterlaunch.transport import close_all, connect_all
 from clusterlaunch.transport.sshconfig import resolve_targets
 
@@ -97,13 +99,15 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         text = render.plan_json(plan) if args.json else render.plan_text(plan)
         if not args.json:
             text += slurmargs.dry_run_note(request.transport)
+            spares = [spec for spec, _ in request.spares]
+            text += dry_run_text(request.restarts, request.inventory.hosts, spares)
         console.out.write(text.encode() + b"\n")
         return ExitStatus.OK
     if args.command == "check":
         result = check(request, plan, console)
         console.out.write(render.preflight_text(result).encode() + b"\n")
         return ExitStatus.USAGE if result.problems else ExitStatus.OK
-    outcome = launch(request, plan, console)
+    outcome = run_job(request, plan, console)
     return outcome.exit_code  # the launcher has printed (and logged) the summary
 
 

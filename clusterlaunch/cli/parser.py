@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 import clusterlaunch
+from clusterlaunch.cli import restartargs
 from clusterlaunch.cli import sandbox as sandboxargs
 from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.core import defaults, limits
@@ -104,6 +105,7 @@ def _add_run(run: argparse.ArgumentParser) -> None:
         help='extra torchrun options; write --torchrun-args="--max-restarts 3"',
     )
     run.add_argument("--ranks", help="show only these global ranks on the console, e.g. 0,4-7")
+    restartargs.add_options(run)
     run.add_argument("hosts", help="hosts file (YAML or MPI hostfile), or slurm")
     run.add_argument(
         "script",

@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.logdir import LogDir
@@ -23,8 +23,9 @@ from clusterlaunch.controller.supervisor import Supervisor
 from clusterlaunch.core import accelerators, defaults, render
 from clusterlaunch.core.errors import JobOutcome, PreflightError, UsageError
 from clusterlaunch.core.lines import Prefixes
-from clusterlaunch.core.model import Inventory, JobPlan, LaunchOptions, SshTarget
+from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
 from clusterlaunch.core.planner import plan_job
+from clusterlaunch.core.restarts import RestartPolicy
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport import Connection, SshSettings, close_all, connect_all
 
@@ -49,6 +50,12 @@ class JobRequest:
     """``ssh`` or ``srun`` (job steps of the current Slurm allocation)."""
     sync: bool = False
     """``--sync``: copy this directory to every host's workdir before the preflight."""
+    restarts: RestartPolicy = field(default_factory=RestartPolicy)
+    """``--max-restarts`` and friends (controller/restarts.py runs the attempts)."""
+    spares: tuple[tuple[HostSpec, SshTarget], ...] = ()
+    """``spare: true`` hosts: idle until a restart needs one."""
+    restart_count: int | None = None
+    """This attempt's number (0 first), for a job that may restart; else None."""
 
 
 def make_plan(
@@ -67,6 +74,7 @@ def make_plan(
         agent_size=len(program_source("agent")),
         exec_argv=request.exec_argv,
         local_python=sys.executable,
+        restart_count=request.restart_count,
     )
 
 
@@ -125,15 +133,16 @@ def launch(request: JobRequest, plan: JobPlan, console: Console) -> JobOutcome:
     """Connect, sync (``--sync``), preflight (torchrun jobs), then supervise ``plan`` to its end."""
     log_dir = open_log_dir(plan, request)  # bad input too: before any host is contacted
     try:
-        return _launch(request, console, plan, log_dir)
+        return launch_in(request, console, plan, log_dir)
     finally:
         if log_dir is not None:
             log_dir.close()  # idempotent; removes the files of a job that never started
 
 
-def _launch(
+def launch_in(
     request: JobRequest, console: Console, plan: JobPlan, log_dir: LogDir | None
 ) -> JobOutcome:
+    """:func:`launch` with ``log_dir`` open (the restart loop keeps one for all attempts)."""
     # Scanned before connecting: a bad ignore file is bad input, and contacts nothing.
     source = None
     if request.sync:
@@ -141,7 +150,7 @@ def _launch(
         from clusterlaunch.controller.sync import scan_source, sync_workdirs
 
         source = scan_source(os.getcwd())
-    connections = connect(request, _controller_log(log_dir))
+    connections = connect(request, controller_log(log_dir))
     try:
         if source is not None:
             sync_workdirs(plan, connections, source, request.ssh, console, request.fanout)
@@ -150,28 +159,39 @@ def _launch(
             if result.problems:
                 raise PreflightError(result.problems, render.preflight_text(result))
             request, plan = resolve(request, plan, result, log_dir)
-        router = make_router(plan, request, console, log_dir)
-        try:
-            torchrun = request.exec_argv is None
-            if torchrun:  # where the job really is, once every auto is resolved
-                router.message(render.job_line(plan))
-            outcome = Supervisor(
-                plan,
-                connections,
-                router,
-                timeout=request.timeout,
-                grace=request.options.grace,
-                fail_fast=torchrun or request.fail_fast,
-                quiet_teardown=torchrun,
-                fanout=request.fanout,
-            ).run()
-            if outcome.exit_code != 0:
-                router.message(render.outcome_text(outcome))  # console and controller.log
-        finally:
-            router.close()
-        return outcome
+        return supervise(request, plan, connections, console, log_dir)
     finally:
         close_all(connections)
+
+
+def supervise(
+    request: JobRequest,
+    plan: JobPlan,
+    connections: Mapping[str, Connection],
+    console: Console,
+    log_dir: LogDir | None,
+) -> JobOutcome:
+    """Start ``plan`` on its (connected, preflighted) hosts and supervise it to its end."""
+    router = make_router(plan, request, console, log_dir)
+    try:
+        torchrun = request.exec_argv is None
+        if torchrun:  # where the job really is, once every auto is resolved
+            router.message(render.job_line(plan))
+        outcome = Supervisor(
+            plan,
+            connections,
+            router,
+            timeout=request.timeout,
+            grace=request.options.grace,
+            fail_fast=torchrun or request.fail_fast,
+            quiet_teardown=torchrun,
+            fanout=request.fanout,
+        ).run()
+        if outcome.exit_code != 0:
+            router.message(render.outcome_text(outcome))  # console and controller.log
+    finally:
+        router.close()
+    return outcome
 
 
 def resolve(
@@ -198,7 +218,7 @@ def resolve(
     return request, plan
 
 
-def _controller_log(log_dir: LogDir | None) -> Callable[[str], None] | None:
+def controller_log(log_dir: LogDir | None) -> Callable[[str], None] | None:
     """A line for controller.log only (retried handshakes: worth keeping, not worth a shout)."""
     if log_dir is None:
         return None

@@ -112,6 +112,8 @@ class JobRecord:
             # "server_ip server_port" of the SSH session: tells hosts apart that
             # share one machine (and one state directory), as test hosts do.
             "ssh_server": " ".join(os.environ.get("SSH_CONNECTION", "").split()[2:4]),
+            # Set by the controller for a job that may restart (--max-restarts): 0, 1, ...
+            "restart_count": os.environ.get("CLUSTERLAUNCH_RESTART_COUNT"),
         }
         path = os.path.join(folder, "%s.n%d.%d.json" % (args.job_id, args.node_rank, me))
         temporary = path + ".tmp"
