@@ -77,7 +77,10 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
     if not reports:
         if len(unanswered) < len(inventory.hosts):
             where = "the hosts that answered" if unanswered else "these hosts"
-            console.say(f"clusterlaunch: no running job {args.job_id} on {where}")
+            console.say(
+                f"clusterlaunch: no running job {args.job_id} on {where} "
+                "(a restart of it that has not started yet will not start)"
+            )
         return ExitStatus.USAGE if unanswered else ExitStatus.FAILED
     console.out.write(render.kill_text(args.job_id, reports).encode() + b"\n")
     if unanswered:

@@ -33,8 +33,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         type=limits.RESTART_BACKOFF,
         default=defaults.RESTART_BACKOFF_S,
         metavar="SECONDS",
-        help=f"wait before the first restart, doubled for each further one "
-        f"(default {defaults.RESTART_BACKOFF_S:g}, at most {defaults.RESTART_BACKOFF_MAX_S:g})",
+        help="wait before the first restart, doubled for each further one up to "
+        f"{defaults.RESTART_BACKOFF_MAX_S:g} s (default {defaults.RESTART_BACKOFF_S:g})",
     )
     group.add_argument(
         "--min-hosts",

@@ -20,11 +20,13 @@ from dataclasses import replace
 from clusterlaunch.controller import launcher
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.logdir import LogDir
+from clusterlaunch.controller.supervisor import KILLED
 from clusterlaunch.core import render
 from clusterlaunch.core import restarts as policy
 from clusterlaunch.core.errors import JobOutcome, PreflightError
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.model import HostSpec, JobPlan, SshTarget
+from clusterlaunch.core.reports import PreflightResult
 from clusterlaunch.transport import close_all, connect_all
 
 Say = Callable[[str], None]
@@ -48,6 +50,7 @@ def _attempts(
     say = _announcer(console, log_dir)
     rules = request.restarts
     deadline = None if request.timeout is None else time.monotonic() + request.timeout
+    started = time.time()  # a `clusterlaunch kill` after this cancels the restarts
     # The first attempt is today's launch: any host failing its preflight is bad
     # input or a broken host, reported before anything starts (exit 2).
     outcome = launcher.launch_in(request, console, plan, log_dir)
@@ -64,7 +67,8 @@ def _attempts(
         if left is not None and left <= 0:
             reason = f"--timeout {request.timeout:g} s reached before restart {restarts}"
             return JobOutcome(ExitStatus.TIMEOUT, reason, stopped=True)
-        outcome = _restart(replace(request, timeout=left), restarts, console, log_dir, say)
+        attempt = replace(request, timeout=left)
+        outcome = _restart(attempt, restarts, console, log_dir, say, started)
     if restarts and outcome.exit_code == 0:
         say(f"job succeeded in attempt {restarts + 1} (after {restarts} restart(s))")
     return outcome
@@ -76,8 +80,13 @@ def _restart(
     console: Console,
     log_dir: LogDir | None,
     say: Say,
+    started: float,
 ) -> JobOutcome:
-    """Attempt ``restart + 1``: connect and preflight every host again, then run on those left."""
+    """Attempt ``restart + 1``: connect and preflight every host again, then run on those left.
+
+    ``started`` (wall clock): a ``clusterlaunch kill`` of this job since then, seen
+    by any host's preflight, ends the job instead.
+    """
     spares = [spec for spec, _ in base.spares]
     targets = {t.alias: t for t in base.targets} | {t.alias: t for _, t in base.spares}
     connections, problems = connect_all(
@@ -97,6 +106,9 @@ def _restart(
             request = _request_for(base, layout, targets, restart)
             plan = launcher.make_plan(request)
             result = launcher.preflight(request, plan, connections, console)
+            if _killed_since(result, started):
+                say(f"job stopped: {KILLED}, before restart {restart}")
+                return JobOutcome(ExitStatus.KILLED, KILLED, stopped=True)
             failed = {p.host: p.detail for p in result.problems}
             if not failed:
                 break
@@ -105,7 +117,8 @@ def _restart(
             dropping = {first: failed[first]} if first in failed else failed
             why_not |= dropping
             usable -= set(dropping)
-            say(f"restart {restart}: preflight failed on {', '.join(sorted(dropping))}; dropped")
+            for host, why in sorted(dropping.items()):
+                say(f"restart {restart}: {host} failed the preflight, dropped: {why}")
         if request.sync:
             from clusterlaunch.controller.sync import scan_source, sync_workdirs
 
@@ -123,6 +136,12 @@ def _restart(
         return _too_few(restart, f"{exc}: {render.problems_text(exc.problems)}", say)
     finally:
         close_all(connections)
+
+
+def _killed_since(result: PreflightResult, started: float) -> bool:
+    """Whether some host says ``clusterlaunch kill`` was run for this job since it started."""
+    times = [report.static.get("killed_at") or 0.0 for report in result.reports]
+    return max(times, default=0.0) >= started
 
 
 def _too_few(restart: int, reason: str, say: Say) -> JobOutcome:

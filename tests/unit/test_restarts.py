@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from clusterlaunch.core.model import HostSpec
 from clusterlaunch.core.render import jobs_text
 from clusterlaunch.core.reports import RemoteJob
 from clusterlaunch.core.restarts import Layout, RestartPolicy, TooFewHosts, choose_layout
+from clusterlaunch.remote import records
 
 A, B, C = HostSpec("a", 2), HostSpec("b", 2), HostSpec("c", 2)
 SPARE = HostSpec("s", 2, spare=True)
@@ -223,3 +226,16 @@ def test_ps_shows_the_attempt() -> None:
     assert rows[0].split() == ["job", "host", "node", "attempt", "started", "command"]
     assert rows[1].split()[:4] == ["j1", "a", "0", "3"]
     assert rows[2].split()[:4] == ["j2", "b", "0", "1"]
+
+
+def test_kill_leaves_word_for_a_restart_not_started_yet() -> None:
+    job = f"unit-killed-{os.getpid()}"
+    assert records.killed_at(job) is None
+    before = time.time() - 1  # mtime resolution
+    records.mark_killed(job)
+    try:
+        when = records.killed_at(job)
+        assert when is not None and when >= before
+    finally:
+        for folder in records.state_dirs():
+            Path(folder, job + ".killed").unlink(missing_ok=True)
