@@ -30,6 +30,8 @@ from tests.cluster.support import (
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.torch]
+# Two starts of a 3-rank torch job: about 45 s each on this 2-core machine under load.
+two_trainings = pytest.mark.timeout(480)
 
 FAST = ("--grace", "2", "--restart-backoff", "0.5")
 
@@ -57,11 +59,11 @@ def _crash_during_training(
     assert process.stdout is not None and process.stderr is not None
     errors = concurrent.futures.ThreadPoolExecutor(1).submit(process.stderr.read)
     try:
-        seen = wait_for_lines(process, b"epoch 2/6", 1, timeout=120)
+        seen = wait_for_lines(process, b"epoch 2/6", 1, timeout=240)
         cluster.kill_host(host)
         crashed = time.monotonic()
         if resumes:
-            seen += wait_for_lines(process, b"resuming from", 1, timeout=120)
+            seen += wait_for_lines(process, b"resuming from", 1, timeout=240)
             took = round(time.monotonic() - crashed, 1)
         seen.append(process.stdout.read())  # the buffered reader's: communicate() would skip it
         process.wait(timeout=180)
@@ -76,6 +78,7 @@ def _epochs(stdout: str) -> list[int]:
     return [int(m) for m in re.findall(r"\] epoch (\d+)/6 loss", stdout)]
 
 
+@two_trainings
 def test_a_spare_takes_a_crashed_hosts_place_and_training_resumes(
     sim_cluster_factory, tmp_path: Path, assert_no_orphans, record_property
 ) -> None:
@@ -105,6 +108,7 @@ def test_a_spare_takes_a_crashed_hosts_place_and_training_resumes(
     assert_no_orphans(cluster, timeout=5.0)
 
 
+@two_trainings
 @pytest.mark.parametrize("min_hosts", [2, 3])
 def test_without_a_spare_the_job_shrinks_to_min_hosts(
     sim_cluster_factory, tmp_path: Path, assert_no_orphans, min_hosts: int
@@ -130,6 +134,7 @@ def test_without_a_spare_the_job_shrinks_to_min_hosts(
     assert_no_orphans(cluster, timeout=5.0)
 
 
+@two_trainings
 def test_a_crashed_master_moves_to_the_next_host(
     sim_cluster_factory, tmp_path: Path, assert_no_orphans, record_property
 ) -> None:
