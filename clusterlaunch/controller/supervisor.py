@@ -19,11 +19,11 @@ from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.readloop import read_round, start_all
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core import defaults
+from clusterlaunch.core import outcome as verdict
 from clusterlaunch.core.errors import JobOutcome, StopJob, TransportError
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.frames import Frame, FrameError
 from clusterlaunch.core.model import JobPlan
-from clusterlaunch.core.outcome import decide_outcome
 from clusterlaunch.core.protocol import EVENT, JOB_STDERR, JOB_STDOUT, NOISE
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection
@@ -80,7 +80,7 @@ class Supervisor:
             heartbeat.start()
             self._watch()
         except StopJob as stop:
-            self._set_stop(JobOutcome(stop.exit_code, stop.reason, stopped=True))
+            self._own_signal(stop)
         finally:
             self.teardown()
             self._heartbeat_stop.set()
@@ -105,7 +105,9 @@ class Supervisor:
                     # ranks wrote before they ended. Waiting costs time, closing
                     # would lose it; wait until they fall silent.
                     deadline = max(deadline, self.clock() + TEARDOWN_QUIET_S)
-            except StopJob:
+            except StopJob as stop:
+                if self._own_signal(stop):
+                    continue  # the hosts are stopping already, for the same reason
                 self.router.message("second interrupt: killing everything now")
                 self._request_teardown(b"k")
                 hurry = True
@@ -192,8 +194,12 @@ class Supervisor:
                 self._on_event(host, frame.event())
 
     def _on_event(self, host: HostRun, event: dict[str, Any]) -> None:
+        signalled = verdict.signal_stop(host.node.host, event)
         if event.get("event") == "started":
             host.started = event
+        elif signalled is not None:
+            if self.fail_fast:
+                self._set_stop(signalled)
         elif event.get("event") == "stopping" and event.get("reason") == "killed":
             self._set_stop(JobOutcome(ExitStatus.KILLED, KILLED, stopped=True))
             if self.quiet_teardown:
@@ -248,17 +254,17 @@ class Supervisor:
         self._ended_count += 1
         host.order = self._ended_count
         self._flush(host)
-        if host.ended is None and not self._teardown_started:
-            # No exit report: the agent never ran, or the host went away under it.
-            self.router.message(
-                f"{host.node.host}: connection ended without a report (exit {host.status})"
-            )
-            if host.status is None or host.status == ExitStatus.HOST_LOST:
-                host.lost = True
-                if self.fail_fast:
-                    self._set_stop(
-                        JobOutcome(ExitStatus.HOST_LOST, f"host {host.node.host} was lost")
-                    )
+        if host.ended is None:
+            # No exit report: the agent never ran, or the host went away under it;
+            # in teardown too (a failed Slurm node's srun ends after the other steps
+            # got Slurm's SIGTERM: the lost host is still the cause).
+            host.lost = verdict.lost_without_report(host.status)
+            if not self._teardown_started:
+                self.router.message(
+                    f"{host.node.host}: connection ended without a report (exit {host.status})"
+                )
+            if host.lost and self.fail_fast:
+                self._set_stop(JobOutcome(ExitStatus.HOST_LOST, f"host {host.node.host} was lost"))
         if host.code != 0 and self.fail_fast:
             self._set_stop(JobOutcome(host.code, f"{host.node.host} failed"))
 
@@ -272,6 +278,15 @@ class Supervisor:
         if self.stop is None:
             self.stop = outcome
 
+    def _own_signal(self, stop: StopJob) -> bool:
+        """A signal to us; True if it only replaced a host's as the reason (``scancel`` of
+        ``sbatch`` or ``salloc -K`` signals us and every step alike, in either order)."""
+        replaced = self.stop is not None and verdict.is_host_signal(self.stop)
+        if replaced:
+            self.stop = None
+        self._set_stop(JobOutcome(stop.exit_code, stop.reason, stopped=True))
+        return replaced
+
     def _request_teardown(self, command: bytes) -> None:
         for host in self.hosts:
             if host.process is not None and not host.done and not host.process.send(command):
@@ -279,4 +294,4 @@ class Supervisor:
 
     def outcome(self) -> JobOutcome:
         """Exit code and root cause, from everything the hosts reported."""
-        return decide_outcome(self.stop, self.hosts, self.router.tails)
+        return verdict.decide_outcome(self.stop, self.hosts, self.router.tails)

@@ -8,7 +8,7 @@ verdict are the real ones. The cluster tier runs the same endings over SSH.
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pytest
@@ -19,8 +19,6 @@ from clusterlaunch.controller.supervisor import RESUME_GRACE_S, Supervisor
 from clusterlaunch.core import defaults, render
 from clusterlaunch.core.errors import JobOutcome
 from clusterlaunch.core.lines import Prefixes
-from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
-from clusterlaunch.core.planner import plan_job
 from clusterlaunch.remote import program_source
 from clusterlaunch.testing.agentscript import (
     Exit,
@@ -40,25 +38,10 @@ from clusterlaunch.testing.agentscript import (
     stopping,
 )
 from clusterlaunch.testing.fakes import FakeClock, FakeConnection
+from tests.unit.plans import two_ranks_per_host
 
 RUNNING = FakeAgent([started(), Hang()])  # runs until told to stop, then stops as agents do
 CTRL_C = Interrupt(130, "interrupted (Ctrl-C)")
-
-
-def make_plan(hosts: Sequence[str], exec_argv: tuple[str, ...] | None = None) -> JobPlan:
-    """Two ranks per host: a has ranks 0-1, b 2-3, c 4-5."""
-    inventory = Inventory("hosts.yaml", tuple(HostSpec(h, 2) for h in hosts), master_port=29500)
-    targets = [SshTarget(h, f"10.0.0.{i + 1}") for i, h in enumerate(hosts)]
-    return plan_job(
-        inventory,
-        targets,
-        LaunchOptions(script="train.py"),
-        job_id="j1",
-        local_env={},
-        local_cwd="/w",
-        agent_size=1,
-        exec_argv=exec_argv,
-    )
 
 
 class ClosedPipe(io.BytesIO):
@@ -91,7 +74,7 @@ def supervise(
     start_errors: Mapping[str, str] | None = None,
     **options: object,
 ) -> Run:
-    plan = make_plan(list(agents), exec_argv)
+    plan = two_ranks_per_host(list(agents), exec_argv)
     hosts = {
         name: FakeConnection(name, agent, clock, (start_errors or {}).get(name))
         for name, agent in agents.items()
@@ -121,7 +104,7 @@ def test_every_host_ending_well_is_0() -> None:
     assert run.outcome == JobOutcome(0, "all hosts finished")
     assert "[r0 a:0] step 1\n" in run.out
     command, stdin = run.hosts["a"].started[0]
-    assert command == make_plan(["a", "b"]).nodes[0].command and stdin == program_source("agent")
+    assert command == two_ranks_per_host().nodes[0].command and stdin == program_source("agent")
     assert run.sent("a") == b"" and run.hosts["a"].process.closed  # nothing to tear down
 
 
@@ -176,6 +159,41 @@ def test_a_signal_to_the_controller_is_its_status(status: int, reason: str) -> N
     assert run.sent("a") == run.sent("b") == b"t"
 
 
+SCANCELLED = [stopping("signal 15"), Pause(1), *exits(-15, "signal 15")]
+
+
+def test_a_signal_an_agent_got_stops_the_job_with_its_status() -> None:
+    # Plain salloc + scancel: Slurm signals the steps only, never the controller.
+    run = supervise({"a": RUNNING, "b": FakeAgent([started(), Pause(2), *SCANCELLED])})
+    reason = "the agent on b got SIGTERM (scancel, a time limit, a shutdown?)"
+    assert run.outcome == JobOutcome(143, reason, host="b", stopped=True)
+    assert render.outcome_text(run.outcome) == f"job stopped: {reason}"
+    assert run.sent("a") == b"t"
+
+
+def test_the_controllers_own_signal_is_the_reason_over_a_hosts() -> None:
+    # scancel of salloc -K or sbatch signals both; the hosts' may be read first.
+    late = Interrupt(143, "terminated (SIGTERM)")
+    agents = {
+        "a": FakeAgent([started(), Pause(2), *SCANCELLED]),
+        "b": FakeAgent([started(), Hang()], on={"t": [Pause(1), late, Pause(2), *SCANCELLED]}),
+    }
+    run = supervise(agents)
+    assert run.outcome == JobOutcome(143, "terminated (SIGTERM)", stopped=True)
+    assert run.sent("b") == b"t" and "second interrupt" not in run.err
+
+
+def test_a_node_lost_while_the_others_stop_for_its_loss_is_the_cause() -> None:
+    # A Slurm node fails: Slurm cancels the other steps (SIGTERM), and the failed
+    # node's srun ends with 0 and no report, after teardown has begun.
+    agents = {
+        "a": FakeAgent([started(), Pause(2), *SCANCELLED]),
+        "b": FakeAgent([started(), Hang()], on={"t": [Pause(2), Exit(0)]}),
+    }
+    run = supervise(agents)
+    assert run.outcome == JobOutcome(255, "host b was lost", host="b")
+
+
 def test_a_signal_while_starting_stops_before_any_output() -> None:
     run = supervise({"a": FakeAgent([CTRL_C, Hang()]), "b": RUNNING})
     assert run.outcome.exit_code == 130 and run.outcome.stopped
@@ -198,7 +216,7 @@ def test_a_closed_console_is_141() -> None:
     assert run.sent("a") == run.sent("b") == b"t"
 
 
-@pytest.mark.parametrize("status", [None, 255])
+@pytest.mark.parametrize("status", [None, 255, 0])  # 0: srun, when its node failed
 def test_a_channel_ending_without_a_report_is_a_lost_host(status: int | None) -> None:
     run = supervise({"a": RUNNING, "b": FakeAgent([started(), Pause(2), Exit(status)])})
     assert run.outcome == JobOutcome(255, "host b was lost", host="b")
@@ -232,7 +250,7 @@ def test_an_unexpected_error_while_starting_is_raised_after_teardown() -> None:
         def start(self, command: str, stdin: bytes = b"") -> object:  # type: ignore[override]
             raise RuntimeError("bug")
 
-    plan = make_plan(["a", "b"])
+    plan = two_ranks_per_host()
     hosts = {"a": FakeConnection("a", RUNNING), "b": Broken("b")}
     router = OutputRouter(Prefixes([], ["a", "b"], False), Console(io.BytesIO(), io.BytesIO()))
     with pytest.raises(RuntimeError, match="bug"):
