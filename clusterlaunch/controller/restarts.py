@@ -66,6 +66,7 @@ def _attempts(
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             reason = f"--timeout {request.timeout:g} s reached before restart {restarts}"
+            say(f"job stopped: {reason}")
             return JobOutcome(ExitStatus.TIMEOUT, reason, stopped=True)
         attempt = replace(request, timeout=left)
         outcome = _restart(attempt, restarts, console, log_dir, say, started)
