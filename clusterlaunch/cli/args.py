@@ -54,7 +54,7 @@ def check_words(args: argparse.Namespace) -> None:
     for word in args.passthrough:
         limits.sendable(words, word)
     if args.job_id is not None and not _JOB_ID.fullmatch(args.job_id):
-        flag = "JOB_ID" if args.command == "kill" else "--job-id"
+        flag = "JOB_ID" if args.command in ("kill", "stacks") else "--job-id"
         raise UsageError(
             f"{flag} {limits.shown(args.job_id)}: use 1-64 letters, digits, '.', '_' or '-'"
         )
@@ -71,6 +71,8 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
         port = int(port_text)
     if args.python is not None and ("=" in args.python or "\n" in args.python):
         raise UsageError(f"--python {args.python!r}: must be a path without '=' or newlines")
+    if args.stall_action == "kill" and args.stall_timeout is None:
+        raise UsageError("--stall-action kill: give --stall-timeout SECONDS too")
     if args.json and not args.dry_run:
         raise UsageError("--json goes with --dry-run (a running job prints its ranks' output)")
     from_files = tuple(
@@ -132,6 +134,8 @@ def job_request(args: argparse.Namespace) -> JobRequest:
         restarts=(policy := restartargs.policy(args, inventory, spares)),
         spares=spares,
         restart_count=0 if policy.enabled else None,
+        stall_timeout=args.stall_timeout,
+        stall_action=args.stall_action,
     )
 
 

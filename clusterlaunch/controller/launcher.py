@@ -19,6 +19,7 @@ from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.preflight import PreflightResult, run_preflight
+from clusterlaunch.controller.stall import StallWatch, watch_for_stalls
 from clusterlaunch.controller.supervisor import Supervisor
 from clusterlaunch.core import accelerators, defaults, render
 from clusterlaunch.core.errors import JobOutcome, PreflightError, UsageError
@@ -56,6 +57,9 @@ class JobRequest:
     """``spare: true`` hosts: idle until a restart needs one."""
     restart_count: int | None = None
     """This attempt's number (0 first), for a job that may restart; else None."""
+    stall_timeout: float | None = None
+    stall_action: str = "stacks"
+    """``--stall-timeout``/``--stall-action`` (controller/stall.py)."""
 
 
 def make_plan(
@@ -186,6 +190,7 @@ def supervise(
             fail_fast=torchrun or request.fail_fast,
             quiet_teardown=torchrun,
             fanout=request.fanout,
+            stall_check=watch_for_stalls(_stall_watch(request, plan, connections), router),
         ).run()
         if outcome.exit_code != 0:
             router.message(render.outcome_text(outcome))  # console and controller.log
@@ -216,6 +221,14 @@ def resolve(
         for rank, _, _ in _ranks(plan, request):
             log_dir.write(f"rank-{rank}.log", b"")
     return request, plan
+
+
+def _stall_watch(
+    request: JobRequest, plan: JobPlan, connections: Mapping[str, Connection]
+) -> StallWatch | None:
+    if request.stall_timeout is None or request.exec_argv is not None:
+        return None
+    return StallWatch(request.stall_timeout, request.stall_action, plan, connections)
 
 
 def controller_log(log_dir: LogDir | None) -> Callable[[str], None] | None:

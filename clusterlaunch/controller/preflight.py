@@ -30,8 +30,11 @@ from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection, RemoteProcess
 
 
-class _ProbeRun:
-    """One probe process and the stages it has reported so far (event frames)."""
+class ProbeRun:
+    """One probe process and the stages it has reported so far (event frames).
+
+    Also runs ``clusterlaunch doctor``'s program (controller/doctor.py).
+    """
 
     def __init__(self, node: NodePlan, connection: Connection, script: str | None) -> None:
         self.report = HostReport(node)
@@ -95,7 +98,7 @@ def run_preflight(
     """
     source = program_source("probe")
     nonce = secrets.token_hex(8)
-    runs = [_ProbeRun(node, connections[node.host], script) for node in plan.nodes]
+    runs = [ProbeRun(node, connections[node.host], script) for node in plan.nodes]
     if any(node.setup for node in plan.nodes):
         timeout += setup_timeout + OVERDUE_S
     deadline = time.monotonic() + timeout
@@ -132,14 +135,14 @@ def run_preflight(
     return PreflightResult([run.report for run in runs], master_port)
 
 
-def _probe(runs: list[_ProbeRun], deadline: float, notify: Callable[[str], None]) -> int | None:
+def _probe(runs: list[ProbeRun], deadline: float, notify: Callable[[str], None]) -> int | None:
     """The probe's three steps on every host; the master port node 0 bound."""
-    _pump_until(runs, lambda r: "static" in r.stages or r.done(), deadline, notify)
+    pump_until(runs, lambda r: "static" in r.stages or r.done(), deadline, notify)
     master_port: int | None = runs[0].stages.get("static", {}).get("port")
     port_line = f"{master_port or ''}\n".encode()
     for run in runs:
         run.send(port_line)
-    _pump_until(runs, lambda r: "connect" in r.stages or r.done(), deadline, notify)
+    pump_until(runs, lambda r: "connect" in r.stages or r.done(), deadline, notify)
     runs[0].send(b"done\n")
     for run in runs:
         if run.process is not None:
@@ -147,14 +150,14 @@ def _probe(runs: list[_ProbeRun], deadline: float, notify: Callable[[str], None]
     # "end" comes after node 0 closed its listener: enough to start torchrun on
     # that port. Waiting for the interpreters to exit as well would add their
     # shutdown to every launch.
-    _pump_until(runs, lambda r: "end" in r.stages or r.done(), deadline, notify)
+    pump_until(runs, lambda r: "end" in r.stages or r.done(), deadline, notify)
     return master_port
 
 
-def _pump_until(
-    runs: list[_ProbeRun], ready: Any, deadline: float, notify: Callable[[str], None]
+def pump_until(
+    runs: list[ProbeRun], ready: Any, deadline: float, notify: Callable[[str], None]
 ) -> None:
-    def take(run: _ProbeRun, out: bytes, err: bytes) -> None:
+    def take(run: ProbeRun, out: bytes, err: bytes) -> None:
         run.take(out, err)
         for line in run.setup.notices():
             notify(line)
@@ -171,7 +174,7 @@ def _pump_until(
             run.setup.timed_out = run.abandoned = True
 
 
-def _judge(run: _ProbeRun) -> None:
+def _judge(run: ProbeRun) -> None:
     report = run.report
     static = run.stages.get("static")
     if static is None:
@@ -198,7 +201,7 @@ def _judge(run: _ProbeRun) -> None:
     report.problems += accelerators.judge(node, static)
 
 
-def _no_report(run: _ProbeRun) -> str:
+def _no_report(run: ProbeRun) -> str:
     status = run.report.exit_status
     detail = run.report.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
     tail = " | ".join(detail)

@@ -48,12 +48,13 @@ class Supervisor:
         fail_fast: bool = True,
         quiet_teardown: bool = True,
         fanout: int = defaults.FANOUT,
+        stall_check: Callable[[], JobOutcome | None] | None = None,
     ) -> None:
         """``fail_fast``: the first failing host stops all (torchrun jobs; ``exec --fail-fast``).
 
         ``quiet_teardown``: once teardown starts, torchrun's own shutdown output
         goes to the log only (for ``exec``, host output *is* the job's output).
-        ``fanout``: agents started at once.
+        ``fanout``: agents started at once. ``stall_check``: ``--stall-timeout``'s.
         """
         self.plan = plan
         self.fanout = fanout
@@ -70,6 +71,7 @@ class Supervisor:
         self._ended_count = 0
         self._teardown_started = False
         self._heartbeat_stop = threading.Event()
+        self.stall_check = stall_check or (lambda: None)
 
     # -- public ---------------------------------------------------------------
     def run(self) -> JobOutcome:
@@ -150,6 +152,7 @@ class Supervisor:
         started = self.clock()
         while self.stop is None and not all(h.done for h in self.hosts):
             self._step(0.2)
+            self._set_stop(self.stall_check())  # None: not stalled
             if self.timeout is not None and self.clock() - started > self.timeout:
                 running = ", ".join(h.node.host for h in self.hosts if not h.done)
                 reason = f"--timeout {self.timeout:g} s reached (still running: {running})"
@@ -274,7 +277,7 @@ class Supervisor:
         self.router.flush_host(host.node.host, host.node.global_ranks)
 
     # -- ending ---------------------------------------------------------------
-    def _set_stop(self, outcome: JobOutcome) -> None:
+    def _set_stop(self, outcome: JobOutcome | None) -> None:
         if self.stop is None:
             self.stop = outcome
 

@@ -26,7 +26,8 @@ BUNDLES = {
         "agent",
     ),
     "probe": ("core/exits", "core/protocol", "proctree", "records", "accel", "probe"),
-    "jobctl": ("core/exits", "core/protocol", "proctree", "records", "jobctl"),
+    "jobctl": ("core/exits", "core/protocol", "proctree", "records", "stacks", "jobctl"),
+    "doctor": ("core/exits", "core/protocol", "hostfacts", "doctor"),
 }
 _STRIP_MARK = b"# bundle: strip"
 
