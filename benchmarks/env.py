@@ -132,6 +132,7 @@ class Bench:
         keep: bool = False,
         host_python: str | None = None,
         host_rc: bool = False,
+        client_sizes: tuple[int, ...] = (),
     ) -> None:
         self.n_hosts = n_hosts
         self.repeat = repeat
@@ -144,6 +145,8 @@ class Bench:
         self.host_python = host_python or sys.executable
         """The hosts' interpreter for ``exec`` measurements (the agent needs only the stdlib)."""
         self.host_rc = host_rc
+        self.client_sizes = client_sizes
+        """Host counts for ``clients`` (empty: its own defaults)."""
         """True: sessions source the login shell's ~/.bashrc (see NoRcLoopbackCluster)."""
         self.tmp = Path(tempfile.mkdtemp(prefix="clusterlaunch-bench-"))
         self.workdir = self.tmp / "work"

@@ -26,7 +26,7 @@ from clusterlaunch.core.errors import JobOutcome, PreflightError, UsageError
 from clusterlaunch.core.lines import Prefixes
 from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
 from clusterlaunch.core.planner import plan_job
-from clusterlaunch.core.restarts import RestartPolicy
+from clusterlaunch.core.restarts import RestartPolicy, count_env
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport import Connection, SshSettings, close_all, connect_all
 
@@ -57,6 +57,8 @@ class JobRequest:
     """``spare: true`` hosts: idle until a restart needs one."""
     restart_count: int | None = None
     """This attempt's number (0 first), for a job that may restart; else None."""
+    verbose: bool = False
+    """``--verbose``: connection notes (retried handshakes) on the console too."""
     stall_timeout: float | None = None
     stall_action: str = "stacks"
     """``--stall-timeout``/``--stall-action`` (controller/stall.py)."""
@@ -68,17 +70,17 @@ def make_plan(
     local_cwd: str | None = None,
 ) -> JobPlan:
     """The plan for ``request``, made once: the dry run, the script check and the launch use it."""
+    restart = tuple(count_env(request.restart_count).items())  # with --max-restarts only
     return plan_job(
         request.inventory,
         request.targets,
-        request.options,
+        replace(request.options, env=(*request.options.env, *restart)),
         job_id=request.job_id,
         local_env=os.environ if local_env is None else local_env,
         local_cwd=local_cwd or os.getcwd(),
         agent_size=len(program_source("agent")),
         exec_argv=request.exec_argv,
         local_python=sys.executable,
-        restart_count=request.restart_count,
     )
 
 
@@ -126,7 +128,7 @@ def preflight(
 
 def check(request: JobRequest, plan: JobPlan, console: Console | None = None) -> PreflightResult:
     """``clusterlaunch check``: connect and preflight ``plan``, start nothing."""
-    connections = connect(request)
+    connections = connect(request, connection_notes(request, console, None))
     try:
         return preflight(request, plan, connections, console)
     finally:
@@ -154,7 +156,7 @@ def launch_in(
         from clusterlaunch.controller.sync import scan_source, sync_workdirs
 
         source = scan_source(os.getcwd())
-    connections = connect(request, controller_log(log_dir))
+    connections = connect(request, connection_notes(request, console, log_dir))
     try:
         if source is not None:
             sync_workdirs(plan, connections, source, request.ssh, console, request.fanout)
@@ -223,21 +225,29 @@ def resolve(
     return request, plan
 
 
+def connection_notes(
+    request: JobRequest, console: Console | None, log_dir: LogDir | None
+) -> Callable[[str], None]:
+    """Where a connection note (a retried handshake) goes: controller.log always, the
+    console with ``--verbose`` (worth keeping, not worth a shout)."""
+    say = console.say if console is not None and request.verbose else None
+
+    def note(line: str) -> None:
+        if log_dir is not None:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+            log_dir.write("controller.log", f"{stamp} clusterlaunch: {line}\n".encode())
+        if say is not None:
+            say(f"clusterlaunch: {line}")
+
+    return note
+
+
 def _stall_watch(
     request: JobRequest, plan: JobPlan, connections: Mapping[str, Connection]
 ) -> StallWatch | None:
     if request.stall_timeout is None or request.exec_argv is not None:
         return None
     return StallWatch(request.stall_timeout, request.stall_action, plan, connections)
-
-
-def controller_log(log_dir: LogDir | None) -> Callable[[str], None] | None:
-    """A line for controller.log only (retried handshakes: worth keeping, not worth a shout)."""
-    if log_dir is None:
-        return None
-    return lambda line: log_dir.write(
-        "controller.log", f"{time.strftime('%Y-%m-%dT%H:%M:%S')} clusterlaunch: {line}\n".encode()
-    )
 
 
 def _ranks(plan: JobPlan, request: JobRequest) -> list[tuple[int, str, int]]:

@@ -13,10 +13,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from clusterlaunch.controller.fanout import Failed, run_parallel
 from clusterlaunch.core.defaults import FANOUT
 from clusterlaunch.core.errors import TransportError
 from clusterlaunch.transport.base import Connection, RemoteProcess
+from clusterlaunch.transport.fanout import Failed, run_parallel
 
 K = TypeVar("K")
 

@@ -95,7 +95,7 @@ def _restart(
         base.ssh,
         base.fanout,
         base.transport,
-        launcher.controller_log(log_dir),
+        launcher.connection_notes(base, console, log_dir),
     )
     why_not = {p.host: p.detail for p in problems}
     try:
@@ -183,12 +183,13 @@ def _gone_names(
 
 def _announcer(console: Console, log_dir: LogDir | None) -> Say:
     """A line for the console's stderr and controller.log, as the job's own messages."""
-    log = launcher.controller_log(log_dir)
 
     def say(text: str) -> None:
-        console.err.write(f"clusterlaunch: {text}\n".encode())
+        line = f"clusterlaunch: {text}\n"
+        console.err.write(line.encode())
         console.err.flush()
-        if log is not None:
-            log(text)
+        if log_dir is not None:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+            log_dir.write("controller.log", f"{stamp} {line}".encode())
 
     return say

@@ -67,6 +67,8 @@ class Inventory:
     """What the command line changed (``--include``, ...), shown with the dry-run plan."""
     max_restarts: int | None = None
     """``max_restarts:`` (``--max-restarts`` wins); ``None``: not set."""
+    ssh_client: str | None = None
+    """``ssh_client:`` (paramiko or openssh); ``None``: not set, ``--ssh-client`` or the default."""
 
 
 @dataclass(frozen=True)

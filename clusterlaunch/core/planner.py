@@ -12,7 +12,7 @@ import datetime
 import secrets
 from collections.abc import Mapping, Sequence
 
-from clusterlaunch.core import accelerators, commands, envpolicy, limits, restarts, torchrunargs
+from clusterlaunch.core import accelerators, commands, defaults, envpolicy, limits, torchrunargs
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import (
     LOCALHOST,
@@ -115,10 +115,9 @@ def node_env(
     options: LaunchOptions,
     job_id: str,
     local_env: Mapping[str, str],
-    restart_count: int | None = None,
 ) -> dict[str, str]:
     """defaults → host → ``--forward-env`` → ``--env``, then what clusterlaunch sets."""
-    own = {JOB_ID_VAR: job_id} | restarts.count_env(restart_count)
+    own = {JOB_ID_VAR: job_id}
     if spec.devices is not None:
         own[accelerators.visible_var(spec.accelerator)] = ",".join(str(d) for d in spec.devices)
     forwarded = envpolicy.forwarded(options.forward_env, local_env)
@@ -139,14 +138,12 @@ def plan_job(
     agent_size: int,
     exec_argv: Sequence[str] | None = None,
     local_python: str | None = None,
-    restart_count: int | None = None,
 ) -> JobPlan:
     """Plan a torchrun job (or, with ``exec_argv``, a plain command) on every host.
 
     ``targets`` are the SSH resolutions of ``inventory.hosts``, in the same order.
     ``agent_size`` is the byte length of the agent program the bootstrap reads;
-    ``local_python``: the controller's interpreter (default for ``localhost``);
-    ``restart_count``: set in every rank's environment (a job that may restart).
+    ``local_python`` is the controller's interpreter (default for ``localhost``).
     """
     if len(targets) != len(inventory.hosts):
         raise ValueError("one target per host expected")
@@ -180,7 +177,7 @@ def plan_job(
             )
         else:
             job_argv = list(exec_argv)
-        env = node_env(spec, options, job_id, local_env, restart_count)
+        env = node_env(spec, options, job_id, local_env)
         agent_argv = _agent_argv(
             python, agent_size, job_id, node_rank, first_rank, options, exec_argv is None
         )
@@ -268,6 +265,8 @@ def probe_command(
         master_addr,
         "--nonce",
         nonce,
+        "--timeout",
+        f"{defaults.PROBE_DIAL_TIMEOUT_S:g}",
     ]
     if listen_port is not None:
         argv += ["--listen", str(listen_port)]

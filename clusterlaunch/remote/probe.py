@@ -129,7 +129,7 @@ def job_clash(job_id, tail_dir):
     return {"tail_dir_taken": {"path": tail_dir, "uid": info.st_uid}}
 
 
-def serve(listener, nonce, stop):
+def serve(listener, nonce, stop, timeout):
     """Echo the nonce to every checker until ``stop`` is set."""
     listener.settimeout(0.2)
     while not stop.is_set():
@@ -140,7 +140,7 @@ def serve(listener, nonce, stop):
         except OSError:
             return
         with conn:
-            conn.settimeout(5)
+            conn.settimeout(timeout)
             try:
                 if conn.recv(64).strip() == nonce:
                     conn.sendall(nonce + b" ok\n")
@@ -191,7 +191,7 @@ def main(argv=None):
     parser.add_argument("--listen", type=int, help="node 0: bind this port (0 = auto)")
     parser.add_argument("--master-addr")
     parser.add_argument("--nonce", default="")
-    parser.add_argument("--timeout", type=float, default=5.0)
+    parser.add_argument("--timeout", type=float, required=True)  # core/defaults.py
     parser.add_argument("--job-id")
     parser.add_argument("--tail-dir")
     args = parser.parse_args(argv)
@@ -209,7 +209,8 @@ def main(argv=None):
     report(stage="static", **fields)
     stop = threading.Event()
     if listener is not None:
-        threading.Thread(target=serve, args=(listener, nonce, stop), daemon=True).start()
+        serving = (listener, nonce, stop, args.timeout)
+        threading.Thread(target=serve, args=serving, daemon=True).start()
     if args.master_addr:
         port_text = read_line()
         if port_text.isdigit():

@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from clusterlaunch.controller.fanout import Failed, run_parallel
 from clusterlaunch.core.defaults import FANOUT
 from clusterlaunch.core.errors import HostProblem, TransportError
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import srun
 from clusterlaunch.transport.base import Connection, RemoteProcess
+from clusterlaunch.transport.fanout import Failed, run_parallel
 from clusterlaunch.transport.local import LocalConnection
 from clusterlaunch.transport.ssh import CLIENTS, POLICIES, SshSettings
 
