@@ -3,11 +3,17 @@
 What it shows: a seeded dataset that every rank builds identically, a
 DistributedSampler that gives each rank its own shard, DDP averaging the
 gradients, rank 0 logging the loss averaged over all ranks and saving a
-checkpoint. ``--fail-at-epoch N --fail-rank R`` makes rank R exit with code 3 at
-the start of epoch N, to see how clusterlaunch reports a failed rank.
+checkpoint after every epoch. A job started again (by hand, or by clusterlaunch
+``--max-restarts`` after a lost host) resumes from that checkpoint: the epoch
+counter goes on, and the sampler shards the data for the new world size.
+Put the checkpoint on a filesystem every host sees: after a restart rank 0 may
+run on another host. ``--fail-at-epoch N --fail-rank R`` makes rank R exit with
+code 3 at the start of epoch N, to see how clusterlaunch reports a failed rank;
+``--pace S`` sleeps S seconds after each epoch (time to pull a host's plug).
 
     torchrun --nproc-per-node 2 examples/ddp_train.py --epochs 3
-    clusterlaunch run hosts.yaml examples/ddp_train.py --epochs 5 --checkpoint ckpt/mlp.pt
+    clusterlaunch run --max-restarts 3 hosts.yaml examples/ddp_train.py \
+        --epochs 50 --checkpoint /shared/ckpt/mlp.pt
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--checkpoint", default="checkpoint.pt", help="written by rank 0")
     parser.add_argument("--fail-at-epoch", type=_positive, help="fail on purpose at this epoch")
     parser.add_argument("--fail-rank", type=int, default=0, help="the rank that fails")
+    parser.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint")
+    parser.add_argument("--pace", type=float, default=0.0, help="seconds to sleep per epoch")
     return parser.parse_args()
 
 
@@ -98,15 +106,58 @@ def maybe_fail(args: argparse.Namespace, info: DistInfo, epoch: int) -> None:
         die(FAIL_EXIT_CODE)
 
 
-def save_checkpoint(path: str, model: DistributedDataParallel, epoch: int, loss: float) -> None:
+def save_checkpoint(
+    path: str,
+    model: DistributedDataParallel,
+    optimizer: torch.optim.Optimizer,
+    epoch: int,
+    loss: float,
+) -> None:
     """Write the checkpoint atomically, so an interrupted job never leaves half a file."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     # CPU tensors: the checkpoint then loads on any machine without map_location.
     state = {name: tensor.cpu() for name, tensor in model.module.state_dict().items()}
     partial = target.with_name(f"{target.name}.tmp{os.getpid()}")
-    torch.save({"epoch": epoch, "loss": loss, "model_state_dict": state}, partial)
+    checkpoint = {
+        "epoch": epoch,
+        "loss": loss,
+        "model_state_dict": state,
+        "optimizer_state_dict": optimizer.state_dict(),
+    }
+    torch.save(checkpoint, partial)
     os.replace(partial, target)
+
+
+def load_checkpoint(
+    args: argparse.Namespace,
+    model: DistributedDataParallel,
+    optimizer: torch.optim.Optimizer,
+    info: DistInfo,
+) -> int:
+    """The last finished epoch (0: none), with the model and optimizer restored on every rank.
+
+    Rank 0 reads the file and broadcasts it, so the other ranks need not see
+    the file (rank 0 must: it wrote it, or shares its filesystem).
+    """
+    found = [None]
+    if info.is_main and not args.fresh and Path(args.checkpoint).is_file():
+        found[0] = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
+    dist.broadcast_object_list(found, src=0)
+    checkpoint = found[0]
+    if checkpoint is None:
+        return 0
+    model.module.load_state_dict(checkpoint["model_state_dict"])
+    if "optimizer_state_dict" in checkpoint:
+        optimizer.load_state_dict(checkpoint["optimizer_state_dict"])
+    epoch = int(checkpoint["epoch"])
+    if info.is_main:
+        attempt = os.environ.get("CLUSTERLAUNCH_RESTART_COUNT", "0")
+        say(
+            f"resuming from {args.checkpoint} after epoch {epoch} (loss {checkpoint['loss']:.4f}, "
+            f"restart count {attempt}, world size {info.world_size})"
+        )
+    return epoch
 
 
 def check_args(args: argparse.Namespace, info: DistInfo) -> None:
@@ -128,20 +179,23 @@ def train(args: argparse.Namespace, info: DistInfo) -> None:
     )
     model = make_model(info, args.seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    done = load_checkpoint(args, model, optimizer, info)
     if info.is_main:
         say(
             f"training on {info.world_size} rank(s) ({info.backend}, {info.device.type}): "
             f"{args.samples} samples, {len(sampler)} per rank, batch {args.batch_size}"
         )
     start, loss = time.perf_counter(), float("nan")
-    for epoch in range(1, args.epochs + 1):
+    for epoch in range(done + 1, args.epochs + 1):
         maybe_fail(args, info, epoch)
-        sampler.set_epoch(epoch)  # a different shuffle each epoch, the same on every rank
+        # A different shuffle each epoch, the same on every rank, whatever the world size.
+        sampler.set_epoch(epoch)
         loss = train_epoch(model, loader, optimizer, info)
         if info.is_main:
+            save_checkpoint(args.checkpoint, model, optimizer, epoch, loss)
             say(f"epoch {epoch}/{args.epochs} loss {loss:.4f}")
+        time.sleep(args.pace)
     if info.is_main:
-        save_checkpoint(args.checkpoint, model, args.epochs, loss)
         elapsed = time.perf_counter() - start
         say(f"done in {elapsed:.2f} s, checkpoint saved to {args.checkpoint}")
 

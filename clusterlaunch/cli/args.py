@@ -13,6 +13,7 @@ import os
 import re
 from pathlib import Path
 
+from clusterlaunch.cli import restartargs
 from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.controller.launcher import JobRequest
 from clusterlaunch.core import defaults, limits
@@ -107,6 +108,7 @@ def job_request(args: argparse.Namespace) -> JobRequest:
     """Everything ``run``/``exec``/``check`` need, from the flags and the hosts."""
     options = launch_options(args)
     inventory, targets, transport = slurmargs.hosts(args)
+    inventory, targets, spares = restartargs.split_spares(inventory, targets, args.command)
     rank_filter = None
     if args.ranks is not None:  # --ranks '' too: it names no rank
         counts = [spec.gpus for spec in inventory.hosts]
@@ -129,6 +131,9 @@ def job_request(args: argparse.Namespace) -> JobRequest:
         transport=transport,
         fail_fast=args.fail_fast,
         sync=args.sync,
+        restarts=(policy := restartargs.policy(args, inventory, spares)),
+        spares=spares,
+        restart_count=0 if policy.enabled else None,
         verbose=args.verbose,
         stall_timeout=args.stall_timeout,
         stall_action=args.stall_action,

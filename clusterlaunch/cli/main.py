@@ -22,11 +22,13 @@ from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.cli.passthrough import foreign_option, split_passthrough
 from clusterlaunch.controller import jobs
 from clusterlaunch.controller.console import Console
-from clusterlaunch.controller.launcher import check, launch, make_plan
+from clusterlaunch.controller.launcher import check, make_plan
+from clusterlaunch.controller.restarts import run_job
 from clusterlaunch.core import render
 from clusterlaunch.core.errors import ClusterlaunchError, PreflightError, StopJob, UsageError
 from clusterlaunch.core.exits import ExitStatus, from_signal
 from clusterlaunch.core.hostfile import load_inventory
+from clusterlaunch.core.restarts import dry_run_text
 from clusterlaunch.transport import close_all, connect_all
 from clusterlaunch.transport.sshconfig import resolve_targets
 
@@ -78,7 +80,10 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
     if not reports:
         if len(unanswered) < len(inventory.hosts):
             where = "the hosts that answered" if unanswered else "these hosts"
-            console.say(f"clusterlaunch: no running job {args.job_id} on {where}")
+            console.say(
+                f"clusterlaunch: no running job {args.job_id} on {where} "
+                "(a restart of it that has not started yet will not start)"
+            )
         return ExitStatus.USAGE if unanswered else ExitStatus.FAILED
     console.out.write(render.kill_text(args.job_id, reports).encode() + b"\n")
     if unanswered:
@@ -104,13 +109,15 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         text = render.plan_json(plan) if args.json else render.plan_text(plan)
         if not args.json:
             text += slurmargs.dry_run_note(request.transport)
+            spares = [spec for spec, _ in request.spares]
+            text += dry_run_text(request.restarts, request.inventory.hosts, spares)
         console.out.write(text.encode() + b"\n")
         return ExitStatus.OK
     if args.command == "check":
         result = check(request, plan, console)
         console.out.write(render.preflight_text(result).encode() + b"\n")
         return ExitStatus.USAGE if result.problems else ExitStatus.OK
-    outcome = launch(request, plan, console)
+    outcome = run_job(request, plan, console)
     return outcome.exit_code  # the launcher has printed (and logged) the summary
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import clusterlaunch
 from clusterlaunch.cli import doctor as doctorargs
+from clusterlaunch.cli import restartargs
 from clusterlaunch.cli import sandbox as sandboxargs
 from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.core import defaults, limits
@@ -20,9 +21,8 @@ from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.transport import CLIENTS, POLICIES
 
 _GIVEN = "_options_given"
-# Every job command's namespace carries every attribute that cli/args.py,
-# cli/slurm.py and cli/main.py read, so they use plain attribute access: the
-# command's own flags set theirs, these the rest (each its flag's default).
+# Every job command's namespace carries every attribute cli/args.py, cli/slurm.py and
+# cli/main.py read (plain attribute access): its own flags set theirs, these the rest.
 
 
 class Parser(argparse.ArgumentParser):
@@ -110,6 +110,7 @@ def _add_run(run: argparse.ArgumentParser) -> None:
         help='extra torchrun options; write --torchrun-args="--max-restarts 3"',
     )
     run.add_argument("--ranks", help="show only these global ranks on the console, e.g. 0,4-7")
+    restartargs.add_options(run)
     doctorargs.add_stall_options(run)
     run.add_argument("hosts", help="hosts file (YAML or MPI hostfile), or slurm")
     run.add_argument(

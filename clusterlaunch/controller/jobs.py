@@ -64,6 +64,7 @@ def list_jobs(
             started_at=float(record["started_at"]),
             command=tuple(record.get("command", ())),
             agent_pid=int(record["agent_pid"]),
+            restart_count=_whole(record.get("restart_count")),
         )
         # Hosts sharing one machine (test hosts, an NFS /tmp) see the same records.
         found.setdefault((job.job_id, job.node_rank, job.agent_pid), job)
@@ -97,6 +98,11 @@ def kill_job(
         if key not in reports or report.stopped:
             reports[key] = report
     return sorted(reports.values(), key=lambda r: r.node_rank), unanswered
+
+
+def _whole(text: Any) -> int | None:
+    """A record's number written as text (an environment variable), or None."""
+    return int(text) if isinstance(text, str) and text.isdigit() else None
 
 
 def ask_jobctl(

@@ -13,21 +13,21 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from clusterlaunch.controller.console import Console
+from clusterlaunch.controller.joboutput import job_ranks, make_router, open_log_dir
 from clusterlaunch.controller.logdir import LogDir
-from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.preflight import PreflightResult, run_preflight
 from clusterlaunch.controller.stall import StallWatch, watch_for_stalls
 from clusterlaunch.controller.status import StatusLine
 from clusterlaunch.controller.supervisor import Supervisor
 from clusterlaunch.core import accelerators, defaults, render
 from clusterlaunch.core.errors import JobOutcome, PreflightError, UsageError
-from clusterlaunch.core.lines import Prefixes
-from clusterlaunch.core.model import Inventory, JobPlan, LaunchOptions, SshTarget
+from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
 from clusterlaunch.core.planner import plan_job
+from clusterlaunch.core.restarts import RestartPolicy, count_env
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport import Connection, SshSettings, close_all, connect_all
 
@@ -55,6 +55,12 @@ class JobRequest:
     """``ssh`` or ``srun`` (job steps of the current Slurm allocation)."""
     sync: bool = False
     """``--sync``: copy this directory to every host's workdir before the preflight."""
+    restarts: RestartPolicy = field(default_factory=RestartPolicy)
+    """``--max-restarts`` and friends (controller/restarts.py runs the attempts)."""
+    spares: tuple[tuple[HostSpec, SshTarget], ...] = ()
+    """``spare: true`` hosts: idle until a restart needs one."""
+    restart_count: int | None = None
+    """This attempt's number (0 first), for a job that may restart; else None."""
     verbose: bool = False
     """``--verbose``: connection notes (retried handshakes) on the console too."""
     stall_timeout: float | None = None
@@ -68,10 +74,11 @@ def make_plan(
     local_cwd: str | None = None,
 ) -> JobPlan:
     """The plan for ``request``, made once: the dry run, the script check and the launch use it."""
+    restart = tuple(count_env(request.restart_count).items())  # with --max-restarts only
     return plan_job(
         request.inventory,
         request.targets,
-        request.options,
+        replace(request.options, env=(*request.options.env, *restart)),
         job_id=request.job_id,
         local_env=os.environ if local_env is None else local_env,
         local_cwd=local_cwd or os.getcwd(),
@@ -142,15 +149,16 @@ def launch(request: JobRequest, plan: JobPlan, console: Console) -> JobOutcome:
     """Connect, sync (``--sync``), preflight (torchrun jobs), then supervise ``plan`` to its end."""
     log_dir = open_log_dir(plan, request)  # bad input too: before any host is contacted
     try:
-        return _launch(request, console, plan, log_dir)
+        return launch_in(request, console, plan, log_dir)
     finally:
         if log_dir is not None:
             log_dir.close()  # idempotent; removes the files of a job that never started
 
 
-def _launch(
+def launch_in(
     request: JobRequest, console: Console, plan: JobPlan, log_dir: LogDir | None
 ) -> JobOutcome:
+    """:func:`launch` with ``log_dir`` open (the restart loop keeps one for all attempts)."""
     # Scanned before connecting: a bad ignore file is bad input, and contacts nothing.
     source = None
     if request.sync:
@@ -187,29 +195,41 @@ def _run(
                 raise PreflightError(result.problems, render.preflight_text(result))
             request, plan = resolve(request, plan, result, log_dir)
         status.mark_all("preflight")
-        router = make_router(plan, request, console, log_dir, status)
-        try:
-            torchrun = request.exec_argv is None
-            if torchrun:  # where the job really is, once every auto is resolved
-                router.announce(render.job_line(plan))
-            outcome = Supervisor(
-                plan,
-                connections,
-                router,
-                timeout=request.timeout,
-                grace=request.options.grace,
-                fail_fast=torchrun or request.fail_fast,
-                quiet_teardown=torchrun,
-                fanout=request.fanout,
-                stall_check=watch_for_stalls(_stall_watch(request, plan, connections), router),
-            ).run()
-            if outcome.exit_code != 0:
-                router.message(render.outcome_text(outcome))  # console and controller.log
-        finally:
-            router.close()
-        return outcome
+        return supervise(request, plan, connections, console, log_dir, status)
     finally:
         close_all(connections)
+
+
+def supervise(
+    request: JobRequest,
+    plan: JobPlan,
+    connections: Mapping[str, Connection],
+    console: Console,
+    log_dir: LogDir | None,
+    status: StatusLine | None = None,
+) -> JobOutcome:
+    """Start ``plan`` on its (connected, preflighted) hosts and supervise it to its end."""
+    router = make_router(plan, request, console, log_dir, status)
+    try:
+        torchrun = request.exec_argv is None
+        if torchrun:  # where the job really is, once every auto is resolved
+            router.announce(render.job_line(plan))
+        outcome = Supervisor(
+            plan,
+            connections,
+            router,
+            timeout=request.timeout,
+            grace=request.options.grace,
+            fail_fast=torchrun or request.fail_fast,
+            quiet_teardown=torchrun,
+            fanout=request.fanout,
+            stall_check=watch_for_stalls(_stall_watch(request, plan, connections), router),
+        ).run()
+        if outcome.exit_code != 0:
+            router.message(render.outcome_text(outcome))  # console and controller.log
+    finally:
+        router.close()
+    return outcome
 
 
 def resolve(
@@ -231,7 +251,7 @@ def resolve(
     if request.rank_filter and max(request.rank_filter) >= world:
         raise UsageError(f"--ranks: gpus: auto gave this job {world} rank(s), 0-{world - 1}")
     if log_dir is not None:  # created now, still before anything starts (as in open_log_dir)
-        for rank, _, _ in _ranks(plan, request):
+        for rank, _, _ in job_ranks(plan, request):
             log_dir.write(f"rank-{rank}.log", b"")
     return request, plan
 
@@ -259,41 +279,3 @@ def _stall_watch(
     if request.stall_timeout is None or request.exec_argv is not None:
         return None
     return StallWatch(request.stall_timeout, request.stall_action, plan, connections)
-
-
-def _ranks(plan: JobPlan, request: JobRequest) -> list[tuple[int, str, int]]:
-    return [
-        (rank, node.host, local)
-        for node in plan.nodes
-        for local, rank in enumerate(node.global_ranks)
-        if request.exec_argv is None  # exec has hosts, not ranks
-    ]
-
-
-def open_log_dir(plan: JobPlan, request: JobRequest) -> LogDir | None:
-    """``--log-dir`` with this job's files created (UsageError if it cannot be)."""
-    if not request.log_dir:
-        return None
-    log_dir = LogDir(request.log_dir)
-    log_dir.open([*(f"rank-{rank}.log" for rank, _, _ in _ranks(plan, request)), "controller.log"])
-    return log_dir
-
-
-def make_router(
-    plan: JobPlan,
-    request: JobRequest,
-    console: Console,
-    log_dir: LogDir | None = None,
-    status: StatusLine | None = None,
-) -> OutputRouter:
-    """Console and ``log_dir`` output for ``plan``'s ranks and hosts."""
-    ranks = _ranks(plan, request)
-    hosts = [node.host for node in plan.nodes]
-    return OutputRouter(
-        Prefixes(ranks, hosts, color=console.color()),
-        console,
-        rank_filter=request.rank_filter,
-        log_dir=log_dir,
-        plain_prefixes=Prefixes(ranks, hosts, color=False),
-        status=status,
-    )

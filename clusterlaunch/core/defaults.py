@@ -38,6 +38,13 @@ PREFLIGHT_TIMEOUT_S = 60.0
 SETUP_TIMEOUT_S = 300.0
 """Seconds a host's ``setup:`` may run before it is stopped (``--setup-timeout``)."""
 
+RESTART_BACKOFF_S = 3.0
+"""Seconds before the first restart of a failed job (``--restart-backoff``); doubled after
+each further restart, so a host that keeps failing is not hammered."""
+
+RESTART_BACKOFF_MAX_S = 60.0
+"""The longest wait between two restarts, however many there were."""
+
 KILL_WAIT_S = 60.0
 """How long ``clusterlaunch kill`` waits on each host for the job to be gone."""
 
@@ -104,6 +111,9 @@ SHARED_ATTRIBUTES: dict[str, Any] = {
     "exclude": None,
     "module": False,
     "no_python": False,
+    "max_restarts": None,
+    "restart_backoff": RESTART_BACKOFF_S,
+    "min_hosts": None,
     "stall_timeout": None,
     "stall_action": "stacks",
 }

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from clusterlaunch.core import envfile, hostfields, mpihostfile
+from clusterlaunch.core import envfile, hostfields, mpihostfile, restarts
 from clusterlaunch.core.defaults import SSH_CLIENTS
 from clusterlaunch.core.errors import HostsFileError
 from clusterlaunch.core.hostranges import HostRangeError, expand_hosts, group_operand
@@ -29,11 +29,13 @@ from clusterlaunch.core.yamlines import (
 )
 
 _ENTRY_EXAMPLE = "{host: gpu-a, gpus: 4}"
-TOP_KEYS = ("master_port", "master_addr", "ssh_client", "defaults", "hosts")
+TOP_KEYS: tuple[str, ...] = ("master_port", "master_addr", "ssh_client", "defaults", "hosts")
 SHARED_KEYS: tuple[str, ...] = ("user", "port", "python", "workdir", "setup", "env")
 SHARED_KEYS += ("env_file", "gpus", "accelerator")
 HOST_KEYS: tuple[str, ...] = ("host", "gpus", "user", "port", "python", "workdir", "setup")
 HOST_KEYS += ("env", "env_file", "devices", "addr", "accelerator")
+HOST_KEYS += ("spare",)
+TOP_KEYS += ("max_restarts",)
 
 
 def load_inventory(path: str) -> Inventory:
@@ -131,6 +133,7 @@ def _parse_yaml(text: str, path: str) -> Inventory:
         hosts=tuple(hosts),
         master_port=hostfields.master_port(data, path),
         master_addr=hostfields.address(data, "master_addr", path, "master_addr"),
+        max_restarts=restarts.max_restarts_field(data, path),
         ssh_client=_ssh_client(data, path),
     )
     _check_inventory(inventory)
@@ -204,6 +207,7 @@ def _host_entries(
         "gpus": len(devices) if gpus is None and devices is not None else gpus,
         "addr": hostfields.address(entry, "addr", path, where + ".addr"),
         "accelerator": hostfields.accelerator(entry, defaults, path, where),
+        "spare": restarts.spare_field(entry, path, where + ".spare"),
     }
     return [HostSpec(host=host, line=line, **spec) for host in names]  # type: ignore[arg-type]
 
@@ -280,3 +284,7 @@ def _check_inventory(inventory: Inventory) -> None:
                 "list each host once and raise its gpus instead",
             )
         seen[key] = spec
+    if all(spec.spare for spec in inventory.hosts):
+        raise HostsFileError(
+            inventory.path, None, "spare", "every host is a spare; mark only idle hosts spare: true"
+        )

@@ -29,6 +29,9 @@ MAX_PROCS_PER_HOST = 1_024
 MAX_WORLD_SIZE = 65_536
 """Ranks in one job (the sum of ``gpus``): 4,096 hosts of 16 GPUs."""
 
+MAX_RESTARTS = 1_000
+"""``--max-restarts``: a job that failed a thousand times needs a person, not a loop."""
+
 _DECIMAL = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})?|\.[0-9]{1,9}")
 _WHOLE = re.compile(r"[0-9]{1,9}")
 
@@ -75,6 +78,9 @@ SETUP_TIMEOUT = Number("--setup-timeout", 1, 86_400, SECONDS)
 STALL_TIMEOUT = Number("--stall-timeout", 1, 365 * 86_400, SECONDS)
 SSH_PORT = Number("Port", 1, 65535, "a TCP port", whole=True)
 FANOUT = Number("--fanout", 1, MAX_HOSTS, "a whole number of connections", whole=True)
+MAX_RESTARTS_FLAG = Number("--max-restarts", 0, MAX_RESTARTS, "a whole number", whole=True)
+RESTART_BACKOFF = Number("--restart-backoff", 0, 3600, SECONDS)
+MIN_HOSTS = Number("--min-hosts", 1, MAX_HOSTS, "a whole number of hosts", whole=True)
 GPUS_PER_HOST = Number("--gpus-per-host", 1, MAX_PROCS_PER_HOST, "a whole number", whole=True)
 
 

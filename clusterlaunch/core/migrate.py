@@ -34,7 +34,10 @@ MASTER_ADDR = "use --master-addr or master_addr: in the hosts file (default: nod
 MASTER_PORT = "use --master-port or master_port: in the hosts file (default: auto)"
 MODULE = "use clusterlaunch run -m HOSTS MODULE (SCRIPT is then a module)"
 NO_PYTHON = "use clusterlaunch run --no-python HOSTS PROGRAM"
-RESTARTS = 'pass it through: --torchrun-args="--max-restarts 3"'
+RESTARTS = (
+    "use --max-restarts N (restarts the whole job, on the hosts left); torchrun's own "
+    'restarts on the same hosts: --torchrun-args="--max-restarts 3"'
+)
 INCLUDE = "use --include (the same syntax: worker-0@worker-1:0,2)"
 EXCLUDE = "use --exclude (the same syntax: worker-1:0)"
 DEVICES = "use devices: in the hosts file, or --include HOST:0,1"
@@ -57,7 +60,7 @@ TABLE: tuple[Flag, ...] = (
             "--rdzv_id",
             'clusterlaunch uses the job id; pass your own with --torchrun-args="--rdzv-id X"',
         ),
-        ("--max-restarts --max_restarts --monitor-interval --monitor_interval", RESTARTS),
+        ("--max_restarts --monitor-interval --monitor_interval", RESTARTS),
         ("-m --module", MODULE),
         ("--no_python", NO_PYTHON),
         ("--log_dir --redirects --tee -r -t", LOGS),

@@ -45,6 +45,8 @@ class HostSpec:
     """Line of this entry in the hosts file, for error messages."""
     accelerator: str | None = None
     """``cuda``, ``rocm`` or ``npu``; ``None``: whatever the preflight detects."""
+    spare: bool = False
+    """``spare: true``: idle until a restart needs it in a lost host's place."""
 
     @property
     def is_local(self) -> bool:
@@ -63,6 +65,8 @@ class Inventory:
     master_addr: str | None = None
     notes: tuple[str, ...] = ()
     """What the command line changed (``--include``, ...), shown with the dry-run plan."""
+    max_restarts: int | None = None
+    """``max_restarts:`` (``--max-restarts`` wins); ``None``: not set."""
     ssh_client: str | None = None
     """``ssh_client:`` (paramiko or openssh); ``None``: not set, ``--ssh-client`` or the default."""
 

@@ -175,12 +175,13 @@ def jobs_text(found: Sequence[RemoteJob], unanswered: Sequence[Unanswered] = ())
             job.job_id,
             job.host,
             job.node_rank,
+            job.attempt,
             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(job.started_at)),
             _short(shlex.join(job.command)),
         )
         for job in found
     ]
-    return table(("job", "host", "node", "started", "command"), rows)
+    return table(("job", "host", "node", "attempt", "started", "command"), rows)
 
 
 def jobs_json(found: Sequence[RemoteJob]) -> str:
@@ -194,6 +195,7 @@ def jobs_json(found: Sequence[RemoteJob]) -> str:
                 "started_at": job.started_at,
                 "command": list(job.command),
                 "agent_pid": job.agent_pid,
+                "attempt": job.attempt,
             }
         )
         for job in found

@@ -54,6 +54,13 @@ class RemoteJob:
     started_at: float
     command: tuple[str, ...]
     agent_pid: int
+    restart_count: int | None = None
+    """Which restart of the job this node runs (``--max-restarts``); None: never restarts."""
+
+    @property
+    def attempt(self) -> int:
+        """1 for the first attempt, 2 after the first restart, ..."""
+        return 1 + (self.restart_count or 0)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,11 @@ import sys
 import time
 
 from clusterlaunch.core.protocol import EVENT, SYNC, encode_frame  # bundle: strip
-from clusterlaunch.remote.records import live_records, process_start_time  # bundle: strip
+from clusterlaunch.remote.records import (  # bundle: strip
+    live_records,  # bundle: strip
+    mark_killed,  # bundle: strip
+    process_start_time,  # bundle: strip
+)  # bundle: strip
 from clusterlaunch.remote.stacks import job_stacks  # bundle: strip
 
 
@@ -28,6 +32,7 @@ def emit(**fields):
 
 
 def kill_job(job_id, timeout):
+    mark_killed(job_id)  # also when nothing runs: a controller may be about to restart it
     targets = [r for r in live_records() if r["job_id"] == job_id]
     started = time.monotonic()
     for record in targets:

@@ -27,7 +27,7 @@ import threading
 
 from clusterlaunch.core.protocol import EVENT, SYNC, encode_frame  # bundle: strip
 from clusterlaunch.remote.accel import find_devices  # bundle: strip
-from clusterlaunch.remote.records import live_records  # bundle: strip
+from clusterlaunch.remote.records import killed_at, live_records  # bundle: strip
 
 
 def report(**fields):
@@ -110,6 +110,7 @@ def static_checks(args):
         fields["script_problem"] = program_problem(args.program)
     if args.job_id:
         fields.update(job_clash(args.job_id, args.tail_dir))
+        fields["killed_at"] = killed_at(args.job_id)  # clusterlaunch kill: no restart
     return fields
 
 

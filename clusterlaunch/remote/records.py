@@ -79,9 +79,14 @@ def private_dir(path):
 
 
 def process_start_time(pid):
-    """Kernel start time of ``pid`` in clock ticks, or None if it is gone."""
+    """Kernel start time of ``pid`` in clock ticks, or None if it is gone.
+
+    A zombie is gone: a SIGKILLed agent (its host crashed, or ``kill_host`` in
+    the simulated cluster) stays one until its new parent reaps it, and its
+    record must not make the next preflight think the job still runs.
+    """
     info = read_stat(pid)
-    return None if info is None else info[3]
+    return None if info is None or info[0] in ("Z", "X") else info[3]
 
 
 class JobRecord:
@@ -112,6 +117,8 @@ class JobRecord:
             # "server_ip server_port" of the SSH session: tells hosts apart that
             # share one machine (and one state directory), as test hosts do.
             "ssh_server": " ".join(os.environ.get("SSH_CONNECTION", "").split()[2:4]),
+            # Set by the controller for a job that may restart (--max-restarts): 0, 1, ...
+            "restart_count": os.environ.get("CLUSTERLAUNCH_RESTART_COUNT"),
         }
         path = os.path.join(folder, "%s.n%d.%d.json" % (args.job_id, args.node_rank, me))
         temporary = path + ".tmp"
@@ -128,6 +135,27 @@ class JobRecord:
 
 
 TEMP_PREFIX = "/tmp/clusterlaunch-"
+_KILLED = ".killed"
+
+
+def mark_killed(job_id):
+    """Leave word that ``job_id`` was killed: a restart of it (``--max-restarts``) that
+    has not started yet finds this in its preflight and does not start."""
+    folder = next((path for path in state_dirs() if private_dir(path)), None)
+    if folder is not None:
+        with open(os.path.join(folder, job_id + _KILLED), "w"):
+            pass
+
+
+def killed_at(job_id):
+    """When ``job_id`` was last killed on this host (``time.time()``), or None."""
+    times = []
+    for folder in state_dirs():
+        try:
+            times.append(os.stat(os.path.join(folder, job_id + _KILLED)).st_mtime)
+        except OSError:
+            pass
+    return max(times) if times else None
 
 
 def live_records():

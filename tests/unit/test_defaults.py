@@ -39,6 +39,7 @@ def documented_default(option: str) -> str:
         ("--setup-timeout", defaults.SETUP_TIMEOUT_S),
         ("--grace", defaults.GRACE_S),
         ("--heartbeat-timeout", defaults.HEARTBEAT_TIMEOUT_S),
+        ("--restart-backoff", defaults.RESTART_BACKOFF_S),
     ],
 )
 def test_docs_and_help_show_the_defaults(

@@ -41,7 +41,7 @@ def test_every_tool_is_in_the_table() -> None:
             "--nproc_per_node: use gpus: in the hosts file or --gpus-per-host (N or auto)",
         ),
         (["run", "h.yaml", "--nnodes", "2", "t.py"], "--nnodes: list the hosts in the hosts file"),
-        (["run", "--max-restarts", "3", "h.yaml", "t.py"], "--max-restarts: pass it through"),
+        (["run", "--max_restarts", "3", "h.yaml", "t.py"], "--max_restarts: use --max-restarts N"),
         (["run", "--hostfile", "hf", "t.py"], "--hostfile: give the hosts file as HOSTS"),
         (["run", "-H", "hf", "t.py"], "-H: as DeepSpeed's, give the hosts file as HOSTS"),
         (["exec", "-i", "w0", "hf", "ls"], "-i: use --include (the same syntax"),

@@ -1,0 +1,54 @@
+"""Where a job's output goes: the console with prefixes, and ``--log-dir``'s files."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from clusterlaunch.controller.console import Console
+from clusterlaunch.controller.logdir import LogDir
+from clusterlaunch.controller.output import OutputRouter
+from clusterlaunch.controller.status import StatusLine
+from clusterlaunch.core.lines import Prefixes
+from clusterlaunch.core.model import JobPlan
+
+if TYPE_CHECKING:
+    from clusterlaunch.controller.launcher import JobRequest
+
+
+def job_ranks(plan: JobPlan, request: JobRequest) -> list[tuple[int, str, int]]:
+    return [
+        (rank, node.host, local)
+        for node in plan.nodes
+        for local, rank in enumerate(node.global_ranks)
+        if request.exec_argv is None  # exec has hosts, not ranks
+    ]
+
+
+def open_log_dir(plan: JobPlan, request: JobRequest) -> LogDir | None:
+    """``--log-dir`` with this job's files created (UsageError if it cannot be)."""
+    if not request.log_dir:
+        return None
+    log_dir = LogDir(request.log_dir)
+    rank_logs = [f"rank-{rank}.log" for rank, _, _ in job_ranks(plan, request)]
+    log_dir.open([*rank_logs, "controller.log"])
+    return log_dir
+
+
+def make_router(
+    plan: JobPlan,
+    request: JobRequest,
+    console: Console,
+    log_dir: LogDir | None = None,
+    status: StatusLine | None = None,
+) -> OutputRouter:
+    """Console and ``log_dir`` output for ``plan``'s ranks and hosts."""
+    ranks = job_ranks(plan, request)
+    hosts = [node.host for node in plan.nodes]
+    return OutputRouter(
+        Prefixes(ranks, hosts, color=console.color()),
+        console,
+        rank_filter=request.rank_filter,
+        log_dir=log_dir,
+        plain_prefixes=Prefixes(ranks, hosts, color=False),
+        status=status,
+    )

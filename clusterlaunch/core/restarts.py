@@ -1,0 +1,200 @@
+"""Job-level restarts, decided without the network: restart or not, which hosts, which layout.
+
+The controller (:mod:`clusterlaunch.controller.restarts`) runs an attempt, hands
+its :class:`~clusterlaunch.core.errors.JobOutcome` here, and asks whether to go
+on; for the next attempt it hands over which hosts passed the new connect and
+preflight, and gets back the hosts in node-rank order. Every attempt is
+planned from the hosts file again, so a host that comes back takes its own
+place back, and a spare goes idle again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from clusterlaunch.core import defaults
+from clusterlaunch.core.errors import HostsFileError, JobOutcome
+from clusterlaunch.core.hostfields import as_int, shown
+from clusterlaunch.core.limits import MAX_RESTARTS
+from clusterlaunch.core.model import HostSpec
+from clusterlaunch.core.yamlines import key_line
+
+_MAX_WAIT = defaults.RESTART_BACKOFF_MAX_S
+RESTART_COUNT_VAR = "CLUSTERLAUNCH_RESTART_COUNT"
+"""In every rank's environment when the job may restart: 0 in the first attempt, then 1, 2 ...
+(torchrun's ``TORCHELASTIC_RESTART_COUNT`` counts only its own worker restarts)."""
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """``--max-restarts``, ``--restart-backoff`` and ``--min-hosts``, resolved."""
+
+    max_restarts: int = 0
+    backoff: float = defaults.RESTART_BACKOFF_S
+    """Seconds before the first restart; doubled for each further one."""
+    min_hosts: int = 1
+    """Hosts a restarted job needs at least (default: every non-spare host)."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_restarts > 0
+
+
+class TooFewHosts(Exception):
+    """A restart found fewer usable hosts than ``--min-hosts``: the job ends (255)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The hosts of one attempt, in node-rank order, and how they differ from the file's."""
+
+    hosts: tuple[HostSpec, ...]
+    replaced: tuple[tuple[str, str], ...] = ()
+    """(lost host, the spare in its place)."""
+    dropped: tuple[str, ...] = ()
+    """Hosts of the file that are not in this attempt, and no spare took their place."""
+    replanned: bool = False
+    """The ranks moved: a host dropped, or a spare with another process count."""
+
+
+def count_env(restart_count: int | None) -> dict[str, str]:
+    """The restart count variable for the planner; nothing for a job that never restarts."""
+    return {} if restart_count is None else {RESTART_COUNT_VAR: str(restart_count)}
+
+
+def refusal(outcome: JobOutcome, restarts_done: int, policy: RestartPolicy) -> str | None:
+    """Why the job must not restart after ``outcome``; ``None``: restart it.
+
+    Only a failure restarts (a rank's non-zero exit, a lost host): never a
+    success, nor what clusterlaunch itself was asked to do (Ctrl-C, SIGTERM,
+    ``kill``, ``--timeout``), and never beyond ``--max-restarts``.
+    """
+    if outcome.exit_code == 0:
+        return "the job succeeded"
+    if outcome.stopped:
+        return "the job was stopped, not failed"
+    if restarts_done >= policy.max_restarts:
+        return f"--max-restarts {policy.max_restarts} used up"
+    return None
+
+
+def backoff_s(policy: RestartPolicy, restart: int) -> float:
+    """Seconds to wait before restart number ``restart`` (1, 2, ...): doubling, capped."""
+    return float(min(policy.backoff * 2 ** max(restart - 1, 0), _MAX_WAIT))
+
+
+def choose_layout(
+    hosts: Sequence[HostSpec],
+    spares: Sequence[HostSpec],
+    usable: Collection[str],
+    min_hosts: int,
+    why_not: Mapping[str, str] | None = None,
+) -> Layout:
+    """The hosts of the next attempt: each file host that is ``usable``, else a usable spare.
+
+    A spare takes the lost host's node rank; with the same process count the
+    rank layout and the world size stay as they were, with another count the
+    ranks are re-planned. Without a spare the host is dropped, and the job
+    shrinks if ``min_hosts`` allows (node 0 dropped: the next host is the
+    master). ``why_not`` (host → reason) goes into the :class:`TooFewHosts`
+    message.
+    """
+    free = [spare for spare in spares if spare.host in usable]
+    chosen: list[HostSpec] = []
+    replaced: list[tuple[str, str]] = []
+    dropped: list[str] = []
+    replanned = False
+    for spec in hosts:
+        if spec.host in usable:
+            chosen.append(spec)
+        elif free:
+            spare = free.pop(0)
+            chosen.append(spare)
+            replaced.append((spec.host, spare.host))
+            replanned = replanned or spare.gpus != spec.gpus or spare.gpus is None
+        else:
+            dropped.append(spec.host)
+            replanned = True
+    if len(chosen) < min_hosts:
+        reasons = why_not or {}
+        missing = ", ".join(f"{h} ({reasons.get(h, 'unusable')})" for h in dropped)
+        raise TooFewHosts(
+            f"only {len(chosen)} usable host(s), --min-hosts is {min_hosts}: {missing}"
+        )
+    return Layout(tuple(chosen), tuple(replaced), tuple(dropped), replanned)
+
+
+def layout_text(layout: Layout, world_size: int | None) -> str:
+    """One line for the console and controller.log: who is in, who is out, the world size."""
+    parts = [f"{h} replaced by spare {s}" for h, s in layout.replaced]
+    parts += [f"{h} dropped" for h in layout.dropped]
+    changes = "; ".join(parts) if parts else "same hosts"
+    world = "auto" if world_size is None else str(world_size)
+    ranks = "ranks re-planned" if layout.replanned else "same rank layout"
+    return f"{changes}; {len(layout.hosts)} host(s), world size {world} ({ranks})"
+
+
+def dry_run_text(
+    policy: RestartPolicy, hosts: Sequence[HostSpec], spares: Sequence[HostSpec]
+) -> str:
+    """The restart policy and the spares, as comment lines under the dry-run plan."""
+    if not policy.enabled and not spares:
+        return ""
+    lines = []
+    if policy.enabled:
+        lines.append(
+            f"# restarts: up to {policy.max_restarts} after a failed rank or a lost host, "
+            f"waiting {policy.backoff:g} s (doubling, at most {_MAX_WAIT:g} s); "
+            f"at least {policy.min_hosts} host(s); {RESTART_COUNT_VAR} in every rank's environment"
+        )
+    else:
+        lines.append("# restarts: none (--max-restarts 0): the spares stay idle")
+    for spare in spares:
+        lines.append(
+            f"# spare {spare.host} ({_count(spare.gpus)} process(es)): {_fit(spare, hosts)}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _fit(spare: HostSpec, hosts: Sequence[HostSpec]) -> str:
+    same = [h.host for h in hosts if h.gpus == spare.gpus and h.gpus is not None]
+    if len(same) == len(hosts):
+        return "takes a lost host's node rank and ranks; the world size stays"
+    if same:
+        return (
+            f"keeps the rank layout in place of {', '.join(same)}; "
+            "in place of another host the ranks are re-planned"
+        )
+    return "the process counts differ: ranks are re-planned when it takes a host's place"
+
+
+def _count(gpus: int | None) -> str:
+    return "auto" if gpus is None else str(gpus)
+
+
+def spare_field(entry: Mapping[str, Any], path: str, field: str) -> bool:
+    """A host entry's ``spare:``: true or false (unset: false)."""
+    value = entry.get("spare", False)
+    if not isinstance(value, bool):
+        raise HostsFileError(
+            path, key_line(entry, "spare"), field, f"must be true or false, got {shown(value)}"
+        )
+    return value
+
+
+def max_restarts_field(data: Mapping[str, Any], path: str) -> int | None:
+    """The hosts file's ``max_restarts:`` (``--max-restarts`` wins); None: not given."""
+    if "max_restarts" not in data:
+        return None
+    number = as_int(data["max_restarts"])
+    if number is None or not 0 <= number <= MAX_RESTARTS:
+        got = shown(data["max_restarts"])
+        raise HostsFileError(
+            path,
+            key_line(data, "max_restarts"),
+            "max_restarts",
+            f"must be a whole number 0-{MAX_RESTARTS:,}, got {got}",
+        )
+    return number

@@ -1,0 +1,227 @@
+"""Job-level restarts on the simulated cluster: hosts crashed mid-training, real torchrun jobs.
+
+A crashed host is :meth:`LoopbackCluster.kill_host`: its sshd and every process
+started through it SIGKILLed, as a machine that loses power takes them down.
+After each test nothing may be left running on any host.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.core.exits import ExitStatus
+from tests.cluster.support import (
+    REPO,
+    cli_argv,
+    rank_lines,
+    run_cli,
+    start_cli,
+    wait_for_lines,
+    write_hosts,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.torch]
+# Two starts of a 3-rank torch job: about 45 s each on this 2-core machine under load.
+two_trainings = pytest.mark.timeout(480)
+
+FAST = ("--grace", "2", "--restart-backoff", "0.5")
+
+
+def _train(cluster, hosts: Path, checkpoint: Path, *flags: str) -> subprocess.Popen[bytes]:
+    """ddp_train.py, slowed to about a second per epoch: time to crash a host mid-training."""
+    argv = (*FAST, *flags, str(hosts), "examples/ddp_train.py")
+    script = ("--epochs", "6", "--pace", "1", "--samples", "512", "--checkpoint", str(checkpoint))
+    process = subprocess.Popen(
+        cli_argv("run", cluster, *argv, *script),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    return process
+
+
+def _crash_during_training(
+    cluster, process: subprocess.Popen[bytes], host: str, resumes: bool = True
+) -> tuple[str, str, float | None]:
+    """Crash ``host`` once epoch 2 is done: the job's stdout and stderr, and the seconds
+    from the crash to training resumed (None when it does not resume)."""
+    took = None
+    assert process.stdout is not None and process.stderr is not None
+    errors = concurrent.futures.ThreadPoolExecutor(1).submit(process.stderr.read)
+    try:
+        seen = wait_for_lines(process, b"epoch 2/6", 1, timeout=240)
+        cluster.kill_host(host)
+        crashed = time.monotonic()
+        if resumes:
+            seen += wait_for_lines(process, b"resuming from", 1, timeout=240)
+            took = round(time.monotonic() - crashed, 1)
+        seen.append(process.stdout.read())  # the buffered reader's: communicate() would skip it
+        process.wait(timeout=180)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return b"".join(seen).decode(), errors.result(timeout=30).decode(), took
+
+
+def _epochs(stdout: str) -> list[int]:
+    return [int(m) for m in re.findall(r"\] epoch (\d+)/6 loss", stdout)]
+
+
+@two_trainings
+def test_a_spare_takes_a_crashed_hosts_place_and_training_resumes(
+    sim_cluster_factory, tmp_path: Path, assert_no_orphans, record_property
+) -> None:
+    cluster = sim_cluster_factory(4)
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml",
+        [("node0", 1), ("node1", 1), ("node2", 1), ("node3", 1, {"spare": True})],
+    )
+    checkpoint = tmp_path / "ckpt.pt"
+    process = _train(cluster, hosts, checkpoint, "--max-restarts", "2")
+    out, err, took = _crash_during_training(cluster, process, "node1")
+    record_property("crash_to_resumed_training_s", took)
+    assert process.returncode == 0, err[-3000:]
+    assert "node1 replaced by spare node3; 3 host(s), world size 3 (same rank layout)" in err
+    assert "attempt 1 failed (host node1 was lost); restart 1 of 2" in err
+    assert "job succeeded in attempt 2 (after 1 restart(s))" in err
+    resumed = re.search(
+        r"resuming from \S+ after epoch (\d+) \(.*restart count 1, world size 3", out
+    )
+    assert resumed, out[-3000:]
+    epochs = _epochs(out)
+    done = int(resumed[1])
+    assert done >= 2 and epochs[-1] == 6
+    # The epoch counter goes on from the checkpoint: epochs after the restart start at done+1.
+    assert epochs[epochs.index(done) + 1 :][-(6 - done) :] == list(range(done + 1, 7))
+    assert out.count("training on 3 rank(s)") == 2
+    assert_no_orphans(cluster, timeout=5.0)
+
+
+@two_trainings
+@pytest.mark.parametrize("min_hosts", [2, 3])
+def test_without_a_spare_the_job_shrinks_to_min_hosts(
+    sim_cluster_factory, tmp_path: Path, assert_no_orphans, min_hosts: int
+) -> None:
+    cluster = sim_cluster_factory(3)
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1), ("node2", 1)])
+    flags = ("--max-restarts", "1", "--min-hosts", str(min_hosts))
+    process = _train(cluster, hosts, tmp_path / "ckpt.pt", *flags)
+    out, err, _ = _crash_during_training(cluster, process, "node1", resumes=min_hosts == 2)
+    if min_hosts == 2:
+        assert process.returncode == 0, err[-3000:]
+        assert "node1 dropped; 2 host(s), world size 2 (ranks re-planned)" in err
+        assert "restart count 1, world size 2" in out
+        assert _epochs(out)[-1] == 6
+    else:
+        assert process.returncode == ExitStatus.HOST_LOST, err[-3000:]
+        reason = [line for line in err.splitlines() if "--min-hosts is 3" in line]
+        assert len(reason) == 1, err[-3000:]
+        assert reason[0].startswith(
+            "clusterlaunch: job failed: restart 1: only 2 usable host(s), --min-hosts is 3: node1 ("
+        )
+        assert out.count("training on") == 1  # no second attempt started
+    assert_no_orphans(cluster, timeout=5.0)
+
+
+@two_trainings
+def test_a_crashed_master_moves_to_the_next_host(
+    sim_cluster_factory, tmp_path: Path, assert_no_orphans, record_property
+) -> None:
+    cluster = sim_cluster_factory(3)
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1), ("node2", 1)])
+    process = _train(
+        cluster, hosts, tmp_path / "ckpt.pt", "--max-restarts", "1", "--min-hosts", "2"
+    )
+    out, err, took = _crash_during_training(cluster, process, "node0")
+    record_property("master_crash_to_resumed_training_s", took)
+    assert process.returncode == 0, err[-3000:]
+    masters = re.findall(r"job \S+: \d host\(s\), world size \d, master (\S+):\d+", err)
+    assert len(masters) == 2 and masters[0] != masters[1], err[-3000:]
+    assert masters[1] == cluster.host("node1").addr
+    assert "node0 dropped; 2 host(s), world size 2 (ranks re-planned)" in err
+    after = rank_lines(out.split("resuming from")[-1])
+    assert {host for rank, host, _, _ in after if rank == 0} == {"node1"}
+    assert_no_orphans(cluster, timeout=5.0)
+
+
+@two_trainings  # three torchrun starts: 45 s here, far more when the machine is loaded
+def test_a_rank_that_fails_every_time_runs_n_plus_1_attempts(sim_cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    argv = (*FAST, "--max-restarts", "2", str(hosts), "flaky.py")
+    result = run_cli("run", sim_cluster, *argv, timeout=450)
+    assert result.returncode == 7, result.stderr[-3000:]
+    starts = [text for rank, _, _, text in rank_lines(result.stdout) if rank == 1]
+    assert starts == [f"rank 1 restart {n} world 2 up" for n in range(3)]
+    assert result.stderr.count("job failed: rank 1 on node1 exited with code 7") == 3
+    assert "restart 2 of 2 in 1 s" in result.stderr  # 0.5 s, doubled
+    assert "restart 3" not in result.stderr
+
+
+def _stderr_until(process: subprocess.Popen[bytes], needle: str) -> str:
+    assert process.stderr is not None
+    seen = []
+    while needle not in (line := process.stderr.readline().decode()):
+        assert line, "".join(seen)[-3000:]
+        seen.append(line)
+    return "".join(seen) + line
+
+
+@pytest.mark.parametrize("when", ["backoff", "attempt"])
+def test_ctrl_c_ends_the_job_and_every_restart(sim_cluster, tmp_path: Path, when: str) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    backoff = "30" if when == "backoff" else "0.5"
+    job = f"ctrl-c-{when}"
+    argv = ("--grace", "2", "--restart-backoff", backoff, "--max-restarts", "3", "--job-id", job)
+    process = start_cli("run", sim_cluster, *argv, str(hosts), "flaky.py", "--fail-until", "1")
+    try:
+        if when == "backoff":
+            _stderr_until(process, f"restart 1 of 3 in {backoff} s")
+        else:  # the second attempt runs: every rank up and sleeping
+            wait_for_lines(process, b"restart 1 world 2 up", 2, timeout=120)
+            listed = run_cli("ps", sim_cluster, "--json", str(hosts))
+            rows = [json.loads(line) for line in listed.stdout.splitlines()]
+            assert sorted(r["attempt"] for r in rows if r["job_id"] == job) == [2, 2], listed
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=30)
+        err = process.stderr.read().decode() if process.stderr else ""
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert code == ExitStatus.INTERRUPTED, err[-3000:]
+    assert "interrupted (Ctrl-C)" in err
+    assert "restart 2" not in err and "attempt 3" not in err
+    if when == "backoff":
+        assert "attempt 2" not in err
+
+
+def test_kill_during_the_backoff_cancels_the_restart(sim_cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    argv = ("--grace", "2", "--restart-backoff", "6", "--max-restarts", "3")
+    job = ("--job-id", "kill-in-backoff")
+    process = start_cli("run", sim_cluster, *argv, *job, str(hosts), "flaky.py")
+    try:
+        _stderr_until(process, "restart 1 of 3 in 6 s")
+        killed = run_cli("kill", sim_cluster, str(hosts), "kill-in-backoff")
+        assert killed.returncode == 1, killed.stderr  # nothing running at this moment
+        assert "a restart of it that has not started yet will not start" in killed.stderr
+        code = process.wait(timeout=60)
+        err = process.stderr.read().decode() if process.stderr else ""
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert code == ExitStatus.KILLED, err[-3000:]
+    assert "job stopped: the job was killed (clusterlaunch kill), before restart 1" in err
+    assert "restart 1 world" not in (process.stdout.read().decode() if process.stdout else "")

@@ -1,0 +1,25 @@
+"""A job to restart: rank --fail-rank exits --code while CLUSTERLAUNCH_RESTART_COUNT is below
+--fail-until (always, without it); every other rank, and every rank after that, sleeps.
+
+No process group: each rank lives on its own, so a failure is that rank's alone.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--fail-rank", type=int, default=1)
+parser.add_argument("--fail-until", type=int)
+parser.add_argument("--code", type=int, default=7)
+args = parser.parse_args()
+count = int(os.environ.get("CLUSTERLAUNCH_RESTART_COUNT", "-1"))
+rank = int(os.environ["RANK"])
+world = os.environ["WORLD_SIZE"]
+print(f"rank {rank} restart {count} world {world} up", flush=True)
+if rank == args.fail_rank and (args.fail_until is None or count < args.fail_until):
+    time.sleep(0.5)  # the others are up: the failure ends a running job
+    sys.stdout.flush()
+    os._exit(args.code)
+time.sleep(600)
