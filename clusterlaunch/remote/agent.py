@@ -106,11 +106,9 @@ class Agent:
         )
         return True
 
-    def _fail_start(self, message):
-        self.out.event(
-            event="exit", reason="start-failed", code=int(ExitStatus.NOT_STARTED), message=message
-        )
+    def _fail_start(self, why):
         self.reason = "start-failed"
+        self.out.event(event="exit", reason=self.reason, code=ExitStatus.NOT_STARTED, message=why)
         return False
 
     def _on_signal(self, signum, frame):
