@@ -1,5 +1,8 @@
 """Plan, then apply: connect to every host, sync, preflight, supervise the job.
 
+For ``run`` the preflight is made by the job's own agents, which start the job
+on the go (:mod:`clusterlaunch.controller.held`): one session per host.
+
 The pure planner decides everything that can be decided without the network,
 once (:func:`make_plan`, called by the command line); this module does the
 effectful rest in a fixed order, and nothing starts on any host until every
@@ -16,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from clusterlaunch.controller.console import Console
+from clusterlaunch.controller.held import HeldAgents, hold_preflight
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.preflight import PreflightResult, run_preflight
@@ -92,24 +96,48 @@ def preflight(
     connections: Mapping[str, Connection],
     console: Console | None = None,
 ) -> PreflightResult:
-    """Run the preflight probe on every host (``run`` and ``check``)."""
-
-    def notify(line: str) -> None:
-        if console is not None:  # a slow setup: say why nothing happens
-            console.err.write(f"clusterlaunch: {line}\n".encode())
-            console.err.flush()
-
+    """Run the preflight probe on every host (``check``; ``run`` checks with its agents)."""
     return run_preflight(
         plan,
         connections,
         request.options.script,
         need_torch=True,
         setup_timeout=request.options.setup_timeout,
-        notify=notify,
+        notify=_notifier(console),
         job_id=plan.job_id,
         fanout=request.fanout,
         script_kind=request.options.script_kind,
     )
+
+
+def hold(
+    request: JobRequest,
+    plan: JobPlan,
+    connections: Mapping[str, Connection],
+    console: Console | None = None,
+) -> HeldAgents:
+    """``run``'s preflight: every host's agent checks its host and waits for its go.
+
+    The caller sends the go (:meth:`HeldAgents.go`) or closes them.
+    """
+    return hold_preflight(
+        plan,
+        connections,
+        request.options.script,
+        setup_timeout=request.options.setup_timeout,
+        notify=_notifier(console),
+        fanout=request.fanout,
+        script_kind=request.options.script_kind,
+    )
+
+
+def _notifier(console: Console | None) -> Callable[[str], None]:
+    def notify(line: str) -> None:
+        if console is not None:  # a slow setup: say why nothing happens
+            console.err.write(f"clusterlaunch: {line}\n".encode())
+            console.err.flush()
+
+    return notify
 
 
 def check(request: JobRequest, plan: JobPlan, console: Console | None = None) -> PreflightResult:
@@ -142,14 +170,15 @@ def _launch(
 
         source = scan_source(os.getcwd())
     connections = connect(request, _controller_log(log_dir))
+    held: HeldAgents | None = None
     try:
         if source is not None:
             sync_workdirs(plan, connections, source, request.ssh, console, request.fanout)
         if request.exec_argv is None:
-            result = preflight(request, plan, connections, console)
-            if result.problems:
-                raise PreflightError(result.problems, render.preflight_text(result))
-            request, plan = resolve(request, plan, result, log_dir)
+            held = hold(request, plan, connections, console)
+            if held.result.problems:
+                raise PreflightError(held.result.problems, render.preflight_text(held.result))
+            request, plan = resolve(request, plan, held.result, log_dir)
         router = make_router(plan, request, console, log_dir)
         try:
             torchrun = request.exec_argv is None
@@ -164,6 +193,7 @@ def _launch(
                 fail_fast=torchrun or request.fail_fast,
                 quiet_teardown=torchrun,
                 fanout=request.fanout,
+                adopted=None if held is None else held.go(plan),
             ).run()
             if outcome.exit_code != 0:
                 router.message(render.outcome_text(outcome))  # console and controller.log
@@ -171,6 +201,8 @@ def _launch(
             router.close()
         return outcome
     finally:
+        if held is not None:
+            held.close()  # no go (a failed host, an interrupt): the agents end, nothing starts
         close_all(connections)
 
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from clusterlaunch.controller.held import Adopted
 from clusterlaunch.controller.hostrun import HostRun
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.readloop import read_round, start_all
@@ -48,12 +49,14 @@ class Supervisor:
         fail_fast: bool = True,
         quiet_teardown: bool = True,
         fanout: int = defaults.FANOUT,
+        adopted: Mapping[str, Adopted] | None = None,
     ) -> None:
         """``fail_fast``: the first failing host stops all (torchrun jobs; ``exec --fail-fast``).
 
         ``quiet_teardown``: once teardown starts, torchrun's own shutdown output
         goes to the log only (for ``exec``, host output *is* the job's output).
-        ``fanout``: agents started at once.
+        ``fanout``: agents started at once. ``adopted``: agents already running
+        (``run``: they made the preflight and have their go), one per host.
         """
         self.plan = plan
         self.fanout = fanout
@@ -70,6 +73,7 @@ class Supervisor:
         self._ended_count = 0
         self._teardown_started = False
         self._heartbeat_stop = threading.Event()
+        self.adopted = adopted
 
     # -- public ---------------------------------------------------------------
     def run(self) -> JobOutcome:
@@ -124,6 +128,13 @@ class Supervisor:
 
     # -- start ----------------------------------------------------------------
     def _start_all(self) -> None:
+        if self.adopted is not None:
+            for host in self.hosts:
+                taken = self.adopted[host.node.host]
+                host.process, host.decoder, host.setup = taken.process, taken.decoder, taken.setup
+                for is_stderr, data in taken.early:  # the shell's and setup's words come first
+                    self.router.host_output(host.node.host, is_stderr, data)
+            return
         agent = program_source("agent")
         starts = [(host.connection, host.node.command, agent) for host in self.hosts]
         for host, process in zip(self.hosts, start_all(starts, self.fanout, "agent"), strict=True):

@@ -20,12 +20,15 @@ BUNDLES = {
         "core/protocol",
         "proctree",
         "records",
+        "accel",
+        "checks",
+        "gate",
         "rootcause",
         "tail",
         "wire",
         "agent",
     ),
-    "probe": ("core/exits", "core/protocol", "proctree", "records", "accel", "probe"),
+    "probe": ("core/exits", "core/protocol", "proctree", "records", "accel", "checks", "probe"),
     "jobctl": ("core/exits", "core/protocol", "proctree", "records", "jobctl"),
 }
 _STRIP_MARK = b"# bundle: strip"
