@@ -16,6 +16,11 @@ interleaved, and is shown as median (quartiles):
   bundle as shipped up to its parsed arguments and first encoded event, and
   the same with the argument parsing done by argparse instead.
 
+With ``--against DIR`` (another checkout, e.g. a worktree of main) it also
+times that checkout's agent bundle the same way, interleaved with this one's,
+and both bundles' imports (``-X importtime``: the sum of the top-level
+cumulative times, so every module the start-up imports counts once).
+
 Not part of ``python -m benchmarks``: it needs no cluster and compares
 clusterlaunch with no other tool. The numbers are quoted in
 :func:`clusterlaunch.remote.wire.parse_args`.
@@ -84,10 +89,42 @@ def import_cost_s(python: str, module: str) -> float:
     raise RuntimeError(f"no importtime line for {module}:\n{result.stderr}")
 
 
-def wall_s(argv: list[str]) -> float:
+def bundle_imports_s(python: str, script: Path) -> float:
+    """Seconds the start-up of ``script`` spends importing (``-X importtime``, top level)."""
+    result = subprocess.run(
+        [python, "-S", "-X", "importtime", str(script), *ARGV], capture_output=True, text=True
+    )
+    total = 0
+    for line in result.stderr.splitlines():
+        fields = line.split("|")
+        top_level = len(fields) == 3 and not fields[2][1:].startswith(" ")
+        if top_level and line.startswith("import time:") and fields[1].strip().isdigit():
+            total += int(fields[1])
+    return total / 1e6
+
+
+def other_bundle(checkout: str) -> str:
+    """The agent bundle of another checkout (its own ``program_source``)."""
+    code = "import sys; from clusterlaunch.remote import program_source as p; "
+    code += "sys.stdout.write(p('agent').decode())"
+    env = dict(os.environ, PYTHONPATH=checkout)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    ).stdout
+
+
+def wall_s(argv: list[str], cpu: list[float] | None = None) -> float:
+    """Wall seconds of ``argv``; its CPU seconds (user+sys, less hurt by load) into ``cpu``."""
     started = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - started
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    elapsed = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise subprocess.CalledProcessError(process.returncode, argv)
+    if cpu is not None:
+        cpu.append(usage.ru_utime + usage.ru_stime)
+    return elapsed
 
 
 def shown(values: list[float]) -> str:
@@ -99,9 +136,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.agent_startup")
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--against", metavar="DIR", help="also time this checkout's agent")
     args = parser.parse_args()
     bundle = program_source("agent").decode()
     bundle = bundle.replace('if __name__ == "__main__":', "if False:")  # define, do not run
+    other = other_bundle(args.against) if args.against else None
+    if other is not None:
+        other = other.replace('if __name__ == "__main__":', "if False:")
     results: dict[str, list[float]] = {}
 
     def note(name: str, seconds: float) -> None:
@@ -113,6 +154,8 @@ def main() -> None:
             "start-up, argparse instead": bundle + WITH_ARGPARSE + START,
             "steps": bundle + "\n" + STEPS,
         }
+        if other is not None:
+            scripts["start-up, --against"] = other + "\n" + START
         paths = {name: Path(tmp, f"{i}.py") for i, name in enumerate(scripts)}
         for name, text in scripts.items():
             paths[name].write_text(text + "\n")
@@ -130,15 +173,30 @@ def main() -> None:
             note("the agent's own parse_args", own)
             note("argparse: build the parser", build)
             note("argparse: parse the argv", parse)
-            for name in ("start-up, as shipped", "start-up, argparse instead"):
-                note(name, wall_s([args.python, "-S", str(paths[name]), *ARGV]))
+            names = ["start-up, as shipped", "start-up, argparse instead"]
+            names += ["start-up, --against"] if other is not None else []
+            for name in names:
+                cpu = results.setdefault(f"CPU {name}", [])
+                note(name, wall_s([args.python, "-S", str(paths[name]), *ARGV], cpu))
+            if other is not None:
+                for name in ("start-up, as shipped", "start-up, --against"):
+                    note(f"imports, {name[10:]}", bundle_imports_s(args.python, paths[name]))
     version = sys.version.split()[0] if args.python == sys.executable else args.python
     print(f"Python {version}, {args.rounds} rounds, load average now {os.getloadavg()[0]:.2f}")
     print("median (quartiles)")
     for name, values in results.items():
-        print(f"{name:28} {shown(values)}")
+        print(f"{name:32} {shown(values)}")
     pairs = zip(results["start-up, as shipped"], results["start-up, argparse instead"], strict=True)
     print(f"{'argparse - shipped, paired':28} {shown([b - a for a, b in pairs])}")
+    if other is not None:
+        for kind in ("", "CPU "):
+            pairs = zip(
+                results[f"{kind}start-up, as shipped"],
+                results[f"{kind}start-up, --against"],
+                strict=True,
+            )
+            label = f"{kind}--against - shipped, paired"
+            print(f"{label:32} {shown([b - a for a, b in pairs])}")
 
 
 if __name__ == "__main__":

@@ -15,12 +15,11 @@ echoes it, so a hit on some other service does not count.
 """
 
 import os
-import socket
 import sys
 import threading
 
 from clusterlaunch.remote.accel import find_devices  # bundle: strip
-from clusterlaunch.remote.records import live_records  # bundle: strip
+from clusterlaunch.remote.records import hostname, live_records  # bundle: strip
 
 
 def torch_version():
@@ -83,7 +82,7 @@ def program_problem(name):
 
 def static_checks(args):
     fields = {
-        "hostname": socket.gethostname(),
+        "hostname": hostname(),
         "python": sys.version.split()[0],  # platform.python_version(), without its 8 ms import
         "executable": sys.executable,
         "cwd": os.getcwd(),
@@ -140,6 +139,9 @@ def serve(listener, nonce, stop):
 
 
 def open_listener(port, family):
+    import socket  # in the functions that need it: the agent bundles this module, and an
+    # exec never gets here (socket: 7 ms of the agent's start, -X importtime)
+
     listener = socket.socket(family, socket.SOCK_STREAM)
     # Bind exactly as torchrun's TCPStore (libuv) will: with SO_REUSEADDR, so a
     # port merely in TIME_WAIT passes and one with a listener on it fails.
@@ -150,6 +152,8 @@ def open_listener(port, family):
 
 
 def dial(addr, port, nonce, timeout):
+    import socket
+
     try:
         with socket.create_connection((addr, port), timeout=timeout) as conn:
             conn.sendall(nonce + b"\n")
@@ -169,6 +173,8 @@ def static_stage(args):
     fields = static_checks(args)
     listener = None
     if args.listen is not None:
+        import socket
+
         family = socket.AF_INET6 if ":" in (args.master_addr or "") else socket.AF_INET
         try:
             listener = open_listener(args.listen, family)
