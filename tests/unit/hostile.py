@@ -10,6 +10,7 @@ that leaves a file behind if it ever runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import signal
@@ -35,7 +36,11 @@ BASE_HOSTS = "hosts:\n  - {host: node0, gpus: 2}\n  - {host: node1, gpus: 2}\n"
 
 @dataclass
 class Trap:
-    """A listener that accepts and records every connection, then hangs up."""
+    """A listener that accepts and records every connection, then hangs up.
+
+    It answers with a banner of the wrong protocol version first: a bare hang-up
+    looks like sshd's MaxStartups throttling, which the client retries with
+    backoff (4.2 s for test_the_trap_is_real, against 0.3 s with the banner)."""
 
     port: int = 0
     dialed: list[tuple[str, int]] = field(default_factory=list)
@@ -57,6 +62,8 @@ class Trap:
             except OSError:
                 return  # closed
             self.dialed.append(peer)
+            with contextlib.suppress(OSError):
+                conn.sendall(b"SSH-1.0-trap\r\n")
             conn.close()
 
     def close(self) -> None:

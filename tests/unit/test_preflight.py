@@ -18,10 +18,9 @@ import pytest
 from clusterlaunch.controller.preflight import run_preflight
 from clusterlaunch.core import setupguard
 from clusterlaunch.core.errors import TransportError
-from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
-from clusterlaunch.core.planner import plan_job
 from clusterlaunch.transport.base import RemoteProcess
 from clusterlaunch.transport.local import LocalConnection
+from tests.unit.plans import two_local_hosts
 
 
 class RefusingConnection:
@@ -39,22 +38,11 @@ class RefusingConnection:
         pass
 
 
-def _plan(setup_b: str | None = None, workdir: str | None = None) -> JobPlan:
-    hosts = (HostSpec("a", 1, python=sys.executable), HostSpec("b", 1, setup=setup_b))
-    return plan_job(
-        Inventory("hosts.yaml", hosts, master_port=None, master_addr="127.0.0.1"),
-        [SshTarget("a", "127.0.0.1"), SshTarget("b", "127.0.0.1")],
-        LaunchOptions(script="", python=sys.executable),
-        job_id="j-preflight",
-        local_env={},
-        local_cwd=workdir or os.getcwd(),
-        agent_size=1,
-    )
-
-
 def test_a_host_that_cannot_start_the_probe_is_a_problem_not_a_crash() -> None:
     connections = {"a": LocalConnection(), "b": RefusingConnection()}
-    result = run_preflight(_plan(), connections, None, need_torch=False, timeout=30)  # type: ignore[arg-type]
+    result = run_preflight(
+        two_local_hosts("j-preflight", os.getcwd()), connections, None, need_torch=False, timeout=30
+    )  # type: ignore[arg-type]
     assert [(p.host, p.detail) for p in result.problems] == [
         ("b", "cannot start the probe: cannot start a command: channel refused"),
     ]
@@ -88,7 +76,7 @@ def test_interrupted_preflight_kills_the_setup_it_gave_up_on(
         raise Interrupt  # like the Ctrl-C handler raising StopJob
 
     connections = {"a": LocalConnection(), "b": LocalConnection()}
-    plan = _plan(setup_b="echo $$ > pgid; sleep 600", workdir=str(tmp_path))
+    plan = two_local_hosts("j-preflight", str(tmp_path), setup_b="echo $$ > pgid; sleep 600")
     with pytest.raises(Interrupt):
         run_preflight(plan, connections, None, False, timeout=60, notify=notify)  # type: ignore[arg-type]
     # The first notice comes 0.3 s in, or later on a busy machine.
@@ -105,7 +93,7 @@ def test_interrupted_preflight_kills_the_setup_it_gave_up_on(
 def test_setup_past_its_limit_is_a_problem_naming_the_limit() -> None:
     connections = {"a": LocalConnection(), "b": LocalConnection()}
     result = run_preflight(
-        _plan(setup_b="sleep 600"),
+        two_local_hosts("j-preflight", os.getcwd(), setup_b="sleep 600"),
         connections,  # type: ignore[arg-type]
         None,
         need_torch=False,

@@ -16,8 +16,6 @@ import pytest
 from clusterlaunch.controller.jobs import jobctl_records
 from clusterlaunch.controller.preflight import run_preflight
 from clusterlaunch.core.frames import Frame, FrameDecoder, FrameError
-from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
-from clusterlaunch.core.planner import plan_job
 from clusterlaunch.core.protocol import (
     EVENT,
     JOB_STDERR,
@@ -32,6 +30,7 @@ from clusterlaunch.core.protocol import (
 from clusterlaunch.remote import BUNDLES, program_source
 from clusterlaunch.remote.wire import Output
 from clusterlaunch.transport.local import LocalConnection, LocalProcess
+from tests.unit.plans import two_local_hosts
 
 NOISE_TEXT = b"Welcome to gpu1!\nJ 12\n{not a frame}\nno newline at the end"
 
@@ -189,19 +188,6 @@ def test_jobctl_records_cut_short_or_garbled_have_no_end() -> None:
     assert jobctl_records(b'@@jobctl@@ {"event": "end"}\n') == []  # no marker: all noise
 
 
-def two_host_plan(tmp_path: Path, setup_b: str | None) -> JobPlan:
-    hosts = (HostSpec("a", 1, python=sys.executable), HostSpec("b", 1, setup=setup_b))
-    return plan_job(
-        Inventory("hosts.yaml", hosts, master_port=None, master_addr="127.0.0.1"),
-        [SshTarget("a", "127.0.0.1"), SshTarget("b", "127.0.0.1")],
-        LaunchOptions(script="", python=sys.executable),
-        job_id="j-protocol",
-        local_env={},
-        local_cwd=str(tmp_path),
-        agent_size=1,
-    )
-
-
 class ChattyConnection(LocalConnection):
     """A host whose login script prints things that look like frames (or old report lines)."""
 
@@ -225,7 +211,7 @@ def test_a_chatty_login_script_before_the_probe_is_harmless(
 
     monkeypatch.setattr(FrameDecoder, "feed", spy)
     connections = {"a": ChattyConnection(), "b": ChattyConnection()}
-    plan = two_host_plan(tmp_path, "echo setup output goes to stderr")
+    plan = two_local_hosts("j-protocol", str(tmp_path), "echo setup output goes to stderr")
     result = run_preflight(plan, connections, None, need_torch=False, timeout=30)  # type: ignore[arg-type]
     assert result.problems == []
     assert [report.connected for report in result.reports] == [True, True]
@@ -269,7 +255,7 @@ class GarblingConnection(LocalConnection):
 def test_a_garbled_probe_is_a_host_problem_not_a_crash(tmp_path: Path) -> None:
     connections = {"a": LocalConnection(), "b": GarblingConnection()}
     result = run_preflight(
-        two_host_plan(tmp_path, None),
+        two_local_hosts("j-protocol", str(tmp_path)),
         connections,  # type: ignore[arg-type]
         None,
         need_torch=False,

@@ -8,7 +8,7 @@ verdict are the real ones. The cluster tier runs the same endings over SSH.
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pytest
@@ -19,8 +19,6 @@ from clusterlaunch.controller.supervisor import RESUME_GRACE_S, Supervisor
 from clusterlaunch.core import defaults, render
 from clusterlaunch.core.errors import JobOutcome
 from clusterlaunch.core.lines import Prefixes
-from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
-from clusterlaunch.core.planner import plan_job
 from clusterlaunch.remote import program_source
 from clusterlaunch.testing.agentscript import (
     Exit,
@@ -40,25 +38,10 @@ from clusterlaunch.testing.agentscript import (
     stopping,
 )
 from clusterlaunch.testing.fakes import FakeClock, FakeConnection
+from tests.unit.plans import two_ranks_per_host
 
 RUNNING = FakeAgent([started(), Hang()])  # runs until told to stop, then stops as agents do
 CTRL_C = Interrupt(130, "interrupted (Ctrl-C)")
-
-
-def make_plan(hosts: Sequence[str], exec_argv: tuple[str, ...] | None = None) -> JobPlan:
-    """Two ranks per host: a has ranks 0-1, b 2-3, c 4-5."""
-    inventory = Inventory("hosts.yaml", tuple(HostSpec(h, 2) for h in hosts), master_port=29500)
-    targets = [SshTarget(h, f"10.0.0.{i + 1}") for i, h in enumerate(hosts)]
-    return plan_job(
-        inventory,
-        targets,
-        LaunchOptions(script="train.py"),
-        job_id="j1",
-        local_env={},
-        local_cwd="/w",
-        agent_size=1,
-        exec_argv=exec_argv,
-    )
 
 
 class ClosedPipe(io.BytesIO):
@@ -91,7 +74,7 @@ def supervise(
     start_errors: Mapping[str, str] | None = None,
     **options: object,
 ) -> Run:
-    plan = make_plan(list(agents), exec_argv)
+    plan = two_ranks_per_host(list(agents), exec_argv)
     hosts = {
         name: FakeConnection(name, agent, clock, (start_errors or {}).get(name))
         for name, agent in agents.items()
@@ -121,7 +104,7 @@ def test_every_host_ending_well_is_0() -> None:
     assert run.outcome == JobOutcome(0, "all hosts finished")
     assert "[r0 a:0] step 1\n" in run.out
     command, stdin = run.hosts["a"].started[0]
-    assert command == make_plan(["a", "b"]).nodes[0].command and stdin == program_source("agent")
+    assert command == two_ranks_per_host().nodes[0].command and stdin == program_source("agent")
     assert run.sent("a") == b"" and run.hosts["a"].process.closed  # nothing to tear down
 
 
@@ -232,7 +215,7 @@ def test_an_unexpected_error_while_starting_is_raised_after_teardown() -> None:
         def start(self, command: str, stdin: bytes = b"") -> object:  # type: ignore[override]
             raise RuntimeError("bug")
 
-    plan = make_plan(["a", "b"])
+    plan = two_ranks_per_host()
     hosts = {"a": FakeConnection("a", RUNNING), "b": Broken("b")}
     router = OutputRouter(Prefixes([], ["a", "b"], False), Console(io.BytesIO(), io.BytesIO()))
     with pytest.raises(RuntimeError, match="bug"):

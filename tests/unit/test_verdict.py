@@ -18,29 +18,14 @@ from clusterlaunch.core import render
 from clusterlaunch.core.errors import JobOutcome
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.lines import Prefixes
-from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
 from clusterlaunch.core.outcome import HostState, decide_outcome, first_failure
-from clusterlaunch.core.planner import plan_job
-
-
-def _plan() -> JobPlan:
-    inventory = Inventory("hosts.yaml", (HostSpec("a", 2), HostSpec("b", 2)), master_port=29500)
-    targets = [SshTarget("a", "10.0.0.1"), SshTarget("b", "10.0.0.2")]
-    return plan_job(
-        inventory,
-        targets,
-        LaunchOptions(script="train.py"),
-        job_id="j1",
-        local_env={},
-        local_cwd="/w",
-        agent_size=1,
-    )
+from tests.unit.plans import two_ranks_per_host
 
 
 def _setup(
     ended: dict[str, dict[str, Any] | None], order: dict[str, int] | None = None
 ) -> tuple[list[HostState], OutputRouter]:
-    plan = _plan()
+    plan = two_ranks_per_host()
     hosts = []
     for node in plan.nodes:
         host = HostState(node)
@@ -167,7 +152,7 @@ def test_a_255_stop_without_a_lost_host_is_judged_like_any_failure() -> None:
     ],
 )
 def test_a_hosts_code(ended: dict[str, Any] | None, status: int | None, code: int) -> None:
-    host = HostState(_plan().nodes[0], ended=ended, status=status)
+    host = HostState(two_ranks_per_host().nodes[0], ended=ended, status=status)
     assert host.code == code
 
 
