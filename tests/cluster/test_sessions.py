@@ -50,10 +50,17 @@ def counting_python(tmp_path: Path) -> tuple[Path, Path]:
     return wrapper, log
 
 
+def starts(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
 def our_starts(log: Path) -> list[str]:
-    """The logged interpreter starts of clusterlaunch's own programs (not torchrun's)."""
-    lines = log.read_text().splitlines() if log.exists() else []
-    return [line for line in lines if "clusterlaunch-" in line]
+    """The logged starts of clusterlaunch's own programs: the bootstrap names each one."""
+    return [line for line in starts(log) if 'compile(b,"clusterlaunch-' in line]
+
+
+def torchrun_starts(log: Path) -> list[str]:
+    return [line for line in starts(log) if line.startswith("-m torch.distributed.run ")]
 
 
 @pytest.mark.parametrize("client", ["paramiko", "openssh"])
@@ -72,10 +79,12 @@ def test_a_run_is_one_session_and_one_interpreter_per_host(
     assert sorted(rank for rank, *_ in rank_lines(result.stdout)) == [0, 1, 2]
     after = sessions(cluster)
     assert {name: after[name] - before[name] for name in after} == {"node0": 1, "node1": 1}
-    starts = our_starts(log)
-    assert len(starts) == 2, starts
-    assert all("clusterlaunch-agent" in line for line in starts), starts
-    assert sorted(re.search(r"--node-rank (\d+)", line)[1] for line in starts) == ["0", "1"]  # type: ignore[index]
+    ours = our_starts(log)
+    assert len(ours) == 2, ours
+    assert all('"clusterlaunch-agent"' in line for line in ours), ours
+    assert sorted(re.search(r"--node-rank (\d+)", line)[1] for line in ours) == ["0", "1"]  # type: ignore[index]
+    assert len(torchrun_starts(log)) == 2  # each agent's torchrun, with the go's port
+    assert all(" --master-port AUTO " not in line for line in torchrun_starts(log))
 
 
 def test_a_failed_check_starts_no_job_and_leaves_no_agent(
@@ -94,6 +103,6 @@ def test_a_failed_check_starts_no_job_and_leaves_no_agent(
     result = run_cli("run", cluster, str(hosts), "allreduce.py")
     assert result.returncode == 2, result.stderr
     assert "nothing was started" in result.stderr and "/nonexistent/dir" in result.stderr
-    assert not [line for line in log.read_text().splitlines() if "torch.distributed.run" in line]
+    assert torchrun_starts(log) == []
     assert [re.search(r"--node-rank (\d+)", line)[1] for line in our_starts(log)] == ["0"]  # type: ignore[index]
     assert_no_orphans(cluster)
