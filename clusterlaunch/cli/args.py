@@ -54,7 +54,7 @@ def check_words(args: argparse.Namespace) -> None:
     for word in args.passthrough:
         limits.sendable(words, word)
     if args.job_id is not None and not _JOB_ID.fullmatch(args.job_id):
-        flag = "JOB_ID" if args.command == "kill" else "--job-id"
+        flag = "JOB_ID" if args.command in ("kill", "stacks") else "--job-id"
         raise UsageError(
             f"{flag} {limits.shown(args.job_id)}: use 1-64 letters, digits, '.', '_' or '-', "
             "beginning with a letter or digit"
@@ -72,6 +72,8 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
         port = int(port_text)
     if args.python is not None and ("=" in args.python or "\n" in args.python):
         raise UsageError(f"--python {args.python!r}: must be a path without '=' or newlines")
+    if args.stall_action == "kill" and args.stall_timeout is None:
+        raise UsageError("--stall-action kill: give --stall-timeout SECONDS too")
     if args.json and not args.dry_run:
         raise UsageError("--json goes with --dry-run (a running job prints its ranks' output)")
     from_files = tuple(
@@ -129,6 +131,8 @@ def job_request(args: argparse.Namespace) -> JobRequest:
         transport=transport,
         fail_fast=args.fail_fast,
         sync=args.sync,
+        stall_timeout=args.stall_timeout,
+        stall_action=args.stall_action,
     )
 
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from clusterlaunch.cli import args as cliargs
+from clusterlaunch.cli import doctor as doctorargs
 from clusterlaunch.cli import parser as cliparser
 from clusterlaunch.cli import sandbox as sandboxargs
 from clusterlaunch.cli import slurm as slurmargs
@@ -89,6 +90,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     cliargs.check_words(args)
     if args.command in ("ps", "kill"):
         return _job_control(args, console)
+    if args.command == "doctor":
+        return doctorargs.run_doctor(args, console)
+    if args.command == "stacks":
+        return doctorargs.run_stacks(args, console)
     request = cliargs.job_request(args)
     plan = make_plan(request)  # once: the launch fills in an auto master port, no re-plan
     if args.command == "run" and not args.dry_run:

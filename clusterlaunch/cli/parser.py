@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 import clusterlaunch
+from clusterlaunch.cli import doctor as doctorargs
 from clusterlaunch.cli import sandbox as sandboxargs
 from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.core import defaults, limits
@@ -70,6 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_exec(_job_command(commands, "exec", "run a command on every host"))
     _add_check(_job_command(commands, "check", "run the preflight checks only"))
     _add_job_control(commands)
+    doctor = _job_command(commands, "doctor", "check the hosts for what makes jobs hang")
+    for add in (_add_connection_options, _add_environment_options, slurmargs.add_options):
+        add(doctor)
+    doctorargs.add_doctor_options(doctor)
     sandboxargs.add_parser(commands, Parser)  # sandbox up|down: see clusterlaunch/sandbox.py
     return parser
 
@@ -104,6 +109,7 @@ def _add_run(run: argparse.ArgumentParser) -> None:
         help='extra torchrun options; write --torchrun-args="--max-restarts 3"',
     )
     run.add_argument("--ranks", help="show only these global ranks on the console, e.g. 0,4-7")
+    doctorargs.add_stall_options(run)
     run.add_argument("hosts", help="hosts file (YAML or MPI hostfile), or slurm")
     run.add_argument(
         "script",
@@ -135,18 +141,25 @@ def _add_check(chk: argparse.ArgumentParser) -> None:
 
 
 def _add_job_control(commands: Any) -> None:
-    ps = _job_command(commands, "ps", "list running clusterlaunch jobs on the hosts")
-    _add_connection_options(ps)
-    ps.add_argument("--python", help="Python on the hosts (default: the hosts file's)")
+    ps = _jobctl_command(commands, "ps", "list running clusterlaunch jobs on the hosts")
     ps.add_argument("--json", action="store_true", help="one JSON object per job node")
-    _add_setup_timeout(ps)
     ps.add_argument("hosts", help="hosts file")
-    kill = _job_command(commands, "kill", "tear one job down on every host")
-    _add_connection_options(kill)
-    kill.add_argument("--python", help="Python on the hosts (default: the hosts file's)")
-    _add_setup_timeout(kill)
-    kill.add_argument("hosts", help="hosts file")
-    kill.add_argument("job_id", help="the job id (see clusterlaunch ps)")
+    for name, summary in (
+        ("kill", "tear one job down on every host"),
+        ("stacks", "print the Python stack of every worker of a running job (py-spy)"),
+    ):
+        command = _jobctl_command(commands, name, summary)
+        command.add_argument("hosts", help="hosts file")
+        command.add_argument("job_id", help="the job id (see clusterlaunch ps)")
+
+
+def _jobctl_command(commands: Any, name: str, summary: str) -> argparse.ArgumentParser:
+    """``ps``, ``kill``, ``stacks``: connection flags, ``--python``, ``--setup-timeout``."""
+    parser = _job_command(commands, name, summary)
+    _add_connection_options(parser)
+    parser.add_argument("--python", help="Python on the hosts (default: the hosts file's)")
+    _add_setup_timeout(parser)
+    return parser
 
 
 def _add_connection_options(parser: argparse.ArgumentParser) -> None:

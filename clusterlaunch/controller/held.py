@@ -18,34 +18,20 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
+from clusterlaunch.controller.hostrun import HostRun
+from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.preflight import ProbeRun, check_hosts, judge_all, total_timeout
 from clusterlaunch.core.checkplan import checking_agent_command
 from clusterlaunch.core.defaults import FANOUT, PREFLIGHT_TIMEOUT_S, SETUP_TIMEOUT_S
-from clusterlaunch.core.frames import FrameDecoder
 from clusterlaunch.core.model import JobPlan, NodePlan, ScriptKind
 from clusterlaunch.core.reports import PreflightResult
-from clusterlaunch.core.setupguard import SetupWatch
 from clusterlaunch.remote import program_source
-from clusterlaunch.transport.base import Connection, RemoteProcess
+from clusterlaunch.transport.base import Connection
 
 GO_SLACK_S = 60.0
 """How long past the preflight's own bound an agent waits for its go: re-planning
 (``gpus: auto``) and opening the log files come in between."""
-
-
-@dataclass
-class Adopted:
-    """A host's agent, past its go, as the supervisor takes it over."""
-
-    process: RemoteProcess
-    decoder: FrameDecoder
-    """Already past the sync marker and the preflight's reports."""
-    setup: SetupWatch
-    """Its ``setup:`` has run (in this same session)."""
-    early: list[tuple[bool, bytes]]
-    """What the host printed before its job started ``(is_stderr, bytes)``: shown first."""
 
 
 class HeldAgents:
@@ -57,17 +43,18 @@ class HeldAgents:
         self.result = result
         self._handed_over = False
 
-    def go(self, plan: JobPlan) -> dict[str, Adopted]:
-        """Send every agent its final job (``plan``: the preflight's plan, resolved)."""
-        adopted: dict[str, Adopted] = {}
-        for run, node in zip(self.runs, plan.nodes, strict=True):
+    def hand_over(self, plan: JobPlan, hosts: list[HostRun], router: OutputRouter) -> None:
+        """Send every agent its final job (``plan``: the preflight's, resolved) and give it
+        to the supervisor's ``hosts``: its decoder is past the preflight's reports, its
+        setup done; what the host printed before (the setup's words) is shown first."""
+        for run, host in zip(self.runs, hosts, strict=True):
             assert run.process is not None  # the preflight passed: every agent reported
-            run.process.send(
-                b"go " + json.dumps(_final_job(run.report.node, node)).encode() + b"\n"
-            )
-            adopted[node.host] = Adopted(run.process, run.decoder, run.setup, run.early)
+            job = json.dumps(_final_job(run.report.node, host.node))
+            run.process.send(f"go {job}\n".encode())
+            host.process, host.decoder, host.setup = run.process, run.decoder, run.setup
+            for is_stderr, data in run.early:
+                router.host_output(host.node.host, is_stderr, data)
         self._handed_over = True
-        return adopted
 
     def close(self) -> None:
         """No go for anyone (a failed preflight, an interrupt): every agent ends, nothing starts."""

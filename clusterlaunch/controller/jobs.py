@@ -99,6 +99,24 @@ def kill_job(
     return sorted(reports.values(), key=lambda r: r.node_rank), unanswered
 
 
+def ask_jobctl(
+    specs: Sequence[HostSpec],
+    connections: Mapping[str, Connection],
+    args: Sequence[str],
+    python: str | None,
+    timeout: float,
+    setup_timeout: float = SETUP_TIMEOUT_S,
+    fanout: int = FANOUT,
+) -> tuple[list[tuple[str, dict[str, Any]]], list[Unanswered]]:
+    """jobctl ``args`` on every host: ``(alias, record)`` answers, and who did not answer."""
+    return _ask_everywhere(specs, connections, _Ask(args, python, timeout, setup_timeout, fanout))
+
+
+def attribute(record: Mapping[str, Any], alias: str, targets: Sequence[SshTarget]) -> str:
+    """The hosts-file name of the host a jobctl record belongs to."""
+    return _attribute(record, alias, targets)
+
+
 def _attribute(record: Mapping[str, Any], alias: str, targets: Sequence[SshTarget]) -> str:
     """The hosts-file name of the host a record belongs to."""
     server = str(record.get("ssh_server", "")).split()

@@ -23,6 +23,7 @@ from clusterlaunch.controller.held import HeldAgents, hold_preflight
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.preflight import PreflightResult, run_preflight
+from clusterlaunch.controller.stall import StallWatch, watch_for_stalls
 from clusterlaunch.controller.supervisor import Supervisor
 from clusterlaunch.core import accelerators, defaults, render
 from clusterlaunch.core.errors import JobOutcome, PreflightError, UsageError
@@ -53,6 +54,9 @@ class JobRequest:
     """``ssh`` or ``srun`` (job steps of the current Slurm allocation)."""
     sync: bool = False
     """``--sync``: copy this directory to every host's workdir before the preflight."""
+    stall_timeout: float | None = None
+    stall_action: str = "stacks"
+    """``--stall-timeout``/``--stall-action`` (controller/stall.py)."""
 
 
 def make_plan(
@@ -184,7 +188,7 @@ def _launch(
             torchrun = request.exec_argv is None
             if torchrun:  # where the job really is, once every auto is resolved
                 router.message(render.job_line(plan))
-            outcome = Supervisor(
+            supervisor = Supervisor(
                 plan,
                 connections,
                 router,
@@ -193,8 +197,11 @@ def _launch(
                 fail_fast=torchrun or request.fail_fast,
                 quiet_teardown=torchrun,
                 fanout=request.fanout,
-                adopted=None if held is None else held.go(plan),
-            ).run()
+                stall_check=watch_for_stalls(_stall_watch(request, plan, connections), router),
+            )
+            if held is not None:  # the agents checked their hosts: they start the job now
+                held.hand_over(plan, supervisor.hosts, router)
+            outcome = supervisor.run()
             if outcome.exit_code != 0:
                 router.message(render.outcome_text(outcome))  # console and controller.log
         finally:
@@ -228,6 +235,14 @@ def resolve(
         for rank, _, _ in _ranks(plan, request):
             log_dir.write(f"rank-{rank}.log", b"")
     return request, plan
+
+
+def _stall_watch(
+    request: JobRequest, plan: JobPlan, connections: Mapping[str, Connection]
+) -> StallWatch | None:
+    if request.stall_timeout is None or request.exec_argv is not None:
+        return None
+    return StallWatch(request.stall_timeout, request.stall_action, plan, connections)
 
 
 def _controller_log(log_dir: LogDir | None) -> Callable[[str], None] | None:

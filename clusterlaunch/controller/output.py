@@ -9,7 +9,7 @@ console itself is ``console.py``, the log files ``logdir.py``.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.logdir import LogDir
@@ -36,6 +36,7 @@ class OutputRouter:
         self.tails = TailKeeper()
         self._quiet_hosts = False
         self.hidden_lines = 0
+        self.on_rank_output: Callable[[], None] | None = None
 
     @property
     def has_log_dir(self) -> bool:
@@ -53,6 +54,8 @@ class OutputRouter:
 
     def rank_output(self, rank: int, is_stderr: bool, data: bytes) -> None:
         """A worker's raw output chunk."""
+        if self.on_rank_output is not None:  # run --stall-timeout's watch
+            self.on_rank_output()
         buffer = self._buffer(rank, is_stderr)
         block = buffer.feed(data)
         self._emit_rank(rank, is_stderr, block, buffer.continued)
@@ -69,6 +72,12 @@ class OutputRouter:
         self._console.err.write(line)
         self._console.err.flush()
         self._log("controller.log", f"{_stamp()} ".encode() + line)
+
+    def raw_stderr(self, data: bytes) -> None:
+        """clusterlaunch's own lines, already prefixed (stack dumps): stderr and controller.log."""
+        self._console.err.write(data)
+        self._console.err.flush()
+        self._log("controller.log", data)
 
     def flush_host(self, host: str, ranks: Iterable[int]) -> None:
         """A host ended: its unfinished last lines are passed on as they are.

@@ -31,7 +31,10 @@ from clusterlaunch.transport.base import Connection, RemoteProcess
 
 
 class ProbeRun:
-    """One host's checks (the probe's, or an agent's before its go) and the stages reported."""
+    """One host's checks (the probe's, or an agent's before its go) and the stages reported.
+
+    Also runs ``clusterlaunch doctor``'s program (controller/doctor.py).
+    """
 
     def __init__(self, node: NodePlan, connection: Connection, script: str | None) -> None:
         self.report = HostReport(node)
@@ -180,12 +183,12 @@ def _probe(
     runs: list[ProbeRun], deadline: float, notify: Callable[[str], None], hold: bool
 ) -> int | None:
     """The probe's three steps on every host; the master port node 0 bound."""
-    _pump_until(runs, lambda r: "static" in r.stages or r.done(), deadline, notify)
+    pump_until(runs, lambda r: "static" in r.stages or r.done(), deadline, notify)
     master_port: int | None = runs[0].stages.get("static", {}).get("port")
     port_line = f"{master_port or ''}\n".encode()
     for run in runs:
         run.send(port_line)
-    _pump_until(runs, lambda r: "connect" in r.stages or r.done(), deadline, notify)
+    pump_until(runs, lambda r: "connect" in r.stages or r.done(), deadline, notify)
     runs[0].send(b"done\n")
     for run in runs:
         if run.process is not None and not hold:
@@ -193,11 +196,11 @@ def _probe(
     # "end" comes after node 0 closed its listener: enough to start torchrun on
     # that port. Waiting for the interpreters to exit as well would add their
     # shutdown to every launch.
-    _pump_until(runs, lambda r: "end" in r.stages or r.done(), deadline, notify)
+    pump_until(runs, lambda r: "end" in r.stages or r.done(), deadline, notify)
     return master_port
 
 
-def _pump_until(
+def pump_until(
     runs: list[ProbeRun], ready: Any, deadline: float, notify: Callable[[str], None]
 ) -> None:
     def take(run: ProbeRun, out: bytes, err: bytes) -> None:

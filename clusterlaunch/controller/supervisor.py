@@ -14,17 +14,16 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from clusterlaunch.controller.held import Adopted
 from clusterlaunch.controller.hostrun import HostRun
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.readloop import read_round, start_all
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core import defaults
+from clusterlaunch.core import outcome as verdict
 from clusterlaunch.core.errors import JobOutcome, StopJob, TransportError
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.frames import Frame, FrameError
 from clusterlaunch.core.model import JobPlan
-from clusterlaunch.core.outcome import decide_outcome
 from clusterlaunch.core.protocol import EVENT, JOB_STDERR, JOB_STDOUT, NOISE
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection
@@ -49,14 +48,13 @@ class Supervisor:
         fail_fast: bool = True,
         quiet_teardown: bool = True,
         fanout: int = defaults.FANOUT,
-        adopted: Mapping[str, Adopted] | None = None,
+        stall_check: Callable[[], JobOutcome | None] | None = None,
     ) -> None:
         """``fail_fast``: the first failing host stops all (torchrun jobs; ``exec --fail-fast``).
 
         ``quiet_teardown``: once teardown starts, torchrun's own shutdown output
         goes to the log only (for ``exec``, host output *is* the job's output).
-        ``fanout``: agents started at once. ``adopted``: agents already running
-        (``run``: they made the preflight and have their go), one per host.
+        ``fanout``: agents started at once. ``stall_check``: ``--stall-timeout``'s.
         """
         self.plan = plan
         self.fanout = fanout
@@ -73,7 +71,7 @@ class Supervisor:
         self._ended_count = 0
         self._teardown_started = False
         self._heartbeat_stop = threading.Event()
-        self.adopted = adopted
+        self.stall_check = stall_check or (lambda: None)
 
     # -- public ---------------------------------------------------------------
     def run(self) -> JobOutcome:
@@ -84,7 +82,7 @@ class Supervisor:
             heartbeat.start()
             self._watch()
         except StopJob as stop:
-            self._set_stop(JobOutcome(stop.exit_code, stop.reason, stopped=True))
+            self._own_signal(stop)
         finally:
             self.teardown()
             self._heartbeat_stop.set()
@@ -109,7 +107,9 @@ class Supervisor:
                     # ranks wrote before they ended. Waiting costs time, closing
                     # would lose it; wait until they fall silent.
                     deadline = max(deadline, self.clock() + TEARDOWN_QUIET_S)
-            except StopJob:
+            except StopJob as stop:
+                if self._own_signal(stop):
+                    continue  # the hosts are stopping already, for the same reason
                 self.router.message("second interrupt: killing everything now")
                 self._request_teardown(b"k")
                 hurry = True
@@ -128,16 +128,9 @@ class Supervisor:
 
     # -- start ----------------------------------------------------------------
     def _start_all(self) -> None:
-        if self.adopted is not None:
-            for host in self.hosts:
-                taken = self.adopted[host.node.host]
-                host.process, host.decoder, host.setup = taken.process, taken.decoder, taken.setup
-                for is_stderr, data in taken.early:  # the shell's and setup's words come first
-                    self.router.host_output(host.node.host, is_stderr, data)
-            return
-        agent = program_source("agent")
-        starts = [(host.connection, host.node.command, agent) for host in self.hosts]
-        for host, process in zip(self.hosts, start_all(starts, self.fanout, "agent"), strict=True):
+        hosts = [host for host in self.hosts if host.process is None]  # run's: held.hand_over
+        starts = [(host.connection, host.node.command, program_source("agent")) for host in hosts]
+        for host, process in zip(hosts, start_all(starts, self.fanout, "agent"), strict=True):
             if not isinstance(process, TransportError):
                 host.process = process
                 continue
@@ -159,6 +152,7 @@ class Supervisor:
         started = self.clock()
         while self.stop is None and not all(h.done for h in self.hosts):
             self._step(0.2)
+            self._set_stop(self.stall_check())  # None: not stalled
             if self.timeout is not None and self.clock() - started > self.timeout:
                 running = ", ".join(h.node.host for h in self.hosts if not h.done)
                 reason = f"--timeout {self.timeout:g} s reached (still running: {running})"
@@ -203,8 +197,12 @@ class Supervisor:
                 self._on_event(host, frame.event())
 
     def _on_event(self, host: HostRun, event: dict[str, Any]) -> None:
+        signalled = verdict.signal_stop(host.node.host, event)
         if event.get("event") == "started":
             host.started = event
+        elif signalled is not None:
+            if self.fail_fast:
+                self._set_stop(signalled)
         elif event.get("event") == "stopping" and event.get("reason") == "killed":
             self._set_stop(JobOutcome(ExitStatus.KILLED, KILLED, stopped=True))
             if self.quiet_teardown:
@@ -259,17 +257,17 @@ class Supervisor:
         self._ended_count += 1
         host.order = self._ended_count
         self._flush(host)
-        if host.ended is None and not self._teardown_started:
-            # No exit report: the agent never ran, or the host went away under it.
-            self.router.message(
-                f"{host.node.host}: connection ended without a report (exit {host.status})"
-            )
-            if host.status is None or host.status == ExitStatus.HOST_LOST:
-                host.lost = True
-                if self.fail_fast:
-                    self._set_stop(
-                        JobOutcome(ExitStatus.HOST_LOST, f"host {host.node.host} was lost")
-                    )
+        if host.ended is None:
+            # No exit report: the agent never ran, or the host went away under it;
+            # in teardown too (a failed Slurm node's srun ends after the other steps
+            # got Slurm's SIGTERM: the lost host is still the cause).
+            host.lost = verdict.lost_without_report(host.status)
+            if not self._teardown_started:
+                self.router.message(
+                    f"{host.node.host}: connection ended without a report (exit {host.status})"
+                )
+            if host.lost and self.fail_fast:
+                self._set_stop(JobOutcome(ExitStatus.HOST_LOST, f"host {host.node.host} was lost"))
         if host.code != 0 and self.fail_fast:
             self._set_stop(JobOutcome(host.code, f"{host.node.host} failed"))
 
@@ -279,9 +277,18 @@ class Supervisor:
         self.router.flush_host(host.node.host, host.node.global_ranks)
 
     # -- ending ---------------------------------------------------------------
-    def _set_stop(self, outcome: JobOutcome) -> None:
+    def _set_stop(self, outcome: JobOutcome | None) -> None:
         if self.stop is None:
             self.stop = outcome
+
+    def _own_signal(self, stop: StopJob) -> bool:
+        """A signal to us; True if it only replaced a host's as the reason (``scancel`` of
+        ``sbatch`` or ``salloc -K`` signals us and every step alike, in either order)."""
+        replaced = self.stop is not None and verdict.is_host_signal(self.stop)
+        if replaced:
+            self.stop = None
+        self._set_stop(JobOutcome(stop.exit_code, stop.reason, stopped=True))
+        return replaced
 
     def _request_teardown(self, command: bytes) -> None:
         for host in self.hosts:
@@ -290,4 +297,4 @@ class Supervisor:
 
     def outcome(self) -> JobOutcome:
         """Exit code and root cause, from everything the hosts reported."""
-        return decide_outcome(self.stop, self.hosts, self.router.tails)
+        return verdict.decide_outcome(self.stop, self.hosts, self.router.tails)

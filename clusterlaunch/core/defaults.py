@@ -27,6 +27,27 @@ SETUP_TIMEOUT_S = 300.0
 KILL_WAIT_S = 60.0
 """How long ``clusterlaunch kill`` waits on each host for the job to be gone."""
 
+DOCTOR_PAIR_TIMEOUT_S = 5.0
+"""``doctor``: seconds one host may take to connect to another's ephemeral port."""
+
+DOCTOR_CLOCK_SKEW_S = 1.0
+"""``doctor`` warns about a host clock further than this from the controller's."""
+
+DOCTOR_MIN_FREE_DISK = 1 << 30
+"""``doctor`` warns when the workdir has less free space than this (bytes)."""
+
+DOCTOR_TPUT_BYTES = 64 << 20
+"""``doctor --bandwidth``: bytes sent over each ordered pair's TCP connection."""
+
+DOCTOR_BENCH_TIMEOUT_S = 600.0
+"""``doctor --bandwidth``: the all_reduce job's ``--timeout``."""
+
+DOCTOR_SIZES = tuple(1024 * 4**i for i in range(9))
+"""``doctor --bandwidth``: all_reduce sizes in bytes, 1 KiB to 64 MiB (factor 4)."""
+
+STALL_ACTIONS = ("stacks", "kill")
+"""``run --stall-action``: what happens when no rank printed for ``--stall-timeout`` s."""
+
 SANDBOX_DIR = ".sandbox"
 """Where ``clusterlaunch sandbox up`` keeps its simulated hosts."""
 
@@ -69,4 +90,6 @@ SHARED_ATTRIBUTES: dict[str, Any] = {
     "exclude": None,
     "module": False,
     "no_python": False,
+    "stall_timeout": None,
+    "stall_action": "stacks",
 }

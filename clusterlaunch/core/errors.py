@@ -106,5 +106,6 @@ class JobOutcome:
     tail: list[str] = field(default_factory=list)
     stopped: bool = False
     """clusterlaunch itself ended the job: its ``--timeout``, a signal it received,
-    or ``clusterlaunch kill``. Never inferred from the exit code: a rank that
-    exits 124, 130, 137 or 143 by itself (an OOM-killed rank is 137) failed."""
+    or ``clusterlaunch kill``; or a signal one host's agent received (``host``
+    names it: Slurm's ``scancel``). Never inferred from the exit code: a rank
+    that exits 124, 130, 137 or 143 by itself (an OOM-killed rank is 137) failed."""

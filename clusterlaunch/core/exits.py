@@ -21,6 +21,8 @@ class ExitStatus(enum.IntEnum):
     """Bad input or a failed preflight: nothing was started on any host."""
     TIMEOUT = 124
     """``--timeout`` ran out (the status timeout(1) uses)."""
+    STALLED = 125
+    """``run --stall-timeout S --stall-action kill``: no rank printed for S seconds."""
     NOT_STARTED = 127
     """The job's program could not be started on a host."""
     HANGUP = 129

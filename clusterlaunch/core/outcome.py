@@ -9,12 +9,13 @@ and which exit code and summary the user gets.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import signal
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from clusterlaunch.core.errors import JobOutcome
-from clusterlaunch.core.exits import ExitStatus, shell_status
+from clusterlaunch.core.exits import ExitStatus, from_signal, shell_status
 from clusterlaunch.core.lines import TailKeeper
 from clusterlaunch.core.model import NodePlan
 
@@ -62,9 +63,14 @@ def decide_outcome(
     if stop is None:
         return _without_stop(hosts, tails)
     lost = [h for h in hosts if h.lost]
-    if stop.exit_code == ExitStatus.HOST_LOST and lost:
+    # A node that died takes Slurm's other steps down with it: their agents'
+    # SIGTERM is the consequence, the lost host the cause.
+    if lost and (stop.exit_code == ExitStatus.HOST_LOST or is_host_signal(stop)):
         first = min(lost, key=lambda h: h.order or len(hosts) + 1)
-        return JobOutcome(ExitStatus.HOST_LOST, stop.reason, host=first.node.host)
+        reason = stop.reason if stop.exit_code == ExitStatus.HOST_LOST else None
+        return JobOutcome(
+            ExitStatus.HOST_LOST, reason or f"host {first.node.host} was lost", host=first.node.host
+        )
     culprit = first_failure(hosts)
     if culprit is None or stop.stopped:
         return stop
@@ -118,3 +124,45 @@ def _without_stop(hosts: Sequence[HostState], tails: TailKeeper) -> JobOutcome:
         host=first.node.host,
         tail=tails.lines(("host", first.node.host)),
     )
+
+
+def signal_stop(host: str, event: Mapping[str, Any]) -> JobOutcome | None:
+    """The stop an agent's ``stopping`` event means when a signal of its own ended its part.
+
+    Nobody on the controller's side sent it: Slurm's ``scancel`` or time limit
+    (only the steps hear of it under a plain ``salloc``), a shutdown, someone's
+    ``kill`` on the host. The job stops with the signal's status, 128+N, as it
+    would had the controller itself got that signal. None for any other event.
+    """
+    reason = str(event.get("reason") or "")
+    number = reason.removeprefix("signal ")
+    if event.get("event") != "stopping" or number == reason or not number.isdigit():
+        return None
+    signum = int(number)
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    return JobOutcome(
+        from_signal(signum),
+        f"the agent on {host} got {name} (scancel, a time limit, a shutdown?)",
+        host=host,
+        stopped=True,
+    )
+
+
+def is_host_signal(stop: JobOutcome) -> bool:
+    """Whether ``stop`` came from :func:`signal_stop` (a stop that names a host)."""
+    return stop.stopped and stop.host is not None
+
+
+def lost_without_report(status: int | None) -> bool:
+    """Whether a host whose stream ended without the agent's exit record was lost.
+
+    The agent always reports before it exits, so: no status or 255 (the link
+    went: ssh's own status), or 0, which only a transport gives on its own:
+    srun exits 0 when Slurm declares the node failed (Slurm 22.05, a killed
+    slurmd). Any other status is the shell's or the setup's (127: no such
+    python), a failure of its own.
+    """
+    return status in (None, ExitStatus.HOST_LOST, ExitStatus.OK)

@@ -46,12 +46,8 @@ def encode_frame(tag: bytes, data: bytes) -> bytes:
 
 
 def encode_event(fields: "dict[str, object]") -> bytes:
-    """An :data:`EVENT` frame of ``fields`` as JSON (keys sorted), for every remote program.
-
-    The payload ends with a newline: slurmstepd holds a partial line until its
-    newline, so over srun an event without one would wait for the next output.
-    """
-    return encode_frame(EVENT, json.dumps(fields, sort_keys=True).encode() + b"\n")
+    """An :data:`EVENT` frame of ``fields`` as JSON (keys sorted), for every remote program."""
+    return encode_frame(EVENT, json.dumps(fields, sort_keys=True).encode())
 
 
 def rank_tag(stderr: bool, rank: int) -> bytes:

@@ -1,6 +1,7 @@
 """List and stop clusterlaunch jobs on this host, from their records (stdlib only).
 
-``list`` prints every live record; ``kill JOB_ID`` sends SIGUSR1 to each agent
+``list`` prints every live record; ``stacks JOB_ID`` the Python stack of each
+of that job's workers (``remote/stacks.py``); ``kill JOB_ID`` sends SIGUSR1 to each agent
 of that job (which then tears its job down: SIGTERM, grace, SIGKILL, by
 process group and PID) and waits until the agents are gone. Either ends with
 an ``end`` line, so an empty answer is never mistaken for "no jobs". Agents are
@@ -17,6 +18,7 @@ import time
 
 from clusterlaunch.core.protocol import SYNC, encode_event  # bundle: strip
 from clusterlaunch.remote.records import live_records, process_start_time  # bundle: strip
+from clusterlaunch.remote.stacks import job_stacks  # bundle: strip
 
 
 def emit(**fields):
@@ -49,6 +51,19 @@ def kill_job(job_id, timeout):
         )
 
 
+def own_records(records):
+    """The records of nodes started over this very SSH server address, if any are.
+
+    Hosts that share one machine (the simulated ones) see each other's
+    records; py-spy attaching one worker from several hosts at once fails.
+    A host reached at another address than when the job started has no
+    match, and gets every record.
+    """
+    server = " ".join(os.environ.get("SSH_CONNECTION", "").split()[2:4])
+    mine = [r for r in records if server and r.get("ssh_server") == server]
+    return mine or records
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="clusterlaunch-jobctl")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -56,11 +71,18 @@ def main(argv=None):
     kill = sub.add_parser("kill")
     kill.add_argument("job_id")
     kill.add_argument("--timeout", type=float, required=True)  # always given
+    stacks = sub.add_parser("stacks")
+    stacks.add_argument("job_id")
+    stacks.add_argument("--timeout", type=float, required=True)
     args = parser.parse_args(argv)
     sys.stdout.buffer.write(SYNC)
     if args.command == "list":
         for record in live_records():
             emit(event="job", **record)
+    elif args.command == "stacks":
+        records = own_records([r for r in live_records() if r["job_id"] == args.job_id])
+        for item in job_stacks(records, args.timeout) if records else []:
+            emit(**item)
     else:
         kill_job(args.job_id, args.timeout)
     # Without this line the controller cannot tell "no jobs here" from

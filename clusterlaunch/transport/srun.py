@@ -10,8 +10,15 @@ Stdin carries everything the agent needs: the program source, heartbeats,
 turns EOF on its stdin into EOF on the task's stdin. ``--input=all`` is srun's
 default, but passed explicitly so that ``SRUN_INPUT`` in the user's environment
 cannot redirect it; with one task, "all" and "task 0" are the same task.
-Output is framed binary; slurmstepd passes it through unchanged but holds a
-partial line until its newline (or EOF), which only delays it.
+Output is framed binary and must arrive as written: by default slurmstepd
+holds a task's partial stdout line until its newline, and a frame's payload
+ends without one, so the probe's first report sat in slurmstepd while the
+probe waited for the controller's answer to it (every preflight over srun
+timed out). ``--unbuffered`` makes slurmstepd pass each read on at once; it
+gives the task's stdout a pseudo-terminal, which Slurm sets raw: 4 MiB of
+random bytes came through unchanged here (Slurm 22.05.8), stdin and stderr
+stay pipes, and neither the probe nor the agent asks whether stdout is a
+terminal (the job's own output reaches the agent through pipes).
 
 Teardown, by how the controller ends:
 
@@ -54,6 +61,7 @@ STEP_OPTIONS = (
     "--output=all",
     "--error=all",
     "--quiet",  # no "srun: job step created" lines among the job's output
+    "--unbuffered",  # no holding output until a newline: frames end without one
 )
 
 # Removed from srun's environment, which srun would read as options:

@@ -19,6 +19,8 @@ MINIMAL = {
     "check": ["check", "h.yaml"],
     "ps": ["ps", "h.yaml"],
     "kill": ["kill", "h.yaml", "job"],
+    "stacks": ["stacks", "h.yaml", "job"],
+    "doctor": ["doctor", "h.yaml"],
 }
 
 

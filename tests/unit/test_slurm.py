@@ -176,6 +176,7 @@ def test_srun_argv() -> None:
         "--output=all",
         "--error=all",
         "--quiet",
+        "--unbuffered",  # frames end without a newline: slurmstepd must not wait for one
         "-w",
         "gpu07",
         "/bin/bash",

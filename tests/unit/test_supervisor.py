@@ -159,6 +159,41 @@ def test_a_signal_to_the_controller_is_its_status(status: int, reason: str) -> N
     assert run.sent("a") == run.sent("b") == b"t"
 
 
+SCANCELLED = [stopping("signal 15"), Pause(1), *exits(-15, "signal 15")]
+
+
+def test_a_signal_an_agent_got_stops_the_job_with_its_status() -> None:
+    # Plain salloc + scancel: Slurm signals the steps only, never the controller.
+    run = supervise({"a": RUNNING, "b": FakeAgent([started(), Pause(2), *SCANCELLED])})
+    reason = "the agent on b got SIGTERM (scancel, a time limit, a shutdown?)"
+    assert run.outcome == JobOutcome(143, reason, host="b", stopped=True)
+    assert render.outcome_text(run.outcome) == f"job stopped: {reason}"
+    assert run.sent("a") == b"t"
+
+
+def test_the_controllers_own_signal_is_the_reason_over_a_hosts() -> None:
+    # scancel of salloc -K or sbatch signals both; the hosts' may be read first.
+    late = Interrupt(143, "terminated (SIGTERM)")
+    agents = {
+        "a": FakeAgent([started(), Pause(2), *SCANCELLED]),
+        "b": FakeAgent([started(), Hang()], on={"t": [Pause(1), late, Pause(2), *SCANCELLED]}),
+    }
+    run = supervise(agents)
+    assert run.outcome == JobOutcome(143, "terminated (SIGTERM)", stopped=True)
+    assert run.sent("b") == b"t" and "second interrupt" not in run.err
+
+
+def test_a_node_lost_while_the_others_stop_for_its_loss_is_the_cause() -> None:
+    # A Slurm node fails: Slurm cancels the other steps (SIGTERM), and the failed
+    # node's srun ends with 0 and no report, after teardown has begun.
+    agents = {
+        "a": FakeAgent([started(), Pause(2), *SCANCELLED]),
+        "b": FakeAgent([started(), Hang()], on={"t": [Pause(2), Exit(0)]}),
+    }
+    run = supervise(agents)
+    assert run.outcome == JobOutcome(255, "host b was lost", host="b")
+
+
 def test_a_signal_while_starting_stops_before_any_output() -> None:
     run = supervise({"a": FakeAgent([CTRL_C, Hang()]), "b": RUNNING})
     assert run.outcome.exit_code == 130 and run.outcome.stopped
@@ -181,7 +216,7 @@ def test_a_closed_console_is_141() -> None:
     assert run.sent("a") == run.sent("b") == b"t"
 
 
-@pytest.mark.parametrize("status", [None, 255])
+@pytest.mark.parametrize("status", [None, 255, 0])  # 0: srun, when its node failed
 def test_a_channel_ending_without_a_report_is_a_lost_host(status: int | None) -> None:
     run = supervise({"a": RUNNING, "b": FakeAgent([started(), Pause(2), Exit(status)])})
     assert run.outcome == JobOutcome(255, "host b was lost", host="b")

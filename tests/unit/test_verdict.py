@@ -18,7 +18,14 @@ from clusterlaunch.core import render
 from clusterlaunch.core.errors import JobOutcome
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.lines import Prefixes
-from clusterlaunch.core.outcome import HostState, decide_outcome, first_failure
+from clusterlaunch.core.outcome import (
+    HostState,
+    decide_outcome,
+    first_failure,
+    is_host_signal,
+    lost_without_report,
+    signal_stop,
+)
 from tests.unit.plans import two_ranks_per_host
 
 
@@ -103,7 +110,7 @@ def test_a_lost_host_is_reported_with_its_name() -> None:
     outcome = decide_outcome(
         JobOutcome(ExitStatus.HOST_LOST, "host b was lost"), hosts, router.tails
     )
-    assert (outcome.exit_code, outcome.host, outcome.stopped) == (255, "b", False)
+    assert outcome == JobOutcome(255, "host b was lost", host="b")
     assert render.outcome_text(outcome) == "job failed: host b was lost"
 
 
@@ -163,3 +170,58 @@ def test_failures_without_timestamps_are_ordered_as_the_controller_heard_them() 
     assert first_failure(hosts) is hosts[1]
     outcome = decide_outcome(JobOutcome(1, "b failed"), hosts, router.tails)
     assert (outcome.exit_code, outcome.rank, outcome.tail) == (4, 3, ["Killed"])
+
+
+@pytest.mark.parametrize(
+    ("reason", "code", "name"),
+    [("signal 15", 143, "SIGTERM"), ("signal 1", 129, "SIGHUP"), ("signal 2", 130, "SIGINT")],
+)
+def test_a_signal_the_agent_got_itself_is_a_stop_with_128_plus_n(
+    reason: str, code: int, name: str
+) -> None:
+    stop = signal_stop("b", {"event": "stopping", "reason": reason})
+    assert stop == JobOutcome(
+        code, f"the agent on b got {name} (scancel, a time limit, a shutdown?)", "b", stopped=True
+    )
+    assert is_host_signal(stop)
+    hosts, router = _setup({"a": TORN_DOWN, "b": _rank_died(0, -15, "SIGTERM")})
+    assert decide_outcome(stop, hosts, router.tails) == stop  # the ranks died of it
+    assert render.outcome_text(stop).startswith("job stopped: the agent on b got")
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"event": "stopping", "reason": "requested"},
+        {"event": "stopping", "reason": "killed"},
+        {"event": "stopping", "reason": "signal x"},
+        {"event": "exit", "reason": "signal 15", "code": -15},
+        {"event": "started"},
+    ],
+)
+def test_other_events_are_no_signal_stop(event: dict[str, Any]) -> None:
+    assert signal_stop("a", event) is None
+
+
+def test_stops_of_our_own_do_not_name_a_host() -> None:
+    assert not is_host_signal(JobOutcome(143, "terminated (SIGTERM)", stopped=True))
+    assert not is_host_signal(JobOutcome(1, "b failed", host="b"))
+
+
+def test_a_lost_host_outweighs_the_signals_its_loss_sent_the_others() -> None:
+    # A Slurm node fails: Slurm cancels the job's other steps (their agents get
+    # SIGTERM), and the failed node's srun ends without a report.
+    hosts, router = _setup({"a": TORN_DOWN, "b": None})
+    hosts[1].lost = True
+    stop = signal_stop("a", {"event": "stopping", "reason": "signal 15"})
+    assert stop is not None
+    outcome = decide_outcome(stop, hosts, router.tails)
+    assert outcome == JobOutcome(255, "host b was lost", host="b")
+
+
+@pytest.mark.parametrize(
+    ("status", "lost"),
+    [(None, True), (255, True), (0, True), (1, False), (127, False), (143, False)],
+)
+def test_which_endings_without_a_report_are_a_lost_host(status: int | None, lost: bool) -> None:
+    assert lost_without_report(status) is lost

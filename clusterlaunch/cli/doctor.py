@@ -1,0 +1,121 @@
+"""``clusterlaunch doctor``, ``clusterlaunch stacks`` and ``run --stall-*``: flags, and running.
+
+``doctor`` reads hosts and connects exactly as ``run`` does (the same
+connection and environment flags, the same plan), then runs the doctor
+program instead of a job. Its exit status: 0 with no error finding, 1 with
+one, 2 for bad input or hosts that cannot be connected to (as ``check``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from typing import Any
+
+from clusterlaunch.cli import args as cliargs
+from clusterlaunch.controller.bench import run_all_reduce
+from clusterlaunch.controller.console import Console
+from clusterlaunch.controller.doctor import DoctorSettings, diagnose
+from clusterlaunch.controller.launcher import connect, make_plan
+from clusterlaunch.controller.stacks import stacks_of_job
+from clusterlaunch.core import defaults, doctorview, limits
+from clusterlaunch.core.doctor import Finding, judge
+from clusterlaunch.core.exits import ExitStatus
+from clusterlaunch.core.hostfile import load_inventory
+from clusterlaunch.core.reports import Unanswered
+from clusterlaunch.core.stacks import prefixes_for, stacks_text
+from clusterlaunch.transport import close_all, connect_all
+from clusterlaunch.transport.sshconfig import resolve_targets
+
+
+def add_stall_options(run: argparse.ArgumentParser) -> None:
+    """``run --stall-timeout S [--stall-action kill]``."""
+    run.add_argument(
+        "--stall-timeout",
+        type=limits.STALL_TIMEOUT,
+        metavar="SECONDS",
+        help="when no rank has printed for this long, print every worker's Python stack "
+        "once (py-spy on the hosts)",
+    )
+    run.add_argument(
+        "--stall-action",
+        choices=defaults.STALL_ACTIONS,
+        default="stacks",
+        help="with --stall-timeout: stacks (default), or kill: stacks, then end the job "
+        f"(exit {ExitStatus.STALLED})",
+    )
+
+
+def add_doctor_options(doctor: argparse.ArgumentParser) -> None:
+    """Flags only ``doctor`` has (the shared ones are added by cli/parser.py)."""
+    doctor.add_argument(
+        "--json", dest="report_json", action="store_true", help="every figure as JSON"
+    )
+    doctor.add_argument(
+        "--bandwidth",
+        action="store_true",
+        help="also run a real all_reduce (1 KiB-64 MiB; algbw, busbw) and a pairwise "
+        "TCP throughput matrix",
+    )
+    doctor.add_argument("hosts", help="hosts file, or slurm")
+
+
+def run_doctor(args: argparse.Namespace, console: Console) -> int:
+    request = cliargs.job_request(args)
+    request = replace(request, exec_argv=("true",))  # plans hosts, addresses and env only
+    plan = make_plan(request)
+    settings = DoctorSettings(
+        setup_timeout=args.setup_timeout, fanout=args.fanout, bandwidth=args.bandwidth
+    )
+    connections = connect(request)
+    try:
+        result = diagnose(plan, connections, settings, lambda line: console.say(line))
+    finally:
+        close_all(connections)
+    findings = judge(result.checks)
+    bench: dict[str, Any] | None = None
+    if args.bandwidth and any(finding.level == "error" for finding in findings):
+        # A collective across these hosts would hang or fail for the reasons found.
+        bench = {"skipped": "not run: fix the errors below first"}
+    elif args.bandwidth:
+        bench = run_all_reduce(request, [node.python for node in plan.nodes])
+        if "error" in bench:
+            text = f"{bench['error']}: {' | '.join(bench['tail'])}"
+            findings.append(Finding("error", "all hosts", text))
+    throughput = result.throughput if args.bandwidth else None
+    render = doctorview.doctor_json if args.report_json else doctorview.doctor_text
+    console.out.write(render(result.checks, findings, throughput, bench).encode() + b"\n")
+    errors = any(finding.level == "error" for finding in findings)
+    return ExitStatus.FAILED if errors else ExitStatus.OK
+
+
+def run_stacks(args: argparse.Namespace, console: Console) -> int:
+    """``stacks HOSTS JOB_ID``: exit 0 with every worker's stack, 1 with none, 2 for a host
+    that could not be asked (as ``kill``)."""
+    inventory = load_inventory(args.hosts)
+    targets = resolve_targets(args.ssh_config, inventory.hosts)
+    connections, problems = connect_all(targets, cliargs.ssh_settings(args), args.fanout)
+    unanswered = [Unanswered(p.host, p.detail) for p in problems]
+    reachable = [spec for spec in inventory.hosts if spec.host in connections]
+    try:
+        dumps, notes, missed = stacks_of_job(
+            reachable,
+            targets,
+            connections,
+            args.job_id,
+            args.python,
+            args.setup_timeout,
+            args.fanout,
+        )
+    finally:
+        close_all(connections)
+    hosts = [spec.host for spec in inventory.hosts]
+    console.out.write(stacks_text(dumps, notes, prefixes_for(dumps, hosts, console.color())))
+    for host in unanswered + missed:
+        console.err.write(f"clusterlaunch: error: {host.host}: {host.why}\n".encode())
+    if unanswered or missed:
+        return ExitStatus.USAGE
+    if not dumps and not notes:
+        console.say(f"clusterlaunch: no running workers of job {args.job_id} on these hosts")
+        return ExitStatus.FAILED
+    return ExitStatus.OK if dumps and all(d.error is None for d in dumps) else ExitStatus.FAILED

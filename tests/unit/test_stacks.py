@@ -1,0 +1,190 @@
+"""Stack dumps: rendering, finding workers in a real process tree, the stall watch."""
+
+from __future__ import annotations
+
+import ast
+import io
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from clusterlaunch.cli.main import main
+from clusterlaunch.controller.console import Console
+from clusterlaunch.controller.output import OutputRouter
+from clusterlaunch.controller.stall import StallWatch, watch_for_stalls
+from clusterlaunch.controller.supervisor import Supervisor
+from clusterlaunch.core.exits import ExitStatus
+from clusterlaunch.core.lines import Prefixes
+from clusterlaunch.core.stacks import StackDump, dumps_from_records, prefixes_for, stacks_text
+from clusterlaunch.remote import hostfacts, program_source
+from clusterlaunch.remote.proctree import descendants
+from clusterlaunch.remote.stacks import job_workers
+from clusterlaunch.testing.agentscript import FakeAgent, Pause, exits, rank_output, started
+from clusterlaunch.testing.fakes import FakeClock, FakeConnection
+from tests.unit.plans import two_ranks_per_host
+
+STACK = (
+    'Thread 10 (idle): "MainThread"\n    all_reduce (torch/distributed/distributed_c10d.py:3252)\n'
+)
+
+
+def test_stack_lines_carry_the_workers_output_prefix() -> None:
+    dumps = [
+        StackDump("node1", 1, 0, 11, None, "py-spy dump failed (exit 1): Permission denied"),
+        StackDump("node0", 0, 0, 10, STACK),
+    ]
+    records = [("node0", {"event": "stack", **vars(d)}) for d in dumps]
+    ordered = dumps_from_records(records + records)  # duplicates (shared machine) collapse
+    assert [d.rank for d in ordered] == [0, 1]
+    text = stacks_text(
+        ordered,
+        [("node2", "py-spy is not installed")],
+        prefixes_for(
+            [StackDump("node0", 0, 0, 10, STACK), StackDump("node1", 1, 0, 11, None)],
+            ["node0", "node1", "node2"],
+            color=False,
+        ),
+    )
+    assert text.decode().splitlines() == [
+        '[r0 node0:0] Thread 10 (idle): "MainThread"',
+        "[r0 node0:0]     all_reduce (torch/distributed/distributed_c10d.py:3252)",
+        "[r1 node1:0] (pid 11) no stack: py-spy dump failed (exit 1): Permission denied",
+        "[node2]      py-spy is not installed",
+    ]
+
+
+def test_workers_are_found_by_their_rank_variables_not_their_children() -> None:
+    # agent -> torchrun stand-in -> two "workers" (RANK set), one with a child that inherits it.
+    worker = (
+        "import subprocess,sys,time\n"
+        "if sys.argv[1] == '1':\n"
+        "    child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        "time.sleep(30)\n"
+    )
+    launcher = (
+        "import os,subprocess,sys,time\n"
+        "procs=[subprocess.Popen([sys.executable,'-c',sys.argv[1],str(r)],"
+        "env={**os.environ,'RANK':str(r+4),'LOCAL_RANK':str(r)}) for r in (1,0)]\n"
+        "time.sleep(30)\n"
+    )
+    root = subprocess.Popen([sys.executable, "-c", launcher, worker])
+    try:
+        deadline = time.monotonic() + 10
+        found: list[tuple[int, int, int]] = []
+        while time.monotonic() < deadline and len(found) < 2:
+            time.sleep(0.1)
+            found = job_workers(os.getpid())
+        assert [(rank, local) for _, rank, local in found] == [(4, 0), (5, 1)]
+    finally:
+        for pid in descendants(root.pid):  # only what this test started
+            os.kill(pid, 9)
+        root.kill()
+        root.wait()
+
+
+def test_stall_watch_dumps_once_and_kills_with_its_own_status() -> None:
+    err = io.BytesIO()
+    router = OutputRouter(Prefixes([(0, "node0", 0)], ["node0"], False), Console(io.BytesIO(), err))
+    calls = []
+
+    def take(plan: object, connections: object) -> tuple[list[StackDump], list[tuple[str, str]]]:
+        calls.append(1)
+        return [StackDump("node0", 0, 0, 10, STACK)], []
+
+    plan = two_ranks_per_host(["node0"])
+    clock = FakeClock(now=100.0)
+    watch = StallWatch(5, "kill", plan, connections={}, clock=clock, take=take)
+    clock.advance(4)
+    assert watch.check(router) is None
+    watch.heard()
+    clock.advance(4)
+    assert watch.check(router) is None  # 4 s since the last output
+    clock.advance(1.5)
+    outcome = watch.check(router)
+    assert outcome is not None and outcome.exit_code == ExitStatus.STALLED == 125
+    clock.advance(100)
+    assert watch.check(router) is None and calls == [1]  # once
+    assert b"[r0 node0:0]     all_reduce (torch/" in err.getvalue()
+
+
+def _one_stack(plan: object, connections: object) -> tuple[list[StackDump], list[Any]]:
+    return [StackDump("a", 0, 0, 10, STACK)], []
+
+
+@pytest.mark.parametrize("action", ["stacks", "kill"])
+def test_the_supervisor_acts_on_silence_only(action: str) -> None:
+    """Output keeps the watch quiet; then silence: stacks once, and kill stops the job (125)."""
+    clock = FakeClock(tick=0.1)
+    agents = {
+        "a": FakeAgent([started(), rank_output(0, b"step\n"), Pause(100), *exits(0)]),
+        "b": FakeAgent([started(), rank_output(2, b"step\n"), Pause(100), *exits(0)]),
+    }
+    plan = two_ranks_per_host(list(agents))
+    hosts = {name: FakeConnection(name, agent, clock) for name, agent in agents.items()}
+    ranks = [(r, n.host, r - (n.first_rank or 0)) for n in plan.nodes for r in n.global_ranks]
+    err = io.BytesIO()
+    router = OutputRouter(Prefixes(ranks, list(agents), False), Console(io.BytesIO(), err))
+    watch = StallWatch(2.0, action, plan, {}, clock=clock, take=_one_stack)
+    check = watch_for_stalls(watch, router)
+    outcome = Supervisor(plan, hosts, router, clock=clock, stall_check=check).run()  # type: ignore[arg-type]
+    text = err.getvalue().decode()
+    assert watch.fired
+    assert "no rank has printed for 2 s (--stall-timeout)" in text
+    assert text.count("[r0 a:0]     all_reduce (torch/") == 1
+    if action == "kill":
+        assert outcome.exit_code == ExitStatus.STALLED and outcome.stopped
+        assert bytes(hosts["a"].process.received).replace(b"h", b"") == b"t"
+    else:
+        assert outcome.exit_code == 0, text
+
+
+def test_nvidia_smi_rows_are_parsed() -> None:
+    gpus = hostfacts.parse_gpu_query("0, NVIDIA H100 80GB HBM3, 550.54.15, 1234, 81559\n")
+    assert gpus == [
+        {
+            "index": 0,
+            "name": "NVIDIA H100 80GB HBM3",
+            "driver": "550.54.15",
+            "memory_used_mib": 1234,
+            "memory_total_mib": 81559,
+        }
+    ]
+    apps = hostfacts.parse_apps_query("GPU-5d2c, 4242, python, 1200\n")
+    assert apps == [{"gpu_uuid": "GPU-5d2c", "pid": 4242, "name": "python", "memory_mib": 1200}]
+
+
+def test_torch_version_file_is_read_without_importing_torch() -> None:
+    text = "__version__ = '2.3.0+cu121'\ncuda: Optional[str] = '12.1'\nhip: Optional[str] = None\n"
+    assert hostfacts._assigned(text, "__version__") == "2.3.0+cu121"
+    assert hostfacts._assigned(text, "cuda") == "12.1"
+    assert hostfacts._assigned(text, "hip") is None
+
+
+def test_doctor_and_jobctl_bundles_compile_without_package_imports() -> None:
+    for name in ("doctor", "jobctl"):
+        tree = ast.parse(program_source(name).decode())
+        modules = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        assert not [m for m in modules if m and m.startswith(("clusterlaunch", "__future__"))]
+        names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assert {"main", "host_facts" if name == "doctor" else "job_stacks"} <= names
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["stacks", "h.yaml", "bad id!"], "JOB_ID 'bad id!': use 1-64 letters"),
+        (["run", "--stall-action", "kill", "h.yaml", "t.py"], "give --stall-timeout SECONDS"),
+        (["run", "--stall-timeout", "0", "h.yaml", "t.py"], "--stall-timeout '0': use a number"),
+        (["doctor", "--bandwidth", "missing.yaml"], "missing.yaml: no such file"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == ExitStatus.USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("clusterlaunch: error: ") and message in err
