@@ -3,6 +3,7 @@
     python -m benchmarks                  # everything, 5 rounds each, results to docs/
     python -m benchmarks --quick          # 1 round, smaller throughput run: a smoke test
     python -m benchmarks --only fanout --repeat 9
+    python -m benchmarks --only clients --client-sizes 1,8,32   # paramiko vs OpenSSH
     python -m benchmarks --profile /tmp/prof   # also one pyinstrument report per scenario
 
 See docs/benchmarks.md for what each measurement does and how to read the table.
@@ -20,13 +21,23 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from benchmarks import fanout, overhead, report, scale, sigkill, teardown, throughput
+from benchmarks import (
+    clients,
+    cpu,
+    fanout,
+    idle,
+    overhead,
+    report,
+    scale,
+    sigkill,
+    teardown,
+    throughput,
+)
 from benchmarks.core import MISS, Result, format_table, summary_counts
 from benchmarks.env import REPO, Bench
 
-MEASUREMENTS: dict[str, ModuleType] = {
-    module.NAME: module for module in (fanout, throughput, teardown, sigkill, overhead, scale)
-}
+_ORDER = (fanout, cpu, idle, throughput, teardown, sigkill, overhead, scale, clients)
+MEASUREMENTS: dict[str, ModuleType] = {module.NAME: module for module in _ORDER}
 DEFAULT_REPEAT = 5
 
 
@@ -69,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--host-rc",
         action="store_true",
         help="let the hosts' sessions source ~/.bashrc (default: skip it, see docs)",
+    )
+    parser.add_argument(
+        "--client-sizes",
+        default="",
+        metavar="N,N,...",
+        help="host counts for the clients measurement (default 1,8,32,64; --quick 1,8)",
     )
     parser.add_argument("--note", default="", help="free text stored with the results")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
@@ -145,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         keep=args.keep,
         host_python=args.host_python,
         host_rc=args.host_rc,
+        client_sizes=tuple(int(n) for n in args.client_sizes.split(",") if n.strip()),
     )
     with bench:
         entries = run_measurements(bench, names)

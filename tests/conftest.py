@@ -38,6 +38,7 @@ from clusterlaunch.testing import (
     wait_until_gone,
 )
 from clusterlaunch.testing.loopback import SSHD
+from clusterlaunch.testing.sshd import loopback_addrs
 from tests.netns import NetnsCluster, netns_unavailable_reason
 
 PORT_ENV = "CLUSTERLAUNCH_TEST_SSH_PORT"
@@ -82,7 +83,7 @@ def _start_loopback(
         except PortInUseError as exc:
             raise PortInUseError(f"{exc} (port from {PORT_ENV}={pinned}; pick another)") from exc
     first = kwargs.get("first_host_octet", 11)
-    addrs = [f"127.0.0.{first + i}" for i in range(n_hosts)]
+    addrs = loopback_addrs(n_hosts, first)
     start = DEFAULT_PORT + port_offset
     for _ in range(5):
         port = find_free_port(addrs, start)

@@ -15,11 +15,11 @@ from pathlib import Path
 
 from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.controller.launcher import JobRequest
-from clusterlaunch.core import limits
+from clusterlaunch.core import defaults, limits
 from clusterlaunch.core.envfile import read_env_file
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.lines import parse_rank_filter
-from clusterlaunch.core.model import JobPlan, LaunchOptions, ScriptKind
+from clusterlaunch.core.model import Inventory, JobPlan, LaunchOptions, ScriptKind
 from clusterlaunch.core.planner import new_job_id, parse_env_assignments
 from clusterlaunch.core.torchrunargs import parse_torchrun_args
 from clusterlaunch.transport import SshSettings
@@ -122,7 +122,7 @@ def job_request(args: argparse.Namespace) -> JobRequest:
         targets=targets,
         options=options,
         job_id=args.job_id or new_job_id(),
-        ssh=ssh_settings(args),
+        ssh=ssh_settings(args, inventory),
         exec_argv=exec_argv(args) if args.command == "exec" else None,
         fanout=args.fanout,
         timeout=args.timeout,
@@ -131,18 +131,19 @@ def job_request(args: argparse.Namespace) -> JobRequest:
         transport=transport,
         fail_fast=args.fail_fast,
         sync=args.sync,
+        verbose=args.verbose,
         stall_timeout=args.stall_timeout,
         stall_action=args.stall_action,
     )
 
 
-def ssh_settings(args: argparse.Namespace) -> SshSettings:
-    """Connection flags shared by every command."""
+def ssh_settings(args: argparse.Namespace, inventory: Inventory) -> SshSettings:
+    """Connection flags shared by every command; ``--ssh-client`` wins over ``ssh_client:``."""
     return SshSettings(
         host_key_policy=args.host_key_policy,
         connect_timeout=args.connect_timeout,
         config_path=args.ssh_config,
-        client=args.ssh_client,
+        client=args.ssh_client or inventory.ssh_client or defaults.SSH_CLIENT,
     )
 
 

@@ -16,7 +16,7 @@ from clusterlaunch.cli import args as cliargs
 from clusterlaunch.controller.bench import run_all_reduce
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.doctor import DoctorSettings, diagnose
-from clusterlaunch.controller.launcher import connect, make_plan
+from clusterlaunch.controller.launcher import connect, connection_notes, make_plan
 from clusterlaunch.controller.stacks import stacks_of_job
 from clusterlaunch.core import defaults, doctorview, limits
 from clusterlaunch.core.doctor import Finding, judge
@@ -67,7 +67,7 @@ def run_doctor(args: argparse.Namespace, console: Console) -> int:
     settings = DoctorSettings(
         setup_timeout=args.setup_timeout, fanout=args.fanout, bandwidth=args.bandwidth
     )
-    connections = connect(request)
+    connections = connect(request, connection_notes(request, console, None))
     try:
         result = diagnose(plan, connections, settings, lambda line: console.say(line))
     finally:
@@ -94,7 +94,9 @@ def run_stacks(args: argparse.Namespace, console: Console) -> int:
     that could not be asked (as ``kill``)."""
     inventory = load_inventory(args.hosts)
     targets = resolve_targets(args.ssh_config, inventory.hosts)
-    connections, problems = connect_all(targets, cliargs.ssh_settings(args), args.fanout)
+    settings = cliargs.ssh_settings(args, inventory)
+    note = (lambda line: console.say(f"clusterlaunch: {line}")) if args.verbose else None
+    connections, problems = connect_all(targets, settings, args.fanout, note=note)
     unanswered = [Unanswered(p.host, p.detail) for p in problems]
     reachable = [spec for spec in inventory.hosts if spec.host in connections]
     try:

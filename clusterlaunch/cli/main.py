@@ -44,7 +44,9 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
     """``ps`` / ``kill``: every host that could not be asked is an error line, and exit 2."""
     inventory = load_inventory(args.hosts)
     targets = resolve_targets(args.ssh_config, inventory.hosts)
-    connections, problems = connect_all(targets, cliargs.ssh_settings(args), args.fanout)
+    settings = cliargs.ssh_settings(args, inventory)
+    note = (lambda line: console.say(f"clusterlaunch: {line}")) if args.verbose else None
+    connections, problems = connect_all(targets, settings, args.fanout, note=note)
     unanswered = [jobs.Unanswered(p.host, p.detail) for p in problems]
     reachable = [spec for spec in inventory.hosts if spec.host in connections]
     limit = args.setup_timeout

@@ -82,9 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _job_command(commands: Any, name: str, summary: str) -> argparse.ArgumentParser:
     """A subcommand that reads hosts, with every shared attribute set."""
     parser: argparse.ArgumentParser = commands.add_parser(name, help=summary)
-    parser.set_defaults(
-        **defaults.SHARED_ATTRIBUTES
-    )  # before its flags: their own defaults stay theirs
+    # The shared attributes first: the command's own flags keep their own defaults.
+    parser.set_defaults(**defaults.SHARED_ATTRIBUTES)
+    verbose = "also say on stderr what otherwise goes to controller.log only (retried handshakes)"
+    parser.add_argument("-v", "--verbose", action="store_true", help=verbose)
     return parser
 
 
@@ -175,10 +176,10 @@ def _add_connection_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--ssh-client",
         choices=CLIENTS,
-        default="paramiko",
-        help="paramiko: in-process SSH (default); openssh: the system ssh, one master "
+        help="paramiko: in-process SSH; openssh: the system ssh, one master "
         "connection per host, for what paramiko cannot do (Include is read by both; host "
-        "and user certificates, FIDO keys, GSSAPI, Match exec need openssh)",
+        "and user certificates, FIDO keys, GSSAPI, Match exec need openssh). Default: the "
+        f"hosts file's ssh_client:, else {defaults.SSH_CLIENT}",
     )
     group.add_argument(
         "--fanout",

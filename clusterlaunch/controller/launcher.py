@@ -54,6 +54,8 @@ class JobRequest:
     """``ssh`` or ``srun`` (job steps of the current Slurm allocation)."""
     sync: bool = False
     """``--sync``: copy this directory to every host's workdir before the preflight."""
+    verbose: bool = False
+    """``--verbose``: connection notes (retried handshakes) on the console too."""
     stall_timeout: float | None = None
     stall_action: str = "stacks"
     """``--stall-timeout``/``--stall-action`` (controller/stall.py)."""
@@ -146,7 +148,7 @@ def _notifier(console: Console | None) -> Callable[[str], None]:
 
 def check(request: JobRequest, plan: JobPlan, console: Console | None = None) -> PreflightResult:
     """``clusterlaunch check``: connect and preflight ``plan``, start nothing."""
-    connections = connect(request)
+    connections = connect(request, connection_notes(request, console, None))
     try:
         return preflight(request, plan, connections, console)
     finally:
@@ -173,7 +175,7 @@ def _launch(
         from clusterlaunch.controller.sync import scan_source, sync_workdirs
 
         source = scan_source(os.getcwd())
-    connections = connect(request, _controller_log(log_dir))
+    connections = connect(request, connection_notes(request, console, log_dir))
     held: HeldAgents | None = None
     try:
         if source is not None:
@@ -237,21 +239,29 @@ def resolve(
     return request, plan
 
 
+def connection_notes(
+    request: JobRequest, console: Console | None, log_dir: LogDir | None
+) -> Callable[[str], None]:
+    """Where a connection note (a retried handshake) goes: controller.log always, the
+    console with ``--verbose`` (worth keeping, not worth a shout)."""
+    say = console.say if console is not None and request.verbose else None
+
+    def note(line: str) -> None:
+        if log_dir is not None:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+            log_dir.write("controller.log", f"{stamp} clusterlaunch: {line}\n".encode())
+        if say is not None:
+            say(f"clusterlaunch: {line}")
+
+    return note
+
+
 def _stall_watch(
     request: JobRequest, plan: JobPlan, connections: Mapping[str, Connection]
 ) -> StallWatch | None:
     if request.stall_timeout is None or request.exec_argv is not None:
         return None
     return StallWatch(request.stall_timeout, request.stall_action, plan, connections)
-
-
-def _controller_log(log_dir: LogDir | None) -> Callable[[str], None] | None:
-    """A line for controller.log only (retried handshakes: worth keeping, not worth a shout)."""
-    if log_dir is None:
-        return None
-    return lambda line: log_dir.write(
-        "controller.log", f"{time.strftime('%Y-%m-%dT%H:%M:%S')} clusterlaunch: {line}\n".encode()
-    )
 
 
 def _ranks(plan: JobPlan, request: JobRequest) -> list[tuple[int, str, int]]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from clusterlaunch.controller.hostrun import HostRun
 from clusterlaunch.controller.output import OutputRouter
-from clusterlaunch.controller.readloop import read_round, start_all
+from clusterlaunch.controller.readloop import Sweeps, read_round, start_all
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core import defaults
 from clusterlaunch.core import outcome as verdict
@@ -61,6 +61,7 @@ class Supervisor:
         self.fail_fast = fail_fast
         self.quiet_teardown = quiet_teardown
         self._last_tick = clock()
+        self._sweeps = Sweeps()
         self._resumed_at: float | None = None
         self.router = router
         self.timeout = timeout
@@ -160,16 +161,12 @@ class Supervisor:
 
     def _step(self, wait: float) -> int:
         """Wait for output (at most ``wait`` s), route it, judge endings; bytes read."""
-        running = [
-            (host, host.process)
-            for host in self.hosts
-            if host.process is not None and not host.done
-        ]
+        running = [(h, h.process) for h in self.hosts if h.process is not None and not h.done]
         self._awake()
         if not running:
             time.sleep(wait)
             return 0
-        return read_round(running, wait, self._take)
+        return read_round(running, wait, self._take, self._sweeps.due(self.clock()))
 
     def _take(self, host: HostRun, out: bytes, err: bytes) -> None:
         """One host's new bytes: route them, then see whether it ended."""

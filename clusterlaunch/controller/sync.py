@@ -21,7 +21,6 @@ from collections.abc import Callable, Mapping
 
 from clusterlaunch.controller.batch import Batch, Finished, run_all
 from clusterlaunch.controller.console import Console
-from clusterlaunch.controller.fanout import Failed, run_parallel
 from clusterlaunch.controller.synccopy import Copier
 from clusterlaunch.core import commands, render
 from clusterlaunch.core.defaults import FANOUT
@@ -40,6 +39,7 @@ from clusterlaunch.core.syncplan import (
     report_line,
 )
 from clusterlaunch.transport import Connection, SshSettings
+from clusterlaunch.transport.fanout import Failed, run_parallel
 
 CHECK_TIMEOUT = 30.0
 """Seconds for each quick round of commands (create the destination, list tokens)."""

@@ -7,7 +7,7 @@ own, so each preflight (each attempt of a job) has fresh ones.
 
 from __future__ import annotations
 
-from clusterlaunch.core import commands
+from clusterlaunch.core import commands, defaults
 from clusterlaunch.core.model import NodePlan, ScriptKind
 from clusterlaunch.core.planner import remote_log_dir
 from clusterlaunch.core.setupguard import SetupGuard
@@ -69,6 +69,7 @@ def _check_options(
 ) -> list[str]:
     """The preflight's options, the probe's and the agent's alike."""
     argv = ["--master-addr", master_addr, "--nonce", nonce]
+    argv += ["--timeout", f"{defaults.PROBE_DIAL_TIMEOUT_S:g}"]
     if listen_port is not None:
         argv += ["--listen", str(listen_port)]
     if script:

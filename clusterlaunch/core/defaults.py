@@ -18,6 +18,20 @@ FANOUT = 64
 CONNECT_TIMEOUT_S = 10.0
 """Seconds for one host's TCP connect and SSH handshake (``--connect-timeout``)."""
 
+SSH_CLIENTS = ("paramiko", "openssh")
+SSH_CLIENT = "paramiko"
+"""Which client makes the SSH connections (``--ssh-client``, ``ssh_client:``); paramiko
+by the measurements in docs/benchmarks.md."""
+
+KEEPALIVE_INTERVAL_S = 1.0
+"""How often each SSH connection asks its server for a keepalive reply."""
+
+DEAD_AFTER_S = 6.0
+"""A host whose connection answers no keepalive for this long is lost."""
+
+PROBE_DIAL_TIMEOUT_S = 5.0
+"""The preflight probe's wait for node 0's master port to answer its nonce."""
+
 PREFLIGHT_TIMEOUT_S = 60.0
 """The whole preflight pass, every host at once (plus the setup timeout for hosts with a setup)."""
 

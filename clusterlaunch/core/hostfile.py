@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from clusterlaunch.core import envfile, hostfields, mpihostfile
+from clusterlaunch.core.defaults import SSH_CLIENTS
 from clusterlaunch.core.errors import HostsFileError
 from clusterlaunch.core.hostranges import HostRangeError, expand_hosts, group_operand
 from clusterlaunch.core.limits import MAX_HOSTS, MAX_HOSTS_FILE_BYTES, MAX_WORLD_SIZE
@@ -28,7 +29,7 @@ from clusterlaunch.core.yamlines import (
 )
 
 _ENTRY_EXAMPLE = "{host: gpu-a, gpus: 4}"
-TOP_KEYS = ("master_port", "master_addr", "defaults", "hosts")
+TOP_KEYS = ("master_port", "master_addr", "ssh_client", "defaults", "hosts")
 SHARED_KEYS: tuple[str, ...] = ("user", "port", "python", "workdir", "setup", "env")
 SHARED_KEYS += ("env_file", "gpus", "accelerator")
 HOST_KEYS: tuple[str, ...] = ("host", "gpus", "user", "port", "python", "workdir", "setup")
@@ -130,9 +131,26 @@ def _parse_yaml(text: str, path: str) -> Inventory:
         hosts=tuple(hosts),
         master_port=hostfields.master_port(data, path),
         master_addr=hostfields.address(data, "master_addr", path, "master_addr"),
+        ssh_client=_ssh_client(data, path),
     )
     _check_inventory(inventory)
     return inventory
+
+
+def _ssh_client(data: Mapping[str, Any], path: str) -> str | None:
+    """``ssh_client:``, one of :data:`SSH_CLIENTS` (``--ssh-client`` wins over it)."""
+    if "ssh_client" not in data:
+        return None
+    value = data["ssh_client"]
+    if value not in SSH_CLIENTS:
+        choices = " or ".join(f"ssh_client: {name}" for name in SSH_CLIENTS)
+        raise HostsFileError(
+            path,
+            key_line(data, "ssh_client"),
+            "ssh_client",
+            f"must be {' or '.join(SSH_CLIENTS)}, got {hostfields.shown(value)}; write {choices}",
+        )
+    return str(value)
 
 
 def _host_entries(
@@ -208,6 +226,8 @@ def _check_keys(
     for key in mapping:
         if key not in allowed:
             hint = _suggest(str(key), allowed)
+            if where and key in TOP_KEYS:  # ssh_client: under defaults:, say
+                hint = " (it is a top-level key: move it out to the top of the file)"
             raise HostsFileError(
                 path,
                 key_line(mapping, str(key)),

@@ -84,8 +84,11 @@ def prefix_block(prefix: bytes, block: bytes, continued: bool = False) -> bytes:
     if b"\r" in block:
         repeated = b"\r" + prefix
         block = _INNER_CR.sub(lambda _: repeated, block)
-    last = len(block) - 1 if block.endswith(b"\n") else len(block)
-    body = block[:last].replace(b"\n", b"\n" + prefix) + block[last:]
+    # Whole-buffer operations (bytes.replace runs in C): one pass over the
+    # block, then the prefix the final newline got is cut off again.
+    body = block.replace(b"\n", b"\n" + prefix)
+    if prefix and block.endswith(b"\n"):
+        body = body[: -len(prefix)]
     return body if continued else prefix + body
 
 
@@ -184,8 +187,17 @@ class TailKeeper:
         cut = block.rfind(b"\n") + 1
         if cut:
             lines = self._lines.setdefault(key, deque(maxlen=self._keep))
-            # rsplit with a bound: only the last lines are ever split out.
-            complete = (open_line + block[: cut - 1]).rsplit(b"\n", self._keep)
+            # Only the last lines are copied and split: found from the end, so a
+            # 1 MiB block of short lines costs a few rfinds, not two copies of it.
+            start = cut - 1
+            for _ in range(self._keep):
+                start = block.rfind(b"\n", 0, start)
+                if start < 0:
+                    break
+            if start < 0:  # fewer lines than kept: the unfinished one begins the first
+                complete = (open_line + block[: cut - 1]).split(b"\n")
+            else:
+                complete = block[start + 1 : cut - 1].split(b"\n")
             lines.extend(complete[-self._keep :])
             open_line = b""
         if cut < len(block) and len(open_line) < MAX_PARTIAL:

@@ -63,6 +63,8 @@ class Inventory:
     master_addr: str | None = None
     notes: tuple[str, ...] = ()
     """What the command line changed (``--include``, ...), shown with the dry-run plan."""
+    ssh_client: str | None = None
+    """``ssh_client:`` (paramiko or openssh); ``None``: not set, ``--ssh-client`` or the default."""
 
 
 @dataclass(frozen=True)

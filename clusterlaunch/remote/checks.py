@@ -116,7 +116,7 @@ def job_clash(job_id, tail_dir):
     return {"tail_dir_taken": {"path": tail_dir, "uid": info.st_uid}}
 
 
-def serve(listener, nonce, stop):
+def serve(listener, nonce, stop, timeout):
     """Echo the nonce to every checker until ``stop`` is set."""
     listener.settimeout(0.2)
     while not stop.is_set():
@@ -127,7 +127,7 @@ def serve(listener, nonce, stop):
         except OSError:
             return
         with conn:
-            conn.settimeout(5)
+            conn.settimeout(timeout)
             try:
                 if conn.recv(64).strip() == nonce:
                     conn.sendall(nonce + b" ok\n")
@@ -184,11 +184,12 @@ def static_stage(args):
     return fields, listener
 
 
-def start_serving(listener, nonce):
+def start_serving(listener, nonce, timeout):
     """Answer every dialler from a thread; set the returned event to stop."""
     stop = threading.Event()
     if listener is not None:
-        threading.Thread(target=serve, args=(listener, nonce, stop), daemon=True).start()
+        serving = (listener, nonce, stop, timeout)
+        threading.Thread(target=serve, args=serving, daemon=True).start()
     return stop
 
 

@@ -48,7 +48,7 @@ def await_go(args, out, control):
     deadline = control.started + args.preflight_timeout
     fields, listener = static_stage(args)
     _report(out, args, stage="static", **fields)
-    stop = start_serving(listener, args.nonce.encode())
+    stop = start_serving(listener, args.nonce.encode(), args.timeout)
     try:
         port_text = control.read_line(deadline)
         if port_text is None:

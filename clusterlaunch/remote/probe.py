@@ -36,14 +36,14 @@ def main(argv=None):
     parser.add_argument("--listen", type=int, help="node 0: bind this port (0 = auto)")
     parser.add_argument("--master-addr")
     parser.add_argument("--nonce", default="")
-    parser.add_argument("--timeout", type=float, default=5.0)
+    parser.add_argument("--timeout", type=float, required=True)  # core/defaults.py
     parser.add_argument("--job-id")
     parser.add_argument("--tail-dir")
     args = parser.parse_args(argv)
     sys.stdout.buffer.write(SYNC)
     fields, listener = static_stage(args)
     report(stage="static", **fields)
-    stop = start_serving(listener, args.nonce.encode())
+    stop = start_serving(listener, args.nonce.encode(), args.timeout)
     if args.master_addr:
         connect = connect_stage(args, read_line())
         if connect is not None:

@@ -138,7 +138,7 @@ class Args:
         self.preflight_timeout = None
         self.master_addr = None
         self.listen = None
-        self.timeout = 5.0  # for the connection check, as the probe's
+        self.timeout = None  # the connection check's (core/defaults.py), given with --nonce
         self.script = self.module = self.program = self.accelerator = None
         self.need_torch = False
 
@@ -154,6 +154,7 @@ _OPTIONS = {
     "--preflight-timeout": ("preflight_timeout", float),
     "--master-addr": ("master_addr", str),
     "--listen": ("listen", int),
+    "--timeout": ("timeout", float),
     "--script": ("script", str),
     "--module": ("module", str),
     "--program": ("program", str),
@@ -192,6 +193,8 @@ def parse_args(argv):
             "clusterlaunch-agent: --job-id, --node-rank, --grace, --heartbeat-timeout "
             "and a command are required"
         )
-    if args.nonce is not None and (args.preflight_timeout is None or args.master_addr is None):
-        raise SystemExit("clusterlaunch-agent: --nonce needs --preflight-timeout and --master-addr")
+    if args.nonce is not None and None in (args.preflight_timeout, args.master_addr, args.timeout):
+        raise SystemExit(
+            "clusterlaunch-agent: --nonce needs --preflight-timeout, --master-addr and --timeout"
+        )
     return args

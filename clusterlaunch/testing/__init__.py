@@ -24,6 +24,7 @@ from clusterlaunch.testing.sshd import (
     SimClusterError,
     SimHost,
     find_free_port,
+    loopback_addrs,
     port_is_free,
 )
 from clusterlaunch.testing.sshvariants import SshVariantCluster
@@ -39,6 +40,7 @@ __all__ = [
     "find_free_port",
     "find_processes",
     "kill_processes",
+    "loopback_addrs",
     "port_is_free",
     "start_detached",
     "stop_detached",

@@ -22,13 +22,14 @@ from clusterlaunch.testing import (
     LoopbackCluster,
     SimClusterError,
     find_free_port,
+    loopback_addrs,
     start_detached,
     stop_detached,
 )
 
 
 def _addrs(n_hosts: int, first_octet: int) -> list[str]:
-    return [f"127.0.0.{first_octet + i}" for i in range(n_hosts)]
+    return loopback_addrs(n_hosts, first_octet)
 
 
 def _up(args: argparse.Namespace) -> None:

@@ -1,5 +1,8 @@
 """Loopback tier: one real OpenSSH sshd per simulated host, host i on 127.0.0.(11+i).
 
+Past 127.0.0.254 the hosts go on at 127.0.1.1, 127.0.1.2, ... (every address of
+127.0.0.0/8 is this machine's), so a cluster can have hundreds of hosts.
+
 Works as root and as an ordinary user (then every host logs in as that same user).  All
 files live under ``base_dir``; the client side (key, known_hosts, ssh_config) is generated
 from the host keys directly, so no ssh-keyscan and no trust-on-first-use is involved.
@@ -21,6 +24,7 @@ from typing import Any, TypeVar
 from clusterlaunch.testing import orphans
 from clusterlaunch.testing.sshd import (
     DEFAULT_PORT,
+    MAX_POSITION,
     SSH_HOST_BLOCK,
     SSHD,
     SSHD_CONFIG_TEMPLATE,
@@ -28,6 +32,7 @@ from clusterlaunch.testing.sshd import (
     PortInUseError,
     SimClusterError,
     SimHost,
+    loopback_addr,
     port_is_free,
 )
 
@@ -55,7 +60,7 @@ class LoopbackCluster:
         ready_timeout: float = 15.0,
         detached: bool = False,
     ) -> None:
-        if n_hosts < 1 or first_host_octet < 2 or first_host_octet + n_hosts > 255:
+        if n_hosts < 1 or first_host_octet < 2 or first_host_octet + n_hosts > MAX_POSITION:
             raise ValueError(f"cannot place {n_hosts} hosts from 127.0.0.{first_host_octet}")
         self.n_hosts = n_hosts
         self.base_dir = Path(base_dir).absolute()
@@ -81,7 +86,7 @@ class LoopbackCluster:
         return [f"{self.name_prefix}{i}" for i in range(self.n_hosts)]
 
     def _addr(self, index: int) -> str:
-        return f"127.0.0.{self.first_host_octet + index}"
+        return loopback_addr(self.first_host_octet + index)
 
     def markers(self) -> list[str]:
         """The ``CLUSTERLAUNCH_SIM_HOST`` values of all hosts (unique to this instance)."""

@@ -36,6 +36,7 @@ from clusterlaunch.testing import (
     SimClusterError,
     find_free_port,
     kill_processes,
+    loopback_addrs,
     start_detached,
     stop_detached,
     wait_until_gone,
@@ -143,7 +144,7 @@ def up(
 
 
 def _start(directory: Path, n_hosts: int, port: int | None) -> LoopbackCluster:
-    addrs = [f"127.0.0.{FIRST_OCTET + i}" for i in range(n_hosts)]
+    addrs = loopback_addrs(n_hosts, FIRST_OCTET)
     candidate = DEFAULT_PORT
     for _ in range(5):
         # Raises PortInUseError (reported by cli/sandbox.py) when no port is free at all.

@@ -104,3 +104,20 @@ Host {name}
     BatchMode yes
     LogLevel ERROR
 """
+
+
+MAX_POSITION = 254 * 64
+"""Host positions go up to 127.0.63.254 (thousands of hosts; sshd's memory runs out first)."""
+
+
+def loopback_addr(position: int) -> str:
+    """127.0.0.``position`` up to .254, then 127.0.1.1, 127.0.1.2, ... (no .0, no .255)."""
+    if position <= 254:
+        return f"127.0.0.{position}"
+    block, offset = divmod(position - 255, 254)
+    return f"127.0.{block + 1}.{offset + 1}"
+
+
+def loopback_addrs(n_hosts: int, first_host_octet: int = 11) -> list[str]:
+    """The addresses of a cluster's ``n_hosts`` hosts (for a free-port search before start)."""
+    return [loopback_addr(first_host_octet + index) for index in range(n_hosts)]

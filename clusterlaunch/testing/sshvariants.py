@@ -12,6 +12,9 @@
   defence against bursts of connections).
 * ``default_kex``: neither side pins ``KexAlgorithms``: the servers' default key
   exchange, as real servers have it.
+* ``count_connections``: sshd at ``LogLevel VERBOSE``, which logs a ``Connection
+  from`` line for every TCP connection it accepts (:meth:`connections_to` counts
+  them): how many connections a host really saw, by the server's own account.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +43,7 @@ class SshVariantCluster(LoopbackCluster):
         include: bool = False,
         max_startups: str | None = None,
         default_kex: bool = False,
+        count_connections: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(n_hosts, base_dir, **kwargs)
@@ -47,6 +52,7 @@ class SshVariantCluster(LoopbackCluster):
         self.include = include
         self.max_startups = max_startups
         self.default_kex = default_kex
+        self.count_connections = count_connections
         self.host_ca_key = self.base_dir / "host_ca"
         self.user_ca_key = self.base_dir / "user_ca"
         self.include_dir = self.base_dir / "ssh_config.d"
@@ -59,12 +65,31 @@ class SshVariantCluster(LoopbackCluster):
         if self.max_startups:
             line = f"MaxStartups {self.max_startups}"
             self._edit_sshd(lambda text: re.sub(r"(?m)^MaxStartups .*$", line, text))
+        if self.count_connections:
+            self._edit_sshd(lambda text: text + "LogLevel VERBOSE\n")
         if self.host_ca:
             self._sign_hosts()
         if self.user_ca:
             self._sign_client()
         if self.include:
             self._split_config()
+
+    def _wait_ready(self) -> None:
+        super()._wait_ready()
+        if not self.count_connections:
+            return
+        # The readiness check's own connection is logged by sshd's child a moment
+        # later: wait for it, so that a count taken from now on includes it.
+        deadline = time.monotonic() + self.ready_timeout
+        while any(self.connections_to(h.name) == 0 for h in self.hosts):
+            if time.monotonic() > deadline:
+                raise SimClusterError("sshd logged no connection for the readiness check")
+            time.sleep(0.05)
+
+    def connections_to(self, name: str) -> int:
+        """TCP connections host ``name``'s sshd has accepted so far (``count_connections``)."""
+        log = (self.host(name).host_dir / "sshd.log").read_text(errors="replace")
+        return len(re.findall(r"(?m)Connection from \S+ port \d+ on ", log))
 
     def _edit_sshd(self, edit: Any) -> None:
         for host in self.hosts:

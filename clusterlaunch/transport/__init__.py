@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from clusterlaunch.controller.fanout import Failed, run_parallel
 from clusterlaunch.core.defaults import FANOUT
 from clusterlaunch.core.errors import HostProblem, TransportError
 from clusterlaunch.core.model import SshTarget
-from clusterlaunch.transport import srun
+from clusterlaunch.transport import fdlimit, noinvoke, srun  # noqa: F401  (noinvoke: before paramiko)
 from clusterlaunch.transport.base import Connection, RemoteProcess
+from clusterlaunch.transport.fanout import Failed, run_parallel
 from clusterlaunch.transport.local import LocalConnection
 from clusterlaunch.transport.ssh import CLIENTS, POLICIES, SshSettings
 
@@ -50,9 +50,10 @@ def connect_all(
     Keyed by the target's alias (the hosts-file destination). With ``srun``
     every target, ``localhost`` included, is a node of the allocation.
     ``note`` hears about retried handshakes (also logged as ``clusterlaunch.connect``).
-    A setting the paramiko client cannot honour raises UsageError before any
-    host is contacted.
+    A setting the paramiko client cannot honour, or an open-file limit too low
+    for this many hosts, raises UsageError before any host is contacted.
     """
+    fdlimit.ensure_open_files(len(targets))
     if transport == "srun":
         steps, missing = srun.connect_all(targets)
         return dict(steps), missing

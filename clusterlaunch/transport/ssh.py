@@ -10,13 +10,13 @@ from dataclasses import dataclass
 
 import paramiko
 
-from clusterlaunch.core.defaults import CONNECT_TIMEOUT_S
+from clusterlaunch.core import defaults
 from clusterlaunch.core.errors import TransportError
 
 WINDOW = 16 << 20  # a large window lets bulk output flow without round trips
 CHUNK = 1 << 20
 POLICIES = ("strict", "accept-new")
-CLIENTS = ("paramiko", "openssh")
+CLIENTS = defaults.SSH_CLIENTS
 
 
 @dataclass(frozen=True)
@@ -25,12 +25,12 @@ class SshSettings:
 
     host_key_policy: str | None = None
     """strict / accept-new; ``None``: the SSH config's StrictHostKeyChecking, else accept-new."""
-    connect_timeout: float = CONNECT_TIMEOUT_S
-    keepalive_interval: float = 1.0
-    dead_after: float = 6.0
+    connect_timeout: float = defaults.CONNECT_TIMEOUT_S
+    keepalive_interval: float = defaults.KEEPALIVE_INTERVAL_S
+    dead_after: float = defaults.DEAD_AFTER_S
     """A host that answers no keepalive for this long is lost."""
     config_path: str | None = None
-    client: str = "paramiko"
+    client: str = defaults.SSH_CLIENT
     """``paramiko`` (in process) or ``openssh`` (the system ssh, one master per host)."""
 
 

@@ -32,26 +32,40 @@ def check_paramiko_can_connect(
     if not remote:
         return
     config = read_ssh_config(config_path)
-    refused = [(t.alias, why) for t in remote if (why := _chain_blocker(t, config, known_hosts))]
+    kinds: dict[str, str | None] = {}  # identity file -> key type: read once, not per host
+    refused = [
+        (t.alias, why) for t in remote if (why := _chain_blocker(t, config, known_hosts, kinds))
+    ]
     if refused:
         alias, why = refused[0]
         more = f" (and {len(refused) - 1} more host(s))" if len(refused) > 1 else ""
         raise UsageError(f"{alias}{more}: {why}; {FIX}")
 
 
-def _chain_blocker(target: SshTarget, config: LoadedConfig, known_hosts: KnownHosts) -> str | None:
+def _chain_blocker(
+    target: SshTarget, config: LoadedConfig, known_hosts: KnownHosts, kinds: dict[str, str | None]
+) -> str | None:
     """The target's blocker, or one of its jump hosts' (named as such)."""
-    if config.match_exec() is None and target.proxy_jump:
+    if config.match_exec is None and target.proxy_jump:
         for hop in target.proxy_jump.split(","):
-            why = blocker(jump_host(config.parsed, hop), config, known_hosts)
+            why = blocker(jump_host(config.parsed, hop), config, known_hosts, kinds)
             if why is not None:
                 return f"jump host {hop}: {why}"
-    return blocker(target, config, known_hosts)
+    return blocker(target, config, known_hosts, kinds)
 
 
-def blocker(target: SshTarget, config: LoadedConfig, known_hosts: KnownHosts) -> str | None:
-    """Why paramiko cannot reach ``target`` as ssh would, or None."""
-    exec_line = config.match_exec()
+def blocker(
+    target: SshTarget,
+    config: LoadedConfig,
+    known_hosts: KnownHosts,
+    kinds: dict[str, str | None] | None = None,
+) -> str | None:
+    """Why paramiko cannot reach ``target`` as ssh would, or None.
+
+    ``kinds`` remembers the key type of each identity file across targets.
+    """
+    kinds = {} if kinds is None else kinds
+    exec_line = config.match_exec
     if exec_line is not None:
         return f"{exec_line.where}: Match exec: paramiko cannot evaluate it as ssh does"
     found = config.parsed.lookup(target.alias)
@@ -68,7 +82,9 @@ def blocker(target: SshTarget, config: LoadedConfig, known_hosts: KnownHosts) ->
         where = config.where("gssapiauthentication", target.alias, "yes")
         return f"{where}: GSSAPIAuthentication yes: paramiko does not do Kerberos/GSSAPI here"
     for identity in target.identity_files:
-        kind = key_type(identity)
+        if identity not in kinds:
+            kinds[identity] = key_type(identity)
+        kind = kinds[identity]
         if kind is not None and kind.startswith("sk-"):
             where = config.where("identityfile", target.alias, identity)
             return f"{where}: IdentityFile {identity}: paramiko cannot use FIDO keys ({kind})"

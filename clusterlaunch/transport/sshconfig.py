@@ -17,6 +17,7 @@ import fnmatch
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from clusterlaunch.core import limits
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
 from clusterlaunch.transport.sshinclude import ConfigLine, flatten, words
+from clusterlaunch.transport.sshlookup import IndexedSshConfig
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
 DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
@@ -40,8 +42,12 @@ class LoadedConfig:
     lines: tuple[ConfigLine, ...]
     parsed: paramiko.SSHConfig
 
+    @cached_property
     def match_exec(self) -> ConfigLine | None:
-        """The first ``Match ... exec`` line (only ssh can evaluate it as ssh does)."""
+        """The first ``Match ... exec`` line (only ssh can evaluate it as ssh does).
+
+        Found once: it is asked for every host, and a scan per host was O(hosts²).
+        """
         for line in self.lines:
             if line.keyword == "match":
                 criteria = words(line.value, line.where)
@@ -91,7 +97,7 @@ def read_ssh_config(path: str | None) -> LoadedConfig:
         return LoadedConfig(None, (), paramiko.SSHConfig())
     lines = tuple(flatten(chosen))
     try:
-        parsed = paramiko.SSHConfig.from_text("\n".join(line.text for line in lines))
+        parsed = IndexedSshConfig.from_text("\n".join(line.text for line in lines))
     except (paramiko.SSHException, ValueError) as exc:
         raise UsageError(f"{chosen}: cannot parse the SSH config: {exc}") from None
     return LoadedConfig(chosen, lines, parsed)
@@ -145,7 +151,7 @@ def target_from(found: Mapping[str, Any], spec: HostSpec) -> SshTarget:
 def resolve_targets(config_path: str | None, specs: Iterable[HostSpec]) -> list[SshTarget]:
     """Resolve every host of an inventory through one SSH config."""
     loaded = read_ssh_config(config_path)
-    exec_line = loaded.match_exec()
+    exec_line = loaded.match_exec
     if exec_line is not None and loaded.path is not None:
         from clusterlaunch.transport import sshresolve
 

@@ -1,4 +1,4 @@
-"""Open paramiko connections: ProxyJump (one shared connection per jump host), retries.
+"""Open paramiko connections: ProxyJump (one shared connection per first hop), retries.
 
 Host keys are always checked: ``strict`` refuses unknown keys, ``accept-new``
 records an unknown key in the user's known_hosts file, and a *changed* key is
@@ -8,6 +8,7 @@ throttling a burst, a reset) is retried with backoff, a bounded number of times.
 
 from __future__ import annotations
 
+import functools
 import socket
 import threading
 import time
@@ -32,35 +33,33 @@ def connect(
 ) -> SshConnection:
     """Authenticate to ``target`` (through its ProxyJump hops) and start the keepalive.
 
-    A single hop comes from ``jumps``: one connection to it, shared by every
-    target behind it. A chain of hops is built for this target alone.
+    The first hop comes from ``jumps``: one connection to it, shared by every
+    target behind it. Later hops of a chain (``a,b``) are this target's own.
     """
     hops = target.proxy_jump.split(",") if target.proxy_jump else []
-    if jumps is not None and len(hops) == 1:
-        via = jumps.acquire(hops[0], target.alias)
-        try:
-            client = _open_client(target, settings, known_hosts, lambda: _tunnel(via, target), note)
-        except BaseException:
-            jumps.release(hops[0])
-            raise
-        connection = SshConnection(target.alias, [client], settings, lambda: jumps.release(hops[0]))
-        connection.start_keepalive()
-        return connection
+    pool = jumps if hops else None
+    own = hops[1:] if pool is not None else hops  # the hops this target connects to itself
     chain = [target]
-    if hops:
+    if own:  # parsed here only for chains: a single hop is the pool's
         config = sshconfig.load_ssh_config(settings.config_path)
-        chain = [sshconfig.jump_host(config, hop) for hop in hops] + [target]
+        chain = [sshconfig.jump_host(config, hop) for hop in own] + [target]
+    previous = None
+    if pool is not None:  # the first hop: shared (a failed one fails here, at once)
+        previous = pool.acquire(hops[0], target.alias)
     clients: list[paramiko.SSHClient] = []
     try:
         for hop in chain:
-            previous = clients[-1] if clients else None
             opener = None if previous is None else _opener(previous, hop)
             clients.append(_open_client(hop, settings, known_hosts, opener, note))
+            previous = clients[-1]
     except BaseException:
         for client in clients:
             client.close()
+        if pool is not None:
+            pool.release(hops[0])
         raise
-    connection = SshConnection(target.alias, clients, settings)
+    release = None if pool is None else functools.partial(pool.release, hops[0])
+    connection = SshConnection(target.alias, clients, settings, release)
     connection.start_keepalive()
     return connection
 

@@ -9,9 +9,10 @@ thread that spawned it ends, so a killed controller leaves no master behind.
 
 Transient failures (a reset during the handshake, a server that closed before
 its banner: sshd's ``MaxStartups`` does that to bursts of connections) are
-retried with backoff, a bounded number of times, each retry noted. A host
-behind a single ProxyJump hop reaches it through one shared master connection
-to the jump host (``ssh -W`` over it), so 64 targets make one bastion login.
+retried with backoff, a bounded number of times, each retry noted. Hosts
+behind a ProxyJump reach its first hop through one shared master connection to
+it (``ssh -W`` over it), so 64 targets make one bastion login; later hops of a
+chain (``ProxyJump a,b``) are each target's own, through that shared one.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ class _Master:
     socket: str
     log: str
     jump: _Master | None = None
+    hops: tuple[SshTarget, ...] = ()
+    """ProxyJump ``a,b,c``: ``jump`` is the shared master to ``a``; these are ``b, c``."""
     attempt: int = 0
     not_before: float = 0.0
     popen: subprocess.Popen[bytes] | None = None
@@ -112,14 +115,15 @@ def _plan(
         master = _Master(
             target.alias, target, control.file(f"{index}"), control.file(f"{index}.log")
         )
-        hop = target.proxy_jump
-        if hop and "," not in hop:  # a chain of hops stays ssh's own ProxyJump
+        if target.proxy_jump:
+            hop, *later = target.proxy_jump.split(",")
+            config = config or sshconfig.load_ssh_config(settings.config_path)
             if hop not in jumps:
-                config = config or sshconfig.load_ssh_config(settings.config_path)
                 jump = sshconfig.jump_host(config, hop)
                 name = f"j{len(jumps)}"
                 jumps[hop] = _Master(hop, jump, control.file(name), control.file(f"{name}.log"))
             master.jump = jumps[hop]
+            master.hops = tuple(sshconfig.jump_host(config, name) for name in later)
             jumps[hop].users.append(master)
         masters.append(master)
     return [*jumps.values(), *masters]
@@ -132,6 +136,8 @@ def _argv(master: _Master, settings: MasterSettings, mux: Mux) -> list[str]:
     if master.jump is not None:
         via = _argv(master.jump, settings, Mux(master.jump.socket))
         proxy = commands.proxy_command([*via, "-W", "%h:%p", "--", master.jump.target.alias])
+        for hop in master.hops:  # each later hop through the one before, per target
+            proxy = _through(hop, proxy, settings)
     return ssh_argv(
         target,
         config_file=settings.config_file,
@@ -141,6 +147,23 @@ def _argv(master: _Master, settings: MasterSettings, mux: Mux) -> list[str]:
         keepalive=settings.keepalive,
         proxy_command=proxy,
     )
+
+
+def _through(hop: SshTarget, proxy: str, settings: MasterSettings) -> str:
+    """A ProxyCommand that reaches ``%h:%p`` through ``hop``, itself reached by ``proxy``.
+
+    ``proxy`` becomes an option of the hop's ssh, inside the outer ProxyCommand:
+    its ``%`` are doubled so that the outer ssh leaves ``%h:%p`` for the hop's ssh
+    to expand (to the hop's own address).
+    """
+    argv = ssh_argv(
+        hop,
+        config_file=settings.config_file,
+        strict=hop.key_policy(settings.policy_override)[0] == "strict",
+        connect_timeout=settings.connect_timeout,
+        proxy_command=proxy.replace("%", "%%"),
+    )
+    return commands.proxy_command([*argv, "-W", "%h:%p", "--", hop.alias])
 
 
 def _establish(

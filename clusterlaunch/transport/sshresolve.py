@@ -12,10 +12,10 @@ import subprocess
 from collections.abc import Sequence
 from typing import Any
 
-from clusterlaunch.controller.fanout import Failed, run_parallel
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
 from clusterlaunch.transport import sshconfig
+from clusterlaunch.transport.fanout import Failed, run_parallel
 
 _TIMEOUT_S = 30.0
 """``Match exec`` commands are the user's; give them time, but not forever."""

@@ -33,11 +33,14 @@ def _job_processes(cluster, job_id: str) -> list[int]:
 def test_kill_stops_one_job_and_spares_the_other(sim_cluster, tmp_path: Path, client: str) -> None:
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
     use = ("--ssh-client", client)
+    # Unique ids: every simulated host is this machine's user, so another suite
+    # running this test at the same time would otherwise kill or list our jobs.
+    job_a, job_b = (f"job-{which}-{uuid.uuid4().hex[:8]}" for which in "ab")
     first = start_cli(
-        "run", sim_cluster, *use, "--job-id", "job-a", "--grace", "2", str(hosts), "sleeper.py"
+        "run", sim_cluster, *use, "--job-id", job_a, "--grace", "2", str(hosts), "sleeper.py"
     )
     second = start_cli(
-        "run", sim_cluster, *use, "--job-id", "job-b", "--grace", "2", str(hosts), "sleeper.py"
+        "run", sim_cluster, *use, "--job-id", job_b, "--grace", "2", str(hosts), "sleeper.py"
     )
     try:
         wait_for_lines(first, b" up", 2, timeout=120)
@@ -47,16 +50,16 @@ def test_kill_stops_one_job_and_spares_the_other(sim_cluster, tmp_path: Path, cl
         assert listed.returncode == 0, listed.stderr
         rows = [json.loads(line) for line in listed.stdout.splitlines()]
         # Every simulated host is this machine's user: another suite's jobs show up too.
-        rows = [r for r in rows if r["job_id"] in ("job-a", "job-b")]
+        rows = [r for r in rows if r["job_id"] in (job_a, job_b)]
         assert sorted((r["job_id"], r["host"], r["node_rank"]) for r in rows) == [
-            ("job-a", "node0", 0),
-            ("job-a", "node1", 1),
-            ("job-b", "node0", 0),
-            ("job-b", "node1", 1),
+            (job_a, "node0", 0),
+            (job_a, "node1", 1),
+            (job_b, "node0", 0),
+            (job_b, "node1", 1),
         ]
         assert all("torch.distributed.run" in r["command"] for r in rows)
 
-        killed = run_cli("kill", sim_cluster, *use, str(hosts), "job-a")
+        killed = run_cli("kill", sim_cluster, *use, str(hosts), job_a)
         assert killed.returncode == 0, killed.stderr
         assert killed.stdout.count("stopped") == 2
 
@@ -64,16 +67,16 @@ def test_kill_stops_one_job_and_spares_the_other(sim_cluster, tmp_path: Path, cl
         assert first.wait(timeout=30) == 137
         assert first.stderr is not None
         assert "the job was killed (clusterlaunch kill)" in first.stderr.read().decode()
-        assert _job_processes(sim_cluster, "job-a") == []
+        assert _job_processes(sim_cluster, job_a) == []
 
         # job-b never noticed: its controller and all its processes still run.
         assert second.poll() is None
-        assert len(_job_processes(sim_cluster, "job-b")) >= 6  # 2 x (agent, torchrun, worker)
+        assert len(_job_processes(sim_cluster, job_b)) >= 6  # 2 x (agent, torchrun, worker)
         table = run_cli("ps", sim_cluster, *use, str(hosts))
-        assert "job-b" in table.stdout and "job-a" not in table.stdout
+        assert job_b in table.stdout and job_a not in table.stdout
 
-        missing = run_cli("kill", sim_cluster, *use, str(hosts), "job-a")
-        assert missing.returncode == 1 and "no running job job-a" in missing.stderr
+        missing = run_cli("kill", sim_cluster, *use, str(hosts), job_a)
+        assert missing.returncode == 1 and f"no running job {job_a}" in missing.stderr
     finally:
         for process in (first, second):
             if process.poll() is None:

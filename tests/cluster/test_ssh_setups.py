@@ -61,6 +61,20 @@ def test_both_clients_resolve_included_hosts_alike(
     assert _reached(result.stdout) == {"node0", "node1"}
 
 
+def test_ssh_client_in_the_hosts_file_picks_openssh_and_the_flag_wins(
+    sim_cluster_factory, tmp_path: Path
+) -> None:
+    cluster = sim_cluster_factory(2, cls=SshVariantCluster, host_ca=True)
+    hosts = _hosts(cluster, tmp_path)
+    hosts.write_text("ssh_client: openssh\n" + hosts.read_text())
+    reached = run_cli("exec", cluster, str(hosts), *ECHO)  # certificates: openssh only
+    assert reached.returncode == 0, reached.stderr
+    assert _reached(reached.stdout) == set(cluster.names)
+    refused = run_cli("exec", cluster, "--ssh-client", "paramiko", str(hosts), *ECHO)
+    assert refused.returncode == 2
+    assert f"{cluster.known_hosts}:1: @cert-authority" in refused.stderr
+
+
 def test_paramiko_refuses_host_certificates_in_one_line(
     sim_cluster_factory, tmp_path: Path
 ) -> None:
@@ -108,25 +122,54 @@ def test_user_certificate_openssh_uses_it_paramiko_names_the_line(
     assert "--ssh-client openssh" in refused.stderr
 
 
+def _behind(cluster: SshVariantCluster, tmp_path: Path, jumps: dict[str, str]) -> Path:
+    """The cluster's ssh config with ``ProxyJump`` set for the hosts named in ``jumps``."""
+    config = tmp_path / "ssh_config"
+    text = cluster.ssh_config.read_text()
+    for name, via in jumps.items():
+        text = text.replace(f"Host {name}\n", f"Host {name}\n    ProxyJump {via}\n")
+    config.write_text(text)
+    return config
+
+
 @pytest.mark.parametrize("client", ["paramiko", "openssh"])
 def test_32_hosts_behind_a_throttling_bastion_share_one_connection(
     sim_cluster_factory, tmp_path: Path, client: str
 ) -> None:
-    cluster = sim_cluster_factory(33, cls=SshVariantCluster, max_startups="10:30:60")
-    config = tmp_path / "ssh_config"
-    text = cluster.ssh_config.read_text()
-    for name in cluster.names[1:]:  # node0 is the bastion
-        text = text.replace(f"Host {name}\n", f"Host {name}\n    ProxyJump node0\n")
-    config.write_text(text)
-    targets = cluster.names[1:]
+    cluster = sim_cluster_factory(
+        33, cls=SshVariantCluster, max_startups="10:30:60", count_connections=True
+    )
+    targets = cluster.names[1:]  # node0 is the bastion
+    config = _behind(cluster, tmp_path, {name: "node0" for name in targets})
     hosts = write_hosts(tmp_path / "hosts.yaml", [(name, 1) for name in targets])
     bastion_log = cluster.host("node0").host_dir / "sshd.log"
     logins_before = bastion_log.read_text().count("Accepted publickey")
+    connections_before = cluster.connections_to("node0")
     args = ("--ssh-client", client, "--ssh-config", str(config), str(hosts), *ECHO)
     result = run_cli("exec", None, *args, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert _reached(result.stdout) == set(targets)
+    # Counted by the bastion's sshd: one TCP connection, one login, for 32 targets.
+    assert cluster.connections_to("node0") - connections_before == 1
     assert bastion_log.read_text().count("Accepted publickey") - logins_before == 1
+
+
+@pytest.mark.parametrize("client", ["paramiko", "openssh"])
+def test_a_chain_of_jump_hosts_shares_its_first_hop(
+    sim_cluster_factory, tmp_path: Path, client: str
+) -> None:
+    cluster = sim_cluster_factory(6, cls=SshVariantCluster, count_connections=True)
+    targets = cluster.names[2:]  # node0, then node1: ProxyJump node0,node1
+    config = _behind(cluster, tmp_path, {name: "node0,node1" for name in targets})
+    hosts = write_hosts(tmp_path / "hosts.yaml", [(name, 1) for name in targets])
+    before = {name: cluster.connections_to(name) for name in ("node0", "node1")}
+    args = ("--ssh-client", client, "--ssh-config", str(config), str(hosts), *ECHO)
+    result = run_cli("exec", None, *args, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _reached(result.stdout) == set(targets)
+    # The first hop is shared; the second is each target's own (through the first).
+    assert cluster.connections_to("node0") - before["node0"] == 1
+    assert cluster.connections_to("node1") - before["node1"] == len(targets)
 
 
 @pytest.fixture
@@ -190,9 +233,12 @@ def test_a_dropped_handshake_is_retried_and_logged(flaky_port, tmp_path: Path, c
     hosts = write_hosts(tmp_path / "hosts.yaml", [("flaky", 1)])
     logs = tmp_path / "logs"
     args = ("--ssh-client", client, "--ssh-config", str(config), "--log-dir", str(logs))
-    result = run_cli("exec", None, *args, str(hosts), *ECHO)
+    result = run_cli("exec", None, *args, "--verbose", str(hosts), *ECHO)
     assert result.returncode == 0, result.stderr
     assert "-node0" in result.stdout
     log = (logs / "controller.log").read_text()
     assert "flaky: no SSH handshake with 127.0.0.1" in log
     assert "retry 1/3" in log and "retry 2/3" in log and "retry 3/3" not in log
+    # --verbose: the same notes on the console (without it: controller.log only, unit-tested).
+    said = [line for line in result.stderr.splitlines() if "retry" in line]
+    assert len(said) == 2 and all(line.startswith("clusterlaunch: flaky: ") for line in said)

@@ -143,3 +143,22 @@ def test_rotate_alternates_the_first() -> None:
     assert rotate(["a", "b", "c"], 4) == ["b", "c", "a"]
     assert rotate(["a", "b"], -1) == ["b", "a"]
     assert rotate([], 3) == []
+
+
+def test_the_clients_comparison_is_part_of_the_main_harness() -> None:
+    """paramiko vs OpenSSH comes from ``python -m benchmarks --only clients``."""
+    from benchmarks import __main__ as harness
+    from benchmarks import clients
+
+    assert harness.MEASUREMENTS["clients"] is clients
+    assert harness.selected(["clients"]) == ["clients"]
+    args = harness.build_parser().parse_args(["--only", "clients", "--client-sizes", "1,8,32"])
+    assert args.client_sizes == "1,8,32"
+    samples = {(8, "paramiko"): [(2.0, 0.8), (3.0, 0.4)], (8, "openssh"): [(4.0, 1.6)]}
+    rows = {row.key: row for row in clients.results(samples)}
+    assert rows["clients.wall.openssh.8"].samples == [4.0]
+    assert rows["clients.cpu.openssh.8"].samples == [200.0]  # ms per host
+    assert rows["clients.cpu.paramiko.8"].samples == [100.0, 50.0]
+    by_key = rows
+    ratio = ratio_to_baseline(rows["clients.wall.openssh.8"], by_key)
+    assert ratio == pytest.approx(4.0 / 2.5)

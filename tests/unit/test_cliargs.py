@@ -141,3 +141,37 @@ def test_starting_the_cli_does_not_load_optional_parts() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert loaded.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("flag", "in_file", "chosen"),
+    [
+        ([], None, "paramiko"),  # core/defaults.py's SSH_CLIENT
+        ([], "openssh", "openssh"),
+        (["--ssh-client", "paramiko"], "openssh", "paramiko"),  # the flag wins
+        (["--ssh-client", "openssh"], "paramiko", "openssh"),
+    ],
+)
+def test_ssh_client_flag_wins_over_the_hosts_file(
+    flag: list[str], in_file: str | None, chosen: str
+) -> None:
+    from clusterlaunch.cli.args import ssh_settings
+
+    args = build_parser().parse_args(["exec", *flag, "h.yaml"])
+    inventory = Inventory(path="h.yaml", hosts=(HostSpec(host="a", gpus=1),), ssh_client=in_file)
+    assert ssh_settings(args, inventory).client == chosen
+
+
+def test_a_bad_ssh_client_in_the_hosts_file_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("ssh_client: ssh\nhosts:\n  - {host: 192.0.2.1, gpus: 1}\n")
+    marker = tmp_path / "ran"
+    assert main(["exec", str(hosts), "--", "touch", str(marker)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"clusterlaunch: error: {hosts}:1: ssh_client: must be paramiko or openssh, "
+        "got 'ssh'; write ssh_client: paramiko or ssh_client: openssh\n"
+    )
+    assert not marker.exists()

@@ -72,3 +72,14 @@ def test_launch_options_default_to_the_same_numbers() -> None:
         defaults.HEARTBEAT_TIMEOUT_S,
         defaults.SETUP_TIMEOUT_S,
     )
+
+
+def test_connection_settings_come_from_defaults() -> None:
+    """SshSettings takes its numbers from core/defaults.py (the probe's: test_planner.py)."""
+    from clusterlaunch.transport import SshSettings
+
+    settings = SshSettings()
+    assert settings.keepalive_interval == defaults.KEEPALIVE_INTERVAL_S
+    assert settings.dead_after == defaults.DEAD_AFTER_S
+    assert settings.client == defaults.SSH_CLIENT
+    assert settings.connect_timeout == defaults.CONNECT_TIMEOUT_S

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from clusterlaunch.controller.fanout import Failed, run_parallel
+from clusterlaunch.transport.fanout import Failed, run_parallel
 
 
 def test_results_in_order_and_failures_returned() -> None:

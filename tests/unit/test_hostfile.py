@@ -388,7 +388,7 @@ BAD_YAML = [
         1,
         "hots",
         "unknown key (did you mean 'hosts'?); "
-        "allowed here: master_port, master_addr, defaults, hosts",
+        "allowed here: master_port, master_addr, ssh_client, defaults, hosts",
     ),
     (
         "unknown-defaults",
@@ -873,3 +873,29 @@ def test_superscript_digits_are_a_hosts_file_error(text: str, path: str) -> None
 def test_empty_yaml_document_is_empty_file() -> None:
     error = error_of("---\n")
     assert (error.line, error.field_name) == (None, "hosts")
+
+
+@pytest.mark.parametrize("client", ["openssh", "paramiko"])
+def test_ssh_client_is_read(client: str) -> None:
+    inventory = parse(f"ssh_client: {client}\nhosts:\n  - {{host: a, gpus: 1}}\n")
+    assert inventory.ssh_client == client
+    assert parse("hosts:\n  - {host: a, gpus: 1}\n").ssh_client is None
+
+
+@pytest.mark.parametrize("value", ["ssh", "OpenSSH", "[openssh]", "1", "''"])
+def test_a_bad_ssh_client_names_file_line_field_and_fix(value: str) -> None:
+    with pytest.raises(HostsFileError) as caught:
+        parse(f"hosts:\n  - {{host: a, gpus: 1}}\nssh_client: {value}\n")
+    message = str(caught.value)
+    assert message.startswith("hosts.yaml:3: ssh_client: must be paramiko or openssh, got ")
+    assert message.endswith("; write ssh_client: paramiko or ssh_client: openssh")
+
+
+def test_ssh_client_under_defaults_says_it_is_a_top_level_key() -> None:
+    with pytest.raises(HostsFileError) as caught:
+        parse("defaults:\n  ssh_client: openssh\nhosts:\n  - {host: a, gpus: 1}\n")
+    assert str(caught.value) == (
+        "hosts.yaml:2: defaults.ssh_client: unknown key "
+        "(it is a top-level key: move it out to the top of the file); "
+        "allowed here: user, port, python, workdir, setup, env, env_file, gpus, accelerator"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +80,24 @@ def test_no_module_over_300_lines() -> None:
 def test_at_most_three_files_directly_in_the_package() -> None:
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(top) <= 3, top
+
+
+# Layers import downwards only: cli -> controller -> transport -> core (remote: core only).
+_IMPORT_LINE = re.compile(r"^\s*(?:from|import)\s+clusterlaunch\.(\w+)", re.MULTILINE)
+_MAY_NOT_IMPORT = {
+    "core": {"cli", "controller", "transport", "testing"},
+    "transport": {"cli", "controller", "testing"},
+    "remote": {"cli", "controller", "transport", "testing"},  # core: bundled with it
+}
+
+
+@pytest.mark.parametrize("layer", sorted(_MAY_NOT_IMPORT))
+def test_layers_import_downwards_only(layer: str) -> None:
+    """transport/ used to import controller/fanout.py: a lower layer reaching up."""
+    upward = {
+        f"{path.relative_to(PACKAGE)}: clusterlaunch.{package}"
+        for path in (PACKAGE / layer).rglob("*.py")
+        for package in _IMPORT_LINE.findall(path.read_text())
+        if package in _MAY_NOT_IMPORT[layer]
+    }
+    assert upward == set()

@@ -9,6 +9,7 @@ import signal
 import socket
 import tempfile
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,45 @@ def test_cli_checks_log_dir_before_contacting_any_host(
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert err.splitlines() == ["clusterlaunch: error: --log-dir taken: not a directory"], err
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_connection_notes_go_to_controller_log_always_and_the_console_with_verbose(
+    tmp_path: Path, verbose: bool
+) -> None:
+    import io
+
+    from clusterlaunch.controller.console import Console
+    from clusterlaunch.controller.launcher import JobRequest, connection_notes
+    from clusterlaunch.core.model import HostSpec, Inventory, LaunchOptions
+    from clusterlaunch.transport import SshSettings
+
+    inventory = Inventory(path="h.yaml", hosts=(HostSpec(host="a", gpus=1),))
+    request = JobRequest(inventory, (), LaunchOptions(script="t.py"), "j", SshSettings())
+    err = io.BytesIO()
+    log_dir = LogDir(str(tmp_path))
+    log_dir.open(["controller.log"])
+    note = connection_notes(replace(request, verbose=verbose), Console(io.BytesIO(), err), log_dir)
+    note("a: no SSH handshake with 10.0.0.1:22; retry 1/3 in 0.5 s")
+    log_dir.close()
+    logged = (tmp_path / "controller.log").read_text()
+    assert logged.endswith(
+        " clusterlaunch: a: no SSH handshake with 10.0.0.1:22; retry 1/3 in 0.5 s\n"
+    )
+    said = b"clusterlaunch: a: no SSH handshake with 10.0.0.1:22; retry 1/3 in 0.5 s\n"
+    assert err.getvalue() == (said if verbose else b"")
+
+
+def test_verbose_is_a_flag_of_every_job_command() -> None:
+    from clusterlaunch.cli.parser import build_parser
+
+    parser = build_parser()
+    for argv in (
+        ["run", "h", "t.py"],
+        ["exec", "h"],
+        ["check", "h"],
+        ["ps", "h"],
+        ["kill", "h", "j"],
+    ):
+        assert parser.parse_args([argv[0], "--verbose", *argv[1:]]).verbose
+        assert not parser.parse_args(argv).verbose

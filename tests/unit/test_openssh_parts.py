@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.core.errors import TransportError
+from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport.openssh import ControlDir, OpenSshConnection
 
 
@@ -49,3 +50,31 @@ def test_no_session_once_the_master_is_gone() -> None:
     connection.close()
     connection.close()
     assert closed == [1]
+
+
+def test_a_jump_chain_nests_each_later_hop_inside_the_shared_first_one(tmp_path: Path) -> None:
+    """ProxyJump a,b: the master to a is shared; b's ssh runs inside the target's ProxyCommand,
+    with its own ProxyCommand (through a's socket) %-escaped once, for b's ssh to expand."""
+    import shlex
+
+    from clusterlaunch.core.sshargv import Keepalive
+    from clusterlaunch.transport import sshmaster
+
+    config = tmp_path / "config"
+    config.write_text("Host t1 t2\n    ProxyJump a,b\nHost a b t1 t2\n    User u\n")
+    settings = sshmaster.MasterSettings(str(config), 5.0, Keepalive(1, 6), "strict", str(config))
+    targets = [SshTarget(alias=t, hostname=t, proxy_jump="a,b", user="u") for t in ("t1", "t2")]
+    control = ControlDir(str(tmp_path))
+    masters = sshmaster._plan(targets, settings, control)
+    jump, first, second = masters
+    assert jump.key == "a" and first.jump is jump and second.jump is jump  # one master to a
+    assert [hop.alias for hop in first.hops] == ["b"]
+    argv = sshmaster._argv(first, settings, sshmaster.Mux("sock"))
+    proxy = argv[argv.index(next(w for w in argv if w.startswith("ProxyCommand=")))]
+    outer = shlex.split(proxy.removeprefix("ProxyCommand="))
+    assert outer[-4:] == ["-W", "%h:%p", "--", "b"]  # the target's ssh expands this %h:%p
+    inner = next(w for w in outer if w.startswith("ProxyCommand=")).removeprefix("ProxyCommand=")
+    # Escaped once: the outer ssh turns %%h:%%p back into %h:%p for b's ssh.
+    assert shlex.split(inner)[-4:] == ["-W", "%%h:%%p", "--", "a"]
+    assert f"ControlPath={jump.socket}" in inner
+    control.release()

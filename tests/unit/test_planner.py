@@ -12,7 +12,7 @@ import pytest
 
 from clusterlaunch.core import commands, envpolicy
 from clusterlaunch.core.checkplan import probe_command
-from clusterlaunch.core.defaults import SETUP_TIMEOUT_S
+from clusterlaunch.core.defaults import PROBE_DIAL_TIMEOUT_S, SETUP_TIMEOUT_S
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import (
     HostSpec,
@@ -659,7 +659,8 @@ def test_probe_command_uses_the_job_prefix() -> None:
     probe_argv = [
         "env", "A=1", f"{JOB_ID_VAR}={JOB}",
         *commands.bootstrap_argv("python3", "probe", 999),
-        "--master-addr", "10.0.0.1", "--nonce", "n0nce", "--listen", "0",
+        "--master-addr", "10.0.0.1", "--nonce", "n0nce",
+        "--timeout", f"{PROBE_DIAL_TIMEOUT_S:g}", "--listen", "0",
         "--script", "train.py", "--need-torch",
         "--job-id", "job7", "--tail-dir", "/tmp/clusterlaunch-job7-n0",
     ]  # fmt: skip
@@ -667,7 +668,8 @@ def test_probe_command_uses_the_job_prefix() -> None:
     setup = guarded("true", SetupGuard(42, "n0nce"))
     assert command == f"cd -- '/w d' && {setup} && exec {commands.quote_argv(probe_argv)}"
     bare = probe_command(node, "10.0.0.1", None, "n", None, False, 1, 42)
-    assert shlex.split(bare)[-4:] == ["--master-addr", "10.0.0.1", "--nonce", "n"]
+    tail = ["--master-addr", "10.0.0.1", "--nonce", "n", "--timeout", "5"]
+    assert shlex.split(bare)[-6:] == tail
 
 
 def test_python_default_is_python3_remotely_and_ours_for_localhost() -> None:

@@ -159,7 +159,7 @@ def run_program(name: str, args: list[str], tmp_path: Path) -> bytes:
 
 
 def test_the_probe_reports_its_stages_as_event_frames(tmp_path: Path) -> None:
-    frames = decode([run_program("probe", ["--script", "nope.py"], tmp_path)])
+    frames = decode([run_program("probe", ["--script", "nope.py", "--timeout", "5"], tmp_path)])
     assert frames[0] == Frame(NOISE, b"motd: hello\n")
     events = [json.loads(frame.data) for frame in frames[1:]]
     assert all(frame.tag == EVENT for frame in frames[1:])

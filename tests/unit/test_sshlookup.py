@@ -1,0 +1,62 @@
+"""The indexed SSH config lookup gives paramiko's answers, without its O(blocks) per host."""
+
+from __future__ import annotations
+
+import getpass
+from unittest import mock
+
+import paramiko
+import pytest
+
+from clusterlaunch.transport.sshlookup import IndexedSshConfig
+
+CONFIG = """
+User everyone
+Host node1 node2
+    HostName 10.0.0.1
+    Port 2201
+Host node2
+    HostName ignored-first-wins
+    IdentityFile ~/.ssh/second
+Host node*
+    Port 2299
+    IdentityFile ~/.ssh/nodes
+Host !node3 gpu?
+    User gpuuser
+Match originalhost node3
+    User matched
+Host node3
+    ProxyJump bastion
+Host *
+    IdentityFile ~/.ssh/all
+    ConnectTimeout 7
+"""
+
+NAMES = ["node1", "node2", "node3", "node4", "gpu1", "gpu12", "other", "NODE1", "node1 "]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_lookup_equals_paramiko(name: str) -> None:
+    expected = paramiko.SSHConfig.from_text(CONFIG).lookup(name)
+    assert IndexedSshConfig.from_text(CONFIG).lookup(name) == expected
+
+
+def test_one_block_per_host_needs_no_user_lookup_per_block() -> None:
+    text = "".join(f"Host h{i}\n    HostName 10.1.{i // 250}.{i % 250}\n" for i in range(300))
+    config = IndexedSshConfig.from_text(text + "Host *\n    Port 2222\n")
+    with mock.patch.object(getpass, "getuser", wraps=getpass.getuser) as getuser:
+        found = [config.lookup(f"h{i}") for i in range(300)]
+    assert found[123]["hostname"] == "10.1.0.123" and found[299]["port"] == "2222"
+    # Once per host (paramiko's %u expansion), not once per block and pass (2 x 301 per host).
+    assert getuser.call_count == 300
+
+
+def test_canonicalizing_config_is_looked_up_the_plain_way() -> None:
+    text = "Host a\n    CanonicalizeHostname no\n    Port 1\nHost *\n    User u\n"
+    assert IndexedSshConfig.from_text(text).lookup("a") == paramiko.SSHConfig.from_text(
+        text
+    ).lookup("a")
+
+
+def test_empty_config() -> None:
+    assert IndexedSshConfig().lookup("x") == paramiko.SSHConfig().lookup("x")
