@@ -16,7 +16,8 @@ from clusterlaunch.cli import args as cliargs
 from clusterlaunch.controller.bench import run_all_reduce
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.doctor import DoctorSettings, diagnose
-from clusterlaunch.controller.launcher import connect, connection_notes, make_plan
+from clusterlaunch.controller.joboutput import connection_notes
+from clusterlaunch.controller.launcher import connect, make_plan
 from clusterlaunch.controller.stacks import stacks_of_job
 from clusterlaunch.core import defaults, doctorview, limits
 from clusterlaunch.core.doctor import Finding, judge

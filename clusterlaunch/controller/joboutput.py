@@ -1,7 +1,10 @@
-"""Where a job's output goes: the console with prefixes, and ``--log-dir``'s files."""
+"""What the user hears of a job: its output (the console with prefixes, ``--log-dir``'s
+files), slow-setup notes and preflight progress, and connection notes."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from clusterlaunch.controller.console import Console
@@ -52,3 +55,34 @@ def make_router(
         plain_prefixes=Prefixes(ranks, hosts, color=False),
         status=status,
     )
+
+
+def notifier(console: Console | None, status: StatusLine | None) -> Callable[[str], None]:
+    def notify(line: str) -> None:  # a slow setup: say why nothing happens
+        if status is not None:
+            status.say(f"clusterlaunch: {line}")
+        elif console is not None:
+            console.say(f"clusterlaunch: {line}")
+
+    return notify
+
+
+def preflight_progress(status: StatusLine | None) -> Callable[[str], None] | None:
+    return None if status is None else (lambda host: status.mark("preflight", host))
+
+
+def connection_notes(
+    request: JobRequest, console: Console | None, log_dir: LogDir | None
+) -> Callable[[str], None]:
+    """Where a connection note (a retried handshake) goes: controller.log always, the
+    console with ``--verbose`` (worth keeping, not worth a shout)."""
+    say = console.say if console is not None and request.verbose else None
+
+    def note(line: str) -> None:
+        if log_dir is not None:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+            log_dir.write("controller.log", f"{stamp} clusterlaunch: {line}\n".encode())
+        if say is not None:
+            say(f"clusterlaunch: {line}")
+
+    return note

@@ -1,5 +1,8 @@
 """Plan, then apply: connect to every host, sync, preflight, supervise the job.
 
+For ``run`` the preflight is made by the job's own agents, which start the job
+on the go (:mod:`clusterlaunch.controller.held`): one session per host.
+
 The pure planner decides everything that can be decided without the network,
 once (:func:`make_plan`, called by the command line); this module does the
 effectful rest in a fixed order, and nothing starts on any host until every
@@ -11,13 +14,20 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from clusterlaunch.controller.console import Console
-from clusterlaunch.controller.joboutput import job_ranks, make_router, open_log_dir
+from clusterlaunch.controller.held import HeldAgents, hold_preflight
+from clusterlaunch.controller.joboutput import (
+    connection_notes,
+    job_ranks,
+    make_router,
+    notifier,
+    open_log_dir,
+    preflight_progress,
+)
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.preflight import PreflightResult, run_preflight
 from clusterlaunch.controller.stall import StallWatch, watch_for_stalls
@@ -114,25 +124,41 @@ def preflight(
     console: Console | None = None,
     status: StatusLine | None = None,
 ) -> PreflightResult:
-    """Run the preflight probe on every host (``run`` and ``check``)."""
-
-    def notify(line: str) -> None:  # a slow setup: say why nothing happens
-        if status is not None:
-            status.say(f"clusterlaunch: {line}")
-        elif console is not None:
-            console.say(f"clusterlaunch: {line}")
-
+    """Run the preflight probe on every host (``check``; ``run`` checks with its agents)."""
     return run_preflight(
         plan,
         connections,
         request.options.script,
         need_torch=True,
         setup_timeout=request.options.setup_timeout,
-        notify=notify,
+        notify=notifier(console, status),
         job_id=plan.job_id,
         fanout=request.fanout,
         script_kind=request.options.script_kind,
-        progress=None if status is None else (lambda host: status.mark("preflight", host)),
+        progress=preflight_progress(status),
+    )
+
+
+def hold(
+    request: JobRequest,
+    plan: JobPlan,
+    connections: Mapping[str, Connection],
+    console: Console | None = None,
+    status: StatusLine | None = None,
+) -> HeldAgents:
+    """``run``'s preflight: every host's agent checks its host and waits for its go.
+
+    The caller sends the go (:meth:`HeldAgents.go`) or closes them.
+    """
+    return hold_preflight(
+        plan,
+        connections,
+        request.options.script,
+        setup_timeout=request.options.setup_timeout,
+        notify=notifier(console, status),
+        fanout=request.fanout,
+        script_kind=request.options.script_kind,
+        progress=preflight_progress(status),
     )
 
 
@@ -183,6 +209,7 @@ def _run(
 ) -> JobOutcome:
     connections = connect(request, connection_notes(request, console, log_dir), status)
     status.mark_all("connected")
+    held: HeldAgents | None = None
     try:
         if source is not None:
             from clusterlaunch.controller.sync import sync_workdirs
@@ -190,13 +217,15 @@ def _run(
             status.end()  # the copy reports on its own
             sync_workdirs(plan, connections, source, request.ssh, console, request.fanout)
         if request.exec_argv is None:
-            result = preflight(request, plan, connections, console, status)
-            if result.problems:
-                raise PreflightError(result.problems, render.preflight_text(result))
-            request, plan = resolve(request, plan, result, log_dir)
+            held = hold(request, plan, connections, console, status)
+            if held.result.problems:
+                raise PreflightError(held.result.problems, render.preflight_text(held.result))
+            request, plan = resolve(request, plan, held.result, log_dir)
         status.mark_all("preflight")
-        return supervise(request, plan, connections, console, log_dir, status)
+        return supervise(request, plan, connections, console, log_dir, status, held)
     finally:
+        if held is not None:
+            held.close()  # no go (a failed host, an interrupt): the agents end, nothing starts
         close_all(connections)
 
 
@@ -207,14 +236,18 @@ def supervise(
     console: Console,
     log_dir: LogDir | None,
     status: StatusLine | None = None,
+    held: HeldAgents | None = None,
 ) -> JobOutcome:
-    """Start ``plan`` on its (connected, preflighted) hosts and supervise it to its end."""
+    """Start ``plan`` on its (connected, preflighted) hosts and supervise it to its end.
+
+    ``held``: the agents that checked the hosts; they start the job on their go.
+    """
     router = make_router(plan, request, console, log_dir, status)
     try:
         torchrun = request.exec_argv is None
         if torchrun:  # where the job really is, once every auto is resolved
             router.announce(render.job_line(plan))
-        outcome = Supervisor(
+        supervisor = Supervisor(
             plan,
             connections,
             router,
@@ -224,7 +257,10 @@ def supervise(
             quiet_teardown=torchrun,
             fanout=request.fanout,
             stall_check=watch_for_stalls(_stall_watch(request, plan, connections), router),
-        ).run()
+        )
+        if held is not None:  # the agents checked their hosts: they start the job now
+            held.hand_over(plan, supervisor.hosts, router)
+        outcome = supervisor.run()
         if outcome.exit_code != 0:
             router.message(render.outcome_text(outcome))  # console and controller.log
     finally:
@@ -254,23 +290,6 @@ def resolve(
         for rank, _, _ in job_ranks(plan, request):
             log_dir.write(f"rank-{rank}.log", b"")
     return request, plan
-
-
-def connection_notes(
-    request: JobRequest, console: Console | None, log_dir: LogDir | None
-) -> Callable[[str], None]:
-    """Where a connection note (a retried handshake) goes: controller.log always, the
-    console with ``--verbose`` (worth keeping, not worth a shout)."""
-    say = console.say if console is not None and request.verbose else None
-
-    def note(line: str) -> None:
-        if log_dir is not None:
-            stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-            log_dir.write("controller.log", f"{stamp} clusterlaunch: {line}\n".encode())
-        if say is not None:
-            say(f"clusterlaunch: {line}")
-
-    return note
 
 
 def _stall_watch(

@@ -1,10 +1,10 @@
 """Preflight: every check on every host in one pass, before anything starts anywhere.
 
-Each host runs the probe (``clusterlaunch/remote/probe.py``) under the job's own
-shell prefix, setup included (bounded, and killed if we give up on the host:
-see ``setupguard``). Node 0 holds the master port open while every node dials
-it, so "the port is free" and "every node can reach master_addr" are tested
-for real.
+Each host checks itself (``clusterlaunch/remote/checks.py``: the probe for
+``check``, the agent itself before its go for ``run``) under the job's own shell
+prefix, setup included (bounded, and killed if we give up on the host: see
+``setupguard``). Node 0 holds the master port open while every node dials it,
+so "the port is free" and "every node can reach master_addr" are tested for real.
 """
 
 from __future__ import annotations
@@ -17,21 +17,21 @@ from typing import Any
 from clusterlaunch.controller.readloop import read_round, start_all
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core import accelerators
+from clusterlaunch.core.checkplan import probe_command
 from clusterlaunch.core.defaults import FANOUT, PREFLIGHT_TIMEOUT_S, SETUP_TIMEOUT_S
 from clusterlaunch.core.errors import TransportError
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.frames import FrameDecoder
 from clusterlaunch.core.model import JobPlan, NodePlan, ScriptKind
-from clusterlaunch.core.planner import probe_command
-from clusterlaunch.core.protocol import EVENT
-from clusterlaunch.core.reports import HostReport, PreflightResult
+from clusterlaunch.core.protocol import EVENT, NOISE
+from clusterlaunch.core.reports import HostReport, PreflightResult, compare_torch, job_clashes
 from clusterlaunch.core.setupguard import OVERDUE_S, SetupWatch
 from clusterlaunch.remote import program_source
 from clusterlaunch.transport.base import Connection, RemoteProcess
 
 
 class ProbeRun:
-    """One probe process and the stages it has reported so far (event frames).
+    """One host's checks (the probe's, or an agent's before its go) and the stages reported.
 
     Also runs ``clusterlaunch doctor``'s program (controller/doctor.py).
     """
@@ -45,8 +45,11 @@ class ProbeRun:
         self.setup = SetupWatch(node.host, expected=bool(node.setup))
         self.abandoned = False
         self.garbled: str | None = None
-        self._decoder = FrameDecoder()
+        self.decoder = FrameDecoder()
         self.stages: dict[str, dict[str, Any]] = {}
+        self.early: list[tuple[bool, bytes]] = []
+        """What the host printed besides the reports (a chatty shell, the setup's stderr),
+        as ``(is_stderr, bytes)``: an agent shows it once its job starts, as it always did."""
 
     def started(self, process: RemoteProcess | TransportError) -> None:
         if isinstance(process, TransportError):  # a host problem like any other: in the table
@@ -55,16 +58,20 @@ class ProbeRun:
             self.process = process
 
     def take(self, out: bytes, err: bytes) -> None:
-        """Bytes the probe printed: its stages, after the setup's reports and any noise."""
+        """Bytes the program printed: its stages, after the setup's reports and any noise."""
         self.report.stderr = (self.report.stderr + err)[-4096:]
+        if err:
+            self.early.append((True, err))
         out = self.setup.feed(out)
         if not out or self.garbled is not None:
             return
         try:
-            for frame in self._decoder.feed(out):
+            for frame in self.decoder.feed(out):
                 if frame.tag == EVENT:
                     fields = frame.event()
                     self.stages[str(fields.pop("stage", ""))] = fields
+                elif frame.tag == NOISE:
+                    self.early.append((False, frame.data))
         except ValueError as exc:  # FrameError, or an event that is not JSON
             self.garbled = str(exc)
 
@@ -96,43 +103,84 @@ def run_preflight(
     probe look for a job of that id already running and its temp dir taken.
     ``fanout`` probes are started at once; ``progress`` hears of each host done.
     Whatever way this ends (a signal included), no setup is left running.
+    ``run`` checks with its agents instead: :mod:`clusterlaunch.controller.held`.
     """
     source = program_source("probe")
     nonce = secrets.token_hex(8)
+
+    def command(node: NodePlan, listen: int | None) -> str:
+        return probe_command(
+            node,
+            plan.master_addr,
+            listen,
+            nonce,
+            script,
+            need_torch,
+            len(source),
+            setup_timeout,
+            job_id,
+            script_kind,
+        )
+
     runs = [ProbeRun(node, connections[node.host], script) for node in plan.nodes]
+    timeout = total_timeout(plan, timeout, setup_timeout)
+    try:
+        master_port = check_hosts(
+            plan, runs, command, source, timeout, notify, fanout, hold=False, progress=progress
+        )
+    finally:
+        for run in runs:
+            if run.process is not None:
+                run.process.close()
+    return judge_all(runs, master_port)
+
+
+def total_timeout(plan: JobPlan, timeout: float, setup_timeout: float) -> float:
+    """The preflight's bound: setups count too."""
     if any(node.setup for node in plan.nodes):
         timeout += setup_timeout + OVERDUE_S
+    return timeout
+
+
+def check_hosts(
+    plan: JobPlan,
+    runs: list[ProbeRun],
+    command: Callable[[NodePlan, int | None], str],
+    source: bytes,
+    timeout: float,
+    notify: Callable[[str], None] | None,
+    fanout: int,
+    hold: bool,
+    progress: Callable[[str], None] | None = None,
+) -> int | None:
+    """Start ``command`` (with ``source`` on stdin) on every host and take its checks; the port.
+
+    ``hold``: the programs are agents, which stay to start the job on the go
+    (their stdin stays open); probes are told to finish. No setup outlives it
+    unless its host's program is still wanted.
+    """
     deadline = time.monotonic() + timeout
     try:
         starts = []
         for run in runs:
             node = run.report.node
             listen = (plan.master_port or 0) if node.node_rank == 0 else None
-            command = probe_command(
-                node,
-                plan.master_addr,
-                listen,
-                nonce,
-                script,
-                need_torch,
-                len(source),
-                setup_timeout,
-                job_id,
-                script_kind,
-            )
-            starts.append((run.connection, command, source))
+            starts.append((run.connection, command(node, listen), source))
         for run, process in zip(runs, start_all(starts, fanout, "probe"), strict=True):
             run.started(process)
-        master_port = _probe(runs, deadline, notify or (lambda line: None), _once(progress))
+        return _probe(runs, deadline, notify or (lambda line: None), _once(progress), hold)
     finally:
         kill_setups([(run.connection, run.setup) for run in runs if not run.done()])
         for run in runs:
             if run.process is not None:
                 run.report.exit_status = run.process.exit_status()
-                run.process.close()
+
+
+def judge_all(runs: list[ProbeRun], master_port: int | None) -> PreflightResult:
+    """Every host's verdict, the torch versions compared across hosts."""
     for run in runs:
         _judge(run)
-    _compare_torch([run.report for run in runs])
+    compare_torch([run.report for run in runs])
     return PreflightResult([run.report for run in runs], master_port)
 
 
@@ -141,6 +189,7 @@ def _probe(
     deadline: float,
     notify: Callable[[str], None],
     progress: Callable[[ProbeRun], None],
+    hold: bool,
 ) -> int | None:
     """The probe's three steps on every host; the master port node 0 bound."""
     pump_until(runs, lambda r: "static" in r.stages or r.done(), deadline, notify, progress)
@@ -151,7 +200,7 @@ def _probe(
     pump_until(runs, lambda r: "connect" in r.stages or r.done(), deadline, notify, progress)
     runs[0].send(b"done\n")
     for run in runs:
-        if run.process is not None:
+        if run.process is not None and not hold:
             run.process.close_stdin()
     # "end" comes after node 0 closed its listener: enough to start torchrun on
     # that port. Waiting for the interpreters to exit as well would add their
@@ -216,7 +265,7 @@ def _judge(run: ProbeRun) -> None:
         report.problems.append(connect["error"])
     else:
         report.connected = True
-    report.problems += _clashes(static)
+    report.problems += job_clashes(static)
     if static.get("script_found") is False:
         report.problems.append(
             f"script {run.script!r} not found in {static.get('cwd')}; check workdir: and the path"
@@ -246,40 +295,3 @@ def _no_report(run: ProbeRun) -> str:
     if status is None:
         return "no answer from the probe before the preflight timeout"
     return f"the shell failed before Python started (exit {status}): {tail or 'no output'}"
-
-
-def _clashes(static: dict[str, Any]) -> list[str]:
-    """A job of this id already running on the host, or its temp dir already there."""
-    running, taken = static.get("job_running"), static.get("tail_dir_taken")
-    if running:
-        return [
-            f"a job with this id is already running here (node {running.get('node')}, agent "
-            f"pid {running.get('pid')}); choose another --job-id, or clusterlaunch kill it"
-        ]
-    if taken:
-        return [
-            f"{taken.get('path')} already exists (owner uid {taken.get('uid')}); remove it, "
-            "or choose another --job-id"
-        ]
-    return []
-
-
-def _compare_torch(reports: list[HostReport]) -> None:
-    versions = {r.node.host: r.static.get("torch") for r in reports if r.static}
-    if not versions:
-        return
-    reference_host = reports[0].node.host
-    reference = versions.get(reference_host)
-    for report in reports:
-        version = versions.get(report.node.host)
-        if report.static and "torch" in report.static:
-            if version is None:
-                report.problems.append(
-                    f"torch is not installed for {report.static.get('executable')}; "
-                    "install it or set python: to an environment that has it"
-                )
-            elif reference is not None and version != reference:
-                report.problems.append(
-                    f"torch {version} differs from {reference} on {reference_host}; "
-                    "use one version everywhere"
-                )

@@ -19,7 +19,8 @@ from dataclasses import replace
 
 from clusterlaunch.controller import launcher
 from clusterlaunch.controller.console import Console
-from clusterlaunch.controller.joboutput import open_log_dir
+from clusterlaunch.controller.held import HeldAgents
+from clusterlaunch.controller.joboutput import connection_notes, open_log_dir
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.supervisor import KILLED
 from clusterlaunch.core import render
@@ -96,9 +97,10 @@ def _restart(
         base.ssh,
         base.fanout,
         base.transport,
-        launcher.connection_notes(base, console, log_dir),
+        connection_notes(base, console, log_dir),
     )
     why_not = {p.host: p.detail for p in problems}
+    held: HeldAgents | None = None
     try:
         usable = set(connections)
         while True:
@@ -107,7 +109,10 @@ def _restart(
             )
             request = _request_for(base, layout, targets, restart)
             plan = launcher.make_plan(request)
-            result = launcher.preflight(request, plan, connections, console)
+            if held is not None:
+                held.close()  # the last layout's agents: none of them gets a go
+            held = launcher.hold(request, plan, connections, console)
+            result = held.result
             if _killed_since(result, started):
                 say(f"job stopped: {KILLED}, before restart {restart}")
                 return JobOutcome(ExitStatus.KILLED, KILLED, stopped=True)
@@ -131,12 +136,14 @@ def _restart(
         say(f"attempt {restart + 1}: {policy.layout_text(layout, plan.world_size)}")
         for host, reason in sorted(why_not.items()):
             say(f"attempt {restart + 1}: {host} not used: {reason}")
-        return launcher.supervise(request, plan, connections, console, log_dir)
+        return launcher.supervise(request, plan, connections, console, log_dir, held=held)
     except policy.TooFewHosts as exc:
         return _too_few(restart, str(exc), say)
     except PreflightError as exc:  # --sync failed on a host of this attempt
         return _too_few(restart, f"{exc}: {render.problems_text(exc.problems)}", say)
     finally:
+        if held is not None:
+            held.close()  # no go: the agents end, nothing starts
         close_all(connections)
 
 

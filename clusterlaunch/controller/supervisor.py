@@ -129,9 +129,9 @@ class Supervisor:
 
     # -- start ----------------------------------------------------------------
     def _start_all(self) -> None:
-        agent = program_source("agent")
-        starts = [(host.connection, host.node.command, agent) for host in self.hosts]
-        for host, process in zip(self.hosts, start_all(starts, self.fanout, "agent"), strict=True):
+        hosts = [host for host in self.hosts if host.process is None]  # run's: held.hand_over
+        starts = [(host.connection, host.node.command, program_source("agent")) for host in hosts]
+        for host, process in zip(hosts, start_all(starts, self.fanout, "agent"), strict=True):
             if not isinstance(process, TransportError):
                 host.process = process
                 continue

@@ -12,7 +12,7 @@ import datetime
 import secrets
 from collections.abc import Mapping, Sequence
 
-from clusterlaunch.core import accelerators, commands, defaults, envpolicy, limits, torchrunargs
+from clusterlaunch.core import accelerators, commands, envpolicy, limits, torchrunargs
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import (
     LOCALHOST,
@@ -21,14 +21,12 @@ from clusterlaunch.core.model import (
     JobPlan,
     LaunchOptions,
     NodePlan,
-    ScriptKind,
     SshTarget,
 )
 from clusterlaunch.core.setupguard import SetupGuard
 from clusterlaunch.core.torchrunargs import parse_torchrun_args
 
 JOB_ID_VAR = "CLUSTERLAUNCH_JOB_ID"
-_PROBE_SCRIPT_FLAG = {"file": "--script", "module": "--module", "program": "--program"}
 LOCAL_ADDR = "127.0.0.1"
 DEFAULT_PYTHON = "python3"
 
@@ -242,46 +240,6 @@ def _agent_argv(
     return argv
 
 
-def probe_command(
-    node: NodePlan,
-    master_addr: str,
-    listen_port: int | None,
-    nonce: str,
-    script: str | None,
-    need_torch: bool,
-    probe_size: int,
-    setup_timeout: float,
-    job_id: str | None = None,
-    script_kind: ScriptKind = "file",
-) -> str:
-    """The preflight probe for ``node``, under exactly the job's shell prefix.
-
-    ``listen_port`` is given for node 0 only (``0`` = choose a free port);
-    ``job_id`` for torchrun jobs (is one of that id running, its temp dir taken?).
-    """
-    argv = [
-        *commands.bootstrap_argv(node.python, "probe", probe_size),
-        "--master-addr",
-        master_addr,
-        "--nonce",
-        nonce,
-        "--timeout",
-        f"{defaults.PROBE_DIAL_TIMEOUT_S:g}",
-    ]
-    if listen_port is not None:
-        argv += ["--listen", str(listen_port)]
-    if script:
-        argv += [_PROBE_SCRIPT_FLAG[script_kind], script]
-    if node.accelerator:
-        argv += ["--accelerator", node.accelerator]
-    if need_torch:
-        argv.append("--need-torch")
-    if job_id is not None:
-        argv += ["--job-id", job_id, "--tail-dir", remote_log_dir(job_id, node.node_rank)]
-    guard = SetupGuard(setup_timeout, nonce)
-    return commands.shell_command(node.workdir, node.setup, node.env, argv, guard)
-
-
 def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
@@ -294,6 +252,5 @@ __all__ = [
     "parse_env_assignments",
     "parse_torchrun_args",
     "plan_job",
-    "probe_command",
     "remote_log_dir",
 ]

@@ -79,3 +79,41 @@ class Unanswered:
 
     host: str
     why: str
+
+
+def compare_torch(reports: list[HostReport]) -> None:
+    """A problem for every host whose torch is missing or differs from node 0's."""
+    versions = {r.node.host: r.static.get("torch") for r in reports if r.static}
+    if not versions:
+        return
+    reference_host = reports[0].node.host
+    reference = versions.get(reference_host)
+    for report in reports:
+        version = versions.get(report.node.host)
+        if report.static and "torch" in report.static:
+            if version is None:
+                report.problems.append(
+                    f"torch is not installed for {report.static.get('executable')}; "
+                    "install it or set python: to an environment that has it"
+                )
+            elif reference is not None and version != reference:
+                report.problems.append(
+                    f"torch {version} differs from {reference} on {reference_host}; "
+                    "use one version everywhere"
+                )
+
+
+def job_clashes(static: dict[str, Any]) -> list[str]:
+    """A job of this id already running on the host, or its temp dir already there."""
+    running, taken = static.get("job_running"), static.get("tail_dir_taken")
+    if running:
+        return [
+            f"a job with this id is already running here (node {running.get('node')}, agent "
+            f"pid {running.get('pid')}); choose another --job-id, or clusterlaunch kill it"
+        ]
+    if taken:
+        return [
+            f"{taken.get('path')} already exists (owner uid {taken.get('uid')}); remove it, "
+            "or choose another --job-id"
+        ]
+    return []

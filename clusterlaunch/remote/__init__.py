@@ -6,6 +6,7 @@ installed but Python. See :mod:`clusterlaunch.core.commands` for the bootstrap.
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 
 # Each remote program is its modules concatenated in order, minus the lines
@@ -20,18 +21,22 @@ BUNDLES = {
         "core/protocol",
         "proctree",
         "records",
+        "accel",
+        "checks",
+        "gate",
         "rootcause",
         "tail",
         "wire",
         "agent",
     ),
-    "probe": ("core/exits", "core/protocol", "proctree", "records", "accel", "probe"),
+    "probe": ("core/exits", "core/protocol", "proctree", "records", "accel", "checks", "probe"),
     "jobctl": ("core/exits", "core/protocol", "proctree", "records", "stacks", "jobctl"),
     "doctor": ("core/exits", "core/protocol", "hostfacts", "doctor"),
 }
 _STRIP_MARK = b"# bundle: strip"
 
 
+@functools.cache  # the same for every host of a run: read and joined once
 def program_source(name: str) -> bytes:
     """The source of remote program ``name`` exactly as it is sent."""
     if name not in BUNDLES:

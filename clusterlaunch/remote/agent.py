@@ -3,6 +3,8 @@
 Shipped as source over the SSH channel's stdin and run by the host's Python
 (stdlib only, Python >= 3.8). It
 
+* for ``run`` (given ``--nonce``), first checks its host as the preflight
+  probe would and starts nothing until the controller's go (``remote/gate.py``);
 * starts the job (torchrun, or a plain command for ``clusterlaunch exec``) in a
   session of its own and becomes child subreaper, so the whole tree stays ours;
 * forwards the job's output as frames on stdout: torchrun's own streams and,
@@ -17,8 +19,6 @@ Shipped as source over the SSH channel's stdin and run by the host's Python
   end and sends it all before the ``exit`` event: a slow controller slows
   this down, only a lost one (stdin EOF, broken stdout, no heartbeat) or a
   second signal cuts it short. Signal handlers only record the signal.
-
-The frames and their tags: :mod:`clusterlaunch.core.protocol`.
 """
 
 import os
@@ -30,6 +30,7 @@ import time
 
 from clusterlaunch.core.exits import ExitStatus, shell_status  # bundle: strip
 from clusterlaunch.core.protocol import JOB_STDERR  # bundle: strip
+from clusterlaunch.remote.gate import checked_and_go  # bundle: strip
 from clusterlaunch.remote.proctree import (  # bundle: strip
     TreeKiller,  # bundle: strip
     WorkerWatch,  # bundle: strip
@@ -54,7 +55,7 @@ class Agent:
         self.out = Output()
         self.token = "CLUSTERLAUNCH_AGENT=%d.%d" % (os.getpid(), int(time.time() * 1e6))
         self.killer = TreeKiller(os.getpid(), self.token, args.grace)
-        self.tail = RankTail(args.tail_dir, args.first_rank) if args.tail_dir else None
+        self.tail = None  # the rank files, from start(): the first rank may come with the go
         self.watch = WorkerWatch()
         self.job = None
         self.pipes = None
@@ -75,13 +76,12 @@ class Agent:
         subreaper = become_subreaper()
         self.out.start()
         if self.args.tail_dir:
+            self.tail = RankTail(self.args.tail_dir, self.args.first_rank)
             try:
                 os.mkdir(self.args.tail_dir, 0o700)
             except OSError as exc:
                 return self._fail_start("cannot create %s: %s" % (self.args.tail_dir, exc))
-        env = dict(os.environ)
-        key, _, value = self.token.partition("=")
-        env[key] = value
+        env = dict(os.environ, CLUSTERLAUNCH_AGENT=self.token.partition("=")[2])
         try:
             self.job = subprocess.Popen(
                 self.args.argv,
@@ -106,11 +106,9 @@ class Agent:
         )
         return True
 
-    def _fail_start(self, message):
-        self.out.event(
-            event="exit", reason="start-failed", code=int(ExitStatus.NOT_STARTED), message=message
-        )
+    def _fail_start(self, why):
         self.reason = "start-failed"
+        self.out.event(event="exit", reason=self.reason, code=ExitStatus.NOT_STARTED, message=why)
         return False
 
     def _on_signal(self, signum, frame):
@@ -130,6 +128,9 @@ class Agent:
     # -- the loop ---------------------------------------------------------------
     def run(self):
         """Pump until the job and everything it started are gone; return the exit code."""
+        self.out.start()
+        if self.args.nonce is not None and not checked_and_go(self.args, self.out, self.control):
+            return ExitStatus.NOT_STARTED  # nothing started: the controller said no, or left
         if not self.start():
             self.deliver()
             return ExitStatus.NOT_STARTED
@@ -181,7 +182,7 @@ class Agent:
             ready = []
         if self.wake_r in ready:
             os.read(self.wake_r, 512)
-        if self.control.fd in ready:
+        if self.control.fd in ready or self.control.early:  # early: came with the go's line
             self.read_control()
         self.handle_signals()
 

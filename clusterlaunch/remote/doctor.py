@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-from clusterlaunch.core.protocol import EVENT, SYNC, encode_frame  # bundle: strip
+from clusterlaunch.core.protocol import SYNC, encode_event  # bundle: strip
 from clusterlaunch.remote.hostfacts import host_facts  # bundle: strip
 
 CHUNK = 1 << 20
@@ -32,7 +32,7 @@ CHUNK = 1 << 20
 
 def emit(**fields):
     """One stage's answer, as an event frame."""
-    sys.stdout.buffer.write(encode_frame(EVENT, json.dumps(fields, sort_keys=True).encode()))
+    sys.stdout.buffer.write(encode_event(fields))
     sys.stdout.buffer.flush()
 
 

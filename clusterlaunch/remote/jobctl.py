@@ -11,13 +11,12 @@ nothing but our own agents is ever touched. Every answer is an event frame of
 """
 
 import argparse
-import json
 import os
 import signal
 import sys
 import time
 
-from clusterlaunch.core.protocol import EVENT, SYNC, encode_frame  # bundle: strip
+from clusterlaunch.core.protocol import SYNC, encode_event  # bundle: strip
 from clusterlaunch.remote.records import (  # bundle: strip
     live_records,  # bundle: strip
     mark_killed,  # bundle: strip
@@ -27,7 +26,7 @@ from clusterlaunch.remote.stacks import job_stacks  # bundle: strip
 
 
 def emit(**fields):
-    sys.stdout.buffer.write(encode_frame(EVENT, json.dumps(fields, sort_keys=True).encode()))
+    sys.stdout.buffer.write(encode_event(fields))
     sys.stdout.buffer.flush()
 
 

@@ -5,41 +5,11 @@ never in a home directory that NFS may share between hosts. A record names the a
 *and* start time, so a recycled PID is never mistaken for a job.
 """
 
+import json
 import os
 import time
 
 from clusterlaunch.remote.proctree import read_stat  # bundle: strip
-
-# The agent starts with ``python -S`` and avoids json/re/socket on its start-up
-# path (they cost more than the rest of the agent): events are flat data, so a
-# small encoder is enough. The controller parses them with the real json.
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def to_json(value):
-    """JSON text for None, bool, int, float, str, list/tuple and dict (string keys)."""
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return '"' + "".join(_escape(ch) for ch in value) + '"'
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(to_json(item) for item in value) + "]"
-    if isinstance(value, dict):
-        items = sorted(value.items())
-        return "{" + ", ".join(to_json(str(k)) + ": " + to_json(v) for k, v in items) + "}"
-    raise TypeError("cannot encode %r" % (value,))
-
-
-def _escape(ch):
-    if ch in _ESCAPES:
-        return _ESCAPES[ch]
-    return "\\u%04x" % ord(ch) if ch < " " else ch
 
 
 def hostname():
@@ -123,7 +93,7 @@ class JobRecord:
         path = os.path.join(folder, "%s.n%d.%d.json" % (args.job_id, args.node_rank, me))
         temporary = path + ".tmp"
         with open(temporary, "w") as handle:
-            handle.write(to_json(record))
+            json.dump(record, handle, sort_keys=True)
         os.replace(temporary, path)
         return cls(path)
 
@@ -165,8 +135,6 @@ def live_records():
     record or its job's temporary directory; whoever reads the records next
     (``ps``, ``kill``, or any agent finishing) does it for it.
     """
-    import json  # here: the agent's start-up avoids json
-
     records = []
     for path in _record_files():
         try:

@@ -107,7 +107,7 @@ class SrunConnection:
     def start(self, command: str, stdin: bytes = b"") -> LocalProcess:
         """Start ``command`` as a step on this node; ``stdin`` is written first.
 
-        The agent (~26 KB) fits in the pipe buffer, so this write does not wait
+        The agent (~58 KB) fits in the 64 KiB pipe buffer, so this write does not wait
         for the step to start.
         """
         argv = srun_argv(self.host, command, login_shell(), self._srun)

@@ -146,13 +146,12 @@ def test_allreduce_over_srun(fake_slurm: FakeSlurm) -> None:
         assert host == ("node1" if rank < 2 else "node2")
         assert f"RANK={rank} LOCAL_RANK={local} " in text
         assert "WORLD_SIZE=4" in text and "SUM=10" in text and 'ARGV=["x y"]' in text
-    # One preflight probe step, then one agent step, per node.
+    # One step per node: the agent, which made the preflight's checks too (issue 17).
     steps = fake_slurm.steps()
-    assert sorted(s["host"] for s in steps[:2]) == ["node1", "node2"]
-    assert sorted(s["host"] for s in steps[2:]) == ["node1", "node2"]
+    assert sorted(s["host"] for s in steps) == ["node1", "node2"]
     for step in steps:
         assert_step_argv(step["argv"], step["host"])
-    agent = next(s["argv"][-1] for s in steps[2:] if s["host"] == "node2")
+    agent = next(s["argv"][-1] for s in steps if s["host"] == "node2")
     assert "--node-rank 1" in agent and "--master-addr 127.0.0.1" in agent
     assert fake_slurm.left_running(timeout=5.0) == []
 

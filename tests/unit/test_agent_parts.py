@@ -1,39 +1,29 @@
-"""Pure parts of the remote agent: its JSON encoder and its argument parser."""
+"""Pure parts of the remote agent: its events and its argument parser (the standard library's)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from clusterlaunch.remote.records import to_json
+from clusterlaunch.core.exits import ExitStatus
+from clusterlaunch.core.frames import FrameDecoder
+from clusterlaunch.core.protocol import SYNC
 from clusterlaunch.remote.rootcause import root_cause_complete
-from clusterlaunch.remote.wire import parse_args
+from clusterlaunch.remote.wire import Output, parse_args
 
 
-@pytest.mark.parametrize(
-    "value",
-    [
-        None,
-        True,
-        False,
-        0,
-        -7,
-        3.25,
-        "",
-        'quote " backslash \\ newline \n tab \t cr \r bell \x07 nul \x00',
-        "naïve ☃ 日本",
-        [1, "a", None, [2.5]],
-        {"b": 1, "a": {"nested": ["x", False]}, "event": "exit"},
-    ],
-)
-def test_to_json_round_trips_through_the_real_parser(value: object) -> None:
-    assert json.loads(to_json(value)) == value
-
-
-def test_to_json_refuses_what_it_cannot_encode() -> None:
-    with pytest.raises(TypeError):
-        to_json({"x": object()})
+def test_events_are_json_with_statuses_as_numbers() -> None:
+    out = Output(fd=-1)
+    out.event(
+        event="exit", code=ExitStatus.NOT_STARTED, message='caf\u00e9 " \n', extra=[1.5, None]
+    )
+    (frame,) = FrameDecoder().feed(SYNC + bytes(out.pending))
+    assert frame.event() == {
+        "event": "exit",
+        "code": 127,
+        "message": 'caf\u00e9 " \n',
+        "extra": [1.5, None],
+    }
+    assert b'"code": 127' in frame.data  # the number, not the enum's name
 
 
 def test_parse_args() -> None:
@@ -44,6 +34,15 @@ def test_parse_args() -> None:
     assert (args.job_id, args.node_rank, args.grace, args.tail_dir) == ("j", 2, 1.5, "/t")
     assert args.heartbeat_timeout == 20.0 and args.first_rank == 0
     assert args.argv == ["python", "-m", "torch.distributed.run", "--", "x"]
+
+
+def test_parse_args_leaves_the_jobs_words_alone() -> None:
+    """After the first ``--`` everything is the job's, options like the agent's own included."""
+    job = ["sh", "-c", "echo", "--job-id", "other", "--grace", "-1", "--", "--help"]
+    args = parse_args(["--job-id", "j", "--node-rank", "0", *TIMES, "--", *job])
+    assert (args.job_id, args.grace, args.argv) == ("j", 5.0, job)
+    with pytest.raises(SystemExit):  # abbreviations are not the planner's words
+        parse_args(["--job", "j", "--node-rank", "0", *TIMES, "--", "x"])
 
 
 TIMES = ["--grace", "5", "--heartbeat-timeout", "15"]  # required: the planner always passes them

@@ -87,6 +87,7 @@ TEXT = [
     ("job-id-space", run("--job-id", "a b"), "use 1-64 letters"),
     ("job-id-long", run("--job-id", "x" * 65), "use 1-64 letters"),
     ("job-id-path", run("--job-id", "../x"), "use 1-64 letters"),
+    ("job-id-dash", run("--job-id=-x"), "beginning with a letter or digit"),
     ("job-id-bytes", run("--job-id", BAD), "--job-id '\\xff': use 1-64 letters"),
     ("master-addr-empty", run("--master-addr", ""), "--master-addr '': is empty"),
     ("master-addr-subshell", run("--master-addr", "a$(id)"), "contains '$'"),

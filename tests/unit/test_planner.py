@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 
 from clusterlaunch.core import commands, envpolicy
+from clusterlaunch.core.checkplan import probe_command
 from clusterlaunch.core.defaults import PROBE_DIAL_TIMEOUT_S, SETUP_TIMEOUT_S
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import (
@@ -31,7 +32,6 @@ from clusterlaunch.core.planner import (
     parse_env_assignments,
     parse_torchrun_args,
     plan_job,
-    probe_command,
     remote_log_dir,
 )
 from clusterlaunch.core.setupguard import SetupGuard, guarded

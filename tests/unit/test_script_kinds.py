@@ -15,10 +15,11 @@ import pytest
 
 from clusterlaunch.cli.args import check_local_script
 from clusterlaunch.cli.main import main
+from clusterlaunch.core.checkplan import probe_command
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import HostSpec, Inventory, LaunchOptions, SshTarget
-from clusterlaunch.core.planner import plan_job, probe_command
-from clusterlaunch.remote import probe
+from clusterlaunch.core.planner import plan_job
+from clusterlaunch.remote import checks as probe
 
 
 @pytest.fixture

@@ -1,0 +1,201 @@
+"""The preflight's checks of one host, shared by the probe (``check``) and the agent (``run``).
+
+Stdlib only, Python >= 3.8; bundled into both programs. Each runs under the
+job's own ``cd WORKDIR && SETUP && exec env ... PYTHON`` prefix, so the checks
+test exactly what the job will use.
+
+With a job id (torchrun jobs) they also report a job of that id already
+running on this host, or its temporary directory already taken (another
+user's, or a leftover): either would stop the agent.
+
+Node 0 (``listen``) binds the master port (``0`` = pick a free one), reports
+it, and answers connection checks until told the check is over. Every node
+then dials ``master_addr:PORT`` and sends a nonce; only our own listener
+echoes it, so a hit on some other service does not count.
+"""
+
+import os
+import sys
+import threading
+
+from clusterlaunch.remote.accel import find_devices  # bundle: strip
+from clusterlaunch.remote.records import hostname, killed_at, live_records  # bundle: strip
+
+
+def torch_version():
+    try:
+        from importlib import metadata
+    except ImportError:  # Python < 3.8
+        return None
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def module_problem(name):
+    """Why ``python -m NAME`` would not start here, or None.
+
+    ``find_spec`` imports the parent packages, as ``python -m`` itself does.
+    """
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+        package = spec is not None and spec.submodule_search_locations is not None
+        if package and importlib.util.find_spec(name + ".__main__") is None:
+            return "%r is a package without __main__.py; python -m cannot run it" % name
+    except ModuleNotFoundError as exc:  # a parent package is missing
+        return "no module %r for %s in %s (%s); check the name, workdir: and python:" % (
+            name,
+            sys.executable,
+            os.getcwd(),
+            exc,
+        )
+    except Exception as exc:  # a package's __init__ may raise anything
+        return "module %r cannot be imported in %s: %s: %s" % (
+            name,
+            os.getcwd(),
+            type(exc).__name__,
+            exc,
+        )
+    if spec is None:
+        return "no module %r for %s in %s; check the name, workdir: and python:" % (
+            name,
+            sys.executable,
+            os.getcwd(),
+        )
+    return None
+
+
+def program_problem(name):
+    """Why torchrun --no-python could not run ``name`` here (from the workdir, or PATH), or None."""
+    import shutil  # here: only --no-python jobs need it
+
+    if shutil.which(name) is not None:
+        return None
+    if "/" in name and os.path.isfile(name):
+        return "program %r in %s is not executable; chmod +x it" % (name, os.getcwd())
+    where = os.getcwd() if "/" in name else "PATH"
+    return "program %r not found in %s; check the name and workdir:" % (name, where)
+
+
+def static_checks(args):
+    fields = {
+        "hostname": hostname(),
+        "python": sys.version.split()[0],  # platform.python_version(), without its 8 ms import
+        "executable": sys.executable,
+        "cwd": os.getcwd(),
+    }
+    fields.update(find_devices(args.accelerator))
+    if args.need_torch:
+        fields["torch"] = torch_version()
+    if args.script:
+        fields["script_found"] = os.path.isfile(args.script)
+    if args.module:
+        fields["script_problem"] = module_problem(args.module)
+    if args.program:
+        fields["script_problem"] = program_problem(args.program)
+    if args.job_id:
+        fields.update(job_clash(args.job_id, args.tail_dir))
+        fields["killed_at"] = killed_at(args.job_id)  # clusterlaunch kill: no restart
+    return fields
+
+
+def job_clash(job_id, tail_dir):
+    """A running job with our id, else our temporary directory already there."""
+    # live_records first: it removes what dead agents left, their temp dirs too.
+    for record in live_records():
+        if record.get("job_id") == job_id:
+            return {
+                "job_running": {"pid": record.get("agent_pid"), "node": record.get("node_rank")}
+            }
+    try:
+        info = os.lstat(tail_dir)
+    except OSError:
+        return {}
+    return {"tail_dir_taken": {"path": tail_dir, "uid": info.st_uid}}
+
+
+def serve(listener, nonce, stop, timeout):
+    """Echo the nonce to every checker until ``stop`` is set."""
+    listener.settimeout(0.2)
+    while not stop.is_set():
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            continue
+        except OSError:
+            return
+        with conn:
+            conn.settimeout(timeout)
+            try:
+                if conn.recv(64).strip() == nonce:
+                    conn.sendall(nonce + b" ok\n")
+                # Let the dialler close first: the side that closes first keeps
+                # TIME_WAIT, and on this side it would block torchrun's bind.
+                conn.recv(1)
+            except OSError:
+                pass
+
+
+def open_listener(port, family):
+    import socket  # in the functions that need it: the agent bundles this module, and an
+    # exec never gets here (socket: 7 ms of the agent's start, -X importtime)
+
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    # Bind exactly as torchrun's TCPStore (libuv) will: with SO_REUSEADDR, so a
+    # port merely in TIME_WAIT passes and one with a listener on it fails.
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", port))
+    listener.listen(64)
+    return listener
+
+
+def dial(addr, port, nonce, timeout):
+    import socket
+
+    try:
+        with socket.create_connection((addr, port), timeout=timeout) as conn:
+            conn.sendall(nonce + b"\n")
+            reply = conn.recv(64)
+    except OSError as exc:
+        return "cannot connect to %s:%d: %s" % (addr, port, exc)
+    if reply.strip() != nonce + b" ok":
+        return "%s:%d answered, but it is not our node 0 (another service on that port?)" % (
+            addr,
+            port,
+        )
+    return None
+
+
+def static_stage(args):
+    """The first report's fields, and node 0's listener (None elsewhere, or if it failed)."""
+    fields = static_checks(args)
+    listener = None
+    if args.listen is not None:
+        import socket
+
+        family = socket.AF_INET6 if ":" in (args.master_addr or "") else socket.AF_INET
+        try:
+            listener = open_listener(args.listen, family)
+            fields["port"] = listener.getsockname()[1]
+        except OSError as exc:
+            fields["listen_error"] = "cannot bind port %d: %s" % (args.listen, exc.strerror or exc)
+    return fields, listener
+
+
+def start_serving(listener, nonce, timeout):
+    """Answer every dialler from a thread; set the returned event to stop."""
+    stop = threading.Event()
+    if listener is not None:
+        serving = (listener, nonce, stop, timeout)
+        threading.Thread(target=serve, args=serving, daemon=True).start()
+    return stop
+
+
+def connect_stage(args, port_text):
+    """The second report: dial node 0 on the port the controller sent, or None if there is none."""
+    if not port_text.isdigit():
+        return None
+    return {"error": dial(args.master_addr, int(port_text), args.nonce.encode(), args.timeout)}

@@ -1,0 +1,79 @@
+"""The agent's preflight (``run``): its host's checks, then the controller's go.
+
+Bundled with the agent (stdlib only, Python >= 3.8). One SSH session and one
+interpreter per host for a whole ``run``: the agent makes the checks the probe
+makes for ``check`` (:mod:`clusterlaunch.remote.checks`), reports them as the
+probe would (``static``, ``connect``, ``end`` event frames), and starts its job
+only on the controller's go. Lines on stdin, before the go:
+
+* node 0's master port (empty: there is none), which every node dials;
+* node 0 only: ``done`` once every node has dialled (its listener closes);
+* ``go JSON``: the final job, with what the plan filled in after the
+  preflight (the master port, ``gpus: auto`` counts): ``argv``, ``first_rank``,
+  and the environment (``env`` to set, ``unset`` to remove).
+
+EOF, or no go within ``--preflight-timeout`` seconds: nothing starts. After
+the go, stdin is the agent's control channel (:class:`wire.Control`).
+"""
+
+import json
+import os
+import time
+
+from clusterlaunch.remote.checks import connect_stage, start_serving, static_stage  # bundle: strip
+
+
+def checked_and_go(args, out, control):
+    """Check this host, then take the final job from the go into ``args``; False: no go."""
+    go = await_go(args, out, control)
+    if go is None:
+        out.drain(1.0)
+        return False
+    args.argv = go["argv"]
+    args.first_rank = go["first_rank"]
+    os.environ.update(go["env"])  # the job's environment: the agent passes its own on
+    for name in go["unset"]:
+        os.environ.pop(name, None)
+    control.last_heard = time.monotonic()  # heartbeats begin with the job
+    return True
+
+
+def await_go(args, out, control):
+    """Report the checks; the go's fields, or None (no go: a failed host, the controller gone)."""
+    import site
+
+    # The agent runs with -S (fast start, stdlib only); the checks need the
+    # job's own sys.path, .pth files included: torch's metadata, -m modules.
+    site.main()
+    deadline = control.started + args.preflight_timeout
+    fields, listener = static_stage(args)
+    _report(out, args, stage="static", **fields)
+    stop = start_serving(listener, args.nonce.encode(), args.timeout)
+    try:
+        port_text = control.read_line(deadline)
+        if port_text is None:
+            return None
+        connect = connect_stage(args, port_text)
+        if connect is not None:
+            _report(out, args, stage="connect", **connect)
+        if listener is not None:
+            while True:  # every peer has dialled when the controller says "done"
+                line = control.read_line(deadline)
+                if line is None:
+                    return None
+                if line == "done":
+                    break
+    finally:
+        stop.set()
+        if listener is not None:
+            listener.close()
+    _report(out, args, stage="end")
+    line = control.read_line(deadline)
+    if line is None or not line.startswith("go "):
+        return None
+    return json.loads(line[3:])
+
+
+def _report(out, args, **fields):
+    out.event(**fields)
+    out.drain(args.preflight_timeout)  # small: written at once unless the channel is stuck
