@@ -1,7 +1,8 @@
 """The first run looks right: a live status line on a terminal, torchrun's banner folded.
 
-The controller runs with stderr on a real pseudo-terminal (Python's ``pty``)
-and, for comparison, on a pipe; the hosts are simulated sshd hosts running a
+The controller runs with stderr on a real pseudo-terminal (Python's ``pty``),
+in a tmux window (what the screen finally shows, ``capture-pane -e``), and, for
+comparison, on a pipe; the hosts are simulated sshd hosts running a
 real torchrun, two processes each, so every host prints the OMP_NUM_THREADS banner.
 """
 
@@ -9,8 +10,12 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import select
+import shlex
+import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -87,3 +92,46 @@ def test_piped_there_is_no_status_and_the_log_keeps_the_banners(
     assert result.stderr.count(NOTE) == 1 and b"OMP_NUM_THREADS environment" not in result.stderr
     log = (logs / "controller.log").read_text()
     assert log.count("Setting OMP_NUM_THREADS environment variable") == 2  # nothing lost
+
+
+SGR = re.compile(rb"\x1b\[[0-9;]*m")
+
+
+def screen_after(argv: list[str], socket_name: str, timeout: float = 180) -> tuple[str, bytes]:
+    """Run ``argv`` in a detached tmux window (stdout and stderr both the terminal),
+    then what the user sees: the pane as text, and as ``capture-pane -e`` gives it."""
+    tmux = ["tmux", "-L", socket_name, "-f", "/dev/null"]
+    command = f"{shlex.join(argv)}; echo __exit=$?; exec sleep 600"
+    subprocess.run(
+        [*tmux, "new-session", "-d", "-x", "200", "-y", "50", "-c", str(REPO), command],
+        env=_env(),
+        check=True,
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            shown = subprocess.run(
+                [*tmux, "capture-pane", "-p", "-e", "-J"], capture_output=True, check=True
+            ).stdout
+            if b"__exit=" in shown or time.monotonic() > deadline:
+                return SGR.sub(b"", shown).decode(), shown
+            time.sleep(0.5)
+    finally:  # our own server, on our own socket: nothing else is touched
+        subprocess.run([*tmux, "kill-server"], check=False)
+
+
+@pytest.mark.skipif(not shutil.which("tmux"), reason="no tmux (test-programs.sh installs it)")
+def test_in_tmux_the_screen_shows_the_header_then_the_ranks(
+    sim_cluster, hosts: Path, tmp_path: Path
+) -> None:
+    """What a user's terminal finally shows: no status line left over, the header first."""
+    argv = cli_argv("run", sim_cluster, str(hosts), "examples/hello_ranks.py")
+    text, raw = screen_after(argv, f"cl-test-{os.getpid()}-{tmp_path.name}")
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert "__exit=0" in lines, text
+    assert lines[0].startswith("clusterlaunch: job cl-"), text
+    assert "master 127.0.0.11:" in lines[0], text
+    assert not [line for line in lines if "preflight" in line or "connected" in line], text
+    assert len(rank_lines("\n".join(lines))) == 4, text
+    assert sum("OMP_NUM_THREADS" in line for line in lines) == 1, text  # the folded note
+    assert b"\x1b[" in raw  # colored prefixes: it really was a terminal
