@@ -15,7 +15,7 @@ from pathlib import Path
 
 from clusterlaunch.cli import restartargs
 from clusterlaunch.cli import slurm as slurmargs
-from clusterlaunch.controller.launcher import JobRequest
+from clusterlaunch.controller.request import JobRequest
 from clusterlaunch.core import defaults, limits
 from clusterlaunch.core.envfile import read_env_file
 from clusterlaunch.core.errors import UsageError

@@ -16,7 +16,8 @@ from importlib import resources
 from typing import Any
 
 from clusterlaunch.controller.console import Console
-from clusterlaunch.controller.launcher import JobRequest, launch, make_plan
+from clusterlaunch.controller.launcher import launch, make_plan
+from clusterlaunch.controller.request import JobRequest
 from clusterlaunch.core import defaults
 from clusterlaunch.core.doctor import all_reduce_rows
 from clusterlaunch.core.errors import UsageError

@@ -15,7 +15,7 @@ from clusterlaunch.core.lines import Prefixes
 from clusterlaunch.core.model import JobPlan
 
 if TYPE_CHECKING:
-    from clusterlaunch.controller.launcher import JobRequest
+    from clusterlaunch.controller.request import JobRequest
 
 
 def job_ranks(plan: JobPlan, request: JobRequest) -> list[tuple[int, str, int]]:

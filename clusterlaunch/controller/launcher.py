@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from clusterlaunch.controller.console import Console
@@ -30,52 +31,21 @@ from clusterlaunch.controller.joboutput import (
 )
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.preflight import PreflightResult, run_preflight
+from clusterlaunch.controller.request import JobRequest
 from clusterlaunch.controller.stall import StallWatch, watch_for_stalls
 from clusterlaunch.controller.status import StatusLine
 from clusterlaunch.controller.supervisor import Supervisor
-from clusterlaunch.core import accelerators, defaults, render
+from clusterlaunch.core import accelerators, render
 from clusterlaunch.core.errors import JobOutcome, PreflightError, UsageError
-from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
+from clusterlaunch.core.model import JobPlan
 from clusterlaunch.core.planner import plan_job
-from clusterlaunch.core.restarts import RestartPolicy, count_env
+from clusterlaunch.core.progress import PHASES, SYNC_PHASES
+from clusterlaunch.core.restarts import count_env
 from clusterlaunch.remote import program_source
-from clusterlaunch.transport import Connection, SshSettings, close_all, connect_all
+from clusterlaunch.transport import Connection, close_all, connect_all
 
 if TYPE_CHECKING:
     from clusterlaunch.controller.sync import SourceTree
-
-
-@dataclass(frozen=True)
-class JobRequest:
-    """Everything needed to plan and run one job (``run``) or command (``exec``)."""
-
-    inventory: Inventory
-    targets: tuple[SshTarget, ...]
-    options: LaunchOptions
-    job_id: str
-    ssh: SshSettings
-    exec_argv: tuple[str, ...] | None = None
-    fanout: int = defaults.FANOUT
-    timeout: float | None = None
-    rank_filter: frozenset[int] | None = None
-    log_dir: str | None = None
-    fail_fast: bool = False
-    """``exec --fail-fast``: stop every host when one fails (torchrun jobs always do)."""
-    transport: str = "ssh"
-    """``ssh`` or ``srun`` (job steps of the current Slurm allocation)."""
-    sync: bool = False
-    """``--sync``: copy this directory to every host's workdir before the preflight."""
-    restarts: RestartPolicy = field(default_factory=RestartPolicy)
-    """``--max-restarts`` and friends (controller/restarts.py runs the attempts)."""
-    spares: tuple[tuple[HostSpec, SshTarget], ...] = ()
-    """``spare: true`` hosts: idle until a restart needs one."""
-    restart_count: int | None = None
-    """This attempt's number (0 first), for a job that may restart; else None."""
-    verbose: bool = False
-    """``--verbose``: connection notes (retried handshakes) on the console too."""
-    stall_timeout: float | None = None
-    stall_action: str = "stacks"
-    """``--stall-timeout``/``--stall-action`` (controller/stall.py)."""
 
 
 def make_plan(
@@ -192,7 +162,8 @@ def launch_in(
         from clusterlaunch.controller.sync import scan_source
 
         source = scan_source(os.getcwd())
-    status = StatusLine(console, [node.host for node in plan.nodes])
+    phases = SYNC_PHASES if request.sync else PHASES
+    status = StatusLine(console, [node.host for node in plan.nodes], phases)
     try:
         return _run(request, console, plan, log_dir, source, status)
     finally:
@@ -214,8 +185,17 @@ def _run(
         if source is not None:
             from clusterlaunch.controller.sync import sync_workdirs
 
-            status.end()  # the copy reports on its own
-            sync_workdirs(plan, connections, source, request.ssh, console, request.fanout)
+            copied_to = partial(status.mark, "synced")
+            sync_workdirs(
+                plan,
+                connections,
+                source,
+                request.ssh,
+                console,
+                request.fanout,
+                copied_to,
+                status.say,
+            )
         if request.exec_argv is None:
             held = hold(request, plan, connections, console, status)
             if held.result.problems:

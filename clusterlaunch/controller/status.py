@@ -13,7 +13,7 @@ import threading
 from collections.abc import Sequence
 
 from clusterlaunch.controller.console import Console
-from clusterlaunch.core.progress import Progress
+from clusterlaunch.core.progress import PHASES, Progress
 
 ERASE = b"\r\x1b[K"  # to the line's start, clear to its end
 
@@ -21,9 +21,11 @@ ERASE = b"\r\x1b[K"  # to the line's start, clear to its end
 class StatusLine:
     """Draws :class:`Progress` on stderr, if it is a terminal, until :meth:`end`."""
 
-    def __init__(self, console: Console, hosts: Sequence[str]) -> None:
+    def __init__(
+        self, console: Console, hosts: Sequence[str], phases: Sequence[str] = PHASES
+    ) -> None:
         self._console = console
-        self.progress = Progress(hosts)
+        self.progress = Progress(hosts, phases)
         self.active = console.err.isatty()
         self._lock = threading.Lock()
         self._drawn = False

@@ -107,11 +107,15 @@ def sync_workdirs(
     ssh: SshSettings,
     console: Console,
     fanout: int = FANOUT,
+    copied_to: Callable[[str], None] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> None:
     """Copy ``tree`` to every node's workdir; raise SyncError if any copy failed.
 
     The quick rounds of commands open ``fanout`` channels at once; the copies
-    run at most :data:`MAX_PARALLEL` at once.
+    run at most :data:`MAX_PARALLEL` at once. ``copied_to`` hears of each host
+    whose copy has ended (from the copying threads); ``say`` takes the report
+    lines (default: the console's stderr).
     """
     nodes = {node.node_rank: node for node in plan.nodes}
     checks, source_token, cleanup = _find_shared_dirs(plan, connections, tree.root, fanout)
@@ -120,7 +124,11 @@ def sync_workdirs(
     copier = Copier(tree, connections, ssh)
 
     def copy(task: SyncTask) -> tuple[Transfer, float, str | None]:
-        return copier.run(nodes[task.node_ranks[0]], task)
+        result = copier.run(nodes[task.node_ranks[0]], task)
+        if copied_to is not None:
+            for rank in task.node_ranks:
+                copied_to(nodes[rank].host)
+        return result
 
     try:
         try:
@@ -142,7 +150,7 @@ def sync_workdirs(
             line = report_line(
                 hosts, nodes[task.node_ranks[0]].workdir, task.method, transfer, seconds
             )
-            console.err.write(f"clusterlaunch: {line}\n".encode())
+            (say or console.say)(f"clusterlaunch: {line}")
         else:
             problems.append(HostProblem(",".join(hosts), f"sync ({task.method})", error))
     console.err.flush()

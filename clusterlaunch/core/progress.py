@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 PHASES = ("connected", "preflight", "started")
 """In order; a host counts in a phase once it has finished it."""
+SYNC_PHASES = ("connected", "synced", "preflight", "started")
+"""With ``--sync``: the copy to each host's workdir comes before its preflight."""
 
 
 class Progress:
@@ -35,7 +37,8 @@ class Progress:
         return len(self._done[phase]) == len(self.hosts)
 
     def text(self) -> str:
-        """``connected 41/64 · preflight 12/64 · started 0/64 · slowest: gpu-17``."""
+        """``connected 41/64 · preflight 12/64 · started 0/64 · slowest: gpu-17``
+        (``synced 9/64`` after ``connected`` with ``--sync``)."""
         total = len(self.hosts)
         parts = [f"{phase} {len(self._done[phase])}/{total}" for phase in self.phases]
         current = next((p for p in self.phases if not self.complete(p)), None)

@@ -31,12 +31,14 @@ NOTE = (
 )
 
 
-def run_on_a_terminal(argv: list[str], timeout: float = 120) -> tuple[int, bytes, bytes]:
+def run_on_a_terminal(
+    argv: list[str], timeout: float = 120, cwd: Path = REPO
+) -> tuple[int, bytes, bytes]:
     """``argv`` with stderr on a pseudo-terminal and stdout on a pipe: (status, stdout, stderr)."""
     terminal, tty_end = pty.openpty()
     read_out, write_out = os.pipe()
     process = subprocess.Popen(
-        argv, cwd=REPO, env=_env(), stdin=subprocess.DEVNULL, stdout=write_out, stderr=tty_end
+        argv, cwd=cwd, env=_env(), stdin=subprocess.DEVNULL, stdout=write_out, stderr=tty_end
     )
     os.close(tty_end)
     os.close(write_out)
@@ -76,6 +78,25 @@ def test_a_terminal_sees_live_progress_then_the_header(sim_cluster, hosts: Path)
     assert b"host(s), world size 4, master 127.0.0.11:" in rest.split(b"\r\n")[0]
     assert ERASE not in rest and b"\r\n" not in head
     assert b"Setting OMP_NUM_THREADS" not in err and err.count(NOTE) == 1
+
+
+def test_with_sync_the_line_counts_the_copies(sim_cluster, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("hello_ranks.py", "_dist.py"):
+        (project / name).write_bytes((REPO / "examples" / name).read_bytes())
+    dests = {f"node{i}": tmp_path / f"dest{i}" for i in range(2)}
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml", [(h, 1, {"workdir": str(d)}) for h, d in dests.items()]
+    )
+    argv = cli_argv("run", sim_cluster, "--sync", str(hosts), "hello_ranks.py")
+    status, out, err = run_on_a_terminal(argv, cwd=project)
+    assert status == 0, err
+    assert len(rank_lines(out.decode())) == 2
+    assert b"connected 2/2 \xc2\xb7 synced 0/2" in err  # the copies, counted as they end...
+    assert b"synced 2/2 \xc2\xb7 preflight 0/2" in err
+    assert err.count(b"clusterlaunch: sync node") == 2  # ...each copy's report above the line
+    assert all((dest / "hello_ranks.py").exists() for dest in dests.values())
 
 
 def test_piped_there_is_no_status_and_the_log_keeps_the_banners(

@@ -193,7 +193,8 @@ def test_connection_notes_go_to_controller_log_always_and_the_console_with_verbo
     import io
 
     from clusterlaunch.controller.console import Console
-    from clusterlaunch.controller.launcher import JobRequest, connection_notes
+    from clusterlaunch.controller.joboutput import connection_notes
+    from clusterlaunch.controller.request import JobRequest
     from clusterlaunch.core.model import HostSpec, Inventory, LaunchOptions
     from clusterlaunch.transport import SshSettings
 
