@@ -28,7 +28,7 @@ from clusterlaunch.core import render
 from clusterlaunch.core.errors import ClusterlaunchError, PreflightError, StopJob, UsageError
 from clusterlaunch.core.exits import ExitStatus, from_signal
 from clusterlaunch.core.hostfile import load_inventory
-from clusterlaunch.core.restarts import dry_run_text
+from clusterlaunch.core.restarts import dry_run_fields, dry_run_text
 from clusterlaunch.transport import close_all, connect_all
 from clusterlaunch.transport.sshconfig import resolve_targets
 
@@ -106,10 +106,12 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command == "run" and not args.dry_run:
         cliargs.check_local_script(plan, request.options, synced=request.sync)
     if args.dry_run:
-        text = render.plan_json(plan) if args.json else render.plan_text(plan)
-        if not args.json:
-            text += slurmargs.dry_run_note(request.transport)
-            spares = [spec for spec, _ in request.spares]
+        spares = [spec for spec, _ in request.spares]
+        if args.json:
+            extra = dry_run_fields(request.restarts, request.inventory.hosts, spares)
+            text = render.plan_json(plan, extra)
+        else:
+            text = render.plan_text(plan) + slurmargs.dry_run_note(request.transport)
             text += dry_run_text(request.restarts, request.inventory.hosts, spares)
         console.out.write(text.encode() + b"\n")
         return ExitStatus.OK

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clusterlaunch.core.errors import HostProblem, JobOutcome
@@ -89,8 +89,8 @@ def _count(value: int | None) -> object:
     return "auto" if value is None else value
 
 
-def plan_json(plan: JobPlan) -> str:
-    """The dry-run plan as JSON (the documented contract)."""
+def plan_json(plan: JobPlan, extra: Mapping[str, Any] | None = None) -> str:
+    """The dry-run plan as JSON (the documented contract), with ``extra`` top-level fields."""
     data: dict[str, Any] = {
         "job_id": plan.job_id,
         "world_size": _count(plan.world_size),
@@ -112,6 +112,7 @@ def plan_json(plan: JobPlan) -> str:
             for node in plan.nodes
         ],
     }
+    data.update(extra or {})
     return json.dumps(data, indent=2)
 
 

@@ -158,6 +158,26 @@ def dry_run_text(
     return "\n".join(lines) + "\n"
 
 
+def dry_run_fields(
+    policy: RestartPolicy, hosts: Sequence[HostSpec], spares: Sequence[HostSpec]
+) -> dict[str, Any]:
+    """The same for ``--dry-run --json``: ``restarts`` and ``spares``, present only when set."""
+    fields: dict[str, Any] = {}
+    if policy.enabled:
+        fields["restarts"] = {
+            "max_restarts": policy.max_restarts,
+            "backoff_s": policy.backoff,
+            "max_backoff_s": _MAX_WAIT,
+            "min_hosts": policy.min_hosts,
+        }
+    if spares:
+        fields["spares"] = [
+            {"host": spare.host, "nproc": spare.gpus or "auto", "takes_place": _fit(spare, hosts)}
+            for spare in spares
+        ]
+    return fields
+
+
 def _fit(spare: HostSpec, hosts: Sequence[HostSpec]) -> str:
     same = [h.host for h in hosts if h.gpus == spare.gpus and h.gpus is not None]
     if len(same) == len(hosts):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -183,6 +184,27 @@ def test_dry_run_shows_spares_apart_and_the_policy(
     assert "# restarts: up to 2 after a failed rank" in out  # max_restarts: from the file
     assert "# spare s (2 process(es)): takes a lost host's node rank" in out
     assert out.count("CLUSTERLAUNCH_RESTART_COUNT=0 ") == 2
+
+
+def test_dry_run_json_carries_the_policy_and_the_spares(
+    hosts: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--dry-run", "--json", "--job-id", "j1", str(hosts), "t.py"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [node["host"] for node in data["nodes"]] == ["a", "b"]  # the spare is no node
+    assert data["restarts"] == {
+        "max_restarts": 2,
+        "backoff_s": 3.0,
+        "max_backoff_s": 60.0,
+        "min_hosts": 2,
+    }
+    assert data["spares"] == [
+        {
+            "host": "s",
+            "nproc": 2,
+            "takes_place": "takes a lost host's node rank and ranks; the world size stays",
+        }
+    ]
 
 
 def test_max_restarts_flag_wins_over_the_file(
