@@ -30,6 +30,7 @@ from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.model import HostSpec, JobPlan, SshTarget
 from clusterlaunch.core.reports import PreflightResult
 from clusterlaunch.transport import close_all, connect_all
+from clusterlaunch.transport.fanout import sleep_in_slices
 
 Say = Callable[[str], None]
 
@@ -64,7 +65,7 @@ def _attempts(
             f"attempt {restarts} failed ({outcome.reason}); restart {restarts} of "
             f"{rules.max_restarts} in {wait:g} s"
         )
-        _sleep(wait)  # Ctrl-C here raises StopJob: nothing runs anywhere now
+        sleep_in_slices(wait)  # Ctrl-C here raises StopJob: nothing runs anywhere now
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             reason = f"--timeout {request.timeout:g} s reached before restart {restarts}"
@@ -187,18 +188,6 @@ def _gone_names(
         if spec.host not in kept:
             names |= {spec.host, targets[spec.host].hostname, *([spec.addr] if spec.addr else [])}
     return names
-
-
-def _sleep(seconds: float) -> None:
-    """``time.sleep`` in short steps. The kernel may hand SIGINT to any thread (a
-    connection's, still closing); Python then runs the handler only when the main
-    thread next runs, so one 30 s sleep ignored a Ctrl-C to its end (1 run in 8)."""
-    end = time.monotonic() + seconds
-    while (left := end - time.monotonic()) > 0:
-        time.sleep(min(left, _SLEEP_STEP_S))
-
-
-_SLEEP_STEP_S = 0.1
 
 
 def _announcer(console: Console, log_dir: LogDir | None) -> Say:

@@ -10,6 +10,7 @@ in the main thread gets through at once and unfinished calls are abandoned.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -58,3 +59,13 @@ def run_parallel(
     while not done.wait(_SLICE_S):
         pass
     return results
+
+
+def sleep_in_slices(seconds: float) -> None:
+    """``time.sleep`` in short slices, for the main thread. The kernel may hand
+    SIGINT to any thread (a connection's, still closing); Python then runs the
+    handler only when the main thread next runs, so one 30 s sleep ignored a
+    Ctrl-C to its end (the restart back-off: 1 run in 8 under load)."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        time.sleep(min(left, _SLICE_S))

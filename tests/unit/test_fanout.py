@@ -5,7 +5,10 @@ from __future__ import annotations
 import threading
 import time
 
-from clusterlaunch.transport.fanout import Failed, run_parallel
+import pytest
+
+from clusterlaunch.transport import fanout
+from clusterlaunch.transport.fanout import Failed, run_parallel, sleep_in_slices
 
 
 def test_results_in_order_and_failures_returned() -> None:
@@ -40,3 +43,18 @@ def test_limit_bounds_concurrency() -> None:
 
 def test_no_items() -> None:
     assert run_parallel(lambda x: x, [], limit=4) == []
+
+
+def test_sleep_in_slices_wakes_the_main_thread_every_slice(monkeypatch) -> None:
+    """A Ctrl-C handed to another thread is heard within a slice, not at the end of the wait."""
+    now = [0.0]
+    slices: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slices.append(seconds)
+        now[0] += seconds
+
+    monkeypatch.setattr(fanout.time, "sleep", sleep)
+    monkeypatch.setattr(fanout.time, "monotonic", lambda: now[0])
+    sleep_in_slices(0.35)
+    assert slices == pytest.approx([0.1, 0.1, 0.1, 0.05])

@@ -44,7 +44,7 @@ class Fake:
         self.err = io.BytesIO()
         monkeypatch.setattr(loop.launcher, "launch_in", lambda *a: self._next())
         monkeypatch.setattr(loop, "_restart", self._restart)
-        monkeypatch.setattr(loop, "_sleep", self._sleep)  # the back-off (real: 0.1 s steps)
+        monkeypatch.setattr(loop, "sleep_in_slices", self._sleep)  # the back-off
         self.on_sleep: Callable[[], None] = lambda: None
 
     def _next(self) -> JobOutcome:
@@ -114,18 +114,3 @@ def test_timeout_spent_in_the_backoff_stops_with_124(monkeypatch) -> None:
     assert (outcome.exit_code, outcome.stopped) == (124, True)
     assert "job stopped: --timeout 50 s reached before restart 1" in fake.said
     assert fake.restarts == []
-
-
-def test_the_backoff_sleeps_in_short_steps(monkeypatch) -> None:
-    """A Ctrl-C handed to another thread is heard within a step, not at the end of the wait."""
-    now = [0.0]
-    steps: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        steps.append(seconds)
-        now[0] += seconds
-
-    monkeypatch.setattr(loop.time, "sleep", sleep)
-    monkeypatch.setattr(loop.time, "monotonic", lambda: now[0])
-    loop._sleep(0.35)
-    assert steps == pytest.approx([0.1, 0.1, 0.1, 0.05])
