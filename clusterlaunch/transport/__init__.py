@@ -51,7 +51,8 @@ def connect_all(
     Keyed by the target's alias (the hosts-file destination). With ``srun``
     every target, ``localhost`` included, is a node of the allocation.
     ``note`` hears about retried handshakes (also logged as ``clusterlaunch.connect``);
-    ``progress``, from the connecting threads, of each alias connected (paramiko only).
+    ``progress`` hears of each alias connected (paramiko: from the connecting threads;
+    OpenSSH: from this thread, as each master's control socket appears).
     A setting the paramiko client cannot honour, or an open-file limit too low
     for this many hosts, raises UsageError before any host is contacted.
     """
@@ -73,10 +74,18 @@ def connect_all(
     if settings.client == "openssh":
         from clusterlaunch.transport import sshmaster
 
-        found, problems = sshmaster.connect_all(remote, settings, fanout, noted)
+        for alias in connections:
+            (progress or _ignore)(alias)
+        found, problems = sshmaster.connect_all(
+            remote, settings, fanout, noted, progress or _ignore
+        )
         connections.update(found)
         return connections, problems
-    return _connect_paramiko(targets, settings, fanout, noted, progress or (lambda alias: None))
+    return _connect_paramiko(targets, settings, fanout, noted, progress or _ignore)
+
+
+def _ignore(alias: str) -> None:
+    """No one listens to connection progress."""
 
 
 def _connect_paramiko(

@@ -75,8 +75,12 @@ def connect_all(
     ssh: SshSettings,
     fanout: int,
     note: Callable[[str], None],
+    progress: Callable[[str], None] = lambda alias: None,
 ) -> tuple[dict[str, OpenSshConnection], list[HostProblem]]:
-    """A master per target (and per shared jump host); connections and failures by alias."""
+    """A master per target (and per shared jump host); connections and failures by alias.
+
+    ``progress`` hears each target's alias as its master comes up (jump hosts are not targets).
+    """
     interval = max(1, round(ssh.keepalive_interval))
     settings = MasterSettings(
         config_file=sshconfig.ssh_config_file(ssh.config_path),
@@ -93,7 +97,7 @@ def connect_all(
     control.hold()  # until the connections exist: then each holds it
     masters = _plan(targets, settings, control)
     try:
-        _establish(masters, settings, fanout, note)
+        _establish(masters, settings, fanout, note, progress)
         return _connections(masters, settings, control)
     except BaseException:
         for master in masters:
@@ -167,7 +171,11 @@ def _through(hop: SshTarget, proxy: str, settings: MasterSettings) -> str:
 
 
 def _establish(
-    masters: list[_Master], settings: MasterSettings, fanout: int, note: Callable[[str], None]
+    masters: list[_Master],
+    settings: MasterSettings,
+    fanout: int,
+    note: Callable[[str], None],
+    progress: Callable[[str], None],
 ) -> None:
     waiting = list(masters)
     running: list[_Master] = []
@@ -189,6 +197,8 @@ def _establish(
                 running.remove(master)
                 if master.error is None and master.popen is None:
                     waiting.append(master)  # a retry, after its backoff
+                elif master.error is None and not master.users:  # a target, not a jump host
+                    progress(master.key)
         time.sleep(_POLL_S)
 
 

@@ -65,13 +65,18 @@ def hosts(tmp_path: Path) -> Path:
     return write_hosts(tmp_path / "hosts.yaml", [("node0", 2), ("node1", 2)])
 
 
-def test_a_terminal_sees_live_progress_then_the_header(sim_cluster, hosts: Path) -> None:
-    argv = cli_argv("run", sim_cluster, str(hosts), "examples/hello_ranks.py")
+@pytest.mark.parametrize("client", ["paramiko", "openssh"])
+def test_a_terminal_sees_live_progress_then_the_header(sim_cluster, hosts: Path, client) -> None:
+    argv = cli_argv(
+        "run", sim_cluster, "--ssh-client", client, str(hosts), "examples/hello_ranks.py"
+    )
     status, out, err = run_on_a_terminal(argv)
     assert status == 0, err
     assert len(rank_lines(out.decode())) == 4
-    # Rewritten in place (erase, text, no newline) through every phase...
-    assert ERASE + b"clusterlaunch: connected " in err
+    # Rewritten in place (erase, text, no newline) through every phase, the hosts
+    # counted as each connects (1/2 is a live count: 2/2 alone could be a mark_all)...
+    assert ERASE + b"clusterlaunch: connected 1/2 \xc2\xb7 preflight 0/2" in err
+    assert ERASE + b"clusterlaunch: connected 2/2 \xc2\xb7 preflight 0/2" in err
     assert b"preflight 2/2 \xc2\xb7 started 0/2" in err
     head, _, rest = err.partition(ERASE + b"clusterlaunch: job cl-")
     # ...then replaced by the header naming the master address, and drawn no more.
