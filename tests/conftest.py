@@ -9,6 +9,8 @@
 * ``assert_no_orphans`` — ``assert_no_orphans(cluster, timeout=5.0)`` fails the test
   when processes started through the cluster's hosts are still alive (and kills them).
 * Tests marked ``torch`` skip, saying why, when the hosts' interpreter has no torch.
+* Every test must leave the SIGINT/SIGTERM/SIGHUP handlers as it found them (checked
+  automatically): ``cli.main()`` run in process restores its caller's.
 
 Ports: ``CLUSTERLAUNCH_TEST_SSH_PORT`` pins the session cluster's port (factory
 clusters use the ports above it); unset, the first free port from 22220 is used, so
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -100,6 +103,21 @@ def _require_sshd() -> None:
             f"{SSHD} not installed (package openssh-server; "
             "scripts/test.sh installs it when run as root)"
         )
+
+
+_HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_left_as_found() -> Iterator[None]:
+    # A handler left installed (as cli.main() once left its own) turns the next
+    # Ctrl-C into an exception inside some later test, and the suite goes on.
+    before = {signum: signal.getsignal(signum) for signum in _HANDLED}
+    yield
+    after = {signum: signal.getsignal(signum) for signum in _HANDLED}
+    for signum, handler in before.items():
+        signal.signal(signum, handler)
+    assert after == before, "the test left signal handlers installed"
 
 
 @pytest.fixture(scope="session")

@@ -131,17 +131,31 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
     )
 
 
-def _install_signal_handlers() -> None:
+def _install_signal_handlers() -> dict[signal.Signals, object]:
+    """Signals become StopJob; returns the handlers they replaced (restored by main)."""
+    replaced: dict[signal.Signals, object] = {}
     for signum in _SIGNAL_EXITS:
         # A signal ignored when we started stays ignored: that is what nohup
         # (SIGHUP) and a shell's background job (SIGINT) ask for.
-        if signal.getsignal(signum) is not signal.SIG_IGN:
+        previous = signal.getsignal(signum)
+        if previous is not signal.SIG_IGN:
+            replaced[signum] = previous
             signal.signal(signum, _raise_stop)
+    return replaced
+
+
+def _restore_signal_handlers(replaced: dict[signal.Signals, object]) -> None:
+    # main() called in process (a test, a program embedding the CLI) hands its
+    # caller's Ctrl-C back: left installed, a later Ctrl-C raised StopJob inside
+    # whatever the caller ran next, and pytest went on past it.
+    for signum, previous in replaced.items():
+        signal.signal(signum, previous)  # type: ignore[arg-type]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: returns (and, as a script, exits with) the exit status."""
     console = Console()
+    replaced: dict[signal.Signals, object] = {}
     # paramiko logs connection failures with tracebacks; we report them ourselves.
     logging.getLogger("paramiko").addHandler(logging.NullHandler())
     try:
@@ -153,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(hint)
         args = parser.parse_args(head)
         args.passthrough = passthrough
-        _install_signal_handlers()
+        replaced = _install_signal_handlers()
         code = _run(args, console)
         console.out.flush()  # a reader gone before the last bytes is a stop too
         return code
@@ -177,6 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitStatus.FAILED
     finally:
         console.err.flush(stop=False)
+        _restore_signal_handlers(replaced)
 
 
 def _os_error_text(exc: OSError) -> str:

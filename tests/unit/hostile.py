@@ -130,10 +130,7 @@ def _inside(
 ) -> Iterator[Sandbox]:
     monkeypatch.chdir(box.root)
     monkeypatch.setattr(cliparser, "build_parser", lambda: parser)  # parsing leaves it as it is
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     yield box
-    for signum, handler in saved.items():  # main() installs its own
-        signal.signal(signum, handler)
 
 
 @pytest.fixture

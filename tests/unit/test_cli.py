@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
-import signal
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,15 +32,6 @@ hosts:
   - {host: a, gpus: 3}
   - {host: unreachable.invalid, gpus: 1, user: bob, port: 2222}
 """
-
-
-@pytest.fixture(autouse=True)
-def _restore_signals() -> Iterator[None]:
-    """main() installs SIGINT/SIGTERM/SIGHUP handlers; give pytest its own back."""
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
 
 
 @pytest.fixture(autouse=True)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,14 +13,6 @@ from clusterlaunch.cli.passthrough import split_passthrough
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import HostSpec, Inventory, LaunchOptions, SshTarget
 from clusterlaunch.core.planner import plan_job
-
-
-@pytest.fixture(autouse=True)
-def _keep_signal_handlers() -> Iterator[None]:
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
 
 
 @pytest.mark.parametrize(

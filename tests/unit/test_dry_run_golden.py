@@ -20,7 +20,6 @@ import io
 import json
 import os
 import shutil
-import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -69,7 +68,6 @@ def dry_run(argv: tuple[str, ...], env: dict[str, str], cwd: Path) -> str:
     for name in INPUTS:
         shutil.copy(DATA / name, cwd / name)
     out, err = io.BytesIO(), io.BytesIO()
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     here = os.getcwd()
     try:
         os.chdir(cwd)
@@ -78,8 +76,6 @@ def dry_run(argv: tuple[str, ...], env: dict[str, str], cwd: Path) -> str:
             code = cli.main(list(argv))
     finally:
         os.chdir(here)
-        for signum, handler in saved.items():
-            signal.signal(signum, handler)
     assert code == 0, err.getvalue()
     return _placeholders(out.getvalue().decode(), cwd)
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import io
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,15 +19,6 @@ from clusterlaunch.core.hostranges import HostRangeError, count_hosts, expand_ho
 from clusterlaunch.core.lines import parse_rank_filter
 from clusterlaunch.core.torchrunargs import owned_torchrun_option
 from clusterlaunch.core.yamlines import PythonEvents, YamlLimitError, load_yaml, loader_class
-
-
-@pytest.fixture(autouse=True)
-def _restore_signals() -> Iterator[None]:
-    """cli.main() installs SIGINT/SIGTERM/SIGHUP handlers; give pytest its own back."""
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
 
 
 @pytest.mark.parametrize(("text", "value"), [("0", 0.0), ("2.5", 2.5), (".5", 0.5), ("3600", 3600)])

@@ -5,10 +5,8 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import signal
 import socket
 import tempfile
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,15 +17,6 @@ from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.core.errors import UsageError
 
 NOBODY = pwd.getpwnam("nobody")
-
-
-@pytest.fixture(autouse=True)
-def _restore_signals() -> Iterator[None]:
-    """main() installs SIGINT/SIGTERM/SIGHUP handlers; give pytest its own back."""
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -200,14 +198,6 @@ def test_srun_env_drops_what_would_reshape_the_step() -> None:
 
 
 # -- the command line ------------------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def _restore_signals() -> Iterator[None]:
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
 
 
 @pytest.fixture

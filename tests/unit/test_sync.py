@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -416,15 +414,6 @@ def test_local_copy_sends_changed_files_only(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------- CLI
 
 
-@pytest.fixture
-def _restore_signals() -> Iterator[None]:
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
-
-
-@pytest.mark.usefixtures("_restore_signals")
 def test_bad_ignore_file_is_a_usage_error_before_connecting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
