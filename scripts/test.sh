@@ -27,4 +27,7 @@ VPY=.venv/bin/python
 
 # Hosts started by the suite run jobs with this interpreter (see tests/conftest.py).
 export CLUSTERLAUNCH_TEST_PYTHON="$PWD/$VPY"
-exec "$VPY" -m pytest "$@"
+# Two workers (pytest-xdist; `-n 0` after it runs serially): most of the cluster tier
+# waits on handshakes, timeouts and jobs, so two share 2 cores well. loadgroup keeps
+# the real Slurm tests on one worker (tests/conftest.py).
+exec "$VPY" -m pytest -n "${CLUSTERLAUNCH_TEST_WORKERS:-2}" --dist loadgroup "$@"

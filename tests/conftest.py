@@ -218,6 +218,23 @@ def netns_cluster_factory(
     yield from _factory(tmp_path, start)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # A background job of a non-interactive shell (`cmd &` in a script, nohup) starts
+    # with SIGINT ignored, and every child inherits that: the controllers the tests
+    # Ctrl-C would rightly keep ignoring it (what nohup asks for), and those tests
+    # failed (11 of them, seen). The suite gives itself what a terminal gives.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Under xdist (scripts/test.sh), the real Slurm tests share one worker: each
+    # worker would start a Slurm controller of its own on the same ports.
+    for item in items:
+        if item.get_closest_marker("slurm_real") is not None:
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Print what tests measured (``record_property``), e.g. cluster start-up time.
 

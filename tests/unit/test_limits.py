@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -160,14 +162,21 @@ def test_options_given_twice_in_any_spelling_are_refused() -> None:
 
 
 def test_a_non_utf8_working_directory_needs_workdir(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]
+    monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:
-    here = tmp_path / "caf\udce9"  # a directory whose name is Latin-1 bytes
-    here.mkdir()
-    (here / "hosts.yaml").write_text("hosts:\n  - {host: localhost, gpus: 1}\n")
-    monkeypatch.chdir(here)
-    assert cli.main(["run", "--dry-run", "hosts.yaml", "train.py"]) == 2
-    err = capsysbinary.readouterr().err
-    assert err.startswith(b"clusterlaunch: error: this directory's path (the default workdir")
-    assert b"caf\\xe9': not valid UTF-8" in err and err.count(b"\n") == 1
-    assert cli.main(["run", "--dry-run", "--workdir", "/tmp", "hosts.yaml", "train.py"]) == 0
+    # Not under tmp_path: the message shortens a long path, and pytest's (longer
+    # under xdist) would cut the name this test looks for.
+    short = Path(tempfile.mkdtemp(prefix="u", dir="/tmp"))
+    try:
+        here = short / "caf\udce9"  # a directory whose name is Latin-1 bytes
+        here.mkdir()
+        (here / "hosts.yaml").write_text("hosts:\n  - {host: localhost, gpus: 1}\n")
+        monkeypatch.chdir(here)
+        assert cli.main(["run", "--dry-run", "hosts.yaml", "train.py"]) == 2
+        err = capsysbinary.readouterr().err
+        assert err.startswith(b"clusterlaunch: error: this directory's path (the default workdir")
+        assert b"caf\\xe9': not valid UTF-8" in err and err.count(b"\n") == 1
+        assert cli.main(["run", "--dry-run", "--workdir", "/tmp", "hosts.yaml", "train.py"]) == 0
+    finally:
+        monkeypatch.undo()
+        shutil.rmtree(short)
