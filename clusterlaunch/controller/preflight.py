@@ -197,8 +197,11 @@ def _probe(
     port_line = f"{master_port or ''}\n".encode()
     for run in runs:
         run.send(port_line)
-    pump_until(runs, lambda r: "connect" in r.stages or r.done(), deadline, notify, progress)
-    runs[0].send(b"done\n")
+    if master_port is not None:
+        pump_until(runs, lambda r: "connect" in r.stages or r.done(), deadline, notify, progress)
+        runs[0].send(b"done\n")
+    # else node 0 bound nothing (port taken, or no report): no host can dial it, and
+    # waiting for their checks held the error back for the 60 s preflight timeout.
     for run in runs:
         if run.process is not None and not hold:
             run.process.close_stdin()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterlaunch.core.defaults import PREFLIGHT_TIMEOUT_S
 from clusterlaunch.core.exits import ExitStatus
 from tests.cluster.support import (
     WORKERS,
@@ -370,9 +371,14 @@ def test_master_port_in_use_fails_preflight(sim_cluster, tmp_path: Path) -> None
         taken.listen(1)
         port = taken.getsockname()[1]
         hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+        started = time.monotonic()
         result = run_cli("run", sim_cluster, "--master-port", str(port), str(hosts), "allreduce.py")
+        took = time.monotonic() - started
     assert result.returncode == 2
     assert f"cannot bind port {port}" in result.stderr
+    # Said at once, not after the 60 s preflight timeout (node 1 waited for a
+    # connection check that could not happen: measured 60.4 s, now ~2 s).
+    assert took < PREFLIGHT_TIMEOUT_S / 2, f"{took:.1f} s"
 
 
 @both_clients
