@@ -20,7 +20,7 @@ import paramiko
 
 from clusterlaunch.core.errors import HostKeyError, TransportError
 from clusterlaunch.core.model import SshTarget
-from clusterlaunch.transport import hostkeys, sshconfig, sshfailure
+from clusterlaunch.transport import hostkeys, sshconfig, sshfailure, sshproxy
 from clusterlaunch.transport.ssh import SshConnection, SshSettings
 
 
@@ -97,7 +97,7 @@ def _open_client(
         if opener is not None:
             sock = opener()
         elif target.proxy_command:
-            sock = paramiko.ProxyCommand(target.proxy_command)
+            sock = sshproxy.ProxyProcess(target.proxy_command)
         try:
             return _try_client(target, settings, known_hosts, sock)
         except _Transient as exc:
@@ -160,7 +160,10 @@ def _try_client(
             target.alias, f"authentication failed for {who}{target.hostname}: {exc}"
         ) from None
     except (OSError, EOFError, paramiko.SSHException) as exc:
+        ended = sshproxy.proxy_failure(sock, target.proxy_command or "")  # before close kills it
         client.close()
+        if ended is not None:  # not the server: the proxy is gone, and says why
+            raise TransportError(target.alias, ended) from None
         message = _network_message(target, exc, timeout)
         if _is_transient(exc):
             raise _Transient(message) from None

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch.core.defaults import PREFLIGHT_TIMEOUT_S
+from clusterlaunch.core.defaults import CONNECT_TIMEOUT_S, PREFLIGHT_TIMEOUT_S
 from clusterlaunch.core.exits import ExitStatus
 from tests.cluster.support import (
     WORKERS,
@@ -529,8 +529,14 @@ def test_proxy_command(sim_cluster_factory, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "-node1" in result.stdout
     cluster.kill_host("node0")  # the proxy's route: node1 is unreachable without it
+    started = time.monotonic()
     again = run_cli("exec", None, *args)
+    took = time.monotonic() - started
     assert again.returncode == 2 and "nothing was started" in again.stderr
+    # The proxy's end and its own words, at once: paramiko's ProxyCommand spun on
+    # the closed pipe until the banner timeout, four tries (43 s measured).
+    assert "exited with status 255" in again.stderr and "Connection refused" in again.stderr
+    assert took < CONNECT_TIMEOUT_S, f"{took:.1f} s"
 
 
 @both_clients
