@@ -57,6 +57,10 @@ def guarded(setup: str, guard: SetupGuard) -> str:
     ``limit`` seconds (SIGTERM, SIGKILL 2 s later), controller or not; it
     sleeps in 1 s steps, so after a setup finishes at most a ``sleep 1`` with
     no open channel is left. ``kill -s SIG -- -PGID`` is the form dash accepts.
+    An EXIT trap ends the watchdog if the setup calls ``exit``; it is set after
+    the watchdog starts: forked with the trap already set, bash 5.2 printed
+    ``wait_for: No record of process N`` on stderr in 27 of 30 runs over ssh
+    (0 of 30 this way).
     The setup is a group closed on its own line: a trailing comment cannot
     swallow the rest, and its "||" cannot bypass a failed ``cd``. Its stdout
     goes to stderr: the shell's stdout carries only the protocol.
@@ -73,8 +77,8 @@ def guarded(setup: str, guard: SetupGuard) -> str:
         "exec >/dev/null 2>&1; sleep 2; kill -s KILL -- -$$"
     )
     return (
-        "{ trap 'kill $__cl_w 2>/dev/null' EXIT; "
-        f"( {watchdog} ) </dev/null & __cl_w=$!; "
+        f"{{ ( {watchdog} ) </dev/null & __cl_w=$!; "
+        "trap 'kill $__cl_w 2>/dev/null' EXIT; "
         f"printf '{mark} pid=%s token=%s limit={limit}\\n' \"$$\" {guard.token}; "
         "{ " + setup.strip() + "\n} </dev/null >&2; __cl_s=$?; kill $__cl_w 2>/dev/null; "
         "trap - EXIT; [ $__cl_s -eq 0 ] || exit $__cl_s; } && "

@@ -85,6 +85,17 @@ def test_setup_reading_stdin_does_not_hang(sim_cluster, tmp_path: Path) -> None:
     assert "[node0] read=[]" in ran.stdout  # the setup read nothing: stdin is /dev/null
 
 
+def test_a_quick_setup_leaves_the_console_clean(sim_cluster, tmp_path: Path) -> None:
+    # With its EXIT trap set before the watchdog was forked, bash 5.2 printed
+    # "bash: line 1: wait_for: No record of process N" in 27 of 30 runs over ssh.
+    setup = {"setup": "export CL_SETUP_RAN=1"}
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, setup), ("node1", 1, setup)])
+    for _ in range(5):
+        result = run_cli("exec", sim_cluster, str(hosts), "--", "sh", "-c", "echo $CL_SETUP_RAN")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.count("] 1\n") == 2 and result.stderr == "", result.stderr
+
+
 def test_setup_past_its_timeout_fails_the_preflight_naming_the_host(
     sim_cluster, tmp_path: Path
 ) -> None:

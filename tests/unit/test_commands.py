@@ -138,7 +138,7 @@ def test_setup_is_inserted_as_shell_code() -> None:
     command = commands.shell_command("/w", setup, {}, ["prog"], SetupGuard(30, "tok"))
     # As written, in a group closed on its own line, stdin closed, stdout to stderr.
     assert f"{{ {setup}\n}} </dev/null >&2;" in command
-    assert command.startswith("cd -- /w && { trap ")
+    assert command.startswith("cd -- /w && { ( trap")
     assert command.endswith("&& printf '@@setup@@ done\\n' && exec env prog")
 
 
