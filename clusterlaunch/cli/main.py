@@ -147,7 +147,7 @@ def _install_signal_handlers() -> dict[signal.Signals, object]:
 def _restore_signal_handlers(replaced: dict[signal.Signals, object]) -> None:
     # main() called in process (a test, a program embedding the CLI) hands its
     # caller's Ctrl-C back: left installed, a later Ctrl-C raised StopJob inside
-    # whatever the caller ran next, and pytest went on past it.
+    # whatever the caller ran next.
     for signum, previous in replaced.items():
         signal.signal(signum, previous)  # type: ignore[arg-type]
 

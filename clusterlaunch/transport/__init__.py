@@ -63,6 +63,8 @@ def connect_all(
     if transport != "ssh":
         raise ValueError(f"unknown transport {transport!r}")
 
+    heard = progress or _ignore
+
     def noted(line: str) -> None:
         _LOG.info("%s", line)
         if note is not None:
@@ -75,13 +77,11 @@ def connect_all(
         from clusterlaunch.transport import sshmaster
 
         for alias in connections:
-            (progress or _ignore)(alias)
-        found, problems = sshmaster.connect_all(
-            remote, settings, fanout, noted, progress or _ignore
-        )
+            heard(alias)
+        found, problems = sshmaster.connect_all(remote, settings, fanout, noted, heard)
         connections.update(found)
         return connections, problems
-    return _connect_paramiko(targets, settings, fanout, noted, progress or _ignore)
+    return _connect_paramiko(targets, settings, fanout, noted, heard)
 
 
 def _ignore(alias: str) -> None:

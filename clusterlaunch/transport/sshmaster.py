@@ -75,7 +75,7 @@ def connect_all(
     ssh: SshSettings,
     fanout: int,
     note: Callable[[str], None],
-    progress: Callable[[str], None] = lambda alias: None,
+    progress: Callable[[str], None],
 ) -> tuple[dict[str, OpenSshConnection], list[HostProblem]]:
     """A master per target (and per shared jump host); connections and failures by alias.
 
