@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -42,14 +41,6 @@ PORT_FROM = 24600
 Samples = dict[tuple[int, str], list[tuple[float, float]]]
 
 
-class _NoRcVariantCluster(SshVariantCluster):
-    """Default key exchange, and sessions that skip ~/.bashrc (``SetEnv SHLVL=1``)."""
-
-    def _write_files(self) -> None:
-        super()._write_files()
-        self._edit_sshd(lambda text: re.sub(r"(?m)^SetEnv (.*)$", r"SetEnv \1 SHLVL=1", text))
-
-
 def measure(
     sizes: Sequence[int],
     repeat: int,
@@ -62,8 +53,8 @@ def measure(
     samples: Samples = {}
     addrs = [f"127.0.0.{11 + i}" for i in range(max(sizes))]
     port = find_free_port(addrs, PORT_FROM)
-    cluster = _NoRcVariantCluster(
-        max(sizes), workdir / "cluster", port=port, default_kex=default_kex
+    cluster = SshVariantCluster(  # sessions skip ~/.bashrc (SetEnv SHLVL=1)
+        max(sizes), workdir / "cluster", port=port, default_kex=default_kex, login_rc=False
     )
     with cluster as c:
         for size in sizes:

@@ -58,16 +58,14 @@ class NoRcLoopbackCluster(LoopbackCluster):
     simulated cluster all of those run on this machine's few cores.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, login_rc=False, **kwargs)  # sshd: SetEnv ... SHLVL=1
+
     def _write_files(self) -> None:
         super()._write_files()
         for host in self.hosts:
             config = host.host_dir / "sshd_config"
-            text, count = re.subn(
-                r"^SetEnv (.*)$", r"SetEnv \1 SHLVL=1", config.read_text(), flags=re.M
-            )
-            if count != 1:
-                raise BenchError(f"{config}: expected one SetEnv line to extend, found {count}")
-            config.write_text(_default_kex(text))
+            config.write_text(_default_kex(config.read_text()))
         self.ssh_config.write_text(_default_kex(self.ssh_config.read_text()))
 
 

@@ -59,6 +59,7 @@ class LoopbackCluster:
         *,
         ready_timeout: float = 15.0,
         detached: bool = False,
+        login_rc: bool = True,
     ) -> None:
         if n_hosts < 1 or first_host_octet < 2 or first_host_octet + n_hosts > MAX_POSITION:
             raise ValueError(f"cannot place {n_hosts} hosts from 127.0.0.{first_host_octet}")
@@ -70,6 +71,7 @@ class LoopbackCluster:
         self.ready_timeout = ready_timeout
         # detached: sshd gets its own session so that it outlives the starting process.
         self.detached = detached
+        self.more_env = "" if login_rc else " SHLVL=1"  # sshd SetEnv: bash skips ~/.bashrc
         self.cluster_id = secrets.token_hex(6)
         self.user = pwd.getpwuid(os.getuid()).pw_name
         self.ssh_config = self.base_dir / "ssh_config"
@@ -136,7 +138,7 @@ class LoopbackCluster:
             where = host.addr if host.port == 22 else f"[{host.addr}]:{host.port}"
             known.append(f"{where} {key[0]} {key[1]}\n")
             fields = dict(
-                vars(host), user=self.user, var=orphans.MARKER_VAR,
+                vars(host), user=self.user, var=orphans.MARKER_VAR, more_env=self.more_env,
                 host_key=_q(host.host_dir / "ssh_host_ed25519_key"),
                 pid_file=_q(host.host_dir / "sshd.pid"), client_key=_q(self.client_key),
                 known_hosts=_q(self.known_hosts), authorized_keys=_q(self.authorized_keys),

@@ -86,7 +86,7 @@ KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org
 Subsystem sftp internal-sftp
 PrintMotd no
 PrintLastLog no
-SetEnv {var}={marker}
+SetEnv {var}={marker}{more_env}
 """
 
 SSH_HOST_BLOCK = """\
