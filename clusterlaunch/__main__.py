@@ -1,5 +1,5 @@
 """``python -m clusterlaunch``."""
 
-from clusterlaunch.cli.main import main
+from clusterlaunch.cli.main import script
 
-raise SystemExit(main())
+script()

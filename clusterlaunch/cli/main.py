@@ -8,11 +8,15 @@ nothing else expected is ``FAILED``, one line, never a traceback.
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
+import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from types import FrameType
+from typing import NoReturn
 
 from clusterlaunch.cli import args as cliargs
 from clusterlaunch.cli import doctor as doctorargs
@@ -192,6 +196,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         console.err.flush(stop=False)
         _restore_signal_handlers(replaced)
+
+
+def script() -> NoReturn:
+    """The ``clusterlaunch`` program: :func:`main`, then exit without tearing Python down.
+
+    Python's own exit frees every module and object one at a time: 75-80 ms
+    after a ``run`` (strace: from the last close to exit_group, no system call
+    in between), on every command, after the job's output is all out. What
+    must happen at exit happens here first, in the interpreter's order: other
+    non-daemon threads are waited for, atexit handlers run (logging's flush),
+    the standard streams are flushed. Under a profiler or a tracer (cProfile,
+    pyinstrument, coverage), which report after the program returns, this is
+    the ordinary exit.
+    """
+    code = main()
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        sys.exit(code)
+    current = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not current and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:
+        sys.exit(code)  # Python's own exit reports it, as it always did
+    os._exit(code)
 
 
 def _os_error_text(exc: OSError) -> str:

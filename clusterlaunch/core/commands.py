@@ -89,7 +89,7 @@ def bootstrap_argv(python: str, name: str, size: int, site: bool = True) -> list
     Stdlib-only programs (the agent, jobctl) run with ``-S``: skipping
     site-packages saves most of the interpreter's start-up (81 ms of 95 ms
     measured here), once per host and job. The probe needs ``site`` to find
-    torch's metadata.
+    torch on the job's ``sys.path``.
     """
     flags = [] if site else ["-S"]
     return [python, *flags, "-c", _BOOTSTRAP.format(size=size, name=name)]

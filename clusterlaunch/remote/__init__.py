@@ -22,6 +22,7 @@ BUNDLES = {
         "proctree",
         "records",
         "accel",
+        "torchfiles",
         "checks",
         "gate",
         "rootcause",
@@ -29,9 +30,18 @@ BUNDLES = {
         "wire",
         "agent",
     ),
-    "probe": ("core/exits", "core/protocol", "proctree", "records", "accel", "checks", "probe"),
+    "probe": (
+        "core/exits",
+        "core/protocol",
+        "proctree",
+        "records",
+        "accel",
+        "torchfiles",
+        "checks",
+        "probe",
+    ),
     "jobctl": ("core/exits", "core/protocol", "proctree", "records", "stacks", "jobctl"),
-    "doctor": ("core/exits", "core/protocol", "hostfacts", "doctor"),
+    "doctor": ("core/exits", "core/protocol", "torchfiles", "hostfacts", "doctor"),
 }
 _STRIP_MARK = b"# bundle: strip"
 

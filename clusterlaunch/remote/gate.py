@@ -43,7 +43,7 @@ def await_go(args, out, control):
     import site
 
     # The agent runs with -S (fast start, stdlib only); the checks need the
-    # job's own sys.path, .pth files included: torch's metadata, -m modules.
+    # job's own sys.path, .pth files included: the torch it imports, -m modules.
     site.main()
     deadline = control.started + args.preflight_timeout
     fields, listener = static_stage(args)

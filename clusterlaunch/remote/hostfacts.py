@@ -17,35 +17,12 @@ import struct
 import subprocess
 import sys
 
+from clusterlaunch.remote.torchfiles import torch_files  # bundle: strip
+
 SIOCGIFADDR = 0x8915  # <linux/sockios.h>: an interface's IPv4 address
 IFNAME_VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 GPU_QUERY = "--query-gpu=index,name,driver_version,memory.used,memory.total"
 APPS_QUERY = "--query-compute-apps=gpu_uuid,pid,process_name,used_memory"
-
-
-def torch_files():
-    """``{"torch", "cuda"}`` from torch's own ``version.py``, without importing torch."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec("torch")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None or not spec.origin:
-        return {"torch": None, "cuda": None}
-    path = os.path.join(os.path.dirname(spec.origin), "version.py")
-    try:
-        with open(path) as handle:
-            text = handle.read()
-    except OSError:
-        return {"torch": None, "cuda": None}
-    return {"torch": _assigned(text, "__version__"), "cuda": _assigned(text, "cuda")}
-
-
-def _assigned(text, name):
-    """The string literal assigned to ``name`` in ``text`` (``None`` for ``None``)."""
-    match = re.search(r"^%s(?:\s*:[^=]*)?\s*=\s*['\"]([^'\"]*)['\"]" % re.escape(name), text, re.M)
-    return match.group(1) if match else None
 
 
 def nccl_version(python):

@@ -431,10 +431,12 @@ def test_second_interrupt_kills_at_once(sim_cluster, tmp_path: Path, assert_no_o
 
 
 def test_torch_missing_or_different_fails_preflight(sim_cluster, tmp_path: Path) -> None:
+    # A torch package first on node1's path, as a PYTHONPATH to another build makes
+    # one: the version is the one `import torch` would load (its version.py).
     fake_site = tmp_path / "site"
-    info = fake_site / "torch-9.9.9.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 9.9.9\n")
+    (fake_site / "torch").mkdir(parents=True)
+    (fake_site / "torch" / "__init__.py").write_text("raise ImportError('not a real torch')\n")
+    (fake_site / "torch" / "version.py").write_text("__version__ = '9.9.9'\ncuda = None\n")
     no_torch = "/usr/bin/python3"
     if not Path(no_torch).exists():
         pytest.skip("needs a system python without torch at /usr/bin/python3")
@@ -442,7 +444,7 @@ def test_torch_missing_or_different_fails_preflight(sim_cluster, tmp_path: Path)
         tmp_path / "hosts.yaml",
         [
             ("node0", 1),
-            ("node1", 1, {"env": {"PYTHONPATH": str(fake_site)}}),  # metadata says 9.9.9
+            ("node1", 1, {"env": {"PYTHONPATH": str(fake_site)}}),  # torch 9.9.9 first
             ("node2", 1, {"python": no_torch}),
         ],
     )

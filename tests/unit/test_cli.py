@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shlex
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -506,3 +508,31 @@ def test_ssh_config_localhost_is_local(work: Path) -> None:
     assert resolve_targets(str(work / "ssh_config"), inventory.hosts) == [
         SshTarget(alias="localhost", hostname="localhost", port=0)
     ]
+
+
+_SCRIPT_EXIT = """
+import atexit, sys, threading, time
+from clusterlaunch.cli import main as cli
+
+def fake_main():
+    sys.stdout.write("buffered;")  # a pipe: block-buffered, so only a flush delivers it
+    late = lambda: (time.sleep(0.2), sys.stdout.write("thread;"))
+    threading.Thread(target=late).start()  # not a daemon: Python would wait for it
+    return 7
+
+atexit.register(lambda: sys.stdout.write("atexit;"))
+cli.main = fake_main
+if sys.argv[1] == "traced":
+    sys.settrace(lambda *args: None)
+cli.script()
+"""
+
+
+@pytest.mark.parametrize("how", ["plain", "traced"])
+def test_the_program_exits_as_python_would_only_sooner(how: str) -> None:
+    # script() skips the interpreter's teardown (os._exit), so it must do first
+    # what that teardown would have done: wait for threads, run atexit, flush.
+    done = subprocess.run(
+        [sys.executable, "-c", _SCRIPT_EXIT, how], capture_output=True, timeout=60
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (7, b"buffered;thread;atexit;", b"")

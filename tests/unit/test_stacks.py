@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib.metadata
 import io
 import os
 import subprocess
@@ -20,7 +21,7 @@ from clusterlaunch.controller.supervisor import Supervisor
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.lines import Prefixes
 from clusterlaunch.core.stacks import StackDump, dumps_from_records, prefixes_for, stacks_text
-from clusterlaunch.remote import hostfacts, program_source
+from clusterlaunch.remote import checks, hostfacts, program_source, torchfiles
 from clusterlaunch.remote.proctree import descendants
 from clusterlaunch.remote.stacks import job_workers
 from clusterlaunch.testing.agentscript import FakeAgent, Pause, exits, rank_output, started
@@ -159,9 +160,24 @@ def test_nvidia_smi_rows_are_parsed() -> None:
 
 def test_torch_version_file_is_read_without_importing_torch() -> None:
     text = "__version__ = '2.3.0+cu121'\ncuda: Optional[str] = '12.1'\nhip: Optional[str] = None\n"
-    assert hostfacts._assigned(text, "__version__") == "2.3.0+cu121"
-    assert hostfacts._assigned(text, "cuda") == "12.1"
-    assert hostfacts._assigned(text, "hip") is None
+    assert torchfiles.assigned(text, "__version__") == "2.3.0+cu121"
+    assert torchfiles.assigned(text, "cuda") == "12.1"
+    assert torchfiles.assigned(text, "hip") is None
+    tricky = 'cuda_home = "/x"\ncuda = "12.4"  # comment\nxcuda = "no"\n__version__ = "2.5"\n'
+    assert torchfiles.assigned(tricky, "cuda") == "12.4"  # not cuda_home's, and not a prefix
+    assert torchfiles.assigned(tricky, "__version__") == "2.5"
+    assert torchfiles.assigned("__version__ = get()\n", "__version__") is None
+    assert torchfiles.assigned("", "cuda") is None
+
+
+def test_the_checks_read_the_version_of_the_torch_this_python_has() -> None:
+    # The file and the installed distribution agree (or both say there is no torch).
+    try:
+        installed: str | None = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        installed = None
+    assert torchfiles.torch_files()["torch"] == installed
+    assert checks.torch_version() == installed
 
 
 def test_doctor_and_jobctl_bundles_compile_without_package_imports() -> None:
