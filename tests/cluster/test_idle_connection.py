@@ -1,0 +1,55 @@
+"""A silent paramiko connection: alive while it answers, and nothing of it left after close.
+
+paramiko's reader thread wakes once a second when nothing arrives
+(``ssh.IDLE_WAKE_S``, not paramiko's 0.1 s: the cost of a running job per
+host), so these check what that must not change: keepalives are still
+answered, output still arrives at once, and close() still ends the thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import paramiko
+import pytest
+
+from clusterlaunch.core.hostfile import load_inventory
+from clusterlaunch.testing import LoopbackCluster
+from clusterlaunch.transport import SshSettings, close_all, connect_all
+from clusterlaunch.transport.sshconfig import resolve_targets
+from tests.cluster.support import write_hosts
+
+pytestmark = pytest.mark.cluster
+
+
+def _transports() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if isinstance(t, paramiko.Transport)}
+
+
+def test_a_silent_connection_stays_alive_and_ends_with_close(
+    sim_cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    targets = resolve_targets(str(sim_cluster.ssh_config), load_inventory(hosts).hosts)
+    settings = SshSettings(config_path=str(sim_cluster.ssh_config))
+    before = _transports()
+    connections, problems = connect_all(targets, settings)
+    threads = _transports() - before
+    try:
+        assert not problems and len(threads) == 2
+        time.sleep(3 * settings.keepalive_interval)  # silent: only keepalives move
+        assert all(connection.alive() for connection in connections.values())
+        process = connections["node0"].start("sleep 0.3; echo late")
+        deadline = time.monotonic() + 30
+        out = b""
+        while not process.finished() and time.monotonic() < deadline:
+            out += process.read()[0]
+            time.sleep(0.01)
+        assert out + process.read()[0] == b"late\n" and process.exit_status() == 0
+    finally:
+        close_all(connections)
+    for thread in threads:
+        thread.join(timeout=10)  # wakes within IDLE_WAKE_S, sees the close, ends
+    assert not [thread for thread in threads if thread.is_alive()]
