@@ -277,13 +277,13 @@ class Bench:
         assert self.cluster is not None
         return self.cluster.markers()
 
-    def hosts_file(self, count: int, torch: bool = False) -> Path:
+    def hosts_file(self, count: int, torch: bool = False, python: str | None = None) -> Path:
         """A clusterlaunch hosts file of the first ``count`` hosts, 1 process each.
 
         ``torch``: the hosts run torch jobs, so use the controller's interpreter
-        (which has torch) rather than ``--host-python``.
+        (which has torch) rather than ``--host-python``; ``python``: this one.
         """
-        python = self.python if torch else self.host_python
+        python = python or (self.python if torch else self.host_python)
         path = self._hosts_files.get((count, python))
         if path is None:
             lines = ["defaults:", f"  python: {json.dumps(python)}", "hosts:"]

@@ -9,6 +9,13 @@ commands started by hand over OpenSSH on both hosts in parallel
 for node1, then wait for both). Both use the same interpreter, the same script,
 the same static rendezvous on node0 and a fresh master port per run,
 alternating, so torch's start-up cost is in both and cancels out.
+
+Both also start torchrun through the same small wrapper (the hosts' ``python``),
+which notes the wall clock when each node's torchrun starts and ends: so the
+overhead splits into what comes before torchrun starts (from the command's
+start to the first node's torchrun) and after it ends (from the last node's end
+to the command's exit), apart from the job's own run time, whose spread here
+(±0.5 s) is larger than the target.
 """
 
 from __future__ import annotations
@@ -16,9 +23,10 @@ from __future__ import annotations
 import shlex
 import subprocess
 import time
+from pathlib import Path
 
 from benchmarks.core import Result, Target, rotate
-from benchmarks.env import Bench, BenchError, reap
+from benchmarks.env import Bench, BenchError, Timed, reap
 
 NAME = "overhead"
 NEEDS = 2
@@ -40,10 +48,46 @@ def job_argv(bench: Bench, job: str) -> list[str]:
     return [script, "5", "2", "--snapshot_path", str(snapshot)]
 
 
-def torchrun_command(bench: Bench, node_rank: int, port: int, argv: list[str]) -> str:
+# Runs the interpreter; for torchrun, as a child, noting its start and end (wall clock).
+_TIMED_PYTHON = """#!/bin/sh
+if [ "$2" = torch.distributed.run ]; then
+    echo "start $(date +%s.%N)" >> {log}
+    {python} "$@"
+    code=$?
+    echo "end $(date +%s.%N)" >> {log}
+    exit $code
+fi
+exec {python} "$@"
+"""
+
+
+def timed_python(bench: Bench) -> Path:
+    """The wrapper both ways of starting a job use as their ``python``; its log is emptied."""
+    wrapper, log = bench.tmp / "timed-python", bench.tmp / "torchrun-times"
+    if not wrapper.exists():
+        text = _TIMED_PYTHON.format(log=shlex.quote(str(log)), python=shlex.quote(bench.python))
+        wrapper.write_text(text)
+        wrapper.chmod(0o755)
+    log.write_text("")
+    return wrapper
+
+
+def phases(log: Path, began: float, ended: float) -> tuple[float, float]:
+    """Seconds from ``began`` to the first torchrun's start, and from the last one's end to
+    ``ended``, from the wrapper's ``log`` (two nodes)."""
+    stamps: dict[str, list[float]] = {"start": [], "end": []}
+    for line in log.read_text().splitlines():
+        what, _, when = line.partition(" ")
+        stamps[what].append(float(when))
+    if len(stamps["start"]) != 2 or len(stamps["end"]) != 2:
+        raise BenchError(f"torchrun did not start and end once on each host: {stamps}")
+    return min(stamps["start"]) - began, ended - max(stamps["end"])
+
+
+def torchrun_command(bench: Bench, node_rank: int, port: int, argv: list[str], python: Path) -> str:
     """The command a user would type for one node."""
     argv = [
-        bench.python, "-m", "torch.distributed.run",
+        str(python), "-m", "torch.distributed.run",
         "--nnodes", "2", "--nproc-per-node", "1", "--node-rank", str(node_rank),
         "--rdzv-backend", "static", "--master-addr", "127.0.0.11", "--master-port", str(port),
         # Inside the benchmark's own directory, which is removed at the end:
@@ -54,14 +98,16 @@ def torchrun_command(bench: Bench, node_rank: int, port: int, argv: list[str]) -
     return f"cd {shlex.quote(str(bench.workdir))} && exec {shlex.join(argv)}"
 
 
-def by_hand(bench: Bench, job: str) -> float:
-    """Both nodes' torchrun over OpenSSH, in parallel; seconds until both ended."""
+def by_hand(bench: Bench, job: str) -> tuple[float, float, float]:
+    """Both nodes' torchrun over OpenSSH, in parallel: seconds until both ended, and phases."""
     port = bench.master_port()
     argv = job_argv(bench, job)
-    began = time.perf_counter()
+    python = timed_python(bench)
+    commands = [torchrun_command(bench, rank, port, argv, python) for rank in range(2)]
+    began, wall = time.perf_counter(), time.time()
     processes = [
         subprocess.Popen(
-            bench.ssh(host, torchrun_command(bench, rank, port, argv)),
+            bench.ssh(host, commands[rank]),
             env=bench.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -70,10 +116,20 @@ def by_hand(bench: Bench, job: str) -> float:
         for rank, host in enumerate(bench.names(2))
     ]
     codes = [reap(p) for p in processes]
-    elapsed = time.perf_counter() - began
+    elapsed, ended = time.perf_counter() - began, time.time()
     if codes != [0, 0]:
         raise BenchError(f"torchrun over ssh exited {codes}")
-    return elapsed
+    return (elapsed, *phases(bench.tmp / "torchrun-times", wall, ended))
+
+
+def by_clusterlaunch(bench: Bench, job: str, hosts: str) -> tuple[float, float, float, Timed]:
+    """``clusterlaunch run`` of the job: seconds, phases, and the finished command."""
+    port = str(bench.master_port())
+    argv = bench.cl("run", "--master-port", port, hosts, *job_argv(bench, job))
+    timed_python(bench)
+    wall = time.time()
+    done = bench.run(argv).check()
+    return (done.seconds, *phases(bench.tmp / "torchrun-times", wall, time.time()), done)
 
 
 def run(bench: Bench) -> list[Result]:
@@ -99,23 +155,24 @@ def run_job(bench: Bench, job: str) -> list[Result]:
         baseline=hand.key,
         targets=[Target("delta_max", TARGET_S, ref=hand.key, ref_label="by hand")],
     )
-    hosts = str(bench.hosts_file(2, torch=True))
+    parts = phase_results(job)
+    hosts = str(bench.hosts_file(2, python=str(timed_python(bench))))
     for index in bench.rounds(f"{NAME} {job}"):
-        seconds = {}
+        measured: dict[str, tuple[float, float, float]] = {}
         for which in rotate(["clusterlaunch", "ssh"], index):
             if which == "ssh":
-                seconds[which] = by_hand(bench, job)
+                measured[which] = by_hand(bench, job)
                 continue
-            port = str(bench.master_port())
-            argv = bench.cl("run", "--master-port", port, hosts, *job_argv(bench, job))
-            done = bench.run(argv).check()
-            seconds[which] = done.seconds
+            seconds, before, after, done = by_clusterlaunch(bench, job, hosts)
+            measured[which] = (seconds, before, after)
             if index >= 0:
                 cl.extra.setdefault("peak_rss_kib", []).append(done.peak_rss_kib)
                 cl.extra.setdefault("local_cpu_s", []).append(round(done.cpu_s, 4))
         if index >= 0:
-            cl.samples.append(seconds["clusterlaunch"])
-            hand.samples.append(seconds["ssh"])
+            for which, (seconds, before, after) in measured.items():
+                (cl if which == "clusterlaunch" else hand).samples.append(seconds)
+                parts[which][0].samples.append(before)
+                parts[which][1].samples.append(after)
     cl.problems += bench.assert_clean()
     if bench.profile_dir is not None:
         port = str(bench.master_port())
@@ -123,4 +180,27 @@ def run_job(bench: Bench, job: str) -> list[Result]:
             "run", "--master-port", port, hosts, *job_argv(bench, job), profile_as=f"{NAME}-{job}"
         )
         bench.run(argv).check()
-    return [cl, hand]
+    return [cl, hand, *parts["clusterlaunch"], *parts["ssh"]]
+
+
+def phase_results(job: str) -> dict[str, tuple[Result, Result]]:
+    """Per way of starting: (start → first torchrun started, last torchrun ended → exit)."""
+    names = {"clusterlaunch": "clusterlaunch run", "ssh": "by hand"}
+    parts = {}
+    for which, name in names.items():
+        before, after = (
+            Result(
+                f"{NAME}.{job}.{which}.{phase}",
+                NAME,
+                f"{job}, {name}: {label}",
+                "s",
+                role="info" if which == "clusterlaunch" else "baseline",
+                baseline=None if which == "ssh" else f"{NAME}.{job}.ssh.{phase}",
+            )
+            for phase, label in (
+                ("before", "command start → first torchrun started"),
+                ("after", "last torchrun ended → command exited"),
+            )
+        )
+        parts[which] = (before, after)
+    return parts

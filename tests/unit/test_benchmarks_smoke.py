@@ -6,9 +6,11 @@ Nothing here runs a benchmark (that needs a simulated cluster and minutes).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
+from benchmarks import overhead
 from benchmarks.core import (
     INFO,
     MISS,
@@ -25,6 +27,7 @@ from benchmarks.core import (
     summarize,
     summary_counts,
 )
+from benchmarks.env import BenchError
 
 
 def test_summarize_min_median_max() -> None:
@@ -162,3 +165,12 @@ def test_the_clients_comparison_is_part_of_the_main_harness() -> None:
     by_key = rows
     ratio = ratio_to_baseline(rows["clients.wall.openssh.8"], by_key)
     assert ratio == pytest.approx(4.0 / 2.5)
+
+
+def test_overhead_phases_come_from_the_wrapper_log(tmp_path: Path) -> None:
+    log = tmp_path / "torchrun-times"
+    log.write_text("start 100.25\nstart 100.5\nend 104.0\nend 104.75\n")
+    assert overhead.phases(log, 100.0, 105.0) == (0.25, 0.25)
+    log.write_text("start 100.25\nend 104.0\n")  # one node's torchrun never ran
+    with pytest.raises(BenchError, match="did not start and end once on each host"):
+        overhead.phases(log, 100.0, 105.0)
