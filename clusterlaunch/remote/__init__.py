@@ -15,31 +15,11 @@ from importlib import resources
 # this package; "core/protocol" names a module elsewhere in clusterlaunch that
 # the hosts need too (pure, stdlib only, no ``from __future__``): the wire
 # protocol, and core/exits, the exit statuses the controller uses too.
+_CHECKS = ("core/exits", "core/protocol", "proctree", "records", "accel", "torchfiles", "checks")
+"""The preflight's checks and what they use: the probe (``check``) and the agent (``run``)."""
 BUNDLES = {
-    "agent": (
-        "core/exits",
-        "core/protocol",
-        "proctree",
-        "records",
-        "accel",
-        "torchfiles",
-        "checks",
-        "gate",
-        "rootcause",
-        "tail",
-        "wire",
-        "agent",
-    ),
-    "probe": (
-        "core/exits",
-        "core/protocol",
-        "proctree",
-        "records",
-        "accel",
-        "torchfiles",
-        "checks",
-        "probe",
-    ),
+    "agent": (*_CHECKS, "gate", "rootcause", "tail", "wire", "agent"),
+    "probe": (*_CHECKS, "probe"),
     "jobctl": ("core/exits", "core/protocol", "proctree", "records", "stacks", "jobctl"),
     "doctor": ("core/exits", "core/protocol", "torchfiles", "hostfacts", "doctor"),
 }
