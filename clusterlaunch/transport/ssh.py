@@ -15,8 +15,6 @@ from clusterlaunch.core.errors import TransportError
 
 WINDOW = 16 << 20  # a large window lets bulk output flow without round trips
 CHUNK = 1 << 20
-IDLE_WAKE_S = 1.0
-"""How often paramiko's reader thread wakes on a silent connection (paramiko's own: 0.1 s)."""
 POLICIES = ("strict", "accept-new")
 CLIENTS = defaults.SSH_CLIENTS
 
@@ -132,14 +130,6 @@ class SshConnection:
 
     def start_keepalive(self) -> None:
         """Begin answering-keepalive checks (call once)."""
-        for client in self._clients:
-            transport = client.get_transport()
-            if transport is not None:
-                # paramiko's reader thread wakes every 0.1 s only to see whether
-                # the connection was closed (close() does not wait for it): at
-                # 10 wake-ups a second it was ~45% of a running job's controller
-                # CPU (~1 ms per host-second). Data still wakes it at once.
-                transport.sock.settimeout(IDLE_WAKE_S)
         self._thread = threading.Thread(
             target=self._keepalive, name=f"keepalive-{self.host}", daemon=True
         )

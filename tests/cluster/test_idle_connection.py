@@ -1,7 +1,7 @@
 """A silent paramiko connection: alive while it answers, and nothing of it left after close.
 
 paramiko's reader thread wakes once a second when nothing arrives
-(``ssh.IDLE_WAKE_S``, not paramiko's 0.1 s: the cost of a running job per
+(``sshconnect.IDLE_WAKE_S``, not paramiko's 0.1 s: the cost of a running job per
 host), so these check what that must not change: keepalives are still
 answered, output still arrives at once, and close() still ends the thread.
 """
