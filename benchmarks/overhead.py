@@ -62,14 +62,25 @@ exec {python} "$@"
 
 
 def timed_python(bench: Bench) -> Path:
-    """The wrapper both ways of starting a job use as their ``python``; its log is emptied."""
-    wrapper, log = bench.tmp / "timed-python", bench.tmp / "torchrun-times"
+    """The wrapper both ways of starting a job use as their ``python`` (written once)."""
+    wrapper = bench.tmp / "timed-python"
     if not wrapper.exists():
-        text = _TIMED_PYTHON.format(log=shlex.quote(str(log)), python=shlex.quote(bench.python))
-        wrapper.write_text(text)
+        log = shlex.quote(str(times_log(bench)))
+        wrapper.write_text(_TIMED_PYTHON.format(log=log, python=shlex.quote(bench.python)))
         wrapper.chmod(0o755)
-    log.write_text("")
     return wrapper
+
+
+def times_log(bench: Bench) -> Path:
+    """Where the wrapper notes torchrun's starts and ends."""
+    return bench.tmp / "torchrun-times"
+
+
+def empty_times_log(bench: Bench) -> Path:
+    """The wrapper's log, emptied before a run."""
+    log = times_log(bench)
+    log.write_text("")
+    return log
 
 
 def phases(log: Path, began: float, ended: float) -> tuple[float, float]:
@@ -104,6 +115,7 @@ def by_hand(bench: Bench, job: str) -> tuple[float, float, float]:
     argv = job_argv(bench, job)
     python = timed_python(bench)
     commands = [torchrun_command(bench, rank, port, argv, python) for rank in range(2)]
+    log = empty_times_log(bench)
     began, wall = time.perf_counter(), time.time()
     processes = [
         subprocess.Popen(
@@ -119,17 +131,17 @@ def by_hand(bench: Bench, job: str) -> tuple[float, float, float]:
     elapsed, ended = time.perf_counter() - began, time.time()
     if codes != [0, 0]:
         raise BenchError(f"torchrun over ssh exited {codes}")
-    return (elapsed, *phases(bench.tmp / "torchrun-times", wall, ended))
+    return (elapsed, *phases(log, wall, ended))
 
 
 def by_clusterlaunch(bench: Bench, job: str, hosts: str) -> tuple[float, float, float, Timed]:
     """``clusterlaunch run`` of the job: seconds, phases, and the finished command."""
     port = str(bench.master_port())
     argv = bench.cl("run", "--master-port", port, hosts, *job_argv(bench, job))
-    timed_python(bench)
+    log = empty_times_log(bench)
     wall = time.time()
     done = bench.run(argv).check()
-    return (done.seconds, *phases(bench.tmp / "torchrun-times", wall, time.time()), done)
+    return (done.seconds, *phases(log, wall, time.time()), done)
 
 
 def run(bench: Bench) -> list[Result]:
