@@ -54,6 +54,7 @@ def make_router(
         log_dir=log_dir,
         plain_prefixes=Prefixes(ranks, hosts, color=False),
         status=status,
+        fold_banner=request.exec_argv is None,  # exec prints its command's output as it is
     )
 
 

@@ -29,6 +29,7 @@ class OutputRouter:
         log_dir: LogDir | None = None,
         plain_prefixes: Prefixes | None = None,
         status: StatusLine | None = None,
+        fold_banner: bool = True,
     ) -> None:
         self._prefixes = prefixes
         self._plain = plain_prefixes or prefixes  # for files: no colour codes
@@ -41,7 +42,8 @@ class OutputRouter:
         self.hidden_lines = 0
         self._status = status
         self._header: str | None = None
-        self._fold = BannerFold(len(prefixes.hosts))
+        # torchrun's banner, in a job's host output; exec's output is the command's own.
+        self._fold = BannerFold(len(prefixes.hosts)) if fold_banner else None
         self.on_rank_output: Callable[[], None] | None = None
 
     @property
@@ -167,17 +169,18 @@ class OutputRouter:
         if self._quiet_hosts:
             self.hidden_lines += block.count(b"\n")
             return
-        block = self._fold.feed(host, block)  # the console's copy only; the log has it all
-        self._say_banner()
-        if not block:
-            return
+        if self._fold is not None:  # the console's copy only; the log has it all
+            block = self._fold.feed(host, block)
+            self._say_banner()
+            if not block:
+                return
         self._begin()
         stream = self._console.err if is_stderr else self._console.out
         stream.write(prefix_block(self._prefixes.host(host), block, continued))
         stream.flush()
 
     def _say_banner(self, final: bool = False) -> None:
-        note = self._fold.note(final)
+        note = None if self._fold is None else self._fold.note(final)
         if note is not None:
             self.message(note)
 

@@ -49,9 +49,13 @@ class Progress:
         return " · ".join(parts)
 
 
-_STARS = re.compile(rb"^\*{20,}\r?$")
-_OMP = re.compile(
-    rb"^Setting OMP_NUM_THREADS environment variable for each process to be (\S+) in default"
+# torchrun's banner, whole (one logging call: a blank line, stars, the sentence, stars).
+# Only the whole of it is folded: a line of stars a program prints stays on the console.
+_BANNER = re.compile(
+    rb"^\r?\n\*{20,}\r?\n"
+    rb"Setting OMP_NUM_THREADS environment variable for each process to be (\S+) in default"
+    rb"[^\n]*\n\*{20,}\r?\n",
+    re.MULTILINE,
 )
 
 
@@ -69,21 +73,16 @@ class BannerFold:
         self.noted = False
 
     def feed(self, host: str, block: bytes) -> bytes:
-        """``block`` (whole lines of ``host``'s output) without the banner's lines."""
-        if b"OMP_NUM_THREADS" not in block and b"*****" not in block:
+        """``block`` (whole lines of ``host``'s output) without the banner."""
+        if b"OMP_NUM_THREADS" not in block:  # one scan: most blocks are the job's output
             return block
-        lines = block.splitlines(keepends=True)
-        kept: list[bytes] = []
-        for index, line in enumerate(lines):
-            body = line.rstrip(b"\n")
-            following = lines[index + 1].rstrip(b"\n") if index + 1 < len(lines) else b""
-            found = _OMP.match(body)
-            if found:
-                self.value = found[1].decode("utf-8", "replace")
-                self.hosts.add(host)
-            elif not (_STARS.match(body) or (body.strip() == b"" and _STARS.match(following))):
-                kept.append(line)
-        return b"".join(kept)
+
+        def fold(found: re.Match[bytes]) -> bytes:
+            self.value = found[1].decode("utf-8", "replace")
+            self.hosts.add(host)
+            return b""
+
+        return _BANNER.sub(fold, block)
 
     def note(self, final: bool = False) -> str | None:
         """The one line for the banners seen: once every host printed it (or ``final``)."""

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.support import PYTHON, WORKERS, start_cli, write_hosts
+from tests.cluster.support import PYTHON, WORKERS, run_cli_bytes, start_cli, write_hosts
 
 pytestmark = [pytest.mark.cluster]
 
@@ -275,3 +275,24 @@ def test_progress_redraw_reaches_the_console_while_the_line_is_unfinished(
     seen += process.stdout.read()
     assert process.wait(timeout=60) == 0
     assert seen == b"[node0] step 1/2\r[node0] step 2/2\r[node0] done\n"
+
+
+def test_exec_prints_what_looks_like_torchruns_banner_as_it_is(sim_cluster, tmp_path: Path) -> None:
+    """run folds torchrun's OMP_NUM_THREADS banner; exec's output is the command's own.
+
+    exec once dropped every blank line before a line of 20 stars, and the stars.
+    """
+    banner = (
+        b"\n*****************************************\n"
+        b"Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, "
+        b"to avoid your system being overloaded. \n"
+        b"*****************************************\n"
+    )
+    text = b"before\n" + banner + b"\n" + b"*" * 40 + b"\nafter\n"
+    data = tmp_path / "banner.txt"
+    data.write_bytes(text)
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    result = run_cli_bytes("exec", sim_cluster, str(hosts), "--", "cat", str(data))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b"".join(b"[node0] " + line for line in text.splitlines(True))
+    assert b"folded" not in result.stderr

@@ -57,6 +57,16 @@ def test_lines_that_only_look_alike_are_kept() -> None:
     assert fold.feed("a", text) == text and fold.note(final=True) is None
 
 
+def test_only_the_whole_banner_is_folded() -> None:
+    """A line of stars, or stars around other words, is the program's, not torchrun's."""
+    fold = BannerFold(1)
+    stars = b"*" * 41 + b"\n"
+    text = b"\n" + stars + b"Results\n" + stars + b"\n" + stars
+    assert fold.feed("a", text) == text
+    assert fold.feed("a", b"OMP_NUM_THREADS=8\n" + stars) == b"OMP_NUM_THREADS=8\n" + stars
+    assert fold.feed("a", stars + BANNER + stars) == stars + stars and fold.value == "1"
+
+
 def _router(tmp_path: Path, err: io.BytesIO) -> OutputRouter:
     log_dir = LogDir(str(tmp_path))
     log_dir.open(["rank-0.log", "rank-1.log", "controller.log"])
