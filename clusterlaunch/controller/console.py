@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 from typing import Any, BinaryIO
 
 from clusterlaunch.core.errors import StopJob
@@ -47,7 +48,7 @@ class GuardedStream:
         self.name = name
         self.broken = False
 
-    def write(self, data: bytes, stop: bool = True) -> int:
+    def write(self, data: bytes | memoryview, stop: bool = True) -> int:
         """Write ``data``; ``stop=False``: a closed pipe is silenced without raising."""
         if not self.broken:
             try:
@@ -55,6 +56,11 @@ class GuardedStream:
             except BrokenPipeError:
                 self._broke(stop)
         return len(data)
+
+    def write_pieces(self, pieces: Iterable[bytes | memoryview]) -> None:
+        """Write each piece in turn (a prefixed block: see ``core.lines.prefixed_pieces``)."""
+        for piece in pieces:
+            self.write(piece)
 
     def flush(self, stop: bool = True) -> None:
         """Flush; ``stop=False`` as for :meth:`write`."""

@@ -14,7 +14,13 @@ from collections.abc import Callable, Iterable
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.status import StatusLine
-from clusterlaunch.core.lines import LineBuffer, Prefixes, TailKeeper, prefix_block
+from clusterlaunch.core.lines import (
+    LineBuffer,
+    Prefixes,
+    TailKeeper,
+    prefix_block,
+    prefixed_pieces,
+)
 from clusterlaunch.core.progress import BannerFold
 
 
@@ -158,14 +164,15 @@ class OutputRouter:
             self._begin()
             self._say_banner(final=True)  # the ranks began: as many hosts as said it so far
             stream = self._console.err if is_stderr else self._console.out
-            stream.write(prefix_block(self._prefixes.rank(rank), block, continued))
+            stream.write_pieces(prefixed_pieces(self._prefixes.rank(rank), block, continued))
             stream.flush()
 
     def _emit_host(self, host: str, is_stderr: bool, block: bytes, continued: bool) -> None:
         if not block:
             return
         self.tails.add(("host", host), block)
-        self._log("controller.log", prefix_block(self._plain.host(host), block, continued))
+        if self._log_dir is not None:  # prefixed only when there is a log to write
+            self._log("controller.log", prefix_block(self._plain.host(host), block, continued))
         if self._quiet_hosts:
             self.hidden_lines += block.count(b"\n")
             return
@@ -176,7 +183,7 @@ class OutputRouter:
                 return
         self._begin()
         stream = self._console.err if is_stderr else self._console.out
-        stream.write(prefix_block(self._prefixes.host(host), block, continued))
+        stream.write_pieces(prefixed_pieces(self._prefixes.host(host), block, continued))
         stream.flush()
 
     def _say_banner(self, final: bool = False) -> None:

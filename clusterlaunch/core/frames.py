@@ -69,21 +69,25 @@ class FrameDecoder:
         if not self.synced and not self._sync(frames):
             return frames
         buffer = self._buffer
-        while True:
-            newline = buffer.find(b"\n", 0, MAX_HEADER)
-            if newline < 0:
-                if len(buffer) >= MAX_HEADER:
-                    raise FrameError(f"bad frame header: {bytes(buffer[:MAX_HEADER])!r}")
-                break
-            header = parse_header(bytes(buffer[:newline]))
-            if header is None:
-                raise FrameError(f"bad frame header: {bytes(buffer[:newline])!r}")
-            tag, size = header
-            end = newline + 1 + size
-            if len(buffer) < end:
-                break
-            frames.append(Frame(tag, bytes(buffer[newline + 1 : end])))
-            del buffer[:end]
+        start = 0  # frames are copied out once, through a view; the buffer is cut once
+        with memoryview(buffer) as view:
+            while True:
+                newline = buffer.find(b"\n", start, start + MAX_HEADER)
+                if newline < 0:
+                    if len(buffer) - start >= MAX_HEADER:
+                        shown = bytes(view[start : start + MAX_HEADER])
+                        raise FrameError(f"bad frame header: {shown!r}")
+                    break
+                header = parse_header(bytes(view[start:newline]))
+                if header is None:
+                    raise FrameError(f"bad frame header: {bytes(view[start:newline])!r}")
+                tag, size = header
+                end = newline + 1 + size
+                if len(buffer) < end:
+                    break
+                frames.append(Frame(tag, bytes(view[newline + 1 : end])))
+                start = end
+        del buffer[:start]
         return frames
 
     def _sync(self, frames: list[Frame]) -> bool:

@@ -51,21 +51,29 @@ class LineBuffer:
 
     def feed(self, data: bytes) -> bytes:
         """The bytes that ``data`` lets pass, as one block (possibly b"")."""
-        if self._partial:
-            data = self._partial + data
-        cut = data.rfind(b"\n") + 1
+        # The unfinished tail holds no line end, so only ``data`` is searched, and a
+        # ``\r`` only after its last newline (a block of 1M lines has none to find).
+        end = data.rfind(b"\n") + 1
         if self._live_cr:
-            cut = max(cut, data.rfind(b"\r") + 1)
-        if len(data) - cut > MAX_PARTIAL:
-            cut = len(data)
-        return self._take(data, cut)
+            end = max(end, data.rfind(b"\r", end) + 1)
+        partial = self._partial
+        if (len(data) - end if end else len(partial) + len(data)) > MAX_PARTIAL:
+            end = len(data)
+        if not end:
+            self._partial = partial + data
+            return b""
+        # One copy at most: the tail joined to the new lines, or a slice of ``data``
+        # (none when all of it passes).
+        block = b"".join((partial, memoryview(data)[:end])) if partial else data[:end]
+        self._partial = data[end:]
+        return self._passed(block)
 
     def flush(self) -> bytes:
         """The unfinished tail, exactly as it is (no newline added), or b""."""
-        return self._take(self._partial, len(self._partial))
+        block, self._partial = self._partial, b""
+        return self._passed(block)
 
-    def _take(self, data: bytes, cut: int) -> bytes:
-        block, self._partial = data[:cut], data[cut:]
+    def _passed(self, block: bytes) -> bytes:
         if block:
             after_cr = self._last == b"\r" and block.startswith(b"\n")
             self.continued = self._last not in (b"\n", b"\r") or after_cr
@@ -79,17 +87,27 @@ def prefix_block(prefix: bytes, block: bytes, continued: bool = False) -> bytes:
     Nothing follows a final ``\\n`` or ``\\r``: the next block starts with its
     own prefix, unless it is ``continued`` (see :class:`LineBuffer`).
     """
+    return b"".join(prefixed_pieces(prefix, block, continued))
+
+
+def prefixed_pieces(
+    prefix: bytes, block: bytes, continued: bool = False
+) -> tuple[bytes | memoryview, ...]:
+    """:func:`prefix_block`'s bytes as pieces to write one after the other.
+
+    Whole-buffer operations (``bytes.replace`` runs in C): one pass over the
+    block; the prefix the final newline got is cut off by a view, and the
+    first line's prefix is a piece of its own, so the block is copied once.
+    """
     if not block:
-        return b""
+        return ()
     if b"\r" in block:
         repeated = b"\r" + prefix
         block = _INNER_CR.sub(lambda _: repeated, block)
-    # Whole-buffer operations (bytes.replace runs in C): one pass over the
-    # block, then the prefix the final newline got is cut off again.
-    body = block.replace(b"\n", b"\n" + prefix)
+    body: bytes | memoryview = block.replace(b"\n", b"\n" + prefix)
     if prefix and block.endswith(b"\n"):
-        body = body[: -len(prefix)]
-    return body if continued else prefix + body
+        body = memoryview(body)[: -len(prefix)]
+    return (body,) if continued or not prefix else (prefix, body)
 
 
 def split_lines(block: bytes) -> list[bytes]:
