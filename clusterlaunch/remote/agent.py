@@ -175,7 +175,7 @@ class Agent:
         readers = [self.wake_r] + ([self.control.fd] if self.control.open else [])
         if self.pipes is not None and not self.out.full:
             readers += self.pipes.fds()
-        writers = [1] if self.out.pending and not self.out.broken else []
+        writers = [1] if self.out.unsent and not self.out.broken else []
         try:
             ready, _, _ = select.select(readers, writers, [], timeout)
         except InterruptedError:
@@ -277,11 +277,11 @@ class Agent:
 
     def deliver(self):
         """Write out everything queued, however long the controller takes to read it."""
-        while self.out.pending and not self.controller_gone():
+        while self.out.unsent and not self.controller_gone():
             self.out.flush()
-            if self.out.pending:
+            if self.out.unsent:
                 self.wait(0.05)
-        if self.out.pending:
+        if self.out.unsent:
             self.out.drain(1.0)  # the controller is gone: best effort, bounded
 
     def controller_gone(self):

@@ -5,7 +5,9 @@ The frames are :mod:`clusterlaunch.core.protocol`'s (bundled before this
 module); the controller's decoder is ``clusterlaunch/core/frames.py``.
 """
 
+import collections
 import errno
+import itertools
 import os
 import select
 import time
@@ -13,20 +15,28 @@ import time
 from clusterlaunch.core.protocol import SYNC, encode_event, encode_frame  # bundle: strip
 
 OUT_CAP = 8 << 20  # stop reading inputs while this much output is unsent
+WRITEV_MAX = 64  # frames per write (the system's limit is 1024)
 
 
 class Output:
     """Non-blocking framed writer on fd 1.
 
     Writes never block: a stalled channel (partition) must not stop the
-    heartbeat check that tears the job down. A slow reader only makes
-    ``pending`` grow to ``OUT_CAP``; the agent then stops reading its inputs
+    heartbeat check that tears the job down. A slow reader only makes the
+    queue grow to ``OUT_CAP``; the agent then stops reading its inputs
     until the channel drains (backpressure), and never drops what it read.
+
+    The queue holds whole frames, written with ``writev``. It was one bytearray,
+    cut at the front and grown at the end: with a reader slower than the job (the
+    usual case for bulk output), each growth copied up to 8 MiB, and a quarter of
+    the agent's CPU for 10M lines was ``memmove`` (perf).
     """
 
     def __init__(self, fd=1):
         self.fd = fd
-        self.pending = bytearray()
+        self.queue = collections.deque()  # whole frames, oldest first
+        self.unsent = 0  # bytes queued and not yet written
+        self.head_sent = 0  # bytes of queue[0] already written
         self.broken = False
         self.started = False
 
@@ -34,40 +44,55 @@ class Output:
         if not self.started:  # once: before the preflight's reports, or before the job
             self.started = True
             os.set_blocking(self.fd, False)
-            self.pending += SYNC
+            self.put(SYNC)
 
     def frame(self, tag, data):
         if data and not self.broken:
             # One append: a frame is either wholly queued or not at all.
-            self.pending += encode_frame(tag, data)
+            self.put(encode_frame(tag, data))
 
     def event(self, **fields):
         if not self.broken:
-            self.pending += encode_event(fields)
+            self.put(encode_event(fields))
+
+    def put(self, piece):
+        """Queue ``piece`` as it is (the sync marker, a whole frame)."""
+        self.queue.append(piece)
+        self.unsent += len(piece)
 
     def flush(self):
-        while self.pending and not self.broken:
+        while self.unsent and not self.broken:
+            pieces = [memoryview(self.queue[0])[self.head_sent :]]
+            pieces += itertools.islice(self.queue, 1, WRITEV_MAX)
             try:
-                sent = os.write(self.fd, self.pending)
+                sent = os.writev(self.fd, pieces)
             except BlockingIOError:
                 return
             except OSError as exc:  # EPIPE: the controller is gone
                 if exc.errno != errno.EINTR:
                     self.broken = True
-                    self.pending.clear()
+                    self.queue.clear()
+                    self.unsent = self.head_sent = 0
                 return
-            del self.pending[:sent]
+            self._sent(sent)
+
+    def _sent(self, count):
+        self.unsent -= count
+        count += self.head_sent
+        while self.queue and count >= len(self.queue[0]):
+            count -= len(self.queue.popleft())
+        self.head_sent = count
 
     def drain(self, timeout):
         """Best effort, for at most ``timeout`` s (when the controller is already lost)."""
         deadline = time.monotonic() + timeout
-        while self.pending and not self.broken and time.monotonic() < deadline:
+        while self.unsent and not self.broken and time.monotonic() < deadline:
             select.select([], [self.fd], [], max(0.0, deadline - time.monotonic()))
             self.flush()
 
     @property
     def full(self):
-        return len(self.pending) > OUT_CAP
+        return self.unsent > OUT_CAP
 
 
 class Control:

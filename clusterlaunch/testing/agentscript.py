@@ -82,7 +82,7 @@ def event(**fields: Any) -> Frame:
     """A JSON event frame, encoded as the agent encodes it."""
     encoder = Output(fd=-1)
     encoder.event(**fields)
-    header, _, data = bytes(encoder.pending).partition(b"\n")
+    header, _, data = b"".join(encoder.queue).partition(b"\n")
     return Frame(header.split(b" ")[0], data)
 
 

@@ -185,7 +185,7 @@ class FakeProcess(RemoteProcess):
                 self._synced = True
             self._wire.frame(step.tag, step.data)
         elif isinstance(step, Raw):
-            self._wire.pending += step.data
+            self._wire.put(step.data)
         elif isinstance(step, Stderr):
             os.write(self._err_w, step.data)  # small: a pipe holds 64 KiB
         elif isinstance(step, Exit):
@@ -202,7 +202,7 @@ class FakeProcess(RemoteProcess):
     def _drain_wire(self) -> None:
         """Write queued frames as far as the pipe takes them; close once the exit is due."""
         self._wire.flush()
-        if self._exit is not None and not self._wire.pending and self._writers:
+        if self._exit is not None and not self._wire.unsent and self._writers:
             self._status = self._exit.status
             for fd in self._writers:
                 os.close(fd)

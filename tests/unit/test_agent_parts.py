@@ -16,7 +16,7 @@ def test_events_are_json_with_statuses_as_numbers() -> None:
     out.event(
         event="exit", code=ExitStatus.NOT_STARTED, message='caf\u00e9 " \n', extra=[1.5, None]
     )
-    (frame,) = FrameDecoder().feed(SYNC + bytes(out.pending))
+    (frame,) = FrameDecoder().feed(SYNC + b"".join(out.queue))
     assert frame.event() == {
         "event": "exit",
         "code": 127,

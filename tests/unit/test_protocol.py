@@ -98,6 +98,34 @@ def test_what_the_agent_writes_the_decoder_reads_split_anywhere(source: str) -> 
     assert decode([bytes([b]) for b in stream]) == decode([stream])  # byte by byte
 
 
+def test_a_slow_reader_gets_every_frame_whole_and_in_order() -> None:
+    """The queue is written in pieces as the pipe takes them: writes end mid-frame,
+    span frames, and more frames are queued while others are half written."""
+    read_end, write_end = os.pipe()
+    out = Output(fd=write_end)
+    out.start()
+    sent = [
+        (rank_tag(index % 2 == 1, index), bytes([index]) * ((index + 1) * 9_001))
+        for index in range(40)
+    ]
+    received = bytearray()
+    most_queued = 0
+    for tag, data in sent:
+        out.frame(tag, data)
+        out.flush()  # the pipe (64 KiB) fills: the rest stays queued
+        most_queued = max(most_queued, out.unsent)
+        received += os.read(read_end, 50_000)  # the reader takes less than was written
+    assert most_queued > 1 << 20  # frames waited, half written, behind others
+    while out.unsent:
+        out.flush()
+        received += os.read(read_end, 50_000)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as rest:
+        received += rest.read()
+    assert decode([bytes(received)]) == [Frame(tag, data) for tag, data in sent]
+    assert not out.queue and out.head_sent == 0
+
+
 def test_a_frame_split_across_reads_waits_for_its_end() -> None:
     decoder = FrameDecoder()
     frame = encode_frame(b"o0", b"0123456789")
