@@ -15,6 +15,9 @@
 * ``count_connections``: sshd at ``LogLevel VERBOSE``, which logs a ``Connection
   from`` line for every TCP connection it accepts (:meth:`connections_to` counts
   them): how many connections a host really saw, by the server's own account.
+* ``ciphers``: sshd offers only these ciphers (``Ciphers``).
+* ``log_ciphers``: sshd at ``LogLevel DEBUG1``, which logs the cipher each
+  connection agreed on (:meth:`ciphers_used`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ class SshVariantCluster(LoopbackCluster):
         max_startups: str | None = None,
         default_kex: bool = False,
         count_connections: bool = False,
+        ciphers: str | None = None,
+        log_ciphers: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(n_hosts, base_dir, **kwargs)
@@ -53,6 +58,8 @@ class SshVariantCluster(LoopbackCluster):
         self.max_startups = max_startups
         self.default_kex = default_kex
         self.count_connections = count_connections
+        self.ciphers = ciphers
+        self.log_ciphers = log_ciphers
         self.host_ca_key = self.base_dir / "host_ca"
         self.user_ca_key = self.base_dir / "user_ca"
         self.include_dir = self.base_dir / "ssh_config.d"
@@ -67,6 +74,10 @@ class SshVariantCluster(LoopbackCluster):
             self._edit_sshd(lambda text: re.sub(r"(?m)^MaxStartups .*$", line, text))
         if self.count_connections:
             self._edit_sshd(lambda text: text + "LogLevel VERBOSE\n")
+        if self.ciphers:
+            self._edit_sshd(lambda text: text + f"Ciphers {self.ciphers}\n")
+        if self.log_ciphers:
+            self._edit_sshd(lambda text: text + "LogLevel DEBUG1\n")
         if self.host_ca:
             self._sign_hosts()
         if self.user_ca:
@@ -90,6 +101,12 @@ class SshVariantCluster(LoopbackCluster):
         """TCP connections host ``name``'s sshd has accepted so far (``count_connections``)."""
         log = (self.host(name).host_dir / "sshd.log").read_text(errors="replace")
         return len(re.findall(r"(?m)Connection from \S+ port \d+ on ", log))
+
+    def ciphers_used(self, name: str) -> list[str]:
+        """The cipher of each connection to host ``name`` so far, server to client
+        (``log_ciphers``)."""
+        log = (self.host(name).host_dir / "sshd.log").read_text(errors="replace")
+        return re.findall(r"(?m)kex: server->client cipher: (\S+)", log)
 
     def _edit_sshd(self, edit: Any) -> None:
         for host in self.hosts:
