@@ -92,6 +92,9 @@ class SshTarget:
     connect_timeout: float | None = None
     host_key_checking: str | None = None
     """The config's ``StrictHostKeyChecking``, used when ``--host-key-policy`` is not given."""
+    algorithms: tuple[tuple[str, str], ...] = ()
+    """The config's ``Ciphers``, ``MACs`` and ``KexAlgorithms`` that are set, as
+    (keyword, value): see :mod:`clusterlaunch.core.sshalgorithms`."""
 
     @property
     def is_local(self) -> bool:

@@ -15,8 +15,10 @@ import struct
 from collections.abc import Sequence
 from pathlib import Path
 
+from clusterlaunch.core import sshalgorithms
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import SshTarget
+from clusterlaunch.transport import sshoffer
 from clusterlaunch.transport.hostkeys import KnownHosts
 from clusterlaunch.transport.sshconfig import LoadedConfig, jump_host, read_ssh_config
 
@@ -78,6 +80,12 @@ def blocker(
         if value and str(value).lower() != "none":
             where = config.where(keyword, target.alias, str(value))
             return f"{where}: {_spelled(keyword)} {value}: {why}"
+    algorithms = sshalgorithms.configured(found)
+    for keyword, names in sshoffer.offers(algorithms).items():
+        if not names:
+            value = dict(algorithms)[keyword]
+            where = config.where(keyword, target.alias, value)
+            return f"{where}: {_spelled(keyword)} {value}: paramiko has none of these"
     if str(found.get("gssapiauthentication", "no")).lower() == "yes":
         where = config.where("gssapiauthentication", target.alias, "yes")
         return f"{where}: GSSAPIAuthentication yes: paramiko does not do Kerberos/GSSAPI here"
@@ -100,6 +108,9 @@ def _spelled(keyword: str) -> str:
         "certificatefile": "CertificateFile",
         "pkcs11provider": "PKCS11Provider",
         "hostkeyalias": "HostKeyAlias",
+        "ciphers": "Ciphers",
+        "macs": "MACs",
+        "kexalgorithms": "KexAlgorithms",
     }[keyword]
 
 

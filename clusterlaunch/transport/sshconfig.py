@@ -23,7 +23,7 @@ from typing import Any
 
 import paramiko
 
-from clusterlaunch.core import limits
+from clusterlaunch.core import limits, sshalgorithms
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
 from clusterlaunch.transport.sshinclude import ConfigLine, flatten, words
@@ -145,6 +145,7 @@ def target_from(found: Mapping[str, Any], spec: HostSpec) -> SshTarget:
             found, spec.host, "connecttimeout", None, limits.CONNECT_TIMEOUT
         ),
         host_key_checking=_none_is_none(found.get("stricthostkeychecking")),
+        algorithms=sshalgorithms.configured(found),
     )
 
 

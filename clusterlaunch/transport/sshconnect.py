@@ -15,13 +15,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import paramiko
 
 from clusterlaunch.core.errors import HostKeyError, TransportError
 from clusterlaunch.core.model import SshTarget
-from clusterlaunch.transport import hostkeys, sshconfig, sshfailure, sshproxy
+from clusterlaunch.transport import hostkeys, sshconfig, sshfailure, sshoffer, sshproxy
 from clusterlaunch.transport.ssh import SshConnection, SshSettings
 
 IDLE_WAKE_S = 1.0
@@ -121,20 +120,6 @@ class _Transient(Exception):
         self.detail = detail
 
 
-def _aead_first(*args: Any, **kwargs: Any) -> paramiko.Transport:
-    """paramiko's Transport, asking for AES-GCM before its default aes-ctr.
-
-    OpenSSH's own client list has both (after chacha20-poly1305, which paramiko
-    lacks); a server without GCM still gets aes-ctr. GCM's MAC is part of the
-    cipher: aes-ctr's HMAC-SHA2 was a fifth of the controller's CPU for 10M lines
-    through exec, which took 1.5-1.7 s with it and 1.2-1.5 s with GCM (loopback).
-    """
-    transport = paramiko.Transport(*args, **kwargs)
-    options = transport.get_security_options()
-    options.ciphers = tuple(sorted(options.ciphers, key=lambda name: "-gcm@" not in name))
-    return transport
-
-
 def _try_client(
     target: SshTarget,
     settings: SshSettings,
@@ -165,7 +150,7 @@ def _try_client(
             banner_timeout=timeout,
             auth_timeout=timeout,
             sock=sock,
-            transport_factory=_aead_first,
+            transport_factory=sshoffer.transport_factory(target),
         )
     except HostKeyError:
         client.close()

@@ -62,21 +62,49 @@ def test_both_clients_resolve_included_hosts_alike(
 
 
 @pytest.mark.parametrize(
-    ("offered", "agreed"),
-    [(None, "aes128-gcm@openssh.com"), ("aes256-ctr,aes128-ctr", "aes128-ctr")],
+    ("asked", "offered", "agreed"),
+    [
+        (None, None, "aes128-gcm@openssh.com"),  # nothing configured: AES-GCM first
+        (None, "aes256-ctr,aes128-ctr", "aes128-ctr"),  # a server without it
+        ("aes256-ctr", None, "aes256-ctr"),  # the client config's Ciphers, as ssh would
+    ],
 )
-def test_paramiko_asks_for_aes_gcm_first_and_takes_what_the_server_offers(
-    sim_cluster_factory, tmp_path: Path, offered: str | None, agreed: str
+def test_paramiko_negotiates_ciphers_as_the_config_and_the_server_say(
+    sim_cluster_factory, tmp_path: Path, asked: str | None, offered: str | None, agreed: str
 ) -> None:
-    """AES-GCM first: its MAC is part of the cipher, where aes-ctr's HMAC-SHA2 took a
-    fifth of the controller's CPU for 10M lines. A server without it is still reached."""
+    """AES-GCM first when the config says nothing: its MAC is part of the cipher, where
+    aes-ctr's HMAC-SHA2 took a fifth of the controller's CPU for 10M lines."""
     cluster = sim_cluster_factory(1, cls=SshVariantCluster, ciphers=offered, log_ciphers=True)
+    if asked:
+        with cluster.ssh_config.open("a") as config:
+            config.write(f"Host *\n    Ciphers {asked}\n")
     before = len(cluster.ciphers_used("node0"))  # the readiness check's
     result = run_cli("exec", cluster, "--ssh-client", "paramiko", str(_hosts(cluster, tmp_path)),
                      *ECHO)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert _reached(result.stdout) == {"node0"}
     assert cluster.ciphers_used("node0")[before:] == [agreed]
+
+
+def test_ciphers_paramiko_lacks_are_refused_in_one_line_and_openssh_uses_them(
+    sim_cluster_factory, tmp_path: Path
+) -> None:
+    cluster = sim_cluster_factory(1, cls=SshVariantCluster, log_ciphers=True)
+    with cluster.ssh_config.open("a") as config:
+        config.write("Host *\n    Ciphers chacha20-poly1305@openssh.com\n")
+    line = len(cluster.ssh_config.read_text().splitlines())
+    hosts = str(_hosts(cluster, tmp_path))
+    before = len(cluster.ciphers_used("node0"))
+    refused = run_cli("exec", cluster, "--ssh-client", "paramiko", hosts, *ECHO)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.strip().splitlines() == [
+        f"clusterlaunch: error: node0: {cluster.ssh_config}:{line}: Ciphers "
+        "chacha20-poly1305@openssh.com: paramiko has none of these; use --ssh-client openssh"
+    ]
+    assert len(cluster.ciphers_used("node0")) == before  # nothing connected
+    used = run_cli("exec", cluster, "--ssh-client", "openssh", hosts, *ECHO)
+    assert used.returncode == 0, used.stderr
+    assert cluster.ciphers_used("node0")[before:] == ["chacha20-poly1305@openssh.com"]
 
 
 def test_ssh_client_in_the_hosts_file_picks_openssh_and_the_flag_wins(

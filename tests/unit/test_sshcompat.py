@@ -80,6 +80,9 @@ def test_hashed_and_negated_patterns(tmp_path: Path) -> None:
         ("Host *\n  GSSAPIAuthentication yes\n", ":2: GSSAPIAuthentication yes"),
         ("Host n*\n  HostKeyAlias other\n", ":2: HostKeyAlias other"),
         ('Match exec "true"\n  Port 2\n', ":1: Match exec"),
+        ("Host n0\n  Ciphers chacha20-poly1305@openssh.com\n", ":2: Ciphers chacha20-poly1305@"),
+        ("Host *\n  MACs umac-128-etm@openssh.com\n", ":2: MACs umac-128-etm@openssh.com"),
+        ("Host *\n  KexAlgorithms sntrup761x25519-sha512\n", ":2: KexAlgorithms sntrup761"),
     ],
 )
 def test_settings_paramiko_cannot_honour_are_named(

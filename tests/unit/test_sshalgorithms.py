@@ -1,0 +1,40 @@
+"""The SSH config's Ciphers, MACs and KexAlgorithms, read as ssh_config(5) says."""
+
+from __future__ import annotations
+
+import pytest
+
+from clusterlaunch.core.sshalgorithms import configured, preferred
+
+HAS = ("aes128-gcm@openssh.com", "aes128-ctr", "aes256-ctr", "3des-cbc")
+DEFAULTS = ("aes128-gcm@openssh.com", "aes128-ctr", "aes256-ctr")
+
+
+@pytest.mark.parametrize(
+    ("value", "offered"),
+    [
+        ("aes256-ctr,aes128-ctr", ("aes256-ctr", "aes128-ctr")),  # replaces, in its order
+        ("chacha20-poly1305@openssh.com,aes256-ctr", ("aes256-ctr",)),  # what the client lacks
+        ("chacha20-poly1305@openssh.com", ()),  # none: the caller refuses
+        ("aes*-ctr", ("aes128-ctr", "aes256-ctr")),  # wildcards
+        ("+3des-cbc", (*DEFAULTS, "3des-cbc")),  # appended to the defaults
+        ("+aes128-ctr", DEFAULTS),  # already there: once
+        ("-*-gcm@openssh.com", ("aes128-ctr", "aes256-ctr")),  # taken out
+        ("^aes256-ctr", ("aes256-ctr", "aes128-gcm@openssh.com", "aes128-ctr")),  # put first
+        ("AES256-CTR", ()),  # names are case-sensitive, as ssh's are
+    ],
+)
+def test_lists_replace_append_remove_or_lead(value: str, offered: tuple[str, ...]) -> None:
+    assert preferred(value, HAS, DEFAULTS) == offered
+
+
+def test_curve25519_answers_to_both_of_its_names() -> None:
+    has = ("mlkem768x25519-sha256", "curve25519-sha256@libssh.org", "ecdh-sha2-nistp256")
+    assert preferred("curve25519-sha256", has, has) == ("curve25519-sha256@libssh.org",)
+    assert preferred("curve25519-sha256@libssh.org", has, has) == ("curve25519-sha256@libssh.org",)
+    assert preferred("-curve25519-sha256", has, has) == (has[0], has[2])
+
+
+def test_only_the_lists_a_config_sets_are_read() -> None:
+    found = {"ciphers": "aes256-ctr", "macs": "", "hostname": "10.0.0.1", "port": "22"}
+    assert configured(found) == (("ciphers", "aes256-ctr"),)
