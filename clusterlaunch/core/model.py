@@ -93,8 +93,8 @@ class SshTarget:
     host_key_checking: str | None = None
     """The config's ``StrictHostKeyChecking``, used when ``--host-key-policy`` is not given."""
     algorithms: tuple[tuple[str, str], ...] = ()
-    """The config's ``Ciphers``, ``MACs`` and ``KexAlgorithms`` that are set, as
-    (keyword, value): see :mod:`clusterlaunch.core.sshalgorithms`."""
+    """The config's algorithm lists that are set (``Ciphers``, ``MACs``, ``KexAlgorithms``,
+    ``HostKeyAlgorithms``), as (keyword, value): see :mod:`clusterlaunch.core.sshalgorithms`."""
 
     @property
     def is_local(self) -> bool:

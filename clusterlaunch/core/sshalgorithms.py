@@ -1,4 +1,5 @@
-"""The SSH config's algorithm lists (``Ciphers``, ``MACs``, ``KexAlgorithms``), as ssh reads them.
+"""The SSH config's algorithm lists (``Ciphers``, ``MACs``, ``KexAlgorithms``,
+``HostKeyAlgorithms``), as ssh reads them.
 
 A list replaces the defaults; one that starts with ``+`` is appended to them,
 ``-`` is taken out of them and ``^`` is put before them. Names may be
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 
-KEYWORDS = ("ciphers", "macs", "kexalgorithms")
+KEYWORDS = ("ciphers", "macs", "kexalgorithms", "hostkeyalgorithms")
 """The config keywords read for the paramiko transport (lower case, as parsed)."""
 
 ALSO_NAMED = {"curve25519-sha256@libssh.org": "curve25519-sha256"}

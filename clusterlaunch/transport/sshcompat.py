@@ -111,6 +111,7 @@ def _spelled(keyword: str) -> str:
         "ciphers": "Ciphers",
         "macs": "MACs",
         "kexalgorithms": "KexAlgorithms",
+        "hostkeyalgorithms": "HostKeyAlgorithms",
     }[keyword]
 
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import socket
+
+import paramiko
 import pytest
 
+from clusterlaunch.core.model import SshTarget
 from clusterlaunch.core.sshalgorithms import configured, preferred
+from clusterlaunch.transport import sshoffer
 
 HAS = ("aes128-gcm@openssh.com", "aes128-ctr", "aes256-ctr", "3des-cbc")
 DEFAULTS = ("aes128-gcm@openssh.com", "aes128-ctr", "aes256-ctr")
@@ -38,3 +43,26 @@ def test_curve25519_answers_to_both_of_its_names() -> None:
 def test_only_the_lists_a_config_sets_are_read() -> None:
     found = {"ciphers": "aes256-ctr", "macs": "", "hostname": "10.0.0.1", "port": "22"}
     assert configured(found) == (("ciphers", "aes256-ctr"),)
+
+
+def test_each_connection_offers_what_its_config_asks_for() -> None:
+    """paramiko's own Transport, made by the factory the client uses (no server needed)."""
+    target = SshTarget(
+        alias="n0",
+        hostname="10.0.0.1",
+        algorithms=(
+            ("macs", "-hmac-sha1*,hmac-md5*"),
+            ("kexalgorithms", "curve25519-sha256"),
+            ("hostkeyalgorithms", "ssh-ed25519-cert-v01@openssh.com,ssh-ed25519"),
+        ),
+    )
+    near, far = socket.socketpair()
+    with near, far:
+        options = sshoffer.transport_factory(target)(near).get_security_options()
+        assert options.ciphers[:2] == ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
+        assert "aes128-ctr" in options.ciphers  # for a server without GCM
+        assert not [mac for mac in options.digests if "sha1" in mac or "md5" in mac]
+        assert options.kex == ("curve25519-sha256@libssh.org",)
+        assert options.key_types == ("ssh-ed25519",)
+        plain = sshoffer.transport_factory(SshTarget(alias="n1", hostname="h"))(far)
+        assert plain.get_security_options().kex == paramiko.Transport._preferred_kex
