@@ -7,18 +7,16 @@ Shipped as source over the SSH channel's stdin and run by the host's Python
   probe would and starts nothing until the controller's go (``remote/gate.py``);
 * starts the job (torchrun, or a plain command for ``clusterlaunch exec``) in a
   session of its own and becomes child subreaper, so the whole tree stays ours;
-* forwards the job's output as frames on stdout: torchrun's own streams and,
-  byte for byte, each worker's stdout/stderr file (torchrun ``--redirects 3``),
-  tagged with the global rank;
-* reads its stdin for control: ``h`` heartbeat, ``t`` graceful teardown, ``k``
-  kill now; EOF (controller gone, connection dropped) or no heartbeat for
-  ``--heartbeat-timeout`` seconds also tear the job down;
+* forwards the job's output as frames on stdout: torchrun's own streams and, byte
+  for byte, each worker's file (torchrun ``--redirects 3``) tagged with its rank;
+* reads its stdin for control: ``h`` heartbeat, ``t`` graceful teardown, ``k`` kill
+  now; EOF (controller gone) or no heartbeat for ``--heartbeat-timeout`` s also do;
 * on teardown sends SIGTERM to every process of the job (by PID and process
   group, never by name), SIGKILL after ``--grace`` seconds, and reports;
-* once the job's last process is gone, reads its pipes and rank files to the
-  end and sends it all before the ``exit`` event: a slow controller slows
-  this down, only a lost one (stdin EOF, broken stdout, no heartbeat) or a
-  second signal cuts it short. Signal handlers only record the signal.
+* once the job's last process is gone, reads its pipes and rank files to the end
+  and sends it all before the ``exit`` event: a slow controller slows this down,
+  only a lost one (stdin EOF, broken stdout, no heartbeat) or a second signal cuts
+  it short. Signal handlers only record the signal (SIGCHLD's: nothing).
 """
 
 import os
@@ -71,6 +69,9 @@ class Agent:
     def start(self):
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
             signal.signal(signum, self._on_signal)
+        # A child's end wakes the loop (wakeup fd): torchrun's pipes end just before its
+        # exit status is ready, and the loop then slept 50 ms (a run's end: 0.02/0.07 s).
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
         os.set_blocking(self.wake_w, False)
         signal.set_wakeup_fd(self.wake_w)
         subreaper = become_subreaper()
@@ -247,9 +248,7 @@ class Agent:
             code=code,
             root_cause=root,
             escalated=self.killer.escalated,
-            teardown_s=(
-                round(time.monotonic() - self.killer.started, 3) if self.killer.started else 0
-            ),
+            teardown_s=self.killer.took(),
         )
         if self.tail is not None:
             self.tail.remove()  # read to the end above: nothing unsent is lost

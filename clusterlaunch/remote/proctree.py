@@ -193,6 +193,10 @@ class TreeKiller:
         self.escalated = True
         signal_all(self.targets(sweep=True), signal.SIGKILL)
 
+    def took(self):
+        """Seconds since teardown began (0 if it never did), for the exit event."""
+        return round(time.monotonic() - self.started, 3) if self.started else 0
+
     def step(self):
         """Advance teardown; True once nothing of the job is left alive."""
         reap(self.root, self.keep)
