@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from clusterlaunch.core.frames import EVENT, FrameDecoder
-from clusterlaunch.remote.agent import main
+from clusterlaunch.remote.agent import Agent, main
 
 ROOT_CAUSE = (
     "Root Cause (first observed failure):\n[0]:\n  time      : 2024-01-01_00:00:00\n"
@@ -124,6 +124,19 @@ def test_a_job_that_ends_by_itself_reports_its_output_then_its_code() -> None:
     started, ended = agent.events
     assert started["agent_pid"] == agent.pid and started["pid"] != agent.pid
     assert (ended["reason"], ended["code"], ended["root_cause"]) == ("exited", 3, None)
+
+
+def test_the_end_of_a_job_whose_pipes_ended_early_wakes_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the job's pipes closed, only its exit (SIGCHLD, through the wakeup fd) can
+    wake the loop: its idle wait is stretched to 10 s here, and the agent must not sit it out."""
+    stretched = Agent.wait
+    monkeypatch.setattr(Agent, "wait", lambda self, timeout: stretched(self, timeout * 200))
+    began = time.monotonic()
+    agent = ForkedAgent(["sh", "-c", "exec >&- 2>&-; sleep 0.1; exit 4"])
+    assert agent.finish(timeout=30) == 4
+    assert time.monotonic() - began < 5, "the agent slept through its job's end"
 
 
 IGNORES_TERM = ["sh", "-c", "trap '' TERM; echo ready; exec sleep 30"]  # only SIGKILL ends it
