@@ -99,14 +99,15 @@ class SshVariantCluster(LoopbackCluster):
 
     def connections_to(self, name: str) -> int:
         """TCP connections host ``name``'s sshd has accepted so far (``count_connections``)."""
-        log = (self.host(name).host_dir / "sshd.log").read_text(errors="replace")
-        return len(re.findall(r"(?m)Connection from \S+ port \d+ on ", log))
+        return len(re.findall(r"(?m)Connection from \S+ port \d+ on ", self._sshd_log(name)))
 
     def ciphers_used(self, name: str) -> list[str]:
         """The cipher of each connection to host ``name`` so far, server to client
         (``log_ciphers``)."""
-        log = (self.host(name).host_dir / "sshd.log").read_text(errors="replace")
-        return re.findall(r"(?m)kex: server->client cipher: (\S+)", log)
+        return re.findall(r"(?m)kex: server->client cipher: (\S+)", self._sshd_log(name))
+
+    def _sshd_log(self, name: str) -> str:
+        return (self.host(name).host_dir / "sshd.log").read_text(errors="replace")
 
     def _edit_sshd(self, edit: Any) -> None:
         for host in self.hosts:
