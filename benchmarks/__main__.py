@@ -25,6 +25,7 @@ from benchmarks import (
     clients,
     cpu,
     fanout,
+    firstcommand,
     idle,
     overhead,
     report,
@@ -36,7 +37,7 @@ from benchmarks import (
 from benchmarks.core import MISS, Result, format_table, summary_counts
 from benchmarks.env import REPO, Bench
 
-_ORDER = (fanout, cpu, idle, throughput, teardown, sigkill, overhead, scale, clients)
+_ORDER = (fanout, firstcommand, cpu, idle, throughput, teardown, sigkill, overhead, scale, clients)
 MEASUREMENTS: dict[str, ModuleType] = {module.NAME: module for module in _ORDER}
 DEFAULT_REPEAT = 5
 

@@ -20,7 +20,7 @@ import paramiko
 
 from clusterlaunch.core.errors import HostKeyError, TransportError
 from clusterlaunch.core.model import SshTarget
-from clusterlaunch.transport import hostkeys, sshconfig, sshfailure, sshoffer, sshproxy
+from clusterlaunch.transport import hostkeys, sshconfig, sshfailure, sshoffer, sshproxy, sshsocket
 from clusterlaunch.transport.ssh import SshConnection, SshSettings
 
 IDLE_WAKE_S = 1.0
@@ -124,7 +124,7 @@ def _try_client(
     target: SshTarget,
     settings: SshSettings,
     known_hosts: hostkeys.KnownHosts,
-    sock: paramiko.Channel | paramiko.ProxyCommand | None,
+    sock: paramiko.Channel | paramiko.ProxyCommand | socket.socket | None,
 ) -> paramiko.SSHClient:
     client = paramiko.SSHClient()
     # paramiko has no public setter for the read-only ("system") key set; the
@@ -138,6 +138,8 @@ def _try_client(
         client.set_missing_host_key_policy(hostkeys.AcceptNewPolicy(files[0], known_hosts.lock))
     timeout = target.connect_timeout or settings.connect_timeout
     try:
+        if sock is None:  # a direct connection: our socket, for its options (sshsocket)
+            sock = sshsocket.dial(target.hostname, target.port, timeout)
         client.connect(
             target.hostname,
             port=target.port,

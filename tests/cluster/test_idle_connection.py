@@ -8,6 +8,7 @@ answered, output still arrives at once, and close() still ends the thread.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 
 from clusterlaunch.core.hostfile import load_inventory
 from clusterlaunch.testing import LoopbackCluster
-from clusterlaunch.transport import SshSettings, close_all, connect_all
+from clusterlaunch.transport import SshSettings, close_all, connect_all, sshsocket
 from clusterlaunch.transport.sshconfig import resolve_targets
 from tests.cluster.support import write_hosts
 
@@ -53,3 +54,28 @@ def test_a_silent_connection_stays_alive_and_ends_with_close(
     for thread in threads:
         thread.join(timeout=10)  # wakes within IDLE_WAKE_S, sees the close, ends
     assert not [thread for thread in threads if thread.is_alive()]
+
+
+def test_a_direct_connection_runs_on_the_quick_ack_socket(
+    sim_cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    """The handshake and the first channel do not wait on delayed ACKs (see sshsocket)."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    targets = resolve_targets(str(sim_cluster.ssh_config), load_inventory(hosts).hosts)
+    connections, problems = connect_all(
+        targets, SshSettings(config_path=str(sim_cluster.ssh_config))
+    )
+    try:
+        assert not problems
+        sock = connections["node0"]._transport.sock  # type: ignore[attr-defined]
+        assert isinstance(sock, sshsocket.QuickAckSocket)
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        process = connections["node0"].start("echo first")
+        deadline = time.monotonic() + 30
+        out = b""
+        while not process.finished() and time.monotonic() < deadline:
+            out += process.read()[0]
+            time.sleep(0.01)
+        assert out + process.read()[0] == b"first\n" and process.exit_status() == 0
+    finally:
+        close_all(connections)

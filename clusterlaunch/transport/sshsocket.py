@@ -1,0 +1,60 @@
+"""The TCP connection under a paramiko client: small messages sent and acknowledged at once.
+
+Measured on loopback against OpenSSH 9.2's sshd, one host, 8 connections each
+(``connect`` then one ``open_session``), in median ms:
+
+* Nagle's algorithm held paramiko's small handshake writes until the server's
+  delayed ACK (~40 ms): connect 78 → 40 with ``TCP_NODELAY``, which ssh sets on
+  its connection too.
+* The first channel after authentication waited another ~40 ms: sshd follows
+  the authentication with messages of its own (``hostkeys-00@openssh.com`` ...)
+  and, its Nagle still on until a session starts, holds the channel's
+  confirmation until they are acknowledged, while Linux delays that ACK. ssh
+  waits the same 40 ms. ``TCP_QUICKACK`` after each read (it is not sticky):
+  open 45 → 3.
+
+Together ~80 ms less per host before its first command starts. ``TCP_QUICKACK``
+is Linux only; elsewhere the socket only gets ``TCP_NODELAY``.
+"""
+
+from __future__ import annotations
+
+import socket
+
+_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
+
+
+class QuickAckSocket(socket.socket):
+    """A TCP socket that acknowledges what it reads without delay."""
+
+    __slots__ = ()
+
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        data = super().recv(bufsize, flags)
+        if data and _QUICKACK is not None:
+            # The kernel leaves quick-ACK mode again on its own (it is a hint).
+            self.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+        return data
+
+
+def dial(host: str, port: int, timeout: float) -> socket.socket:
+    """A connected TCP socket to ``host:port``: each address in turn, as ssh and paramiko do.
+
+    Raises the first address's error when none answers (``socket.gaierror``
+    when the name does not resolve).
+    """
+    errors: list[OSError] = []
+    for family, kind, proto, _, address in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+        sock = QuickAckSocket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.connect(address)
+        except OSError as exc:
+            sock.close()
+            errors.append(exc)
+            continue
+        return sock
+    if errors:
+        raise errors[0]
+    raise socket.gaierror(f"no address for {host!r}")
