@@ -32,6 +32,9 @@ from typing import Any, TypeVar
 
 import pytest
 
+# Before any test module imports paramiko, as the product does: paramiko then skips
+# importing invoke (with unittest and asyncio), 0.4 s of every worker's collection.
+import clusterlaunch.transport.noinvoke  # noqa: F401
 from clusterlaunch.testing import (
     DEFAULT_PORT,
     LoopbackCluster,
