@@ -11,13 +11,23 @@ Once the job's last process is gone, :meth:`RankTail.freeze` and
 there then is all the job ever wrote.
 """
 
+import fcntl
 import os
+import sys
 import time
 
 from clusterlaunch.core.protocol import JOB_STDERR, JOB_STDOUT, rank_tag  # bundle: strip
 
 TAIL_RESCAN_S = 0.2
 ERR_TAIL = 65536  # the job's last stderr bytes, for torchrun's root-cause block
+# The job's pipes hold 1 MiB instead of Linux's default 64 KiB (the most an
+# unprivileged process may ask for by default: /proc/sys/fs/pipe-max-size). With
+# 64 KiB, a job writing fast blocked every 64 KiB, and the agent woke, read and
+# framed per 64 KiB: 10M lines through exec on one host took 1.045 -> 0.964 s
+# (medians of 8 paired runs; 1.206 -> 1.059 s in 10 more). A larger pipe holds
+# nothing back: the agent reads whatever is there whenever it is readable.
+JOB_PIPE_BYTES = 1 << 20
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # Linux's; Python 3.10+ names it
 
 
 def _listdir(path):
@@ -32,6 +42,19 @@ def _number_suffix(name):
     return int(digits) if digits.isdigit() else -1
 
 
+def enlarge_pipe(fd, size):
+    """Let pipe ``fd`` hold ``size`` bytes where Linux allows it.
+
+    Best effort: the pipe keeps its size where Linux refuses (a user over its
+    pipe-user-pages limit, a lower pipe-max-size) and on other systems.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            fcntl.fcntl(fd, F_SETPIPE_SZ, size)
+        except OSError:
+            pass
+
+
 class JobPipes:
     """The job's own stdout/stderr (tags ``O``/``E``), read without blocking."""
 
@@ -39,6 +62,7 @@ class JobPipes:
         self.streams = [(JOB_STDOUT, stdout), (JOB_STDERR, stderr)]
         for _, stream in self.streams:
             os.set_blocking(stream.fileno(), False)
+            enlarge_pipe(stream.fileno(), JOB_PIPE_BYTES)
         self.err_tail = bytearray()
 
     def fds(self):

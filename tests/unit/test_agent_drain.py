@@ -225,3 +225,46 @@ def test_job_pipes_end_at_eof_or_when_nobody_is_left_to_write() -> None:
     assert pipes.read(1024, final=True) == [] and pipes.closed
     assert bytes(pipes.err_tail) == b"oops"
     os.close(err_w)
+
+
+F_GETPIPE_SZ = 1032  # Linux's (fcntl names it from Python 3.10)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pipe sizes are Linux's")
+def test_job_pipes_hold_a_mebibyte_so_a_fast_job_blocks_less() -> None:
+    import fcntl
+
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    assert fcntl.fcntl(out_w, F_GETPIPE_SZ) == 1 << 16  # Linux's default
+    pipes = JobPipes(os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"))
+    assert [fcntl.fcntl(fd, F_GETPIPE_SZ) for fd in (out_w, err_w)] == [MIB, MIB]
+    os.set_blocking(out_w, False)
+    written = 0
+    with pytest.raises(BlockingIOError):  # the job's writes block only once 1 MiB waits
+        while True:
+            written += os.write(out_w, b"x" * 65536)
+    assert written == MIB
+    os.close(out_w)
+    os.close(err_w)
+    read = b""
+    while chunks := pipes.read(MIB, final=True):
+        read += b"".join(data for _, data in chunks)
+    assert read == b"x" * MIB
+
+
+def test_a_pipe_linux_will_not_enlarge_keeps_its_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    import fcntl
+
+    from clusterlaunch.remote import tail
+
+    def refuse(fd: int, command: int, arg: int = 0) -> int:
+        raise PermissionError(1, "Operation not permitted")  # over pipe-user-pages-soft
+
+    monkeypatch.setattr(fcntl, "fcntl", refuse)
+    read_end, write_end = os.pipe()
+    tail.enlarge_pipe(write_end, MIB)  # no error: the job runs with the pipe it has
+    os.write(write_end, b"still works")
+    assert os.read(read_end, 100) == b"still works"
+    os.close(read_end)
+    os.close(write_end)
