@@ -23,6 +23,7 @@ from clusterlaunch.cli import doctor as doctorargs
 from clusterlaunch.cli import parser as cliparser
 from clusterlaunch.cli import sandbox as sandboxargs
 from clusterlaunch.cli import slurm as slurmargs
+from clusterlaunch.cli.heap import tune_heap
 from clusterlaunch.cli.passthrough import foreign_option, split_passthrough
 from clusterlaunch.controller import jobs
 from clusterlaunch.controller.console import Console
@@ -210,6 +211,7 @@ def script() -> NoReturn:
     pyinstrument, coverage), which report after the program returns, this is
     the ordinary exit.
     """
+    tune_heap()  # before any thread starts: see cli/heap.py
     code = main()
     if sys.getprofile() is not None or sys.gettrace() is not None:
         sys.exit(code)
