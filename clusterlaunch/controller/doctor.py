@@ -27,7 +27,7 @@ from clusterlaunch.core import commands, defaults
 from clusterlaunch.core.doctor import HostCheck, clock_skew
 from clusterlaunch.core.model import JobPlan, NodePlan
 from clusterlaunch.core.setupguard import OVERDUE_S, SetupGuard
-from clusterlaunch.remote import program_source
+from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.base import Connection
 
 
@@ -51,7 +51,7 @@ class DoctorResult:
 
 def doctor_command(node: NodePlan, master_addr: str, nonce: str, settings: DoctorSettings) -> str:
     """The doctor program for ``node``, under exactly the job's shell prefix."""
-    size = len(program_source("doctor"))
+    size = len(program_payload("doctor"))
     argv = [
         *commands.bootstrap_argv(node.python, "doctor", size),
         "--master-addr",
@@ -78,9 +78,9 @@ def diagnose(
     budget = defaults.PREFLIGHT_TIMEOUT_S
     if any(node.setup for node in plan.nodes):
         budget += settings.setup_timeout + OVERDUE_S
-    source = program_source("doctor")
+    code = program_payload("doctor")
     starts = [
-        (run.connection, doctor_command(run.report.node, plan.master_addr, nonce, settings), source)
+        (run.connection, doctor_command(run.report.node, plan.master_addr, nonce, settings), code)
         for run in runs
     ]
     throughput: dict[str, dict[str, dict[str, Any]]] = {}

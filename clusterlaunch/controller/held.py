@@ -26,7 +26,7 @@ from clusterlaunch.core.checkplan import checking_agent_command
 from clusterlaunch.core.defaults import FANOUT, PREFLIGHT_TIMEOUT_S, SETUP_TIMEOUT_S
 from clusterlaunch.core.model import JobPlan, NodePlan, ScriptKind
 from clusterlaunch.core.reports import PreflightResult
-from clusterlaunch.remote import program_source
+from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.base import Connection
 
 GO_SLACK_S = 60.0
@@ -81,7 +81,7 @@ def hold_preflight(
     The caller owns the result: :meth:`HeldAgents.go` or :meth:`HeldAgents.close`.
     ``progress`` hears of each host whose checks are done.
     """
-    source = program_source("agent")
+    payload = program_payload("agent")
     nonce = secrets.token_hex(8)
     timeout = total_timeout(plan, timeout, setup_timeout)
 
@@ -94,7 +94,7 @@ def hold_preflight(
     held = HeldAgents(plan, runs, PreflightResult([], None))
     try:
         port = check_hosts(
-            plan, runs, command, source, timeout, notify, fanout, hold=True, progress=progress
+            plan, runs, command, payload, timeout, notify, fanout, hold=True, progress=progress
         )
     except BaseException:
         held.close()

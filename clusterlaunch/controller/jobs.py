@@ -26,7 +26,7 @@ from clusterlaunch.core.model import HostSpec, SshTarget
 from clusterlaunch.core.planner import python_for
 from clusterlaunch.core.protocol import EVENT
 from clusterlaunch.core.reports import KillReport, RemoteJob, Unanswered
-from clusterlaunch.remote import program_source
+from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.base import Connection
 
 
@@ -37,7 +37,7 @@ def jobctl_command(spec: HostSpec, python: str, args: Sequence[str], setup_timeo
     directory), ``setup`` and ``env``, so a ``python:`` that only resolves
     after the setup (``module load``, a venv on ``PATH``) resolves here too.
     """
-    size = len(program_source("jobctl"))
+    size = len(program_payload("jobctl"))
     argv = [*commands.bootstrap_argv(commands.HostPath(python), "jobctl", size, site=False), *args]
     guard = setupguard.SetupGuard(setup_timeout, secrets.token_hex(8))
     return commands.shell_command(spec.workdir, spec.setup, spec.env, argv, guard)
@@ -157,7 +157,7 @@ def _ask_everywhere(
         for spec in specs
     }
     with_setup = {spec.host for spec in specs if spec.setup}
-    batch = Batch(jobs, stdin=program_source("jobctl"), fanout=ask.fanout)
+    batch = Batch(jobs, stdin=program_payload("jobctl"), fanout=ask.fanout)
     finished: dict[str, Finished] = {}
     try:
         finished = batch.wait(ask.timeout + (ask.setup_timeout if with_setup else 0))

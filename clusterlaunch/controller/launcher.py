@@ -41,7 +41,7 @@ from clusterlaunch.core.model import JobPlan
 from clusterlaunch.core.planner import plan_job
 from clusterlaunch.core.progress import PHASES, SYNC_PHASES
 from clusterlaunch.core.restarts import count_env
-from clusterlaunch.remote import program_source
+from clusterlaunch.remote import program_payload
 from clusterlaunch.transport import Connection, close_all, connect_all
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def make_plan(
         job_id=request.job_id,
         local_env=os.environ if local_env is None else local_env,
         local_cwd=local_cwd or os.getcwd(),
-        agent_size=len(program_source("agent")),
+        agent_size=len(program_payload("agent")),
         exec_argv=request.exec_argv,
         local_python=sys.executable,
     )

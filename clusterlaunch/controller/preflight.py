@@ -26,7 +26,7 @@ from clusterlaunch.core.model import JobPlan, NodePlan, ScriptKind
 from clusterlaunch.core.protocol import EVENT, NOISE
 from clusterlaunch.core.reports import HostReport, PreflightResult, compare_torch, job_clashes
 from clusterlaunch.core.setupguard import OVERDUE_S, SetupWatch
-from clusterlaunch.remote import program_source
+from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.base import Connection, RemoteProcess
 
 
@@ -105,7 +105,7 @@ def run_preflight(
     Whatever way this ends (a signal included), no setup is left running.
     ``run`` checks with its agents instead: :mod:`clusterlaunch.controller.held`.
     """
-    source = program_source("probe")
+    payload = program_payload("probe")
     nonce = secrets.token_hex(8)
 
     def command(node: NodePlan, listen: int | None) -> str:
@@ -116,7 +116,7 @@ def run_preflight(
             nonce,
             script,
             need_torch,
-            len(source),
+            len(payload),
             setup_timeout,
             job_id,
             script_kind,
@@ -126,7 +126,7 @@ def run_preflight(
     timeout = total_timeout(plan, timeout, setup_timeout)
     try:
         master_port = check_hosts(
-            plan, runs, command, source, timeout, notify, fanout, hold=False, progress=progress
+            plan, runs, command, payload, timeout, notify, fanout, hold=False, progress=progress
         )
     finally:
         for run in runs:
@@ -146,14 +146,14 @@ def check_hosts(
     plan: JobPlan,
     runs: list[ProbeRun],
     command: Callable[[NodePlan, int | None], str],
-    source: bytes,
+    payload: bytes,
     timeout: float,
     notify: Callable[[str], None] | None,
     fanout: int,
     hold: bool,
     progress: Callable[[str], None] | None = None,
 ) -> int | None:
-    """Start ``command`` (with ``source`` on stdin) on every host and take its checks; the port.
+    """Start ``command`` (with ``payload`` on stdin) on every host and take its checks; the port.
 
     ``hold``: the programs are agents, which stay to start the job on the go
     (their stdin stays open); probes are told to finish. No setup outlives it
@@ -165,7 +165,7 @@ def check_hosts(
         for run in runs:
             node = run.report.node
             listen = (plan.master_port or 0) if node.node_rank == 0 else None
-            starts.append((run.connection, command(node, listen), source))
+            starts.append((run.connection, command(node, listen), payload))
         for run, process in zip(runs, start_all(starts, fanout, "probe"), strict=True):
             run.started(process)
         return _probe(runs, deadline, notify or (lambda line: None), _once(progress), hold)

@@ -19,7 +19,7 @@ from clusterlaunch.core.defaults import FANOUT, SETUP_TIMEOUT_S
 from clusterlaunch.core.model import HostSpec, JobPlan, NodePlan, SshTarget
 from clusterlaunch.core.reports import Unanswered
 from clusterlaunch.core.stacks import StackDump, dumps_from_records, notes_from_records
-from clusterlaunch.remote import program_source
+from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.base import Connection
 
 DUMP_TIMEOUT_S = 30.0  # py-spy dump of one process; ~0.1 s measured here
@@ -45,7 +45,7 @@ def stacks_of_job(
 
 def node_command(node: NodePlan, job_id: str) -> str:
     """jobctl ``stacks`` for one node of a running plan, under the job's own prefix."""
-    size = len(program_source("jobctl"))
+    size = len(program_payload("jobctl"))
     python = commands.HostPath(node.python)
     argv = [*commands.bootstrap_argv(python, "jobctl", size, site=False), "stacks", job_id]
     argv += ["--timeout", str(DUMP_TIMEOUT_S)]
@@ -60,7 +60,7 @@ def stacks_of_plan(
     batch_jobs = {
         node.host: (connections[node.host], node_command(node, plan.job_id)) for node in plan.nodes
     }
-    batch = Batch(batch_jobs, stdin=program_source("jobctl"), fanout=fanout)
+    batch = Batch(batch_jobs, stdin=program_payload("jobctl"), fanout=fanout)
     try:
         finished = batch.wait(DUMP_TIMEOUT_S + 30)
     finally:

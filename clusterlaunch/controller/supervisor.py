@@ -25,7 +25,7 @@ from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.frames import Frame, FrameError
 from clusterlaunch.core.model import JobPlan
 from clusterlaunch.core.protocol import EVENT, JOB_STDERR, JOB_STDOUT, NOISE
-from clusterlaunch.remote import program_source
+from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.base import Connection
 
 SUSPEND_GAP_S = 2.0  # our own clock jumping this far means we were stopped (Ctrl-Z)
@@ -130,7 +130,7 @@ class Supervisor:
     # -- start ----------------------------------------------------------------
     def _start_all(self) -> None:
         hosts = [host for host in self.hosts if host.process is None]  # run's: held.hand_over
-        starts = [(host.connection, host.node.command, program_source("agent")) for host in hosts]
+        starts = [(host.connection, host.node.command, program_payload("agent")) for host in hosts]
         for host, process in zip(hosts, start_all(starts, self.fanout, "agent"), strict=True):
             if not isinstance(process, TransportError):
                 host.process = process

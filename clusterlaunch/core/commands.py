@@ -6,9 +6,9 @@ The one deliberate exception is the hosts file's ``setup``, which is shell code
 the user wrote for their own shell and is inserted as written.
 
 Remote programs (the agent and the probe) are not in the command line: a short
-bootstrap reads exactly ``size`` bytes of Python source from stdin and runs it,
-so the command stays readable in ``--dry-run`` and in ``ps``, and hosts need
-nothing installed but Python.
+bootstrap (:mod:`clusterlaunch.core.bootstrap`) reads them from stdin and runs
+them, so the command stays readable in ``--dry-run`` and in ``ps``, and hosts
+need nothing installed but Python.
 """
 
 from __future__ import annotations
@@ -18,19 +18,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from clusterlaunch.core.bootstrap import bootstrap_argv as bootstrap_argv  # planner, controller
 from clusterlaunch.core.defaults import SETUP_TIMEOUT_S
 from clusterlaunch.core.setupguard import SetupGuard, guarded
 from clusterlaunch.core.sshargv import ssh_argv as ssh_argv  # rsync and the OpenSSH transport
 
 if TYPE_CHECKING:  # model.py renders its plans with this module
     from clusterlaunch.core.model import ScriptKind
-
-# Reads exactly SIZE bytes of program from stdin (os.read can return less) and
-# runs it; exits 98 if stdin closes early. Python >= 3.8 (walrus).
-_BOOTSTRAP = (
-    'import os;b=b"";[b:=b+(os.read(0,{size}-len(b)) or os._exit(98))'
-    ' for _ in iter(lambda:len(b)<{size},False)];exec(compile(b,"clusterlaunch-{name}","exec"))'
-)
 
 
 @dataclass(frozen=True)
@@ -81,18 +75,6 @@ def quote_word(word: str) -> str:
 def quote_argv(argv: Iterable[str]) -> str:
     """Join ``argv`` into one shell-safe string."""
     return " ".join(quote_word(word) for word in argv)
-
-
-def bootstrap_argv(python: str, name: str, size: int, site: bool = True) -> list[str]:
-    """``python [-S] -c <bootstrap>``: runs ``size`` bytes of program read from stdin.
-
-    Stdlib-only programs (the agent, jobctl) run with ``-S``: skipping
-    site-packages saves most of the interpreter's start-up (81 ms of 95 ms
-    measured here), once per host and job. The probe needs ``site`` to find
-    torch on the job's ``sys.path``.
-    """
-    flags = [] if site else ["-S"]
-    return [python, *flags, "-c", _BOOTSTRAP.format(size=size, name=name)]
 
 
 def torchrun_argv(spec: TorchrunSpec) -> list[str]:

@@ -56,7 +56,7 @@ def starts(log: Path) -> list[str]:
 
 def our_starts(log: Path) -> list[str]:
     """The logged starts of clusterlaunch's own programs: the bootstrap names each one."""
-    return [line for line in starts(log) if 'compile(b,"clusterlaunch-' in line]
+    return [line for line in starts(log) if ',"clusterlaunch-' in line]
 
 
 def torchrun_starts(log: Path) -> list[str]:

@@ -16,7 +16,7 @@ from clusterlaunch.core import commands
 from clusterlaunch.core.hostfile import load_inventory
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.core.planner import JOB_ID_VAR
-from clusterlaunch.remote import program_source
+from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.sshconfig import resolve_targets
 
 SSH_CONFIG = """\
@@ -260,7 +260,7 @@ def test_python_option_with_equals_is_refused(
 
 def agent_words(python: str, node_rank: int, first_rank: int) -> list[str]:
     return [
-        *commands.bootstrap_argv(python, "agent", len(program_source("agent")), site=False),
+        *commands.bootstrap_argv(python, "agent", len(program_payload("agent")), site=False),
         "--job-id", "j1", "--node-rank", str(node_rank),
         "--grace", "5", "--heartbeat-timeout", "15",
         "--first-rank", str(first_rank), "--tail-dir", f"/tmp/clusterlaunch-j1-n{node_rank}",

@@ -5,9 +5,9 @@ branch ``i11-layout`` (before the plan-once and single-places changes of issue
 11), so any change to what a host would run shows up here. Four things vary by
 machine and are written as placeholders: this directory (``{cwd}``, the default
 workdir), the controller's Python (``{python}``, the default for localhost), the
-login shell in the srun note (``{shell}``), and the agent program's byte size
-(``{agent_size}``, which changes with every edit of the agent's source, not
-with the plan).
+login shell in the srun note (``{shell}``), and the size of the agent as sent
+(``{agent_size}``, which changes with every edit of the agent's source and with
+the controller's Python, not with the plan).
 
 To record them again (only when a change of the plan is intended)::
 
@@ -29,7 +29,7 @@ import pytest
 
 from clusterlaunch.cli import main as cli
 from clusterlaunch.controller.output import Console
-from clusterlaunch.remote import program_source
+from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.local import login_shell
 
 DATA = Path(__file__).parent / "data" / "dryrun"
@@ -81,7 +81,7 @@ def dry_run(argv: tuple[str, ...], env: dict[str, str], cwd: Path) -> str:
 
 
 def _placeholders(text: str, cwd: Path) -> str:
-    size = str(len(program_source("agent")))
+    size = str(len(program_payload("agent")))
     text = text.replace(f"os.read(0,{size}-len(b))", "os.read(0,{agent_size}-len(b))")
     text = text.replace(f"len(b)<{size},", "len(b)<{agent_size},")
     text = text.replace(f" {login_shell()} -c COMMAND", " {shell} -c COMMAND")  # the srun note

@@ -19,7 +19,7 @@ from clusterlaunch.controller.supervisor import RESUME_GRACE_S, Supervisor
 from clusterlaunch.core import defaults, render
 from clusterlaunch.core.errors import JobOutcome
 from clusterlaunch.core.lines import Prefixes
-from clusterlaunch.remote import program_source
+from clusterlaunch.remote import program_payload
 from clusterlaunch.testing.agentscript import (
     Exit,
     FakeAgent,
@@ -104,7 +104,7 @@ def test_every_host_ending_well_is_0() -> None:
     assert run.outcome == JobOutcome(0, "all hosts finished")
     assert "[r0 a:0] step 1\n" in run.out
     command, stdin = run.hosts["a"].started[0]
-    assert command == two_ranks_per_host().nodes[0].command and stdin == program_source("agent")
+    assert command == two_ranks_per_host().nodes[0].command and stdin == program_payload("agent")
     assert run.sent("a") == b"" and run.hosts["a"].process.closed  # nothing to tear down
 
 

@@ -1,0 +1,63 @@
+"""How a remote program reaches a host: the bootstrap on the command line and the payload on stdin.
+
+The programs (the agent, the probe, jobctl, doctor) are not installed on the
+hosts. ``PYTHON -c BOOTSTRAP`` reads exactly ``size`` bytes from stdin (looping,
+since a read may return less; exit 98 if stdin closes early) and runs them;
+what follows on stdin belongs to the program. The payload carries the program
+twice, each part zlib-compressed:
+
+* compiled by the controller (``marshal``), run when the host's Python has the
+  controller's bytecode magic number, as a ``.pyc`` would be;
+* as source, compiled on the host otherwise (another Python version, PyPy).
+
+Compiling the agent's 64 KB of source took each host 12-21 ms of its start-up
+(``python -S``: 58 against 90 ms median, 29 against 40 ms first quartile,
+measured on a loaded 2-core machine), and both parts compressed are about the
+size of the source alone (the agent 60 against 64 KB; the smaller programs up to
+6% more).
+"""
+
+from __future__ import annotations
+
+import marshal
+import zlib
+from importlib.util import MAGIC_NUMBER
+
+_OFFSET_DIGITS = 8
+_HEADER = 4 + _OFFSET_DIGITS  # the magic number, then where the source part starts
+
+# Python >= 3.8 (walrus). The magic number is read where importlib keeps it in
+# every CPython since 3.5; an interpreter without it compiles the source.
+_BOOTSTRAP = (
+    'import marshal,os,sys,zlib;b=b"";[b:=b+(os.read(0,{size}-len(b)) or os._exit(98))'
+    " for _ in iter(lambda:len(b)<{size},False)];n=int(b[4:12]);exec(marshal.loads("
+    "zlib.decompress(b[12:n])) if b[:4]==getattr(sys.modules.get("
+    '"_frozen_importlib_external"),"MAGIC_NUMBER",0) else compile('
+    'zlib.decompress(b[n:]),"clusterlaunch-{name}","exec"))'
+)
+
+
+def bootstrap_argv(python: str, name: str, size: int, site: bool = True) -> list[str]:
+    """``python [-S] -c <bootstrap>``: runs the ``size``-byte payload read from stdin.
+
+    Stdlib-only programs (the agent, jobctl) run with ``-S``: skipping
+    site-packages saves most of the interpreter's start-up (81 ms of 95 ms
+    measured here), once per host and job. The probe needs ``site`` to find
+    torch on the job's ``sys.path``.
+    """
+    flags = [] if site else ["-S"]
+    return [python, *flags, "-c", _BOOTSTRAP.format(size=size, name=name)]
+
+
+def encode_payload(name: str, source: bytes) -> bytes:
+    """The bytes the bootstrap reads: ``source`` compiled by this Python, and as it is."""
+    code = compile(source, f"clusterlaunch-{name}", "exec", dont_inherit=True)
+    compiled = zlib.compress(marshal.dumps(code), 9)
+    offset = b"%0*d" % (_OFFSET_DIGITS, _HEADER + len(compiled))
+    return MAGIC_NUMBER + offset + compiled + zlib.compress(source, 9)
+
+
+def is_payload_for_this_python(payload: bytes) -> bool:
+    """Whether ``payload`` (a stored one, say) is whole and compiled by this Python's bytecode."""
+    offset = payload[4:_HEADER]
+    return payload[:4] == MAGIC_NUMBER and offset.isdigit() and _HEADER < int(offset) < len(payload)

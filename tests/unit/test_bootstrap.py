@@ -1,0 +1,109 @@
+"""The bootstrap runs a payload's compiled part on the controller's Python, its source elsewhere."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch import remote
+from clusterlaunch.core import bootstrap
+
+SOURCE_DIGEST = "41cf6794ba4200b8"  # sha256(b"source"), first 16 hex digits
+# What follows the payload on stdin belongs to the program: it shows it too.
+PROGRAM = b"import os, sys\nsys.stdout.write(%s + ' ' + os.read(0, 100).decode())\n"
+
+
+def payload_of(compiled_says: str, source_says: str) -> bytes:
+    """A payload whose compiled part and source part say different things."""
+    payload = bootstrap.encode_payload("test", PROGRAM % repr(compiled_says).encode())
+    offset = int(payload[4:12])
+    return payload[:offset] + zlib.compress(PROGRAM % repr(source_says).encode())
+
+
+def run_bootstrap(payload: bytes, stdin: bytes, size: int | None = None) -> tuple[int, str]:
+    argv = bootstrap.bootstrap_argv(sys.executable, "test", size or len(payload), site=False)
+    done = subprocess.run(argv, input=stdin, capture_output=True, check=False)
+    return done.returncode, done.stdout.decode()
+
+
+def test_the_same_python_runs_the_compiled_part_and_the_program_gets_the_rest() -> None:
+    payload = payload_of("compiled", "source")
+    assert run_bootstrap(payload, payload + b"control bytes") == (0, "compiled control bytes")
+
+
+def test_another_bytecode_compiles_the_source() -> None:
+    payload = payload_of("compiled", "source")
+    other = b"\x00\x00\r\n" + payload[4:]  # the magic of no Python
+    assert run_bootstrap(other, other + b"after") == (0, "source after")
+
+
+def test_stdin_closed_early_is_98() -> None:
+    payload = payload_of("compiled", "source")
+    assert run_bootstrap(payload, payload[:-5], size=len(payload)) == (98, "")
+
+
+def test_tracebacks_name_the_program_either_way() -> None:
+    payload = bootstrap.encode_payload("agent", b"def f():\n    raise KeyError('x')\n\nf()\n")
+    argv = bootstrap.bootstrap_argv(sys.executable, "agent", len(payload), site=False)
+    done = subprocess.run(argv, input=payload, capture_output=True, check=False)
+    assert b'File "clusterlaunch-agent", line 2, in f' in done.stderr
+
+
+def test_shipped_programs_are_about_their_source_s_size_and_load_whole() -> None:
+    for name in remote.BUNDLES:
+        payload = remote.program_payload(name)
+        assert bootstrap.is_payload_for_this_python(payload)
+        assert len(payload) < 1.1 * len(remote.program_source(name))  # both parts, compressed
+        offset = int(payload[4:12])
+        assert zlib.decompress(payload[offset:]) == remote.program_source(name)
+
+
+def test_a_stored_payload_is_read_back_and_a_bad_one_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stored = tmp_path / "__pycache__" / "probe.tag.0123.payload"
+    older = tmp_path / "__pycache__" / "probe.tag.old.payload"
+    monkeypatch.setattr(remote, "_stored_payload_path", lambda name, source: stored)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    build = remote.program_payload.__wrapped__  # without the per-process cache
+    stored.parent.mkdir()
+    older.write_bytes(b"from an earlier version")
+    payload = build("probe")
+    assert stored.read_bytes() == payload and not older.exists()
+    assert stored.stat().st_mode & 0o777 == 0o644
+    kept = payload_of("stored", "stored")
+    stored.write_bytes(kept)
+    assert build("probe") == kept  # read, not built
+    stored.write_bytes(b"\x00\x00\r\n" + kept[4:])  # another Python's
+    assert build("probe") == payload
+    stored.write_bytes(kept[:12])  # cut short
+    assert build("probe") == payload
+
+
+def test_nothing_is_stored_without_bytecode_writing_or_a_writable_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stored = tmp_path / "__pycache__" / "probe.tag.0123.payload"
+    monkeypatch.setattr(remote, "_stored_payload_path", lambda name, source: stored)
+    build = remote.program_payload.__wrapped__
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert bootstrap.is_payload_for_this_python(build("probe"))
+    assert not stored.parent.exists()
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    stored.parent.write_text("not a folder")  # unwritable, even for root
+    assert bootstrap.is_payload_for_this_python(build("probe"))
+    assert list(tmp_path.iterdir()) == [stored.parent]
+
+
+def test_payloads_are_kept_by_source_digest_and_interpreter_beside_compiled_files(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = remote._stored_payload_path("agent", b"source")
+    assert path is not None and path.parent == Path(remote.__file__).parent / "__pycache__"
+    assert path.name == f"agent.{sys.implementation.cache_tag}.{SOURCE_DIGEST}.payload"
+    monkeypatch.setattr(sys.implementation, "cache_tag", None)  # keeps no compiled files
+    assert remote._stored_payload_path("agent", b"source") is None
