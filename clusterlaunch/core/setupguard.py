@@ -54,9 +54,13 @@ def guarded(setup: str, guard: SetupGuard) -> str:
     Before the setup the shell prints ``@@setup@@ pid=PID token=T limit=S``:
     sshd made it a session leader, so PID is also the process group of
     everything the setup starts. A watchdog in that group ends it after
-    ``limit`` seconds (SIGTERM, SIGKILL 2 s later), controller or not; it
-    sleeps in 1 s steps, so after a setup finishes at most a ``sleep 1`` with
-    no open channel is left. ``kill -s SIG -- -PGID`` is the form dash accepts.
+    ``limit`` seconds (SIGTERM, SIGKILL 2 s later), controller or not. Ended
+    early (the setup finished, or ``kill_command``), it ends its own ``sleep``
+    too: a trap only notes the SIGTERM, and the loop kills its ``sleep`` if
+    the wait did not reap it (see the comment below).
+    Killing the watchdog alone left its ``sleep`` running for up to its step
+    (1 s), found as a leftover by a sandbox ``down`` right after a run.
+    ``kill -s SIG -- -PGID`` is the form dash accepts.
     An EXIT trap ends the watchdog if the setup calls ``exit``; it is set after
     the watchdog starts: forked with the trap already set, bash 5.2 printed
     ``wait_for: No record of process N`` on stderr in 27 of 30 runs over ssh
@@ -67,10 +71,22 @@ def guarded(setup: str, guard: SetupGuard) -> str:
     """
     limit = max(1, math.ceil(guard.timeout))
     mark = MARK.decode().strip()
+    # A SIGTERM at any point: before the trap, the subshell dies with nothing started;
+    # after it, the flag skips the wait or cuts it short (status > 128), and only then
+    # is the sleep killed, unreaped (or, hit by the same group SIGTERM, reaped
+    # microseconds before); a wait that ran to its end reaped it, and its PID is not
+    # signalled. Noting the signal instead of killing in the trap closes the
+    # race with a setup that ends at once (`true`): "$__cl_p" is unset between the
+    # fork and the assignment. SIGKILL, not SIGTERM: a child signalled between its
+    # fork and its exec still runs dash's handler, which noted the signal and lost it
+    # (a `sleep 1` outlived the watchdog in 1 of 100 runs of `setup: true`).
     watchdog = (
-        "trap '' PIPE; __cl_i=0; "
-        f"while [ $__cl_i -lt {limit} ]; do sleep 1 </dev/null >/dev/null 2>&1; "
-        "__cl_i=$((__cl_i+1)); done; trap '' TERM; "
+        "trap '' PIPE; __cl_t=0; trap '__cl_t=1' TERM; __cl_i=0; "
+        f"while [ $__cl_t = 0 ] && [ $__cl_i -lt {limit} ]; do "
+        "sleep 1 </dev/null >/dev/null 2>&1 & __cl_p=$!; __cl_r=129; "
+        "[ $__cl_t = 1 ] || { wait $__cl_p; __cl_r=$?; }; "
+        "[ $__cl_t = 0 ] || [ $__cl_r -le 128 ] || kill -s KILL $__cl_p 2>/dev/null; "
+        "__cl_i=$((__cl_i+1)); done; [ $__cl_t = 0 ] || exit 0; trap '' TERM; "
         f"kill -s TERM -- -$$ 2>/dev/null || kill -s TERM $$; printf '{mark} timeout\\n'; "
         f"printf 'clusterlaunch: setup did not finish within {limit} s "
         "(--setup-timeout); stopped it\\n' >&2; "
