@@ -108,20 +108,35 @@ def master_port_of(inventory: Inventory, options: LaunchOptions) -> int | None:
     return inventory.master_port
 
 
+def forwarded_env(options: LaunchOptions, local_env: Mapping[str, str]) -> dict[str, str]:
+    """``--forward-env``'s variables, checked sendable.
+
+    The same for every host, so the planner finds them once: per host, 256 hosts
+    matched the controller's ~35 variables 8,704 times (~0.07 s).
+    """
+    forwarded = envpolicy.forwarded(options.forward_env, local_env)
+    for name, value in forwarded.items():
+        # Local variables may hold bytes that are not UTF-8; hosts receive text.
+        limits.sendable(f"--forward-env: ${name}", value)
+    return forwarded
+
+
 def node_env(
     spec: HostSpec,
     options: LaunchOptions,
     job_id: str,
     local_env: Mapping[str, str],
+    forwarded: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """defaults → host → ``--forward-env`` → ``--env``, then what clusterlaunch sets."""
+    """defaults → host → ``--forward-env`` → ``--env``, then what clusterlaunch sets.
+
+    ``forwarded``: :func:`forwarded_env`, when the caller already has it.
+    """
     own = {JOB_ID_VAR: job_id}
     if spec.devices is not None:
         own[accelerators.visible_var(spec.accelerator)] = ",".join(str(d) for d in spec.devices)
-    forwarded = envpolicy.forwarded(options.forward_env, local_env)
-    for name, value in forwarded.items():
-        # Local variables may hold bytes that are not UTF-8; hosts receive text.
-        limits.sendable(f"--forward-env: ${name}", value)
+    if forwarded is None:
+        forwarded = forwarded_env(options, local_env)
     return envpolicy.merge(spec.env, forwarded, dict(options.env), own)
 
 
@@ -151,6 +166,7 @@ def plan_job(
     master_addr = choose_master_addr(inventory, targets)
     master_port = master_port_of(inventory, options)
     run_id = None if torchrunargs.sets_run_id(options.torchrun_args) else job_id
+    forwarded = forwarded_env(options, local_env)
     nodes = []
     first_rank: int | None = 0
     for node_rank, (spec, target) in enumerate(zip(inventory.hosts, targets, strict=True)):
@@ -175,7 +191,7 @@ def plan_job(
             )
         else:
             job_argv = list(exec_argv)
-        env = node_env(spec, options, job_id, local_env)
+        env = node_env(spec, options, job_id, local_env, forwarded)
         agent_argv = _agent_argv(
             python, agent_size, job_id, node_rank, first_rank, options, exec_argv is None
         )

@@ -146,10 +146,13 @@ class KnownHosts:
         the CA.
         """
         keys = self.keys_for(target)
+        applying = [marker for marker in keys.markers if marker.applies_to(target)]
+        if not applying:
+            # Most files have no marker: no lookup, which scans every line (256 hosts'
+            # lookups in a 256-line file: 65,536 name matches, ~0.1 s of the controller).
+            return None
         plain_key_known = keys.lookup(known_hosts_name(target)) is not None
-        for marker in keys.markers:
-            if not marker.applies_to(target):
-                continue
+        for marker in applying:
             if marker.kind == "@revoked" or not plain_key_known:
                 return marker
         return None

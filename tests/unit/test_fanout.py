@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 
@@ -58,3 +59,33 @@ def test_sleep_in_slices_wakes_the_main_thread_every_slice(monkeypatch) -> None:
     monkeypatch.setattr(fanout.time, "monotonic", lambda: now[0])
     sleep_in_slices(0.35)
     assert slices == pytest.approx([0.1, 0.1, 0.1, 0.05])
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_an_interrupted_caller_leaves_the_rest_untaken() -> None:
+    """Ctrl-C while connecting: the hosts not yet begun are never contacted."""
+    taken: list[int] = []
+    release = threading.Event()
+
+    def work(n: int) -> int:
+        taken.append(n)
+        release.wait(5)
+        return n
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise _Interrupted
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        main = threading.get_ident()
+        threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGUSR1)).start()
+        with pytest.raises(_Interrupted):
+            run_parallel(work, list(range(10)), limit=2)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    release.set()  # the two calls under way end; the workers take nothing more
+    time.sleep(0.1)
+    assert sorted(taken) == [0, 1]

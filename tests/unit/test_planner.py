@@ -682,3 +682,20 @@ def test_python_default_is_python3_remotely_and_ours_for_localhost() -> None:
     assert python_for(local, "/opt/py", "/venv/bin/python") == "/opt/py"
     explicit = HostSpec(host="localhost", gpus=1, python="/usr/bin/python3")
     assert python_for(explicit, None, "/venv/bin/python") == "/usr/bin/python3"
+
+
+def test_forwarded_variables_are_found_once_for_all_hosts(monkeypatch) -> None:
+    """They are the same for every host: once per plan, not per host (O(hosts x env) before)."""
+    calls = []
+    real = envpolicy.forwarded
+
+    def counting(patterns, local_env):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return real(patterns, local_env)
+
+    monkeypatch.setattr(envpolicy, "forwarded", counting)
+    options = LaunchOptions(script="train.py", forward_env=("MY_*",))
+    job = plan(inventory(*(HostSpec(host=f"h{i}", gpus=1) for i in range(5))), options,
+               local_env={"MY_VAR": "1", "OTHER": "2"})  # fmt: skip
+    assert len(calls) == 1
+    assert all(node.env.get("MY_VAR") == "1" and "OTHER" not in node.env for node in job.nodes)
