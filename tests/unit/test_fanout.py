@@ -81,7 +81,14 @@ def test_an_interrupted_caller_leaves_the_rest_untaken() -> None:
     previous = signal.signal(signal.SIGUSR1, interrupt)
     try:
         main = threading.get_ident()
-        threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGUSR1)).start()
+
+        def interrupt_once_two_run() -> None:
+            deadline = time.monotonic() + 5
+            while len(taken) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            signal.pthread_kill(main, signal.SIGUSR1)
+
+        threading.Thread(target=interrupt_once_two_run, daemon=True).start()
         with pytest.raises(_Interrupted):
             run_parallel(work, list(range(10)), limit=2)
     finally:
