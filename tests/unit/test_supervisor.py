@@ -253,11 +253,15 @@ def test_an_unexpected_error_while_starting_is_raised_after_teardown() -> None:
     plan = two_ranks_per_host()
     hosts = {"a": FakeConnection("a", RUNNING), "b": Broken("b")}
     router = OutputRouter(Prefixes([], ["a", "b"], False), Console(io.BytesIO(), io.BytesIO()))
+    clock = FakeClock(tick=1.0, now=0.0)
     with pytest.raises(RuntimeError, match="bug"):
-        Supervisor(plan, hosts, router, clock=FakeClock(tick=1.0)).run()  # type: ignore[arg-type]
+        Supervisor(plan, hosts, router, clock=clock).run()  # type: ignore[arg-type]
     # What did start is closed at once (controller/readloop.start_all): its agent
     # reads end of file on stdin and tears its job down by itself.
     assert hosts["a"].process.closed
+    # No agent was handed over, so the teardown waits for none: it used to wait out
+    # its whole deadline (grace + 3 s, 8 readings of this clock), sleeping 0.1 s a turn.
+    assert clock.now < 5
 
 
 def test_exec_without_fail_fast_runs_every_host_to_its_end() -> None:
