@@ -34,5 +34,6 @@ unset PYTHONDONTWRITEBYTECODE
 export CLUSTERLAUNCH_TEST_PYTHON="$PWD/$VPY"
 # Two workers (pytest-xdist; `-n 0` after it runs serially): most of the cluster tier
 # waits on handshakes, timeouts and jobs, so two share 2 cores well. loadgroup keeps
-# the real Slurm tests on one worker (tests/conftest.py).
+# the real Slurm tests on one worker; where -m deselects them all (the fast tier),
+# tests/conftest.py schedules with plain load, which hands tests out in batches.
 exec "$VPY" -m pytest -n "${CLUSTERLAUNCH_TEST_WORKERS:-2}" --dist loadgroup "$@"
