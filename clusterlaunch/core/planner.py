@@ -122,21 +122,12 @@ def forwarded_env(options: LaunchOptions, local_env: Mapping[str, str]) -> dict[
 
 
 def node_env(
-    spec: HostSpec,
-    options: LaunchOptions,
-    job_id: str,
-    local_env: Mapping[str, str],
-    forwarded: Mapping[str, str] | None = None,
+    spec: HostSpec, options: LaunchOptions, job_id: str, forwarded: Mapping[str, str]
 ) -> dict[str, str]:
-    """defaults → host → ``--forward-env`` → ``--env``, then what clusterlaunch sets.
-
-    ``forwarded``: :func:`forwarded_env`, when the caller already has it.
-    """
+    """defaults → host → ``--forward-env`` (:func:`forwarded_env`) → ``--env``, then ours."""
     own = {JOB_ID_VAR: job_id}
     if spec.devices is not None:
         own[accelerators.visible_var(spec.accelerator)] = ",".join(str(d) for d in spec.devices)
-    if forwarded is None:
-        forwarded = forwarded_env(options, local_env)
     return envpolicy.merge(spec.env, forwarded, dict(options.env), own)
 
 
@@ -191,7 +182,7 @@ def plan_job(
             )
         else:
             job_argv = list(exec_argv)
-        env = node_env(spec, options, job_id, local_env, forwarded)
+        env = node_env(spec, options, job_id, forwarded)
         agent_argv = _agent_argv(
             python, agent_size, job_id, node_rank, first_rank, options, exec_argv is None
         )

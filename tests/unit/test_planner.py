@@ -25,6 +25,7 @@ from clusterlaunch.core.model import (
 from clusterlaunch.core.planner import (
     JOB_ID_VAR,
     choose_master_addr,
+    forwarded_env,
     master_port_of,
     new_job_id,
     node_addr,
@@ -413,7 +414,7 @@ def test_env_merge_order() -> None:
         env=(("E", "first"), ("E", "cli"), ("NEW", "1")),
     )
     local = {"F": "forwarded", "FOO": "forwarded-too", "X": "x", "E": "local-ignored"}
-    env = node_env(spec, options, JOB, local)
+    env = node_env(spec, options, JOB, forwarded_env(options, local))
     assert env == {
         "L": "host",
         "F": "forwarded",
@@ -429,9 +430,9 @@ def test_env_merge_order() -> None:
 
 
 def test_env_without_devices_has_no_cuda_visible_devices() -> None:
-    env = node_env(
-        HostSpec(host="a", gpus=1), LaunchOptions(script="t"), JOB, {"CUDA_VISIBLE_DEVICES": "0"}
-    )
+    options = LaunchOptions(script="t")
+    local = {"CUDA_VISIBLE_DEVICES": "0"}
+    env = node_env(HostSpec(host="a", gpus=1), options, JOB, forwarded_env(options, local))
     assert env == {JOB_ID_VAR: JOB}
 
 
