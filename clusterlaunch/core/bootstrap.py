@@ -30,8 +30,8 @@ _HEADER = 4 + _OFFSET_DIGITS  # the magic number, then where the source part sta
 # every CPython since 3.5; an interpreter without it compiles the source.
 _BOOTSTRAP = (
     'import marshal,os,sys,zlib;b=b"";[b:=b+(os.read(0,{size}-len(b)) or os._exit(98))'
-    " for _ in iter(lambda:len(b)<{size},False)];n=int(b[4:12]);exec(marshal.loads("
-    "zlib.decompress(b[12:n])) if b[:4]==getattr(sys.modules.get("
+    " for _ in iter(lambda:len(b)<{size},False)];n=int(b[4:{header}]);exec(marshal.loads("
+    "zlib.decompress(b[{header}:n])) if b[:4]==getattr(sys.modules.get("
     '"_frozen_importlib_external"),"MAGIC_NUMBER",0) else compile('
     'zlib.decompress(b[n:]),"clusterlaunch-{name}","exec"))'
 )
@@ -46,7 +46,7 @@ def bootstrap_argv(python: str, name: str, size: int, site: bool = True) -> list
     torch on the job's ``sys.path``.
     """
     flags = [] if site else ["-S"]
-    return [python, *flags, "-c", _BOOTSTRAP.format(size=size, name=name)]
+    return [python, *flags, "-c", _BOOTSTRAP.format(size=size, name=name, header=_HEADER)]
 
 
 def encode_payload(name: str, source: bytes) -> bytes:
