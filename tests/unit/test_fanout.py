@@ -93,6 +93,6 @@ def test_an_interrupted_caller_leaves_the_rest_untaken() -> None:
             run_parallel(work, list(range(10)), limit=2)
     finally:
         signal.signal(signal.SIGUSR1, previous)
-    release.set()  # the two calls under way end; the workers take nothing more
+    release.set()  # the two calls under way end; no further call was started
     time.sleep(0.1)
     assert sorted(taken) == [0, 1]
