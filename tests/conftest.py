@@ -21,6 +21,7 @@ tests/cluster/support.py), by default the one running pytest.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 import signal
@@ -243,6 +244,23 @@ _REAL_SLURM_MARKS = (
     {"slurm_real", "cluster", "netns"},
     {"slurm_real", "cluster", "netns", "torch"},
 )
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _freeze_what_lasts_the_session()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _freeze_what_lasts_the_session()  # xdist's controller collects nothing
+
+
+def _freeze_what_lasts_the_session() -> None:
+    # What exists now (modules, collected items) lives until the session ends:
+    # frozen, the garbage collector stops walking it on every full collection,
+    # among them the five pytest runs as each process ends (py-spy: 0.95 s of
+    # CPU over the unit tier's three processes). Unit tier, 3 alternating pairs:
+    # 9.14-9.34 -> 8.17-8.58 s, CPU 15.0-15.6 -> 13.2-13.9 s.
+    gc.freeze()
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
