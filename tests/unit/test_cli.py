@@ -516,8 +516,10 @@ from clusterlaunch.cli import main as cli
 
 def fake_main():
     sys.stdout.write("buffered;")  # a pipe: block-buffered, so only a flush delivers it
-    late = lambda: (time.sleep(0.2), sys.stdout.write("thread;"))
-    threading.Thread(target=late).start()  # not a daemon: Python would wait for it
+    # Not a daemon: Python would wait for it. Its 50 ms are ages against the
+    # microseconds from main's return to os._exit, which would cut it off unjoined.
+    late = lambda: (time.sleep(0.05), sys.stdout.write("thread;"))
+    threading.Thread(target=late).start()
     return 7
 
 atexit.register(lambda: sys.stdout.write("atexit;"))
