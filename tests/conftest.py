@@ -47,6 +47,7 @@ from clusterlaunch.testing import (
 from clusterlaunch.testing.loopback import SSHD
 from clusterlaunch.testing.sshd import loopback_addrs
 from tests.netns import NetnsCluster, netns_unavailable_reason
+from tests.slurm.real import MARKS as REAL_SLURM_MARKS
 
 PORT_ENV = "CLUSTERLAUNCH_TEST_SSH_PORT"
 ORPHAN_TIMEOUT = 5.0
@@ -240,10 +241,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 # What the real Slurm tests are marked with (tests/slurm/test_real_slurm.py), torch or not.
-_REAL_SLURM_MARKS = (
-    {"slurm_real", "cluster", "netns"},
-    {"slurm_real", "cluster", "netns", "torch"},
-)
+_REAL_SLURM_MARKS = (set(REAL_SLURM_MARKS), {*REAL_SLURM_MARKS, "torch"})
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

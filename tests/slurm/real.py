@@ -29,6 +29,10 @@ from clusterlaunch.testing.slurm import SlurmDaemons
 from clusterlaunch.testing.slurm import slurm_unavailable_reason as _unavailable
 from tests.netns import NetnsCluster
 
+MARKS = ("slurm_real", "cluster", "netns")
+"""Every real Slurm test's marks (tests/slurm/test_real_slurm.py); tests/conftest.py
+schedules by them."""
+
 
 def slurm_unavailable_reason() -> str | None:
     """Why a real Slurm cannot run here (a missing program), or None."""

@@ -31,9 +31,9 @@ from tests.cluster.support import (
     wait_for_lines,
     write_hosts,
 )
-from tests.slurm.real import SlurmCluster
+from tests.slurm.real import MARKS, SlurmCluster
 
-pytestmark = [pytest.mark.slurm_real, pytest.mark.cluster, pytest.mark.netns]
+pytestmark = [getattr(pytest.mark, name) for name in MARKS]
 
 # 2 + 2 + 1 processes: Slurm spreads -n5 over three 2-CPU nodes as SLURM_TASKS_PER_NODE
 # "2(x2),1" (with other CPU counts the layout differs; the comparison with SSH holds).
