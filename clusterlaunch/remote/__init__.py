@@ -67,7 +67,8 @@ def program_payload(name: str) -> bytes:
     written (a read-only install, ``PYTHONDONTWRITEBYTECODE``) it is built each time.
     """
     source = program_source(name)
-    stored = _stored_payload_path(name, source)
+    tag = sys.implementation.cache_tag  # None: this Python keeps no compiled files
+    stored = None if tag is None else _stored_payload_path(name, tag, source)
     if stored is not None:
         with contextlib.suppress(OSError):
             payload = stored.read_bytes()
@@ -75,20 +76,18 @@ def program_payload(name: str) -> bytes:
                 return payload
     payload = encode_payload(name, source)
     if stored is not None and not sys.dont_write_bytecode:
-        _store(stored, payload)
+        _store(stored, payload, older=f"{name}.{tag}.*.payload")
     return payload
 
 
-def _stored_payload_path(name: str, source: bytes) -> Path | None:
-    tag = sys.implementation.cache_tag  # None: this Python keeps no compiled files
-    if tag is None:
-        return None
+def _stored_payload_path(name: str, tag: str, source: bytes) -> Path:
     digest = hashlib.sha256(source).hexdigest()[:16]
     return Path(__file__).parent / "__pycache__" / f"{name}.{tag}.{digest}.payload"
 
 
-def _store(path: Path, payload: bytes) -> None:
-    """Write ``path`` whole or not at all (a rename), dropping the program's older payloads."""
+def _store(path: Path, payload: bytes, older: str) -> None:
+    """Write ``path`` whole or not at all (a rename), then remove the other files matching
+    the glob ``older`` (the same program's payloads for older sources)."""
     with contextlib.suppress(OSError):
         path.parent.mkdir(exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
@@ -100,7 +99,6 @@ def _store(path: Path, payload: bytes) -> None:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary)
-        name, tag = path.name.split(".")[:2]
-        for older in path.parent.glob(f"{name}.{tag}.*.payload"):
-            if older != path:
-                older.unlink(missing_ok=True)
+        for stale in path.parent.glob(older):
+            if stale != path:
+                stale.unlink(missing_ok=True)

@@ -13,6 +13,7 @@ from clusterlaunch import remote
 from clusterlaunch.core import bootstrap
 
 SOURCE_DIGEST = "41cf6794ba4200b8"  # sha256(b"source"), first 16 hex digits
+TAG = sys.implementation.cache_tag
 # What follows the payload on stdin belongs to the program: it shows it too.
 PROGRAM = b"import os, sys\nsys.stdout.write(%s + ' ' + os.read(0, 100).decode())\n"
 
@@ -65,15 +66,17 @@ def test_shipped_programs_are_about_their_source_s_size_and_load_whole() -> None
 def test_a_stored_payload_is_read_back_and_a_bad_one_rebuilt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    stored = tmp_path / "__pycache__" / "probe.tag.0123.payload"
-    older = tmp_path / "__pycache__" / "probe.tag.old.payload"
-    monkeypatch.setattr(remote, "_stored_payload_path", lambda name, source: stored)
+    stored = tmp_path / "__pycache__" / f"probe.{TAG}.0123.payload"
+    older = tmp_path / "__pycache__" / f"probe.{TAG}.old.payload"
+    other = tmp_path / "__pycache__" / f"agent.{TAG}.old.payload"  # another program's: kept
+    monkeypatch.setattr(remote, "_stored_payload_path", lambda name, tag, source: stored)
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     build = remote.program_payload.__wrapped__  # without the per-process cache
     stored.parent.mkdir()
     older.write_bytes(b"from an earlier version")
+    other.write_bytes(b"the agent's")
     payload = build("probe")
-    assert stored.read_bytes() == payload and not older.exists()
+    assert stored.read_bytes() == payload and not older.exists() and other.exists()
     assert stored.stat().st_mode & 0o777 == 0o644
     kept = payload_of("stored", "stored")
     stored.write_bytes(kept)
@@ -87,8 +90,8 @@ def test_a_stored_payload_is_read_back_and_a_bad_one_rebuilt(
 def test_nothing_is_stored_without_bytecode_writing_or_a_writable_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    stored = tmp_path / "__pycache__" / "probe.tag.0123.payload"
-    monkeypatch.setattr(remote, "_stored_payload_path", lambda name, source: stored)
+    stored = tmp_path / "__pycache__" / f"probe.{TAG}.0123.payload"
+    monkeypatch.setattr(remote, "_stored_payload_path", lambda name, tag, source: stored)
     build = remote.program_payload.__wrapped__
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     assert bootstrap.is_payload_for_this_python(build("probe"))
@@ -102,8 +105,13 @@ def test_nothing_is_stored_without_bytecode_writing_or_a_writable_folder(
 def test_payloads_are_kept_by_source_digest_and_interpreter_beside_compiled_files(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    path = remote._stored_payload_path("agent", b"source")
-    assert path is not None and path.parent == Path(remote.__file__).parent / "__pycache__"
-    assert path.name == f"agent.{sys.implementation.cache_tag}.{SOURCE_DIGEST}.payload"
-    monkeypatch.setattr(sys.implementation, "cache_tag", None)  # keeps no compiled files
-    assert remote._stored_payload_path("agent", b"source") is None
+    path = remote._stored_payload_path("agent", TAG, b"source")
+    assert path.parent == Path(remote.__file__).parent / "__pycache__"
+    assert path.name == f"agent.{TAG}.{SOURCE_DIGEST}.payload"
+
+    def no_path(*args: object) -> Path:
+        raise AssertionError("a Python that keeps no compiled files has no stored payload")
+
+    monkeypatch.setattr(sys.implementation, "cache_tag", None)
+    monkeypatch.setattr(remote, "_stored_payload_path", no_path)
+    assert bootstrap.is_payload_for_this_python(remote.program_payload.__wrapped__("agent"))
