@@ -53,8 +53,10 @@ class SshProcess:
         select on, would sleep between 1 MiB reads (measured: 0.2 s each).
         """
         channel = self._channel
-        buffered = channel.recv_ready() or channel.recv_stderr_ready()
-        return [self._fd] if buffered or not channel.closed else []
+        if not channel.closed:  # the common case, asked of every host on every read round
+            return [self._fd]
+        # Closed: paramiko buffers a channel's last data before it marks the close.
+        return [self._fd] if channel.recv_ready() or channel.recv_stderr_ready() else []
 
     def read(self) -> tuple[bytes, bytes]:
         """Buffered stdout and stderr bytes."""
