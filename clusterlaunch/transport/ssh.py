@@ -12,6 +12,7 @@ import paramiko
 
 from clusterlaunch.core import defaults
 from clusterlaunch.core.errors import TransportError
+from clusterlaunch.transport import sshsocket
 
 # OpenSSH's own session window (CHAN_SES_WINDOW_DEFAULT). A larger one let sshd queue up
 # to 16 MiB for a controller slower than the job's output, and sshd then spent its CPU
@@ -109,7 +110,9 @@ class SshConnection:
     paramiko's own keepalive sends packets without waiting for answers, so a
     silent partition is never noticed; here a thread asks the server for a
     reply every ``keepalive_interval`` and the host counts as lost when none
-    came for ``dead_after`` seconds.
+    came for ``dead_after`` seconds. As with OpenSSH's ServerAliveInterval, a
+    server whose data arrived within the interval is not asked: anything it
+    sends proves it alive (direct connections, whose socket notes its reads).
     """
 
     def __init__(
@@ -142,9 +145,14 @@ class SshConnection:
         self._thread.start()
 
     def _keepalive(self) -> None:
-        while not self._closed.wait(self._settings.keepalive_interval):
+        interval = self._settings.keepalive_interval
+        while not self._closed.wait(interval):
             try:
                 transport = self._transport
+                heard = sshsocket.last_read(transport.sock)
+                if heard is not None and time.monotonic() - heard < interval:
+                    self._last_answer = max(self._last_answer, heard)
+                    continue
                 # OpenSSH answers unknown global requests with a failure reply:
                 # any answer proves the peer is alive. Blocks while it is not.
                 transport.global_request("keepalive@openssh.com", wait=True)

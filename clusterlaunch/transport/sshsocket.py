@@ -20,21 +20,31 @@ is Linux only; elsewhere the socket only gets ``TCP_NODELAY``.
 from __future__ import annotations
 
 import socket
+import time
 
 _QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
 
 
 class QuickAckSocket(socket.socket):
-    """A TCP socket that acknowledges what it reads without delay."""
+    """A TCP socket that acknowledges what it reads without delay, and notes when it last
+    read anything (the keepalive asks a server that is talking anyway nothing)."""
 
-    __slots__ = ()
+    __slots__ = ("last_read",)
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
         data = super().recv(bufsize, flags)
-        if data and _QUICKACK is not None:
-            # The kernel leaves quick-ACK mode again on its own (it is a hint).
-            self.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+        if data:
+            self.last_read = time.monotonic()
+            if _QUICKACK is not None:
+                # The kernel leaves quick-ACK mode again on its own (it is a hint).
+                self.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
         return data
+
+
+def last_read(sock: object) -> float | None:
+    """When ``sock`` (a :class:`QuickAckSocket`) last read data; None for any other kind
+    (a ProxyJump channel, a ProxyCommand) or before its first read."""
+    return getattr(sock, "last_read", None)
 
 
 def dial(host: str, port: int, timeout: float) -> socket.socket:

@@ -79,3 +79,42 @@ def test_a_direct_connection_runs_on_the_quick_ack_socket(
         assert out + process.read()[0] == b"first\n" and process.exit_status() == 0
     finally:
         close_all(connections)
+
+
+def test_a_talking_server_is_not_asked_for_keepalives(
+    sim_cluster: LoopbackCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As OpenSSH's ServerAliveInterval: data that arrived within the interval proves the
+    server alive, so a running job's output replaces the keepalive round trips."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    targets = resolve_targets(str(sim_cluster.ssh_config), load_inventory(hosts).hosts)
+    settings = SshSettings(config_path=str(sim_cluster.ssh_config))
+    connections, problems = connect_all(targets, settings)
+    try:
+        assert not problems
+        connection = connections["node0"]
+        transport = connection._transport  # type: ignore[attr-defined]
+        asked: list[float] = []
+        ask = transport.global_request
+
+        def counted(*args: object, **kwargs: object) -> object:
+            asked.append(time.monotonic())
+            return ask(*args, **kwargs)
+
+        monkeypatch.setattr(transport, "global_request", counted)
+        process = connection.start(
+            "i=0; while [ $i -lt 50 ]; do echo $i; i=$((i+1)); sleep 0.1; done"
+        )
+        deadline = time.monotonic() + 30
+        out = b""
+        while not process.finished() and time.monotonic() < deadline:
+            out += process.read()[0]
+            time.sleep(0.01)
+        out += process.read()[0]
+        assert out.split() == [b"%d" % i for i in range(50)]
+        while_talking = len(asked)  # ~5 s of output: 5 round trips before
+        time.sleep(3.5 * settings.keepalive_interval)  # silent: asked again
+        assert connection.alive()
+        assert while_talking <= 1 and len(asked) >= while_talking + 2, asked
+    finally:
+        close_all(connections)
