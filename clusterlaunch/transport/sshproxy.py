@@ -24,7 +24,13 @@ _STDERR_LINES = 3
 
 
 class ProxyProcess(paramiko.ProxyCommand):
-    """paramiko's ProxyCommand with socket-like reads: partial data, and EOF as b""."""
+    """paramiko's ProxyCommand with socket-like reads: partial data, and EOF as b"".
+
+    Like :class:`~clusterlaunch.transport.sshsocket.QuickAckSocket`, it notes when it
+    last read data (``last_read``), so a talking server is not asked for keepalives.
+    """
+
+    last_read: float | None = None
 
     def recv(self, size: int) -> bytes:
         stdout = self.process.stdout
@@ -36,7 +42,10 @@ class ProxyProcess(paramiko.ProxyCommand):
                 raise TimeoutError  # socket.timeout, as paramiko expects
             ready, _, _ = select.select([stdout], [], [], wait)
             if ready:
-                return os.read(stdout.fileno(), size)  # b"": paramiko raises EOFError
+                data = os.read(stdout.fileno(), size)  # b"": paramiko raises EOFError
+                if data:
+                    self.last_read = time.monotonic()  # see sshsocket.last_read
+                return data
 
 
 def proxy_failure(sock: object, command: str) -> str | None:

@@ -42,8 +42,9 @@ class QuickAckSocket(socket.socket):
 
 
 def last_read(sock: object) -> float | None:
-    """When ``sock`` (a :class:`QuickAckSocket`) last read data; None for any other kind
-    (a ProxyJump channel, a ProxyCommand) or before its first read."""
+    """When ``sock`` (a :class:`QuickAckSocket`, or the ProxyCommand's
+    :class:`~clusterlaunch.transport.sshproxy.ProxyProcess`) last read data; None
+    before its first read, and for a ProxyJump channel, which notes nothing."""
     return getattr(sock, "last_read", None)
 
 

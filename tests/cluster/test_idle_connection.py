@@ -81,18 +81,26 @@ def test_a_direct_connection_runs_on_the_quick_ack_socket(
         close_all(connections)
 
 
+@pytest.mark.parametrize("route", ["direct", "ProxyCommand"])
 def test_a_talking_server_is_not_asked_for_keepalives(
-    sim_cluster: LoopbackCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sim_cluster: LoopbackCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, route: str
 ) -> None:
     """As OpenSSH's ServerAliveInterval: data that arrived within the interval proves the
     server alive, so a running job's output replaces the keepalive round trips."""
-    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
-    targets = resolve_targets(str(sim_cluster.ssh_config), load_inventory(hosts).hosts)
-    settings = SshSettings(config_path=str(sim_cluster.ssh_config))
+    config = tmp_path / "ssh_config"
+    text = Path(sim_cluster.ssh_config).read_text()
+    if route == "ProxyCommand":
+        hop = f"ProxyCommand ssh -F {sim_cluster.ssh_config} -W %h:%p node0"
+        text = text.replace("Host node1\n", f"Host node1\n    {hop}\n")
+    config.write_text(text)
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node1", 1)])
+    targets = resolve_targets(str(config), load_inventory(hosts).hosts)
+    assert (targets[0].proxy_command is not None) == (route == "ProxyCommand")
+    settings = SshSettings(config_path=str(config))
     connections, problems = connect_all(targets, settings)
     try:
         assert not problems
-        connection = connections["node0"]
+        connection = connections["node1"]
         transport = connection._transport  # type: ignore[attr-defined]
         asked: list[float] = []
         ask = transport.global_request
