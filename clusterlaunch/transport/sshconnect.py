@@ -68,36 +68,37 @@ def connect(
     return connection
 
 
-def _opener(client: paramiko.SSHClient, target: SshTarget) -> Callable[[], paramiko.Channel]:
+def _opener(client: paramiko.SSHClient, target: SshTarget) -> Callable[[], sshsocket.TunnelSocket]:
     return lambda: _tunnel(client, target)
 
 
-def _tunnel(client: paramiko.SSHClient, target: SshTarget) -> paramiko.Channel:
+def _tunnel(client: paramiko.SSHClient, target: SshTarget) -> sshsocket.TunnelSocket:
     """A TCP stream to ``target`` through an already connected jump host."""
     transport = client.get_transport()
     if transport is None:
         raise TransportError(target.alias, "jump host connection closed")
     try:
-        return transport.open_channel(
+        channel = transport.open_channel(
             "direct-tcpip", (target.hostname, target.port), ("127.0.0.1", 0)
         )
     except (OSError, paramiko.SSHException) as exc:
         raise TransportError(
             target.alias, f"jump host cannot reach {target.hostname}:{target.port}: {exc}"
         ) from None
+    return sshsocket.TunnelSocket(channel)
 
 
 def _open_client(
     target: SshTarget,
     settings: SshSettings,
     known_hosts: hostkeys.KnownHosts,
-    opener: Callable[[], paramiko.Channel] | None,
+    opener: Callable[[], sshsocket.TunnelSocket] | None,
     note: Callable[[str], None] | None,
 ) -> paramiko.SSHClient:
     """A client authenticated to ``target``, transient handshake failures retried."""
     attempt = 0
     while True:
-        sock: paramiko.Channel | paramiko.ProxyCommand | None = None
+        sock: sshsocket.TunnelSocket | paramiko.ProxyCommand | None = None
         if opener is not None:
             sock = opener()
         elif target.proxy_command:
@@ -124,7 +125,7 @@ def _try_client(
     target: SshTarget,
     settings: SshSettings,
     known_hosts: hostkeys.KnownHosts,
-    sock: paramiko.Channel | paramiko.ProxyCommand | socket.socket | None,
+    sock: sshsocket.TunnelSocket | paramiko.ProxyCommand | socket.socket | None,
 ) -> paramiko.SSHClient:
     client = paramiko.SSHClient()
     # paramiko has no public setter for the read-only ("system") key set; the
@@ -151,7 +152,8 @@ def _try_client(
             timeout=timeout,
             banner_timeout=timeout,
             auth_timeout=timeout,
-            sock=sock,
+            # A TunnelSocket is a Channel but for noting its reads; the stubs know no such.
+            sock=sock,  # type: ignore[arg-type]
             transport_factory=sshoffer.transport_factory(target),
         )
     except HostKeyError:

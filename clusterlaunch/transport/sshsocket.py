@@ -21,6 +21,10 @@ from __future__ import annotations
 
 import socket
 import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import paramiko
 
 _QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
 
@@ -41,10 +45,28 @@ class QuickAckSocket(socket.socket):
         return data
 
 
+class TunnelSocket:
+    """A jump host's ``direct-tcpip`` channel as the next hop's socket (ProxyJump): the
+    channel itself, but noting when it last read data, as :class:`QuickAckSocket` does."""
+
+    def __init__(self, channel: paramiko.Channel) -> None:
+        self.channel = channel
+        self.last_read: float | None = None
+
+    def recv(self, bufsize: int) -> bytes:
+        data = self.channel.recv(bufsize)
+        if data:
+            self.last_read = time.monotonic()
+        return data
+
+    def __getattr__(self, name: str) -> Any:  # send, settimeout, close, _closed ...
+        return getattr(self.channel, name)
+
+
 def last_read(sock: object) -> float | None:
-    """When ``sock`` (a :class:`QuickAckSocket`, or the ProxyCommand's
-    :class:`~clusterlaunch.transport.sshproxy.ProxyProcess`) last read data; None
-    before its first read, and for a ProxyJump channel, which notes nothing."""
+    """When ``sock`` (a :class:`QuickAckSocket`, a :class:`TunnelSocket`, or the
+    ProxyCommand's :class:`~clusterlaunch.transport.sshproxy.ProxyProcess`) last read
+    data; None before its first read, and for anything else."""
     return getattr(sock, "last_read", None)
 
 

@@ -81,7 +81,7 @@ def test_a_direct_connection_runs_on_the_quick_ack_socket(
         close_all(connections)
 
 
-@pytest.mark.parametrize("route", ["direct", "ProxyCommand"])
+@pytest.mark.parametrize("route", ["direct", "ProxyCommand", "ProxyJump"])
 def test_a_talking_server_is_not_asked_for_keepalives(
     sim_cluster: LoopbackCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, route: str
 ) -> None:
@@ -89,13 +89,16 @@ def test_a_talking_server_is_not_asked_for_keepalives(
     server alive, so a running job's output replaces the keepalive round trips."""
     config = tmp_path / "ssh_config"
     text = Path(sim_cluster.ssh_config).read_text()
-    if route == "ProxyCommand":
-        hop = f"ProxyCommand ssh -F {sim_cluster.ssh_config} -W %h:%p node0"
-        text = text.replace("Host node1\n", f"Host node1\n    {hop}\n")
-    config.write_text(text)
+    hop = {
+        "direct": "",
+        "ProxyCommand": f"    ProxyCommand ssh -F {sim_cluster.ssh_config} -W %h:%p node0\n",
+        "ProxyJump": "    ProxyJump node0\n",
+    }[route]
+    config.write_text(text.replace("Host node1\n", f"Host node1\n{hop}"))
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node1", 1)])
     targets = resolve_targets(str(config), load_inventory(hosts).hosts)
     assert (targets[0].proxy_command is not None) == (route == "ProxyCommand")
+    assert bool(targets[0].proxy_jump) == (route == "ProxyJump")
     settings = SshSettings(config_path=str(config))
     connections, problems = connect_all(targets, settings)
     try:
