@@ -76,13 +76,18 @@ def program_payload(name: str) -> bytes:
                 return payload
     payload = encode_payload(name, source)
     if stored is not None and not sys.dont_write_bytecode:
-        _store(stored, payload, older=f"{name}.{tag}.*.payload")
+        _store(stored, payload, older=_payload_file(name, tag, "*"))
     return payload
 
 
 def _stored_payload_path(name: str, tag: str, source: bytes) -> Path:
     digest = hashlib.sha256(source).hexdigest()[:16]
-    return Path(__file__).parent / "__pycache__" / f"{name}.{tag}.{digest}.payload"
+    return Path(__file__).parent / "__pycache__" / _payload_file(name, tag, digest)
+
+
+def _payload_file(name: str, tag: str, digest: str) -> str:
+    """The stored payload's file name (``digest`` ``*``: a glob for every source's)."""
+    return f"{name}.{tag}.{digest}.payload"
 
 
 def _store(path: Path, payload: bytes, older: str) -> None:
