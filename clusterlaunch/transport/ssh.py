@@ -112,7 +112,8 @@ class SshConnection:
     reply every ``keepalive_interval`` and the host counts as lost when none
     came for ``dead_after`` seconds. As with OpenSSH's ServerAliveInterval, a
     server whose data arrived within the interval is not asked: anything it
-    sends proves it alive (direct connections, whose socket notes its reads).
+    sends proves it alive (the socket under the connection notes its reads:
+    :func:`~clusterlaunch.transport.sshsocket.last_read`).
     """
 
     def __init__(

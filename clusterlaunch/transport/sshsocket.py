@@ -15,6 +15,10 @@ Measured on loopback against OpenSSH 9.2's sshd, one host, 8 connections each
 
 Together ~80 ms less per host before its first command starts. ``TCP_QUICKACK``
 is Linux only; elsewhere the socket only gets ``TCP_NODELAY``.
+
+Whatever carries a connection (this socket, a ProxyJump tunnel: :class:`TunnelSocket`,
+a ProxyCommand: ``sshproxy.ProxyProcess``) notes when it last read data
+(:func:`last_read`): the keepalive asks nothing of a server that is talking anyway.
 """
 
 from __future__ import annotations
