@@ -18,11 +18,27 @@ import pytest
 
 from clusterlaunch.core.hostfile import load_inventory
 from clusterlaunch.testing import LoopbackCluster
-from clusterlaunch.transport import SshSettings, close_all, connect_all, sshsocket
+from clusterlaunch.transport import (
+    RemoteProcess,
+    SshSettings,
+    close_all,
+    connect_all,
+    sshsocket,
+)
 from clusterlaunch.transport.sshconfig import resolve_targets
 from tests.cluster.support import write_hosts
 
 pytestmark = pytest.mark.cluster
+
+
+def _stdout_to_the_end(process: RemoteProcess, timeout: float = 30) -> bytes:
+    """What ``process`` wrote to stdout until it finished (or ``timeout`` s passed)."""
+    deadline = time.monotonic() + timeout
+    out = b""
+    while not process.finished() and time.monotonic() < deadline:
+        out += process.read()[0]
+        time.sleep(0.01)
+    return out + process.read()[0]
 
 
 def _transports() -> set[threading.Thread]:
@@ -43,12 +59,7 @@ def test_a_silent_connection_stays_alive_and_ends_with_close(
         time.sleep(3 * settings.keepalive_interval)  # silent: only keepalives move
         assert all(connection.alive() for connection in connections.values())
         process = connections["node0"].start("sleep 0.3; echo late")
-        deadline = time.monotonic() + 30
-        out = b""
-        while not process.finished() and time.monotonic() < deadline:
-            out += process.read()[0]
-            time.sleep(0.01)
-        assert out + process.read()[0] == b"late\n" and process.exit_status() == 0
+        assert _stdout_to_the_end(process) == b"late\n" and process.exit_status() == 0
     finally:
         close_all(connections)
     for thread in threads:
@@ -71,12 +82,7 @@ def test_a_direct_connection_runs_on_the_quick_ack_socket(
         assert isinstance(sock, sshsocket.QuickAckSocket)
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
         process = connections["node0"].start("echo first")
-        deadline = time.monotonic() + 30
-        out = b""
-        while not process.finished() and time.monotonic() < deadline:
-            out += process.read()[0]
-            time.sleep(0.01)
-        assert out + process.read()[0] == b"first\n" and process.exit_status() == 0
+        assert _stdout_to_the_end(process) == b"first\n" and process.exit_status() == 0
     finally:
         close_all(connections)
 
@@ -116,13 +122,7 @@ def test_a_talking_server_is_not_asked_for_keepalives(
         process = connection.start(
             "i=0; while [ $i -lt 50 ]; do echo $i; i=$((i+1)); sleep 0.1; done"
         )
-        deadline = time.monotonic() + 30
-        out = b""
-        while not process.finished() and time.monotonic() < deadline:
-            out += process.read()[0]
-            time.sleep(0.01)
-        out += process.read()[0]
-        assert out.split() == [b"%d" % i for i in range(50)]
+        assert _stdout_to_the_end(process).split() == [b"%d" % i for i in range(50)]
         while_talking = len(asked)  # ~5 s of output: 5 round trips before
         time.sleep(3.5 * settings.keepalive_interval)  # silent: asked again
         assert connection.alive()
