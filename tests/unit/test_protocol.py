@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clusterlaunch.controller.jobs import jobctl_records
 from clusterlaunch.controller.preflight import run_preflight
+from clusterlaunch.core import protocol
 from clusterlaunch.core.frames import Frame, FrameDecoder, FrameError
 from clusterlaunch.core.protocol import (
     EVENT,
@@ -26,6 +29,7 @@ from clusterlaunch.core.protocol import (
     encode_frame,
     parse_header,
     rank_tag,
+    to_json,
 )
 from clusterlaunch.remote import BUNDLES, program_source
 from clusterlaunch.remote.wire import Output
@@ -292,3 +296,41 @@ def test_a_garbled_probe_is_a_host_problem_not_a_crash(tmp_path: Path) -> None:
     [problem] = result.problems
     assert problem.host == "b"
     assert problem.detail.startswith("garbled probe output (bad frame header: b'this is not")
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(JSON_VALUES)
+def test_to_json_writes_what_json_dumps_writes(value: object) -> None:
+    assert to_json(value) == json.dumps(value, sort_keys=True)
+
+
+@pytest.mark.parametrize("encoder", ["C", "json itself"])
+def test_to_json_with_hostile_values_and_errors(
+    encoder: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if encoder != "C":
+        monkeypatch.setattr(protocol, "_json", None)  # an interpreter without _json
+    value = {
+        "z": ['\0\n"\\\u2028\ud800é', float("nan"), -float("inf"), 1e300],
+        "a": (1, None, True),
+    }
+    assert to_json(value) == json.dumps(value, sort_keys=True)
+    loop: list[object] = []
+    loop.append(loop)
+    for bad, error in (
+        ({"x": object()}, TypeError),
+        (loop, ValueError),
+        ({1: 2, "1": 3}, TypeError),
+    ):
+        with pytest.raises(error) as ours:
+            to_json(bad)
+        with pytest.raises(error) as theirs:
+            json.dumps(bad, sort_keys=True)
+        assert str(ours.value) == str(theirs.value)
