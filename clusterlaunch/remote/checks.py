@@ -16,7 +16,6 @@ echoes it, so a hit on some other service does not count.
 
 import os
 import sys
-import threading
 
 from clusterlaunch.remote.accel import find_devices  # bundle: strip
 from clusterlaunch.remote.records import hostname, killed_at, live_records  # bundle: strip
@@ -122,11 +121,12 @@ def job_clash(job_id, tail_dir):
 
 def serve(listener, nonce, stop, timeout):
     """Echo the nonce to every checker until ``stop`` is set."""
+
     listener.settimeout(0.2)
     while not stop.is_set():
         try:
             conn, _ = listener.accept()
-        except TimeoutError:
+        except TimeoutError:  # TimeoutError only from 3.10; the hosts may run 3.8
             continue
         except OSError:
             return
@@ -189,12 +189,41 @@ def static_stage(args):
 
 
 def start_serving(listener, nonce, timeout):
-    """Answer every dialler from a thread; set the returned event to stop."""
-    stop = threading.Event()
-    if listener is not None:
-        serving = (listener, nonce, stop, timeout)
-        threading.Thread(target=serve, args=serving, daemon=True).start()
-    return stop
+    """Answer every dialler from a thread (none without a listener) until :meth:`Serving.stop`."""
+    return Serving(listener, nonce, timeout)
+
+
+class Serving:
+    """Node 0's listener for the connection check, answered by :func:`serve` in a thread."""
+
+    def __init__(self, listener, nonce, timeout):
+        import threading  # here: the agent bundles this module, and an exec starts no thread
+
+        self.listener = listener
+        self.timeout = timeout
+        self.stopping = threading.Event()
+        self.thread = None
+        if listener is not None:
+            serving = (listener, nonce, self.stopping, timeout)
+            self.thread = threading.Thread(target=serve, args=serving, daemon=True)
+            self.thread.start()
+
+    def stop(self):
+        """Close the listener and wait for the thread to end.
+
+        The agent forks the job next, and a fork beside a live thread may
+        deadlock the child (Python 3.12 warns of it): the shutdown wakes an
+        ``accept`` at once instead of at its next 0.2 s timeout.
+        """
+        self.stopping.set()
+        if self.listener is None:
+            return
+        try:
+            self.listener.shutdown(2)  # socket.SHUT_RDWR
+        except OSError:
+            pass
+        self.listener.close()
+        self.thread.join(self.timeout)
 
 
 def connect_stage(args, port_text):

@@ -43,7 +43,7 @@ def main(argv=None):
     sys.stdout.buffer.write(SYNC)
     fields, listener = static_stage(args)
     report(stage="static", **fields)
-    stop = start_serving(listener, args.nonce.encode(), args.timeout)
+    serving = start_serving(listener, args.nonce.encode(), args.timeout)
     if args.master_addr:
         connect = connect_stage(args, read_line())
         if connect is not None:
@@ -52,8 +52,7 @@ def main(argv=None):
         # Wait for the controller: every peer has dialled (or EOF: it gave up).
         while read_line() not in ("done", ""):
             pass
-        stop.set()
-        listener.close()
+        serving.stop()
     report(stage="end")
 
 

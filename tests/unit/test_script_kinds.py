@@ -157,3 +157,20 @@ def test_the_probes_program_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable))
     assert probe.program_problem(os.path.basename(sys.executable)) is None
     assert "not found in PATH" in probe.program_problem("run.sh")  # no ./: PATH only
+
+
+def test_node_0s_listener_answers_then_stops_with_its_thread() -> None:
+    """The agent forks the job right after the check: no serving thread may be left by then."""
+    import socket
+    import threading
+
+    listener = probe.open_listener(0, socket.AF_INET)
+    port = listener.getsockname()[1]
+    before = threading.active_count()
+    serving = probe.start_serving(listener, b"n0nce", 5.0)
+    assert threading.active_count() == before + 1
+    assert probe.dial("127.0.0.1", port, b"n0nce", 5.0) is None
+    serving.stop()
+    assert threading.active_count() == before
+    assert listener.fileno() == -1  # closed
+    probe.start_serving(None, b"n0nce", 5.0).stop()  # other nodes: nothing to stop
