@@ -7,8 +7,6 @@ parsers are tested against recorded output in tests/unit/data/accel/.
 """
 
 import os
-import re
-import subprocess
 
 VISIBLE_DEVICES = {
     "cuda": "CUDA_VISIBLE_DEVICES",
@@ -31,11 +29,15 @@ def parse_nvidia_smi(text):
 
 def parse_amd_smi(text):
     """``GPU: 0`` opens each device's block of ``amd-smi list``."""
+    import re
+
     return sorted({int(m) for m in re.findall(r"^GPU:\s*([0-9]+)", text, re.MULTILINE)})
 
 
 def parse_rocm_smi(text):
     """``GPU[0]\\t\\t: Device ID: ...``: several lines per device, one index."""
+    import re
+
     return sorted({int(m) for m in re.findall(r"^GPU\[([0-9]+)\]", text, re.MULTILINE)})
 
 
@@ -85,6 +87,8 @@ def find_devices(declared=None):
 
 
 def _run(path, arguments, parse):
+    import subprocess  # here, as re in the parsers: the agent bundles this module
+
     try:
         result = subprocess.run(
             [path, *arguments], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=15

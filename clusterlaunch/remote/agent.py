@@ -22,7 +22,6 @@ Shipped as source over the SSH channel's stdin and run by the host's Python
 import os
 import select
 import signal
-import subprocess
 import sys
 import time
 
@@ -35,10 +34,10 @@ from clusterlaunch.remote.proctree import (  # bundle: strip
     become_subreaper,  # bundle: strip
     descendants,  # bundle: strip
     kill_now,  # bundle: strip
-    term_when_parent_dies_of,  # bundle: strip
 )  # bundle: strip
 from clusterlaunch.remote.records import JobRecord, hostname, live_records  # bundle: strip
 from clusterlaunch.remote.rootcause import parse_root_cause, root_cause_complete  # bundle: strip
+from clusterlaunch.remote.spawn import start_job  # bundle: strip
 from clusterlaunch.remote.tail import JobPipes, RankTail  # bundle: strip
 from clusterlaunch.remote.wire import Control, Output, parse_args  # bundle: strip
 
@@ -84,15 +83,7 @@ class Agent:
                 return self._fail_start("cannot create %s: %s" % (self.args.tail_dir, exc))
         env = dict(os.environ, CLUSTERLAUNCH_AGENT=self.token.partition("=")[2])
         try:
-            self.job = subprocess.Popen(
-                self.args.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                env=env,
-                preexec_fn=term_when_parent_dies_of(os.getpid()),
-            )
+            self.job = start_job(self.args.argv, env)
         except OSError as exc:
             return self._fail_start("cannot start %s: %s" % (self.args.argv[0], exc))
         self.pipes = JobPipes(self.job.stdout, self.job.stderr)

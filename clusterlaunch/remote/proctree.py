@@ -30,11 +30,6 @@ def become_subreaper():
         return False
 
 
-def term_when_parent_dies_of(agent_pid):
-    """A ``preexec_fn`` for the job: :func:`term_when_parent_dies` of ``agent_pid``."""
-    return lambda: term_when_parent_dies(agent_pid)
-
-
 def term_when_parent_dies(agent_pid):
     """In the job's process, before exec: SIGTERM it if the agent dies.
 
@@ -125,8 +120,8 @@ def marked_processes(marker):
 def reap(root, keep):
     """Collect dead children of ``root`` (orphans land on us as subreaper).
 
-    ``keep`` is left alone: its status belongs to ``subprocess.Popen``, which
-    would otherwise report the job as having exited 0.
+    ``keep`` is left alone: its status belongs to the agent's ``Job``
+    (:mod:`clusterlaunch.remote.spawn`), which reaps it itself.
     """
     for kid in children_of(root):
         if kid == keep:

@@ -5,10 +5,10 @@ never in a home directory that NFS may share between hosts. A record names the a
 *and* start time, so a recycled PID is never mistaken for a job.
 """
 
-import json
 import os
 import time
 
+from clusterlaunch.core.protocol import to_json  # bundle: strip
 from clusterlaunch.remote.proctree import read_stat  # bundle: strip
 
 
@@ -93,7 +93,7 @@ class JobRecord:
         path = os.path.join(folder, "%s.n%d.%d.json" % (args.job_id, args.node_rank, me))
         temporary = path + ".tmp"
         with open(temporary, "w") as handle:
-            json.dump(record, handle, sort_keys=True)
+            handle.write(to_json(record))
         os.replace(temporary, path)
         return cls(path)
 
@@ -137,16 +137,25 @@ def live_records():
     """
     records = []
     for path in _record_files():
-        try:
-            with open(path) as handle:
-                record = json.load(handle)
-        except (OSError, ValueError):
+        record = _read_record(path)
+        if record is None:
             continue
         if process_start_time(record.get("agent_pid", -1)) == record.get("agent_start"):
             records.append(record)
         else:
             _clean_up_after(record, path)
     return records
+
+
+def _read_record(path):
+    """The record at ``path``, or None if it is unreadable (gone, half written by a crash)."""
+    import json  # here: an agent alone on its host reads no record, and json costs 4-6 ms
+
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
 
 
 def _record_files():

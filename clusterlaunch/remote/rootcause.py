@@ -22,11 +22,11 @@ def parse_root_cause(text):
     Keys: rank, local_rank, exitcode (torchrun's: negative for a signal), pid,
     signal (e.g. "SIGKILL" or None), host, error_file.
     """
-    import re  # here, not at the top: the agent's start-up stays cheap
-
     start = text.rfind(ROOT_CAUSE_HEADER)
     if start < 0:
-        return None
+        return None  # before importing re: every agent's finish comes here, few with a block
+    import re  # here, not at the top: the agent's start-up stays cheap
+
     fields = {}
     for line in text[start + len(ROOT_CAUSE_HEADER) :].splitlines()[1:]:
         if line.startswith("====="):

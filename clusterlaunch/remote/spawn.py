@@ -1,0 +1,111 @@
+"""Start the job as ``subprocess.Popen`` would, by hand: one fork, a few dup2s, one exec.
+
+Stdlib only, Python >= 3.8; bundled into the agent. Not ``subprocess``: its
+import (threading, selectors, locale, ...) cost every agent ~7 ms of a ~32 ms
+start-up (``python -S``, 60 rounds here), on every host of every job, for one
+child whose status the agent reads itself. What Popen did is done here too:
+a session of its own, stdin ``/dev/null``, stdout and stderr to pipes, every
+other descriptor closed, SIGPIPE and SIGXFSZ back to their default, the error
+of a failed exec raised in the agent (sent back over a close-on-exec pipe),
+and the parent-death signal, set before the exec.
+"""
+
+import os
+import signal
+
+from clusterlaunch.core.exits import ExitStatus  # bundle: strip
+from clusterlaunch.remote.proctree import term_when_parent_dies  # bundle: strip
+
+
+class Job:
+    """The started job: its pid, the read ends of its stdout and stderr, its status."""
+
+    def __init__(self, pid, stdout, stderr):
+        self.pid = pid
+        self.stdout = stdout
+        self.stderr = stderr
+        self.returncode = None
+        """Once ended: its exit status, or ``-N`` if signal N ended it (as Popen's)."""
+
+    def poll(self):
+        """The return code if the job has ended (reaping it), else None."""
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid == self.pid:
+                self.returncode = returncode_of(status)
+        return self.returncode
+
+
+def returncode_of(status):
+    """A wait status as Popen reports it: the exit status, or ``-N`` for signal N."""
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+def start_job(argv, env):
+    """Start ``argv`` (found on ``env``'s PATH) with ``env``; a :class:`Job`, or OSError."""
+    agent = os.getpid()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    report_r, report_w = os.pipe()  # close-on-exec: end of file means the exec worked
+    pid = os.fork()
+    if pid == 0:
+        _become_job(argv, env, agent, (out_w, err_w, report_w))
+    for fd in (out_w, err_w, report_w):
+        os.close(fd)
+    report = _read_to_end(report_r)
+    if report:
+        os.close(out_r)
+        os.close(err_r)
+        os.waitpid(pid, 0)
+        number, _, message = report.decode("utf-8", "replace").partition(" ")
+        if int(number):
+            raise OSError(int(number), os.strerror(int(number)), argv[0])
+        raise OSError(message)
+    return Job(pid, os.fdopen(out_r, "rb", 0), os.fdopen(err_r, "rb", 0))
+
+
+def _become_job(argv, env, agent, fds):
+    """In the child: set it up and exec ``argv``; never returns."""
+    out_w, err_w, report_w = fds
+    try:
+        os.setsid()
+        for signum in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores these; exec keeps that
+            signal.signal(signum, signal.SIG_DFL)
+        term_when_parent_dies(agent)
+        stdin = os.open(os.devnull, os.O_RDONLY)
+        for fd, target in ((stdin, 0), (out_w, 1), (err_w, 2)):
+            os.dup2(fd, target)
+        _close_descriptors(keep=report_w)
+        os.execvpe(argv[0], argv, env)
+    except BaseException as exc:  # anything at all: the agent must hear of it, not hang
+        number = exc.errno if isinstance(exc, OSError) and exc.errno else 0
+        os.write(report_w, ("%d %s" % (number, exc)).encode("utf-8", "replace"))
+    finally:
+        os._exit(ExitStatus.NOT_STARTED)
+
+
+def _close_descriptors(keep):
+    """Close every descriptor above 2 but ``keep`` (the agent's own are close-on-exec
+    already; this is for any its parent left open, as Popen's ``close_fds``)."""
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = range(3, 1024)  # no /proc: the common soft limit
+    for fd in fds:
+        if fd > 2 and fd != keep:
+            try:
+                os.close(fd)
+            except OSError:
+                continue
+
+
+def _read_to_end(fd):
+    data = b""
+    while True:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            os.close(fd)
+            return data
+        data += chunk

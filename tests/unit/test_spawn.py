@@ -1,0 +1,105 @@
+"""The agent starts its job by hand (``remote/spawn.py``) as ``subprocess.Popen`` did.
+
+Real processes: each test starts a short job and compares what it sees, or the
+error, with what Popen gives for the same command.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.remote.spawn import Job, start_job
+
+PROBE = "import os, sys; print(repr((%s))); sys.stdout.flush()"
+
+
+def finish(job: Job, timeout: float = 10) -> tuple[bytes, bytes, int]:
+    """The job's stdout, stderr and return code, once it has ended."""
+    out, err = job.stdout.read(), job.stderr.read()
+    deadline = time.monotonic() + timeout
+    while job.poll() is None:
+        assert time.monotonic() < deadline, "the job did not end"
+        time.sleep(0.005)
+    job.stdout.close()
+    job.stderr.close()
+    assert job.returncode is not None
+    return out, err, job.returncode
+
+
+def python_job(expression: str) -> Job:
+    return start_job([sys.executable, "-S", "-c", PROBE % expression], dict(os.environ))
+
+
+def test_output_goes_to_two_pipes_and_the_status_is_the_exit_code() -> None:
+    job = start_job(["sh", "-c", "echo out; echo err >&2; exit 3"], dict(os.environ))
+    assert finish(job) == (b"out\n", b"err\n", 3)
+
+
+def test_a_job_ended_by_a_signal_returns_minus_the_signal() -> None:
+    job = start_job(["sh", "-c", "kill -TERM $$"], dict(os.environ))
+    assert finish(job)[2] == -signal.SIGTERM
+
+
+def test_the_job_leads_a_session_of_its_own_with_stdin_from_dev_null() -> None:
+    job = python_job("os.getsid(0) == os.getpid(), os.readlink('/proc/self/fd/0')")
+    assert finish(job)[0] == b"(True, '/dev/null')\n"
+
+
+def test_the_job_gets_the_given_environment_and_is_found_on_its_path(tmp_path: Path) -> None:
+    (tmp_path / "show-env").symlink_to("/usr/bin/env")
+    env = {"PATH": f"/nowhere:{tmp_path}", "ONLY": "th is\nthat"}
+    job = start_job(["show-env"], env)
+    assert finish(job)[0] == b"PATH=/nowhere:%s\nONLY=th is\nthat\n" % bytes(tmp_path)
+
+
+def test_the_job_inherits_no_other_descriptor_and_no_ignored_sigpipe(tmp_path: Path) -> None:
+    stray = os.open(tmp_path / "stray", os.O_WRONLY | os.O_CREAT)
+    os.set_inheritable(stray, True)  # as a parent shell may leave one open
+    ignored = signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # Python's own setting: not passed on
+    try:
+        # Not a Python job: Python ignores SIGPIPE itself.
+        job = start_job(["ls", "/proc/self/fd"], dict(os.environ))
+        status = start_job(["grep", "^SigIgn", "/proc/self/status"], dict(os.environ))
+    finally:
+        signal.signal(signal.SIGPIPE, ignored)
+        os.close(stray)
+    assert sorted(finish(job)[0].split(), key=int) == [b"0", b"1", b"2", b"3"]  # 3: ls's own
+    ignored_mask = int(finish(status)[0].split()[1], 16)
+    assert ignored_mask & (1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1)) == 0
+
+
+@pytest.mark.parametrize("kind", ["missing", "not executable", "a directory"])
+def test_an_exec_failure_raises_the_error_popen_raises(tmp_path: Path, kind: str) -> None:
+    program = tmp_path / "program"
+    if kind == "not executable":
+        program.write_text("#!/bin/sh\n")
+    elif kind == "a directory":
+        program.mkdir()
+    argv = [str(program), "--flag"]
+    with pytest.raises(OSError) as popen:
+        subprocess.Popen(argv, stdout=subprocess.PIPE)
+    before = set(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError) as ours:
+        start_job(argv, dict(os.environ))
+    assert (type(ours.value), str(ours.value)) == (type(popen.value), str(popen.value))
+    assert ours.value.errno in (errno.ENOENT, errno.EACCES)
+    assert set(os.listdir("/proc/self/fd")) == before  # no pipe left open here
+
+
+def test_an_argument_exec_refuses_is_an_error_not_a_hang() -> None:
+    with pytest.raises(OSError, match="embedded null byte"):
+        start_job(["sh", "-c", "true", "a\0b"], dict(os.environ))
+
+
+def test_poll_reaps_once_and_keeps_the_code() -> None:
+    job = start_job(["sh", "-c", "exit 7"], dict(os.environ))
+    assert finish(job)[2] == 7
+    assert (job.poll(), job.poll()) == (7, 7)
