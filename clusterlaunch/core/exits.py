@@ -4,15 +4,15 @@ Also bundled into the programs that run on the hosts (see
 :mod:`clusterlaunch.remote`), so it stays stdlib-only, Python >= 3.8, and has no
 ``from __future__`` import (a bundle is one concatenated file), and no
 ``typing`` import (3 to 4 ms of the agent's start-up, measured here; the
-annotation below is a string instead).
+annotation below is a string instead). Nor ``enum``: the statuses are plain
+ints, named; an IntEnum cost every agent 2-3 ms of its start-up (``python -S``,
+60 rounds here), and nothing here needs more than the names.
 docs/cli.md lists the same statuses for users (a unit test compares the two).
 """
 
-import enum
 
-
-class ExitStatus(enum.IntEnum):
-    """What the shell sees when clusterlaunch (or one host's agent) exits."""
+class ExitStatus:
+    """What the shell sees when clusterlaunch (or one host's agent) exits: named ints."""
 
     OK = 0
     FAILED = 1
@@ -35,10 +35,6 @@ class ExitStatus(enum.IntEnum):
     TERMINATED = 143
     HOST_LOST = 255
     """A host was lost, or its job ended without a report (ssh's own status for this)."""
-
-    def __str__(self) -> str:
-        # The number, on every Python: before 3.11, str() gave "ExitStatus.KILLED".
-        return str(int(self))
 
 
 SIGNAL_BASE = 128

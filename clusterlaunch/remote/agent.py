@@ -21,7 +21,6 @@ Shipped as source over the SSH channel's stdin and run by the host's Python
 
 import os
 import select
-import signal
 import sys
 import time
 
@@ -34,6 +33,7 @@ from clusterlaunch.remote.proctree import (  # bundle: strip
     become_subreaper,  # bundle: strip
     descendants,  # bundle: strip
     kill_now,  # bundle: strip
+    signal,  # bundle: strip
 )  # bundle: strip
 from clusterlaunch.remote.records import JobRecord, hostname, live_records  # bundle: strip
 from clusterlaunch.remote.rootcause import parse_root_cause, root_cause_complete  # bundle: strip

@@ -12,11 +12,11 @@ nothing but our own agents is ever touched. Every answer is an event frame of
 
 import argparse
 import os
-import signal
 import sys
 import time
 
 from clusterlaunch.core.protocol import SYNC, encode_event  # bundle: strip
+from clusterlaunch.remote.proctree import signal  # bundle: strip
 from clusterlaunch.remote.records import (  # bundle: strip
     live_records,  # bundle: strip
     mark_killed,  # bundle: strip

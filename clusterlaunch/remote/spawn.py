@@ -11,10 +11,9 @@ and the parent-death signal, set before the exec.
 """
 
 import os
-import signal
 
 from clusterlaunch.core.exits import ExitStatus  # bundle: strip
-from clusterlaunch.remote.proctree import term_when_parent_dies  # bundle: strip
+from clusterlaunch.remote.proctree import signal, term_when_parent_dies  # bundle: strip
 
 
 class Job:
