@@ -6,7 +6,7 @@ Every measurement runs ``--rounds`` times in fresh ``python -S`` processes,
 interleaved, and is shown as median (quartiles):
 
 * ``import json`` and ``import argparse`` after what the agent imports anyway
-  (os, select, signal, subprocess, ...): the cumulative ``-X importtime`` of
+  (os, select, _signal, ctypes, ...): the cumulative ``-X importtime`` of
   that one import, i.e. its marginal cost;
 * inside the process (``time.perf_counter``): encoding one event with
   ``json.dumps``; building an argparse parser for the agent's six options,
@@ -39,7 +39,7 @@ from pathlib import Path
 
 from clusterlaunch.remote import program_source
 
-AGENT_IMPORTS = "import errno, os, select, signal, subprocess, sys, time"
+AGENT_IMPORTS = "import ctypes, errno, fcntl, itertools, os, select, _signal, sys, time, zlib"
 ARGV = ["--job-id", "j1", "--node-rank", "0", "--grace", "5", "--heartbeat-timeout", "15"]
 ARGV += ["--first-rank", "0", "--tail-dir", "/tmp/x", "--", "python3", "-m", "x"]
 EVENT = "{'event': 'started', 'pid': 1, 'agent_pid': 2, 'hostname': 'h', 'subreaper': True}"
@@ -65,7 +65,7 @@ def parse_args(argv):
 START = f"parse_args(sys.argv[1:]); Output(fd=-1).event(**{EVENT})"
 STEPS = f"""
 clock = time.perf_counter
-t0 = clock(); json.dumps({EVENT}, sort_keys=True)
+t0 = clock(); to_json({EVENT})
 t1 = clock(); parse_args(sys.argv[1:])
 t2 = clock(); import argparse
 t3 = clock()
@@ -104,13 +104,23 @@ def bundle_imports_s(python: str, script: Path) -> float:
 
 
 def other_bundle(checkout: str) -> str:
-    """The agent bundle of another checkout (its own ``program_source``)."""
+    """The agent bundle of another checkout (its own ``program_source``).
+
+    Before this was run with ``-S`` in that checkout, it silently read this
+    checkout's bundle where the package is installed editable.
+    """
     code = "import sys; from clusterlaunch.remote import program_source as p; "
     code += "sys.stdout.write(p('agent').decode())"
+    # -S: no site, so no editable install's finder, which would import this checkout's
+    # package whatever PYTHONPATH says; and run there, as -c puts the cwd first on sys.path.
     env = dict(os.environ, PYTHONPATH=checkout)
-    return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    argv = [sys.executable, "-S", "-c", code]
+    source = subprocess.run(
+        argv, capture_output=True, text=True, check=True, env=env, cwd=checkout
     ).stdout
+    if source == program_source("agent").decode():
+        raise SystemExit(f"--against {checkout}: the same agent bundle as this checkout's")
+    return source
 
 
 def wall_s(argv: list[str], cpu: list[float] | None = None) -> float:
@@ -168,8 +178,8 @@ def main() -> None:
                 text=True,
                 check=True,
             ).stdout.split()
-            dumps, own, _, build, parse = map(float, steps)  # the import: -X importtime
-            note("json.dumps of one event", dumps)
+            encode, own, _, build, parse = map(float, steps)  # the import: -X importtime
+            note("to_json of one event", encode)
             note("the agent's own parse_args", own)
             note("argparse: build the parser", build)
             note("argparse: parse the argv", parse)
