@@ -270,10 +270,19 @@ def merge_results(
 
     Each entry is one measurement's run (its rows, date and load), so a partial
     re-run (``--only``) replaces just what it measured, in the registry's order
-    when the caller passes ``order``.
+    when the caller passes ``order``. A re-run that failed with no rows does not
+    throw away the last good run: that entry stays, with the failure noted in it
+    (``rerun_error``, ``rerun_date``).
     """
+    kept = {entry["name"]: entry for entry in previous if entry.get("results")}
     fresh_names = {entry["name"] for entry in fresh}
-    return [e for e in previous if e["name"] not in fresh_names] + list(fresh)
+    merged = [e for e in previous if e["name"] not in fresh_names]
+    for entry in fresh:
+        good = kept.get(entry["name"])
+        if entry.get("error") and not entry.get("results") and good is not None:
+            entry = {**good, "rerun_error": entry["error"], "rerun_date": entry.get("date")}
+        merged.append(entry)
+    return merged
 
 
 def order_entries(

@@ -173,6 +173,13 @@ def markdown(document: Mapping[str, Any], plot_name: str | None) -> str:
     if errors:
         lines += ["", "Errors (these measurements produced no numbers):", ""]
         lines += [f"* {e['name']}: `{_one_line(e['error'])}`" for e in errors]
+    reruns = [e for e in document.get("measurements", []) if e.get("rerun_error")]
+    if reruns:
+        lines += ["", "Failed re-runs (the rows above are from the last good run):", ""]
+        lines += [
+            f"* {e['name']} at {e.get('rerun_date')}: `{_one_line(e['rerun_error'])}`"
+            for e in reruns
+        ]
     if plot_name:
         lines += ["", f"![benchmark results]({plot_name})"]
     return "\n".join(lines) + "\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import overhead
+from benchmarks import overhead, report
 from benchmarks.core import (
     INFO,
     MISS,
@@ -139,6 +139,19 @@ def test_merge_and_order_entries() -> None:
     assert {(e["name"], e["v"]) for e in merged} == {("fanout", 2), ("scale", 1), ("teardown", 2)}
     ordered = order_entries(merged, ["fanout", "teardown", "scale"])
     assert [e["name"] for e in ordered] == ["fanout", "teardown", "scale"]
+
+
+def test_a_failed_rerun_keeps_the_last_good_rows_and_says_so() -> None:
+    row = Result("overhead.x", "overhead", "x", "s", samples=[1.0]).to_json()
+    good = {"name": "overhead", "date": "d1", "error": None, "results": [row]}
+    failed = {"name": "overhead", "date": "d2", "error": "Traceback: boom", "results": []}
+    (kept,) = merge_results([good], [failed])
+    assert (kept["results"], kept["date"]) == ([row], "d1")
+    assert (kept["rerun_error"], kept["rerun_date"]) == ("Traceback: boom", "d2")
+    (first,) = merge_results([], [failed])  # nothing good before: the error stands
+    assert first is failed
+    text = report.markdown({"measurements": [kept]}, None)
+    assert "overhead at d2: `Traceback: boom`" in text
 
 
 def test_rotate_alternates_the_first() -> None:
