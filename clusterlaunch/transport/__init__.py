@@ -21,7 +21,7 @@ from clusterlaunch.transport import fdlimit, noinvoke, srun  # noqa: F401  (noin
 from clusterlaunch.transport.base import Connection, RemoteProcess
 from clusterlaunch.transport.fanout import Failed, run_parallel
 from clusterlaunch.transport.local import LocalConnection
-from clusterlaunch.transport.ssh import CLIENTS, POLICIES, SshSettings
+from clusterlaunch.transport.settings import CLIENTS, POLICIES, SshSettings
 
 TRANSPORTS = ("ssh", "srun")
 _LOG = logging.getLogger("clusterlaunch.connect")

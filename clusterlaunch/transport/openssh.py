@@ -27,11 +27,13 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable
-
-import paramiko
+from typing import TYPE_CHECKING
 
 from clusterlaunch.core.errors import TransportError
 from clusterlaunch.transport.local import LocalProcess
+
+if TYPE_CHECKING:
+    import paramiko
 
 _SESSION_REAP_S = 2.0
 """After the master ends, its session clients exit at once (they have nothing to wait for)."""
@@ -137,6 +139,8 @@ class OpenSshConnection:
 
     def open_sftp(self) -> paramiko.SFTPClient:
         """An SFTP session over the master (``--sync`` where the host has no rsync)."""
+        import paramiko  # only here: the OpenSSH client's commands otherwise never need it
+
         ours, theirs = socket.socketpair()
         try:
             self._spawn(["-s", "--", self.host, "sftp"], theirs.fileno(), theirs.fileno())

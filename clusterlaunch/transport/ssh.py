@@ -6,13 +6,12 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import paramiko
 
-from clusterlaunch.core import defaults
 from clusterlaunch.core.errors import TransportError
 from clusterlaunch.transport import sshsocket
+from clusterlaunch.transport.settings import SshSettings
 
 # OpenSSH's own session window (CHAN_SES_WINDOW_DEFAULT). A larger one let sshd queue up
 # to 16 MiB for a controller slower than the job's output, and sshd then spent its CPU
@@ -20,23 +19,6 @@ from clusterlaunch.transport import sshsocket
 # 1.6-1.8 s with this window, measured on loopback.
 WINDOW = 2 << 20
 CHUNK = 1 << 20
-POLICIES = ("strict", "accept-new")
-CLIENTS = defaults.SSH_CLIENTS
-
-
-@dataclass(frozen=True)
-class SshSettings:
-    """Connection settings shared by every host of a job."""
-
-    host_key_policy: str | None = None
-    """strict / accept-new; ``None``: the SSH config's StrictHostKeyChecking, else accept-new."""
-    connect_timeout: float = defaults.CONNECT_TIMEOUT_S
-    keepalive_interval: float = defaults.KEEPALIVE_INTERVAL_S
-    dead_after: float = defaults.DEAD_AFTER_S
-    """A host that answers no keepalive for this long is lost."""
-    config_path: str | None = None
-    client: str = defaults.SSH_CLIENT
-    """``paramiko`` (in process) or ``openssh`` (the system ssh, one master per host)."""
 
 
 class SshProcess:

@@ -21,7 +21,8 @@ import paramiko
 from clusterlaunch.core.errors import HostKeyError, TransportError
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import hostkeys, sshconfig, sshfailure, sshoffer, sshproxy, sshsocket
-from clusterlaunch.transport.ssh import SshConnection, SshSettings
+from clusterlaunch.transport.settings import SshSettings
+from clusterlaunch.transport.ssh import SshConnection
 
 IDLE_WAKE_S = 1.0
 """How often paramiko's reader thread wakes on a silent connection (paramiko's own: 0.1 s).

@@ -60,6 +60,20 @@ def split_line(text: str) -> tuple[str, str]:
     return keyword, value
 
 
+def read_text(path: str) -> str:
+    """The text of one config file (UsageError naming it when it cannot be read)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read the SSH config: {exc}") from None
+
+
+def may_include(text: str) -> bool:
+    """Whether ``text`` may hold an ``Include`` (any "include", in any case: a comment too)."""
+    return "include" in text.lower()
+
+
 def flatten(path: str) -> list[ConfigLine]:
     """Every line of the config at ``path``, with its Includes expanded in place."""
     return _Flattener().read(path, (), 0)
@@ -79,11 +93,7 @@ class _Flattener:
 
     def read(self, path: str, outer: tuple[str, ...], depth: int) -> list[ConfigLine]:
         """Append ``path``'s lines under the condition ``outer`` (Match criteria, or none)."""
-        try:
-            with open(path, encoding="utf-8") as handle:
-                texts = handle.read().splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"{path}: cannot read the SSH config: {exc}") from None
+        texts = read_text(path).splitlines()
         header: ConfigLine | None = None  # the block the next lines belong to
         for lineno, text in enumerate(texts, start=1):
             keyword, value = split_line(text)

@@ -20,12 +20,12 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-import paramiko
+from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHConfigDict
 
 _WILDCARDS = frozenset("*?[!")
 
 
-class _Blocks(paramiko.SSHConfig):
+class _Blocks(SSHConfig):
     """paramiko's matching over a given list of blocks."""
 
     def __init__(self, blocks: list[dict[str, Any]]) -> None:
@@ -37,7 +37,7 @@ class _Blocks(paramiko.SSHConfig):
         return super()._does_match(match_list, *rest) if match_list else []  # type: ignore[misc]
 
 
-class IndexedSshConfig(paramiko.SSHConfig):
+class IndexedSshConfig(SSHConfig):
     """``paramiko.SSHConfig`` whose :meth:`lookup` skips blocks of other literal host names."""
 
     def __init__(self) -> None:
@@ -46,7 +46,7 @@ class IndexedSshConfig(paramiko.SSHConfig):
         self._always: list[int] = []
         self._plain = False
 
-    def lookup(self, hostname: str) -> paramiko.SSHConfigDict:
+    def lookup(self, hostname: str) -> SSHConfigDict:
         """The options for ``hostname``, exactly as paramiko's lookup gives them."""
         blocks: list[dict[str, Any]] = self._config  # type: ignore[attr-defined]
         if self._literal is None:

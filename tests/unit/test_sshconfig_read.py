@@ -1,0 +1,79 @@
+"""Reading an SSH config: without an Include its lines are split only when asked for,
+and the OpenSSH client's commands never import paramiko (its config reader comes alone)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import paramiko
+import pytest
+
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.transport import paramikoconfig, sshconfig
+from clusterlaunch.transport.sshinclude import flatten
+from clusterlaunch.transport.sshlookup import IndexedSshConfig
+
+CONFIGS = [
+    "Host a b\n    Port 2201\n    User u\nHost *\n    ConnectTimeout 7\n",
+    "Host a\r\n    HostName 10.0.0.1\r\n    Port 2202\r\n",  # CRLF, as written on Windows
+    "Port 2203\fHost a\v    User v\x1c    IdentityFile ~/k\n",  # what splitlines also splits
+    "# include nothing: a comment naming the keyword\nHost a\n    User w\n",
+    'Host a\n    ProxyCommand "ssh -W %h:%p j"\n    IdentityFile ~/one\n    IdentityFile ~/two\n',
+    "Host a\n    Port=2204\nMatch originalhost a\n    User m\n",
+]
+
+
+@pytest.mark.parametrize("text", CONFIGS)
+def test_a_config_reads_the_same_with_or_without_its_lines(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "config"
+    path.write_bytes(text.encode())
+    loaded = sshconfig.read_ssh_config(str(path))
+    # The lines, when asked for, are what flattening gives; the parse is paramiko's own.
+    assert loaded.lines == tuple(flatten(str(path)))
+    expected = paramiko.SSHConfig.from_text("\n".join(line.text for line in loaded.lines))
+    for name in ("a", "b", "c"):
+        assert loaded.parsed.lookup(name) == expected.lookup(name)
+
+
+def test_match_exec_is_found_without_an_include(tmp_path: Path) -> None:
+    path = tmp_path / "config"
+    path.write_text('Host a\n    Port 1\nmatch HOST a EXEC "test -e /"\n    User x\n')
+    found = sshconfig.read_ssh_config(str(path)).match_exec
+    assert found is not None and found.where == f"{path}:3"
+    path.write_text("Host matching\n    User x\n")  # the word, but no Match line
+    assert sshconfig.read_ssh_config(str(path)).match_exec is None
+
+
+def test_an_unparsable_line_is_one_usage_error_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "config"
+    path.write_text("Host a\n    Port\n")
+    with pytest.raises(UsageError, match=f"{path}: cannot parse the SSH config"):
+        sshconfig.read_ssh_config(str(path))
+
+
+def test_the_config_reader_is_paramikos_code_in_a_package_of_its_own() -> None:
+    assert paramikoconfig.SSHConfig is not paramiko.SSHConfig
+    assert paramikoconfig.SSHConfig.__module__ == f"{paramikoconfig.PACKAGE}.config"
+    assert issubclass(IndexedSshConfig, paramikoconfig.SSHConfig)
+    assert (
+        paramikoconfig.SSHConfig.SETTINGS_REGEX.pattern == paramiko.SSHConfig.SETTINGS_REGEX.pattern
+    )
+
+
+def test_the_openssh_client_path_never_imports_paramiko(tmp_path: Path) -> None:
+    path = tmp_path / "config"
+    path.write_text("Host a\n    HostName 10.0.0.9\n    ProxyJump j\nHost j\n    Port 2\n")
+    program = f"""
+import sys
+from clusterlaunch.cli import main
+from clusterlaunch.core.model import HostSpec
+from clusterlaunch.transport import sshconfig, sshmaster
+target, = sshconfig.resolve_targets({str(path)!r}, [HostSpec(host="a", gpus=1)])
+jump = sshconfig.jump_host(sshconfig.load_ssh_config({str(path)!r}), "j")
+print(target.hostname, target.proxy_jump, jump.port, "paramiko" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["10.0.0.9", "j", "2", "False"]
