@@ -18,7 +18,6 @@ chain (``ProxyJump a,b``) are each target's own, through that shared one.
 from __future__ import annotations
 
 import math
-import os
 import shutil
 import subprocess
 import time
@@ -31,7 +30,8 @@ from clusterlaunch.core.model import SshTarget
 from clusterlaunch.core.sshargv import Keepalive, Mux, ssh_argv
 from clusterlaunch.transport import sshconfig, sshfailure
 from clusterlaunch.transport.openssh import ControlDir, OpenSshConnection, stop_process
-from clusterlaunch.transport.ssh import SshSettings
+from clusterlaunch.transport.settings import SshSettings
+from clusterlaunch.transport.sshready import Arrivals
 
 _POLL_S = 0.01
 
@@ -45,6 +45,8 @@ class MasterSettings:
     keepalive: Keepalive
     policy_override: str | None
     config_path: str | None
+    pdeathsig: tuple[str, ...] = ()
+    """``setpriv --pdeathsig TERM --`` where setpriv exists (looked up once, not per host)."""
 
 
 @dataclass(eq=False)
@@ -64,10 +66,12 @@ class _Master:
     deadline: float = 0.0
     error: TransportError | None = None
     users: list[_Master] = field(default_factory=list)
+    up: bool = False
+    """Its control socket is in place: it is authenticated."""
 
     @property
     def ready(self) -> bool:
-        return self.popen is not None and self.error is None and os.path.exists(self.socket)
+        return self.popen is not None and self.error is None and self.up
 
 
 def connect_all(
@@ -88,6 +92,8 @@ def connect_all(
         keepalive=Keepalive(interval, max(1, math.ceil(ssh.dead_after / interval))),
         policy_override=ssh.host_key_policy,
         config_path=ssh.config_path,
+        # Tie each master's life to ours: killed with us, it leaves nothing running.
+        pdeathsig=("setpriv", "--pdeathsig", "TERM", "--") if shutil.which("setpriv") else (),
     )
     if not targets:
         return {}, []
@@ -97,7 +103,7 @@ def connect_all(
     control.hold()  # until the connections exist: then each holds it
     masters = _plan(targets, settings, control)
     try:
-        _establish(masters, settings, fanout, note, progress)
+        _establish(masters, settings, fanout, note, progress, Arrivals(control.path))
         return _connections(masters, settings, control)
     except BaseException:
         for master in masters:
@@ -176,6 +182,7 @@ def _establish(
     fanout: int,
     note: Callable[[str], None],
     progress: Callable[[str], None],
+    arrivals: Arrivals,
 ) -> None:
     waiting = list(masters)
     running: list[_Master] = []
@@ -192,8 +199,9 @@ def _establish(
                 _spawn(master, settings)
                 waiting.remove(master)
                 running.append(master)
+        arrivals.look()
         for master in list(running):
-            if _settled(master, settings, note):
+            if _settled(master, settings, note, arrivals):
                 running.remove(master)
                 if master.error is None and master.popen is None:
                     waiting.append(master)  # a retry, after its backoff
@@ -205,14 +213,11 @@ def _establish(
 def _spawn(master: _Master, settings: MasterSettings) -> None:
     argv = _argv(master, settings, Mux(master.socket, master=True))
     argv += ["-N", "--", master.target.alias]
-    # Tie the master's life to ours: killed with us, it leaves nothing running.
-    setpriv = shutil.which("setpriv")
-    prefix = [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
     timeout = master.target.connect_timeout or settings.connect_timeout
     with open(master.log, "wb") as log:
         try:
             master.popen = subprocess.Popen(
-                [*prefix, *argv],
+                [*settings.pdeathsig, *argv],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=log,
@@ -225,13 +230,16 @@ def _spawn(master: _Master, settings: MasterSettings) -> None:
     master.deadline = time.monotonic() + 3 * timeout
 
 
-def _settled(master: _Master, settings: MasterSettings, note: Callable[[str], None]) -> bool:
+def _settled(
+    master: _Master, settings: MasterSettings, note: Callable[[str], None], arrivals: Arrivals
+) -> bool:
     """True once ``master`` is up, failed for good, or due for a retry (popen None)."""
+    master.up = master.up or arrivals.up(master.socket)
     if master.error is not None or master.ready:
         return True
     popen = master.popen
     assert popen is not None
-    if popen.poll() is None:
+    if not arrivals.child_ended or popen.poll() is None:
         if time.monotonic() < master.deadline:
             return False
         stop_process(popen)
