@@ -26,7 +26,6 @@ from clusterlaunch.cli import sandbox as sandboxargs
 from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.cli.heap import tune_heap
 from clusterlaunch.cli.passthrough import foreign_option, split_passthrough
-from clusterlaunch.controller import jobs
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.launcher import check, make_plan
 from clusterlaunch.controller.restarts import run_job
@@ -50,6 +49,8 @@ build_parser = cliparser.build_parser  # the parser, for docs and tests
 
 def _job_control(args: argparse.Namespace, console: Console) -> int:
     """``ps`` / ``kill``: every host that could not be asked is an error line, and exit 2."""
+    from clusterlaunch.controller import jobs  # only here: see cli/doctor.py
+
     inventory = load_inventory(args.hosts)
     targets = resolve_targets(args.ssh_config, inventory.hosts)
     settings = cliargs.ssh_settings(args, inventory)

@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from clusterlaunch.core import migrate
-
 # How many positionals come before the words passed through untouched.
 _PASSTHROUGH_AFTER = {"run": 2, "exec": 1}
 
@@ -82,6 +80,8 @@ def foreign_option(parser: argparse.ArgumentParser, words: Sequence[str]) -> str
             continue
         name = word.split("=", 1)[0]
         if word.startswith("-") and word != "-" and name not in known:
+            from clusterlaunch.core import migrate  # only for the message: see cli/doctor.py
+
             hint = migrate.equivalent(name)
             if hint is not None:
                 return hint

@@ -12,18 +12,29 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from clusterlaunch.controller.output import OutputRouter
-from clusterlaunch.controller.stacks import stacks_of_plan
 from clusterlaunch.core.errors import JobOutcome
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.model import JobPlan
-from clusterlaunch.core.stacks import StackDump, prefixes_for, stacks_text
 from clusterlaunch.transport.base import Connection
 
+if TYPE_CHECKING:  # the stacks' modules load when a stall is found (see cli/doctor.py)
+    from clusterlaunch.core.stacks import StackDump
+
 TakeStacks = Callable[
-    [JobPlan, Mapping[str, Connection]], tuple[list[StackDump], list[tuple[str, str]]]
+    [JobPlan, Mapping[str, Connection]], tuple[list["StackDump"], list[tuple[str, str]]]
 ]
+
+
+def take_stacks(
+    plan: JobPlan, connections: Mapping[str, Connection]
+) -> tuple[list[StackDump], list[tuple[str, str]]]:
+    """Every worker's stack, over the job's connections (py-spy on the hosts)."""
+    from clusterlaunch.controller.stacks import stacks_of_plan
+
+    return stacks_of_plan(plan, connections)
 
 
 class StallWatch:
@@ -38,7 +49,7 @@ class StallWatch:
         plan: JobPlan,
         connections: Mapping[str, Connection],
         clock: Callable[[], float] = time.monotonic,
-        take: TakeStacks = stacks_of_plan,
+        take: TakeStacks = take_stacks,
     ) -> None:
         """``take``: how the stacks are got (over ``connections``; a fake in unit tests)."""
         self.timeout = timeout
@@ -63,6 +74,8 @@ class StallWatch:
             f"no rank has printed for {self.timeout:g} s (--stall-timeout): "
             "the Python stack of every worker follows"
         )
+        from clusterlaunch.core.stacks import prefixes_for, stacks_text
+
         dumps, notes = self.take(self.plan, self.connections)
         hosts = [node.host for node in self.plan.nodes]
         router.raw_stderr(stacks_text(dumps, notes, prefixes_for(dumps, hosts, color=False)))
