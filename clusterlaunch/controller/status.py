@@ -59,8 +59,10 @@ class StatusLine:
             self._draw()
 
     def _draw(self) -> None:
+        if not self.active:  # piped: not even the text (each mark would make it)
+            return
         text = f"clusterlaunch: {self.progress.text()}"
-        if not self.active or (self._drawn and text == self._text):
+        if self._drawn and text == self._text:
             return
         self._console.err.write(ERASE + text.encode(), stop=False)
         self._console.err.flush(stop=False)

@@ -23,6 +23,9 @@ class Progress:
         self.hosts = list(hosts)
         self.phases = list(phases)
         self._done: dict[str, set[str]] = {phase: set() for phase in self.phases}
+        # Per phase, where the first host not yet done may be: hosts only ever finish,
+        # so it only moves on. Finding it afresh on every mark made a launch O(hosts²).
+        self._behind = {phase: 0 for phase in self.phases}
 
     def mark(self, phase: str, host: str) -> None:
         """``host`` finished ``phase`` (and so every phase before it)."""
@@ -42,11 +45,17 @@ class Progress:
         total = len(self.hosts)
         parts = [f"{phase} {len(self._done[phase])}/{total}" for phase in self.phases]
         current = next((p for p in self.phases if not self.complete(p)), None)
-        if current is not None:
-            waiting = [h for h in self.hosts if h not in self._done[current]]
-            if len(waiting) < total:  # someone is ahead: the first still behind is slowest
-                parts.append(f"slowest: {waiting[0]}")
+        if current is not None and self._done[current]:  # someone is ahead
+            parts.append(f"slowest: {self._first_behind(current)}")  # the first still behind
         return " · ".join(parts)
+
+    def _first_behind(self, phase: str) -> str:
+        """The first host (in hosts-file order) that has not finished ``phase`` (one exists)."""
+        done, index = self._done[phase], self._behind[phase]
+        while self.hosts[index] in done:
+            index += 1
+        self._behind[phase] = index
+        return self.hosts[index]
 
 
 # torchrun's banner, whole (one logging call: a blank line, stars, the sentence, stars).

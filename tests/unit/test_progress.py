@@ -9,12 +9,15 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.status import ERASE, StatusLine
 from clusterlaunch.core.lines import Prefixes
-from clusterlaunch.core.progress import BannerFold, Progress
+from clusterlaunch.core.progress import PHASES, BannerFold, Progress
 
 # torchrun 2.x, verbatim (one logging call: a blank line, stars, the sentence, stars).
 BANNER = (
@@ -131,3 +134,29 @@ def test_the_status_line_is_drawn_in_place_only_on_a_terminal_then_replaced() ->
             )
         else:  # piped: the header at once, nothing else, no escape codes
             assert text == b"clusterlaunch: job j1: 2 host(s)\n"
+
+
+def _naive_text(progress: Progress, done: dict[str, set[str]]) -> str:
+    """The status as first written: every host scanned for each text."""
+    total = len(progress.hosts)
+    parts = [f"{phase} {len(done[phase])}/{total}" for phase in progress.phases]
+    current = next((p for p in progress.phases if len(done[p]) < total), None)
+    if current is not None:
+        waiting = [h for h in progress.hosts if h not in done[current]]
+        if len(waiting) < total:
+            parts.append(f"slowest: {waiting[0]}")
+    return " · ".join(parts)
+
+
+@given(st.lists(st.tuples(st.sampled_from(PHASES), st.integers(0, 5)), max_size=40))
+def test_the_slowest_host_is_found_as_a_scan_of_every_host_would(
+    marks: list[tuple[str, int]],
+) -> None:
+    hosts = [f"node{index}" for index in range(6)]
+    progress = Progress(hosts)
+    done: dict[str, set[str]] = {phase: set() for phase in PHASES}
+    for phase, index in marks:
+        progress.mark(phase, hosts[index])
+        for earlier in PHASES[: PHASES.index(phase) + 1]:
+            done[earlier].add(hosts[index])
+        assert progress.text() == _naive_text(progress, done)
