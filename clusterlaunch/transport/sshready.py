@@ -3,12 +3,13 @@
 The master loop looks every 10 ms. It asked each running master on its own
 (``os.path.exists`` on its control socket, then ``waitpid``): with the default
 fan-out of 64 that was 128 system calls and as many Python calls per look, for
-as long as the handshakes took. On this 2-core machine, where 32 OpenSSH
-handshakes take ~2.5 s, that loop was the controller's largest cost per host.
-Here a look is one ``listdir`` of the control directory (ssh renames each
-socket into place once the master is authenticated) and one ``waitid`` that
-says whether any child has ended, without reaping it: only then is each
-running master's process asked.
+as long as the handshakes took (~2.5 s for 32 OpenSSH handshakes on this 2-core
+machine). Here a look is one ``listdir`` of the control directory (ssh renames
+each socket into place once the master is authenticated) and one ``waitid``
+that says whether any child has ended, without reaping it: only then is each
+running master's process asked. A round over 64 running masters, half of them
+up: 168-225 us before, 66-71 us now (500 rounds, medians of 5). A whole
+32-host ``exec`` did not show it beyond its run-to-run spread.
 """
 
 from __future__ import annotations
