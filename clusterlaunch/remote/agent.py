@@ -34,6 +34,7 @@ from clusterlaunch.remote.proctree import (  # bundle: strip
     descendants,  # bundle: strip
     kill_now,  # bundle: strip
     signal,  # bundle: strip
+    tree_is_complete,  # bundle: strip
 )  # bundle: strip
 from clusterlaunch.remote.records import JobRecord, hostname, live_records  # bundle: strip
 from clusterlaunch.remote.rootcause import parse_root_cause, root_cause_complete  # bundle: strip
@@ -74,6 +75,7 @@ class Agent:
         os.set_blocking(self.wake_w, False)
         signal.set_wakeup_fd(self.wake_w)
         subreaper = become_subreaper()
+        self.killer.tree_complete = tree_is_complete(subreaper)
         self.out.start()
         if self.args.tail_dir:
             self.tail = RankTail(self.args.tail_dir, self.args.first_rank)

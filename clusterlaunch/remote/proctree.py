@@ -56,6 +56,19 @@ def term_when_parent_dies(agent_pid):
         os._exit(ExitStatus.TERMINATED)
 
 
+def tree_is_complete(subreaper):
+    """Whether walking the tree below this process finds every process it started.
+
+    True when it is child subreaper (orphans below it are reparented to it, not
+    to PID 1) and the kernel lists children (``/proc/PID/task/TID/children``,
+    CONFIG_PROC_CHILDREN): then the marker sweep of every ``/proc/PID/environ``
+    finds nothing more, and costs ~10 us per process on the host (1.35 ms at
+    130 processes here; thousands on a GPU node), once or twice per job end.
+    """
+    pid = os.getpid()
+    return bool(subreaper) and os.path.exists("/proc/%d/task/%d/children" % (pid, pid))
+
+
 def read_stat(pid):
     """(state, ppid, pgid, starttime) of ``pid``, or None if it is gone."""
     try:
@@ -105,8 +118,9 @@ def marked_processes(marker):
     """Processes of ours whose environment contains ``marker`` (``NAME=value``).
 
     A second net behind the subreaper: catches anything that left our tree on a
-    kernel without subreapers. Only our own user's /proc/<pid>/environ is
-    readable, so this never matches anyone else's processes.
+    kernel without subreapers or without children lists (``tree_is_complete``).
+    Only our own user's /proc/<pid>/environ is readable, so this never matches
+    anyone else's processes.
     """
     needle = marker.encode() + b"\0"
     me = os.getpid()
@@ -171,15 +185,20 @@ class TreeKiller:
         self.root = root
         self.keep = keep
         self.marker = marker
+        self.tree_complete = False  # see tree_is_complete: then no marker sweep
         self.grace = grace
         self.started = None
         self.escalated = False
         self.termed = set()
 
     def targets(self, sweep=False):
-        """Live processes of the job; ``sweep`` also scans /proc for the marker."""
+        """Live processes of the job; ``sweep`` also scans /proc for the marker.
+
+        The sweep is skipped where the tree is complete: it would scan every
+        process on the host to find none the walk missed.
+        """
         pids = set(descendants(self.root))
-        if sweep:
+        if sweep and not self.tree_complete:
             pids.update(marked_processes(self.marker))
         pids.discard(self.root)
         return sorted(pids)

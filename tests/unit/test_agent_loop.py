@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from clusterlaunch.core.frames import EVENT, FrameDecoder
+from clusterlaunch.remote import proctree
 from clusterlaunch.remote.agent import Agent, main
 
 ROOT_CAUSE = (
@@ -124,6 +125,24 @@ def test_a_job_that_ends_by_itself_reports_its_output_then_its_code() -> None:
     started, ended = agent.events
     assert started["agent_pid"] == agent.pid and started["pid"] != agent.pid
     assert (ended["reason"], ended["code"], ended["root_cause"]) == ("exited", 3, None)
+
+
+def test_a_daemon_the_job_detached_ends_with_it_found_by_the_tree_walk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The agent is child subreaper, so the detached sleep is reparented to it; the
+    # marker sweep is not needed to find it (made to fail here, in the forked agent).
+    def no_sweep(marker: str) -> list[int]:
+        raise AssertionError("the marker sweep ran below a subreaper")
+
+    monkeypatch.setattr(proctree, "marked_processes", no_sweep)
+    agent = ForkedAgent(["sh", "-c", "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!"])
+    assert agent.finish() == 0
+    daemon = int(agent.output[b"O"])
+    assert agent.events[0]["subreaper"] is True
+    assert agent.events[-1]["reason"] == "exited"
+    with pytest.raises(ProcessLookupError):
+        os.kill(daemon, signal.SIGKILL)  # gone: killed and reaped by the agent
 
 
 def test_the_end_of_a_job_whose_pipes_ended_early_wakes_the_loop(
