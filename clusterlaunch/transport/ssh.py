@@ -96,6 +96,13 @@ class SshConnection:
     server whose data arrived within the interval is not asked: anything it
     sends proves it alive (the socket under the connection notes its reads:
     :func:`~clusterlaunch.transport.sshsocket.last_read`).
+
+    Nor is a connection on which nothing runs (no open session or SFTP
+    channel): only a running command's host can be lost (the supervisor asks
+    :meth:`alive` of those alone), and a finished one's next command fails on
+    its own. An ``exec`` on 256 hosts here keeps most of them idle, connected
+    before their command or done after it, for ~10 s: ~0.3 ms of controller CPU
+    per answered request among 256 connections' threads, a second per host.
     """
 
     def __init__(
@@ -112,6 +119,7 @@ class SshConnection:
         self._last_answer = time.monotonic()
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
+        self._channels: list[paramiko.Channel] = []  # what ran here: busy while one is open
 
     @property
     def _transport(self) -> paramiko.Transport:
@@ -130,6 +138,9 @@ class SshConnection:
     def _keepalive(self) -> None:
         interval = self._settings.keepalive_interval
         while not self._closed.wait(interval):
+            if not self._busy():
+                self._last_answer = time.monotonic()  # idle: its silence is not counted
+                continue
             try:
                 transport = self._transport
                 heard = sshsocket.last_read(transport.sock)
@@ -145,6 +156,10 @@ class SshConnection:
                 return
             self._last_answer = time.monotonic()
 
+    def _busy(self) -> bool:
+        """Whether a command or SFTP session is open here (read by the keepalive thread)."""
+        return any(not channel.closed for channel in list(self._channels))
+
     def alive(self) -> bool:
         """Connected, and the peer answered recently."""
         try:
@@ -158,6 +173,7 @@ class SshConnection:
         """Open a session channel, exec ``command``, write ``stdin``."""
         try:
             channel = self._transport.open_session(window_size=WINDOW, max_packet_size=1 << 15)
+            self._channels.append(channel)
             channel.exec_command(command)
             if stdin:
                 channel.sendall(stdin)
@@ -173,6 +189,9 @@ class SshConnection:
             raise TransportError(self.host, f"cannot open SFTP: {exc}") from None
         if sftp is None:
             raise TransportError(self.host, "cannot open SFTP: no channel")
+        channel = sftp.get_channel()
+        if channel is not None:
+            self._channels.append(channel)
         return sftp
 
     def close(self) -> None:

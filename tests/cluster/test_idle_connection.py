@@ -56,10 +56,11 @@ def test_a_silent_connection_stays_alive_and_ends_with_close(
     threads = _transports() - before
     try:
         assert not problems and len(threads) == 2
-        time.sleep(3 * settings.keepalive_interval)  # silent: only keepalives move
+        silent = [connection.start("sleep 3; echo late") for connection in connections.values()]
+        time.sleep(2.5 * settings.keepalive_interval)  # silent: only keepalives move
         assert all(connection.alive() for connection in connections.values())
-        process = connections["node0"].start("sleep 0.3; echo late")
-        assert _stdout_to_the_end(process) == b"late\n" and process.exit_status() == 0
+        for process in silent:
+            assert _stdout_to_the_end(process) == b"late\n" and process.exit_status() == 0
     finally:
         close_all(connections)
     for thread in threads:
@@ -120,12 +121,48 @@ def test_a_talking_server_is_not_asked_for_keepalives(
 
         monkeypatch.setattr(transport, "global_request", counted)
         process = connection.start(
-            "i=0; while [ $i -lt 50 ]; do echo $i; i=$((i+1)); sleep 0.1; done"
+            "i=0; while [ $i -lt 50 ]; do echo $i; i=$((i+1)); sleep 0.1; done; sleep 3.5"
         )
-        assert _stdout_to_the_end(process).split() == [b"%d" % i for i in range(50)]
+        out, deadline = b"", time.monotonic() + 30
+        while out.count(b"\n") < 50 and time.monotonic() < deadline:
+            out += process.read()[0]
+            time.sleep(0.01)
         while_talking = len(asked)  # ~5 s of output: 5 round trips before
-        time.sleep(3.5 * settings.keepalive_interval)  # silent: asked again
+        out += _stdout_to_the_end(process)  # then 3.5 s of silence, still running: asked
+        assert out.split() == [b"%d" % i for i in range(50)] and process.exit_status() == 0
         assert connection.alive()
         assert while_talking <= 1 and len(asked) >= while_talking + 2, asked
+    finally:
+        close_all(connections)
+
+
+def test_keepalives_ask_only_while_a_command_runs(
+    sim_cluster: LoopbackCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a running command's host can be lost: an idle connection costs no round trips."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    targets = resolve_targets(str(sim_cluster.ssh_config), load_inventory(hosts).hosts)
+    settings = SshSettings(config_path=str(sim_cluster.ssh_config))
+    connections, problems = connect_all(targets, settings)
+    try:
+        assert not problems
+        connection = connections["node0"]
+        transport = connection._transport  # type: ignore[attr-defined]
+        asked: list[float] = []
+        ask = transport.global_request
+
+        def counted(*args: object, **kwargs: object) -> object:
+            asked.append(time.monotonic())
+            return ask(*args, **kwargs)
+
+        monkeypatch.setattr(transport, "global_request", counted)
+        time.sleep(2.5 * settings.keepalive_interval)  # connected, nothing started yet
+        assert asked == [] and connection.alive()
+        process = connection.start("sleep 3.5; echo done")  # silent while it runs
+        assert _stdout_to_the_end(process) == b"done\n" and process.exit_status() == 0
+        while_running = len(asked)
+        time.sleep(2.5 * settings.keepalive_interval)  # done: idle again
+        assert while_running >= 2 and len(asked) == while_running, asked
+        assert connection.alive()
     finally:
         close_all(connections)

@@ -64,6 +64,36 @@ def test_a_matching_cert_authority_is_refused_unless_a_plain_key_is_known(tmp_pa
     _check(tmp_path, target)  # paramiko checks the plain key, as ssh would
 
 
+def test_the_indexed_lookup_finds_what_paramikos_scan_finds(tmp_path: Path) -> None:
+    # Plain, several names, hashed, a name on two lines of one key type (the first
+    # wins), another port; paramiko's own HostKeys scans every line.
+    first, second = paramiko.ECDSAKey.generate(), paramiko.ECDSAKey.generate()
+    ecdsa = first.get_name()
+    known = tmp_path / "known_hosts"
+    known.write_text(
+        f"10.0.0.1 ssh-ed25519 {KEY}\n"
+        f"a.example,10.0.0.2 ssh-ed25519 {KEY}\n"
+        f"{paramiko.HostKeys.hash_host('10.0.0.3')} ssh-ed25519 {KEY}\n"
+        f"{paramiko.HostKeys.hash_host('10.0.0.1')} {ecdsa} {first.get_base64()}\n"
+        f"10.0.0.1 {ecdsa} {second.get_base64()}\n"
+        f"[10.0.0.4]:2222 {ecdsa} {second.get_base64()}\n"
+    )
+    ours = hostkeys.TolerantHostKeys()
+    ours.load(str(known))
+    theirs = paramiko.HostKeys(str(known))
+    names = ["10.0.0.1", "a.example", "10.0.0.2", "10.0.0.3", "[10.0.0.4]:2222", "10.0.0.4", "x"]
+    for name in names:
+        found, expected = ours.lookup(name), theirs.lookup(name)
+        assert (found is None) == (expected is None), name
+        if expected is not None:
+            assert {t: found[t].asbytes() for t in found} == {
+                t: expected[t].asbytes() for t in expected
+            }, name
+    assert ours.lookup("10.0.0.1")[ecdsa].asbytes() == first.asbytes()  # file order kept
+    ours.add("10.0.0.9", ecdsa, second)
+    assert ours.lookup("10.0.0.9")[ecdsa].asbytes() == second.asbytes()  # added: found too
+
+
 def test_hashed_and_negated_patterns(tmp_path: Path) -> None:
     hashed = paramiko.HostKeys.hash_host("10.0.0.1")
     assert hostkeys.host_matches(hashed, "10.0.0.1")
