@@ -24,6 +24,7 @@ from __future__ import annotations
 import gc
 import importlib.util
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -92,14 +93,26 @@ def _start_loopback(
             raise PortInUseError(f"{exc} (port from {PORT_ENV}={pinned}; pick another)") from exc
     first = kwargs.get("first_host_octet", 11)
     addrs = loopback_addrs(n_hosts, first)
-    start = DEFAULT_PORT + port_offset
+    # Each xdist worker searches from its own ports, and a retry moves on by a random
+    # step: two workers searching from one port, a step of 1 each, collided five
+    # times in a row (each took some of the other's addresses) and a test failed.
+    start = DEFAULT_PORT + port_offset + _PORTS_PER_WORKER * _worker_index()
     for _ in range(5):
         port = find_free_port(addrs, start)
         try:
             return cls(n_hosts, base_dir, port=port, **kwargs).start()
         except PortInUseError:  # taken by a concurrent suite since find_free_port
-            start = port + 1
+            start = port + 1 + random.randrange(_PORTS_PER_WORKER)
     raise PortInUseError(f"could not find a free port from {DEFAULT_PORT + port_offset}")
+
+
+_PORTS_PER_WORKER = 20
+
+
+def _worker_index() -> int:
+    """0 for ``gw0`` (or no xdist), 1 for ``gw1``, ..."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(name[2:]) if name[2:].isdigit() else 0
 
 
 def _require_sshd() -> None:
