@@ -228,6 +228,9 @@ class TreeKiller:
             # The cheap tree walk says done: confirm with the marker sweep.
             left = self.targets(sweep=True)
             if not left:
+                # Those that died since the reap above are ours (their parents died
+                # first): collect them, so no zombie outlives the agent.
+                reap(self.root, self.keep)
                 return True
         if self.started is not None and time.monotonic() - self.started >= self.grace:
             signal_all(left, signal.SIGKILL)
