@@ -58,14 +58,19 @@ class IndexedSshConfig(SSHConfig):
         return _Blocks([blocks[index] for index in wanted]).lookup(hostname)
 
     def _index(self, blocks: list[dict[str, Any]]) -> None:
+        # Built aside and published with ``_literal`` last: one parsed config is shared
+        # (``sshconfig.read_ssh_config``), and two threads may index it at once.
         literal: dict[str, list[int]] = {}
+        always: list[int] = []
+        plain = False
         for index, block in enumerate(blocks):
             if "canonicalizehostname" in block["config"]:
-                self._plain = True  # a second pass under another name: no shortcuts
+                plain = True  # a second pass under another name: no shortcuts
             patterns = block.get("host")
             if patterns and not any(_WILDCARDS.intersection(p) for p in patterns):
                 for name in dict.fromkeys(patterns):
                     literal.setdefault(name, []).append(index)
             else:
-                self._always.append(index)
+                always.append(index)
+        self._always, self._plain = always, plain
         self._literal = literal

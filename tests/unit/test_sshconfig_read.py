@@ -46,6 +46,18 @@ def test_match_exec_is_found_without_an_include(tmp_path: Path) -> None:
     assert sshconfig.read_ssh_config(str(path)).match_exec is None
 
 
+def test_a_config_is_parsed_once_per_content_includes_too(tmp_path: Path) -> None:
+    # A launch reads its config several times; an edit, here in an included file, counts.
+    path, part = tmp_path / "config", tmp_path / "part"
+    part.write_text("Host a\n    Port 2205\n")
+    path.write_text(f"Include {part}\nHost b\n    Port 2206\n")
+    first, again = sshconfig.read_ssh_config(str(path)), sshconfig.read_ssh_config(str(path))
+    assert again.parsed is first.parsed and first.parsed.lookup("a")["port"] == "2205"
+    part.write_text("Host a\n    Port 2207\n")
+    edited = sshconfig.read_ssh_config(str(path))
+    assert edited.parsed is not first.parsed and edited.parsed.lookup("a")["port"] == "2207"
+
+
 def test_an_unparsable_line_is_one_usage_error_naming_the_file(tmp_path: Path) -> None:
     path = tmp_path / "config"
     path.write_text("Host a\n    Port\n")
