@@ -94,16 +94,17 @@ def _start_loopback(
     first = kwargs.get("first_host_octet", 11)
     addrs = loopback_addrs(n_hosts, first)
     # Each xdist worker searches from its own ports, and a retry moves on by a random
-    # step: two workers searching from one port, a step of 1 each, collided five
-    # times in a row (each took some of the other's addresses) and a test failed.
-    start = DEFAULT_PORT + port_offset + _PORTS_PER_WORKER * _worker_index()
+    # step: with both workers searching from one port, a step of 1 each, a clean-clone
+    # CI once failed all five tries (likely each took some of the other's addresses).
+    first_port = DEFAULT_PORT + port_offset + _PORTS_PER_WORKER * _worker_index()
+    start = first_port
     for _ in range(5):
         port = find_free_port(addrs, start)
         try:
             return cls(n_hosts, base_dir, port=port, **kwargs).start()
         except PortInUseError:  # taken by a concurrent suite since find_free_port
             start = port + 1 + random.randrange(_PORTS_PER_WORKER)
-    raise PortInUseError(f"could not find a free port from {DEFAULT_PORT + port_offset}")
+    raise PortInUseError(f"could not find a free port from {first_port}")
 
 
 _PORTS_PER_WORKER = 20

@@ -19,6 +19,7 @@ import pytest
 from clusterlaunch.core.hostfile import load_inventory
 from clusterlaunch.testing import LoopbackCluster
 from clusterlaunch.transport import (
+    Connection,
     RemoteProcess,
     SshSettings,
     close_all,
@@ -39,6 +40,20 @@ def _stdout_to_the_end(process: RemoteProcess, timeout: float = 30) -> bytes:
         out += process.read()[0]
         time.sleep(0.01)
     return out + process.read()[0]
+
+
+def _keepalive_requests(connection: Connection, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """When ``connection``'s keepalive asked the server for a reply, from now on."""
+    transport = connection._transport  # type: ignore[attr-defined]
+    asked: list[float] = []
+    ask = transport.global_request
+
+    def counted(*args: object, **kwargs: object) -> object:
+        asked.append(time.monotonic())
+        return ask(*args, **kwargs)
+
+    monkeypatch.setattr(transport, "global_request", counted)
+    return asked
 
 
 def _transports() -> set[threading.Thread]:
@@ -111,15 +126,7 @@ def test_a_talking_server_is_not_asked_for_keepalives(
     try:
         assert not problems
         connection = connections["node1"]
-        transport = connection._transport  # type: ignore[attr-defined]
-        asked: list[float] = []
-        ask = transport.global_request
-
-        def counted(*args: object, **kwargs: object) -> object:
-            asked.append(time.monotonic())
-            return ask(*args, **kwargs)
-
-        monkeypatch.setattr(transport, "global_request", counted)
+        asked = _keepalive_requests(connection, monkeypatch)
         process = connection.start(
             "i=0; while [ $i -lt 50 ]; do echo $i; i=$((i+1)); sleep 0.1; done; sleep 3.5"
         )
@@ -147,15 +154,7 @@ def test_keepalives_ask_only_while_a_command_runs(
     try:
         assert not problems
         connection = connections["node0"]
-        transport = connection._transport  # type: ignore[attr-defined]
-        asked: list[float] = []
-        ask = transport.global_request
-
-        def counted(*args: object, **kwargs: object) -> object:
-            asked.append(time.monotonic())
-            return ask(*args, **kwargs)
-
-        monkeypatch.setattr(transport, "global_request", counted)
+        asked = _keepalive_requests(connection, monkeypatch)
         time.sleep(2.5 * settings.keepalive_interval)  # connected, nothing started yet
         assert asked == [] and connection.alive()
         process = connection.start("sleep 3.5; echo done")  # silent while it runs
