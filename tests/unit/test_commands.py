@@ -114,13 +114,13 @@ def test_quote_argv_round_trips_all_words() -> None:
 
 
 def test_shell_command_shapes() -> None:
-    assert commands.shell_command(None, None, {}, ["echo", "hi"]) == "exec env echo hi"
+    assert commands.shell_command(None, None, {}, ["echo", "hi"]) == "exec echo hi"
     guard = SetupGuard(30, "tok")
     assert (
         commands.shell_command("/w", "  source a.sh  \n", {"A": "1"}, ["echo"], guard)
         == f"cd -- /w && {guarded('  source a.sh  ', guard)} && exec env A=1 echo"
     )
-    assert commands.shell_command("", "", {}, ["x"]) == "exec env x"
+    assert commands.shell_command("", "", {}, ["x"]) == "exec x"
 
 
 @pytest.mark.parametrize("value", HOSTILE)
@@ -133,19 +133,34 @@ def test_shell_command_round_trip(value: str) -> None:
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+@pytest.mark.parametrize("env", [{}, {"HK": "a b"}], ids=["no variables", "variables"])
+def test_a_shell_runs_the_words_as_given(shell: str, env: dict[str, str], tmp_path: Path) -> None:
+    # Without variables a program named like an assignment runs (exec's word). With
+    # them env(1) would take it for one more assignment: it has no way to say "stop".
+    name = "./A=1" if not env else "./prog"
+    program = tmp_path / name
+    program.write_text('#!/bin/sh\nprintf "[%s]" "$HK" "$@"\n')
+    program.chmod(0o755)
+    command = commands.shell_command(str(tmp_path), None, env, [name, *HOSTILE])
+    done = subprocess.run([shell, "-c", command], capture_output=True, check=True)
+    shown = "".join(f"[{word}]" for word in [env.get("HK", ""), *HOSTILE])
+    assert done.stdout.decode() == shown
+
+
 def test_setup_is_inserted_as_shell_code() -> None:
     setup = "source '/opt/my env/bin/activate'; export X=$(hostname)"
     command = commands.shell_command("/w", setup, {}, ["prog"], SetupGuard(30, "tok"))
     # As written, in a group closed on its own line, stdin closed, stdout to stderr.
     assert f"{{ {setup}\n}} </dev/null >&2;" in command
     assert command.startswith("cd -- /w && { ( trap")
-    assert command.endswith("&& printf '@@setup@@ done\\n' && exec env prog")
+    assert command.endswith("&& printf '@@setup@@ done\\n' && exec prog")
 
 
 def test_tilde_in_workdir_and_python_is_left_to_the_host_shell() -> None:
     python = commands.HostPath("~/venv/bin/python")
     command = commands.shell_command(commands.HostPath("~/my proj"), None, {}, [python, "-V"])
-    assert command == "cd -- ~/'my proj' && exec env ~/venv/bin/python -V"
+    assert command == "cd -- ~/'my proj' && exec ~/venv/bin/python -V"
     assert commands.quote_argv(["~/not-a-host-path"]) == "'~/not-a-host-path'"
 
 

@@ -42,6 +42,20 @@ def test_limit_bounds_concurrency() -> None:
     assert peak[0] == 3
 
 
+def test_the_first_calls_begin_once_all_of_them_are_started() -> None:
+    """A call begun early would hold the GIL from the next Thread.start()."""
+    seen: dict[int, int] = {}
+    first = threading.Barrier(8, timeout=5)  # none of the first 8 ends before all have looked
+
+    def work(n: int) -> None:
+        if n < 8:
+            seen[n] = sum(t.name == "gated" for t in threading.enumerate())
+            first.wait()
+
+    run_parallel(work, list(range(12)), limit=8, name="gated")
+    assert seen == {n: 8 for n in range(8)}
+
+
 def test_no_items() -> None:
     assert run_parallel(lambda x: x, [], limit=4) == []
 

@@ -94,6 +94,23 @@ def test_an_exec_failure_raises_the_error_popen_raises(tmp_path: Path, kind: str
     assert set(os.listdir("/proc/self/fd")) == before  # no pipe left open here
 
 
+def test_the_path_is_searched_as_execvpe_does(tmp_path: Path) -> None:
+    """A folder whose copy cannot run is passed over; that error is raised when no
+    folder has one that runs (not the later "not found"). No PATH: os.defpath."""
+    blocked, good = tmp_path / "blocked", tmp_path / "good"
+    for folder in (blocked, good):
+        folder.mkdir()
+        (folder / "tool").write_text("#!/bin/sh\necho from $0\n")
+    (good / "tool").chmod(0o755)
+    path = f"{tmp_path / 'none'}:{blocked}:{good}"
+    assert finish(start_job(["tool"], {"PATH": path}))[0] == b"from %s\n" % bytes(good / "tool")
+    with pytest.raises(PermissionError):
+        start_job(["tool"], {"PATH": f"{blocked}:{tmp_path / 'none'}"})
+    with pytest.raises(FileNotFoundError):
+        start_job(["tool"], {"PATH": str(tmp_path / "none")})
+    assert finish(start_job(["sh", "-c", "echo $0"], {}))[0] == b"sh\n"
+
+
 def test_an_argument_exec_refuses_is_an_error_not_a_hang() -> None:
     with pytest.raises(OSError, match="embedded null byte"):
         start_job(["sh", "-c", "true", "a\0b"], dict(os.environ))
