@@ -36,7 +36,11 @@ from clusterlaunch.remote.proctree import (  # bundle: strip
     signal,  # bundle: strip
     tree_is_complete,  # bundle: strip
 )  # bundle: strip
-from clusterlaunch.remote.records import JobRecord, hostname, live_records  # bundle: strip
+from clusterlaunch.remote.records import (  # bundle: strip
+    JobRecord,  # bundle: strip
+    clean_up_after_dead_agents,  # bundle: strip
+    hostname,  # bundle: strip
+)  # bundle: strip
 from clusterlaunch.remote.rootcause import parse_root_cause, root_cause_complete  # bundle: strip
 from clusterlaunch.remote.spawn import start_job  # bundle: strip
 from clusterlaunch.remote.tail import JobPipes, RankTail  # bundle: strip
@@ -247,7 +251,7 @@ class Agent:
             self.tail.remove()  # read to the end above: nothing unsent is lost
         if self.record is not None:
             self.record.remove()
-        live_records()  # and clean up after agents that died without doing so
+        clean_up_after_dead_agents()  # that could not do it themselves
         self.deliver()
         return shell_status(code)
 

@@ -72,11 +72,12 @@ class JobRecord:
         if folder is None:
             return None
         me = os.getpid()
+        start = process_start_time(me)
         record = {
             "job_id": args.job_id,
             "node_rank": args.node_rank,
             "agent_pid": me,
-            "agent_start": process_start_time(me),
+            "agent_start": start,
             "pgid": job_pid,
             "started_at": time.time(),
             "command": args.argv,
@@ -90,7 +91,8 @@ class JobRecord:
             # Set by the controller for a job that may restart (--max-restarts): 0, 1, ...
             "restart_count": os.environ.get("CLUSTERLAUNCH_RESTART_COUNT"),
         }
-        path = os.path.join(folder, "%s.n%d.%d.json" % (args.job_id, args.node_rank, me))
+        name = "%s.n%d.%d.%s.json" % (args.job_id, args.node_rank, me, start)
+        path = os.path.join(folder, name)
         temporary = path + ".tmp"
         with open(temporary, "w") as handle:
             handle.write(to_json(record))
@@ -145,6 +147,35 @@ def live_records():
         else:
             _clean_up_after(record, path)
     return records
+
+
+def clean_up_after_dead_agents():
+    """What :func:`live_records` cleans, for an agent that is finishing: only the
+    records whose name does not show a live agent are read.
+
+    On a machine that plays many hosts, every finishing agent found the others'
+    records and read each one (importing json): 11 ms of CPU per agent with 32
+    simulated hosts, O(hosts²) in all. A record's name carries its agent's PID and
+    start time, so a live one is told by one read of /proc/PID/stat.
+    """
+    for path in _record_files():
+        if _agent_alive_by_name(os.path.basename(path)):
+            continue
+        record = _read_record(path)
+        if record is None:
+            continue
+        if process_start_time(record.get("agent_pid", -1)) != record.get("agent_start"):
+            _clean_up_after(record, path)
+
+
+def _agent_alive_by_name(name):
+    """True if ``JOB.nK.PID.START.json`` names a live agent. False when it names a
+    dead one, or the name does not say (a record of an older version, or a PID
+    whose start time could not be read: ``None``)."""
+    parts = name.rsplit(".", 3)
+    if len(parts) != 4 or not (parts[1].isdigit() and parts[2].isdigit()):
+        return False
+    return process_start_time(int(parts[1])) == int(parts[2])
 
 
 def _read_record(path):

@@ -8,13 +8,14 @@ enum and signal ~3 ms, collections ~1.5 ms; the whole agent now takes ~18 ms.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
 from clusterlaunch.core.bootstrap import bootstrap_argv
 from clusterlaunch.core.frames import EVENT, FrameDecoder
-from clusterlaunch.remote import program_payload
+from clusterlaunch.remote import program_payload, records
 
 ONLY_ELSEWHERE = {"subprocess", "json", "threading", "re", "socket", "typing", "shutil"}
 """Loaded only where they are needed: the preflight's checks (``run``), a root cause, records."""
@@ -27,8 +28,8 @@ def started_agent(command: list[str]) -> tuple[subprocess.Popen[bytes], set[str]
 
     ``-X importtime`` writes each line as the import happens, on unbuffered
     stderr, so every import of the start-up is in the pipe before the event is
-    on stdout. (At its end an agent reads other agents' job records, with json,
-    when there are any: a concurrent test's, a concurrent job's.)
+    on stdout. (At its end an agent reads, with json, the job records of agents
+    that died without removing them: a killed test's, say.)
     """
     payload = program_payload("agent")
     argv = bootstrap_argv(sys.executable, "agent", len(payload), site=False)
@@ -63,3 +64,24 @@ def test_an_exec_agent_starts_loading_no_module_it_does_not_use() -> None:
     finally:
         agent.communicate(b"t", timeout=20)  # tear the job down
     assert agent.returncode == 128 + 15  # the job's SIGTERM, as a shell reports it
+
+
+def test_an_agent_finishing_beside_live_agents_reads_none_of_their_records() -> None:
+    """A machine that plays many hosts (or runs many jobs) has many live records."""
+    me, start = os.getpid(), records.process_start_time(os.getpid())
+    folder = next(path for path in records.state_dirs() if records.private_dir(path))
+    live = os.path.join(folder, f"unit-live-{me}.n0.{me}.{start}.json")
+    with open(live, "w") as handle:
+        handle.write(json.dumps({"agent_pid": me, "agent_start": start}))
+    try:
+        agent, _ = started_agent(["true"])
+        assert agent.stdout is not None
+        while os.read(agent.stdout.fileno(), 1 << 16):
+            pass  # to its end: the agent has finished, the records swept
+        _, err = agent.communicate(timeout=20)
+        assert os.path.exists(live)  # a live agent's record is left alone
+    finally:
+        os.unlink(live)
+    assert agent.returncode == 0
+    imported = {line.split("|")[-1].strip() for line in err.decode().splitlines()}
+    assert "json" not in imported and "json.decoder" not in imported

@@ -1,0 +1,82 @@
+"""Job records on a host (``remote/records.py``): a finishing agent cleans up after dead ones.
+
+Real processes and files; the state directory is a temporary one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.remote import records
+
+
+def _dead_pid() -> int:
+    done = subprocess.run([sys.executable, "-S", "-c", "import os; print(os.getpid())"],
+                          capture_output=True, check=True)  # fmt: skip
+    return int(done.stdout)
+
+
+def _write(folder: Path, name: str, pid: int, start: int | None, tail_dir: str) -> Path:
+    path = folder / name
+    record = {"agent_pid": pid, "agent_start": start, "tail_dir": tail_dir, "job_id": "j"}
+    path.write_text(json.dumps(record))
+    return path
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[str]]:
+    """A private state directory; and the names of the records read from it."""
+    folder = tmp_path / "state"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setattr(records, "state_dirs", lambda: [str(folder)])
+    read: list[str] = []
+    original = records._read_record
+
+    def reading(path: str) -> dict | None:
+        read.append(os.path.basename(path))
+        return original(path)
+
+    monkeypatch.setattr(records, "_read_record", reading)
+    return folder, read
+
+
+def test_a_live_agents_record_is_told_by_its_name_and_not_read(state) -> None:
+    folder, read = state
+    me, start = os.getpid(), records.process_start_time(os.getpid())
+    live = _write(folder, f"job.7.n0.{me}.{start}.json", me, start, "")
+    records.clean_up_after_dead_agents()
+    assert live.exists() and read == []
+
+
+def test_a_dead_agents_record_and_temp_dir_are_removed(state, tmp_path: Path) -> None:
+    folder, read = state
+    pid = _dead_pid()
+    tail_dir = Path(f"{records.TEMP_PREFIX}unit-{os.getpid()}-n0")
+    tail_dir.mkdir()
+    (tail_dir / "0.log").write_text("left behind")
+    dead = _write(folder, f"job.n0.{pid}.12345.json", pid, 12345, str(tail_dir))
+    records.clean_up_after_dead_agents()
+    assert not dead.exists() and not tail_dir.exists()
+    assert read == [dead.name]
+
+
+def test_a_record_named_as_before_is_read_and_kept_while_its_agent_lives(state) -> None:
+    folder, read = state
+    me, start = os.getpid(), records.process_start_time(os.getpid())
+    older = _write(folder, f"job.n0.{me}.json", me, start, "")
+    records.clean_up_after_dead_agents()
+    assert older.exists() and read == [older.name]
+
+
+def test_a_name_with_a_recycled_pid_is_read_and_cleaned_up(state) -> None:
+    folder, read = state
+    me = os.getpid()  # alive, but started at another time than the record says
+    recycled = _write(folder, f"job.n0.{me}.1.json", me, 1, "")
+    records.clean_up_after_dead_agents()
+    assert not recycled.exists() and read == [recycled.name]
