@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -52,3 +53,82 @@ def test_a_complete_tree_is_not_swept(detached: int, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(proctree, "marked_processes", lambda marker: swept.append(marker) or [])
     assert detached not in killer.targets(sweep=True)
     assert swept == []
+
+
+# prctl(2) through ctypes' C part: each check runs in a Python of its own (subreaper
+# and the parent-death signal are settings of the process that asks for them).
+_ASK_SUBREAPER = """
+import ctypes, sys
+value = ctypes.c_int(-1)
+ctypes.CDLL(None).prctl(37, ctypes.byref(value), 0, 0, 0)  # PR_GET_CHILD_SUBREAPER
+print(became, loaded, value.value)
+"""
+
+
+def _python(code: str) -> str:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path.insert(0, {root!r})\n"
+                           + code], capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_prctl_makes_the_agent_subreaper_without_loading_ctypes() -> None:
+    code = (
+        """
+from clusterlaunch.remote import proctree
+became = proctree.become_subreaper()
+loaded = "ctypes" in sys.modules
+"""
+        + _ASK_SUBREAPER
+    )
+    assert _python(code).split() == ["True", "False", "1"]
+
+
+def test_prctl_falls_back_to_ctypes_where_its_c_part_differs() -> None:
+    code = (
+        """
+import ctypes, _ctypes
+del _ctypes.dlopen  # ctypes kept its own reference when it was imported
+from clusterlaunch.remote import proctree
+became = proctree.become_subreaper()
+loaded = proctree.prctl().__class__.__module__
+"""
+        + _ASK_SUBREAPER
+    )
+    assert _python(code).split() == ["True", "ctypes", "1"]
+
+
+@pytest.mark.parametrize("asked", [True, False], ids=["parent-death signal", "control"])
+def test_the_job_gets_sigterm_when_the_agent_is_killed(asked: bool) -> None:
+    code = f"""
+import os, signal, time
+from clusterlaunch.remote import proctree
+read, write = os.pipe()
+agent = os.fork()
+if agent == 0:  # the agent: starts the job, then waits to be killed
+    if os.fork() == 0:
+        if {asked}:
+            proctree.term_when_parent_dies(os.getppid())
+        os.write(write, b"%d" % os.getpid())
+        time.sleep(30)
+        os._exit(0)
+    time.sleep(30)
+job = int(os.read(read, 64))
+os.kill(agent, signal.SIGKILL)
+os.waitpid(agent, 0)
+deadline = time.monotonic() + {5 if asked else 0.5}  # control: long enough to have ended
+while time.monotonic() < deadline:
+    try:
+        state = open("/proc/%d/stat" % job).read().rpartition(")")[2].split()[0]
+    except OSError:
+        state = "gone"
+    if state in ("Z", "gone"):
+        break
+    time.sleep(0.01)
+if state not in ("Z", "gone"):
+    os.kill(job, signal.SIGKILL)
+print(state)
+"""
+    ended = _python(code).strip() in ("Z", "gone")
+    assert ended is asked
