@@ -180,7 +180,7 @@ def _agent_alive_by_name(name):
 
 def _read_record(path):
     """The record at ``path``, or None if it is unreadable (gone, half written by a crash)."""
-    import json  # here: an agent alone on its host reads no record, and json costs 4-6 ms
+    import json  # here: a finishing agent reads only dead agents' records; json costs 4-6 ms
 
     try:
         with open(path) as handle:
