@@ -137,16 +137,7 @@ def live_records():
     record or its job's temporary directory; whoever reads the records next
     (``ps``, ``kill``, or any agent finishing) does it for it.
     """
-    records = []
-    for path in _record_files():
-        record = _read_record(path)
-        if record is None:
-            continue
-        if process_start_time(record.get("agent_pid", -1)) == record.get("agent_start"):
-            records.append(record)
-        else:
-            _clean_up_after(record, path)
-    return records
+    return _sweep(_record_files())
 
 
 def clean_up_after_dead_agents():
@@ -158,14 +149,21 @@ def clean_up_after_dead_agents():
     simulated hosts, O(hosts²) in all. A record's name carries its agent's PID and
     start time, so a live one is told by one read of /proc/PID/stat.
     """
-    for path in _record_files():
-        if _agent_alive_by_name(os.path.basename(path)):
-            continue
+    _sweep([p for p in _record_files() if not _agent_alive_by_name(os.path.basename(p))])
+
+
+def _sweep(paths):
+    """The records at ``paths`` whose agent still runs; the others are cleaned up."""
+    records = []
+    for path in paths:
         record = _read_record(path)
         if record is None:
             continue
-        if process_start_time(record.get("agent_pid", -1)) != record.get("agent_start"):
+        if process_start_time(record.get("agent_pid", -1)) == record.get("agent_start"):
+            records.append(record)
+        else:
             _clean_up_after(record, path)
+    return records
 
 
 def _agent_alive_by_name(name):

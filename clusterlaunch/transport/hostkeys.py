@@ -142,7 +142,8 @@ class TolerantHostKeys(paramiko.HostKeys):
         if any(name.startswith("|1|") for name in names):
             self._hashed.append(at)
         for name in names:
-            self._by_name.setdefault(name, []).append(at)
+            if not name.startswith("|1|"):  # a hashed one never equals a looked-up name
+                self._by_name.setdefault(name, []).append(at)
 
 
 class KnownHosts:
