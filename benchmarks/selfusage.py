@@ -1,6 +1,8 @@
 """``python -m benchmarks.selfusage OUT.json CLUSTERLAUNCH-ARGS...``: the controller's own costs.
 
-Runs clusterlaunch's ``main`` in this process and, at exit, writes what the
+Runs the ``clusterlaunch`` program (``script``, as its console script does: the
+heap tuned, the imports' objects frozen out of the collector's way, no
+interpreter teardown) in this process and, at its exit, writes what the
 process itself used: CPU (``RUSAGE_SELF``, every thread, user and system, no
 child), the CPU of the children it reaped (the OpenSSH transport's ssh
 clients), and the most threads and open file descriptors seen (sampled every
@@ -75,15 +77,16 @@ def _vm_hwm_kib() -> int:
     return 0
 
 
-def main() -> int:
+def main() -> None:
     """Run clusterlaunch with the arguments after the output path."""
     out, args = sys.argv[1], sys.argv[2:]
     peaks = Peaks()
     atexit.register(write_usage, out, peaks)
-    from clusterlaunch.cli.main import main as clusterlaunch_main
+    from clusterlaunch.cli.main import script
 
-    return clusterlaunch_main(args)
+    sys.argv[1:] = args
+    script()  # runs the atexit handlers itself, then leaves without Python's teardown
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -51,7 +51,13 @@ def term_when_parent_dies(agent_pid):
 
 
 def prctl():
-    """libc's prctl(2), called through ctypes' C part, ``_ctypes``, as ctypes itself does.
+    """libc's prctl(2): see :func:`libc_function`."""
+    return libc_function("prctl")
+
+
+def libc_function(name):
+    """libc's function ``name`` (int result), called through ctypes' C part, ``_ctypes``,
+    as ctypes itself does.
 
     ``import ctypes`` cost every agent 4.2 ms of CPU (its Python part builds some
     30 types); ``import _ctypes`` 0.65 ms (``python -S``, 60 rounds, CPython 3.11
@@ -70,11 +76,11 @@ def prctl():
         class Libc:  # what ctypes.CDLL(None) is to a function: its _handle
             _handle = _ctypes.dlopen(None)
 
-        return Function(("prctl", Libc))
+        return Function((name, Libc))
     except (ImportError, AttributeError, TypeError):
         import ctypes
 
-        return ctypes.CDLL(None, use_errno=True).prctl
+        return getattr(ctypes.CDLL(None, use_errno=True), name)
 
 
 def tree_is_complete(subreaper):

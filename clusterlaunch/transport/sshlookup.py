@@ -36,6 +36,13 @@ class _Blocks(SSHConfig):
         # paramiko looks up the local user for every block, Match or not.
         return super()._does_match(match_list, *rest) if match_list else []  # type: ignore[misc]
 
+    def _pattern_matches(self, patterns: Any, target: str) -> bool:
+        # fnmatch compiles a regular expression for each new pattern: one per host of a
+        # config with a block per host (33 for a 32-host exec), where a name is a name.
+        if isinstance(patterns, list) and not any(_WILDCARDS.intersection(p) for p in patterns):
+            return target in patterns
+        return bool(super()._pattern_matches(patterns, target))  # type: ignore[misc]
+
 
 class IndexedSshConfig(SSHConfig):
     """``paramiko.SSHConfig`` whose :meth:`lookup` skips blocks of other literal host names."""

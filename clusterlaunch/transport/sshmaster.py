@@ -63,7 +63,7 @@ class _Master:
     attempt: int = 0
     not_before: float = 0.0
     popen: subprocess.Popen[bytes] | None = None
-    deadline: float = 0.0
+    deadline: float = 0.0  # TCP connect, key exchange, login: each may take the timeout
     error: TransportError | None = None
     users: list[_Master] = field(default_factory=list)
     up: bool = False
@@ -198,9 +198,10 @@ def _establish(
             elif now >= master.not_before and (master.jump is None or master.jump.ready):
                 _spawn(master, settings)
                 waiting.remove(master)
-                running.append(master)
+                if master.error is None:  # else it could not be run: failed for good
+                    running.append(master)
         arrivals.look()
-        for master in list(running):
+        for master in arrivals.due(running):
             if _settled(master, settings, note, arrivals):
                 running.remove(master)
                 if master.error is None and master.popen is None:
@@ -226,7 +227,6 @@ def _spawn(master: _Master, settings: MasterSettings) -> None:
         except OSError as exc:
             master.error = TransportError(master.key, f"cannot run ssh: {exc}")
             return
-    # TCP connect, key exchange, authentication: each may take the timeout.
     master.deadline = time.monotonic() + 3 * timeout
 
 

@@ -10,11 +10,30 @@ that says whether any child has ended, without reaping it: only then is each
 running master's process asked. A round over 64 running masters, half of them
 up: 168-225 us before, 66-71 us now (500 rounds, medians of 5). A whole
 32-host ``exec`` did not show it beyond its run-to-run spread.
+
+A look also keeps which sockets are new since the look before, so that the loop
+asks only their masters (every master only when a child ended or a deadline
+passed): asking every running master every round made 3,494 calls in one
+32-host ``exec`` (~110 rounds of up to 32 masters).
 """
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Sequence
+from math import inf
+from typing import Protocol, TypeVar
+
+
+class _Watched(Protocol):
+    socket: str
+    """Its control socket's path."""
+    deadline: float
+    """When it has taken too long (``time.monotonic``)."""
+
+
+Pending = TypeVar("Pending", bound=_Watched)
 
 
 class Arrivals:
@@ -23,16 +42,29 @@ class Arrivals:
     def __init__(self, directory: str) -> None:
         self._directory = directory
         self._present: frozenset[str] = frozenset()
+        self._new: frozenset[str] = frozenset()
+        """What the last look found that the one before did not."""
         self.child_ended = True
         """Some child has ended (or it could not be told): ask each master's process."""
 
     def look(self) -> None:
         """Look again (once per round of the loop, before asking about any master)."""
+        before = self._present
         try:
             self._present = frozenset(os.listdir(self._directory))
         except OSError:
             self._present = frozenset()
+        self._new = self._present - before
         self.child_ended = _a_child_ended()
+
+    def due(self, running: Sequence[Pending]) -> list[Pending]:
+        """Of ``running``, those to ask after this look: whose socket is new, or all of them
+        when a child ended or the earliest deadline has passed."""
+        if self.child_ended or time.monotonic() >= min((m.deadline for m in running), default=inf):
+            return list(running)
+        if not self._new:
+            return []
+        return [master for master in running if os.path.basename(master.socket) in self._new]
 
     def up(self, socket: str) -> bool:
         """The master whose control socket is ``socket`` has put it in place."""

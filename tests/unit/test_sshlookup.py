@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import getpass
 from unittest import mock
 
@@ -60,3 +61,18 @@ def test_canonicalizing_config_is_looked_up_the_plain_way() -> None:
 
 def test_empty_config() -> None:
     assert IndexedSshConfig().lookup("x") == paramiko.SSHConfig().lookup("x")
+
+
+def test_literal_names_are_compared_not_compiled() -> None:
+    # fnmatch compiles (and caches) a regular expression per pattern: one per host here.
+    text = "".join(f"Host h{i} alias{i}\n    Port {1000 + i}\n" for i in range(50))
+    text += "Host h*\n    User nodes\n"
+    config = IndexedSshConfig.from_text(text)
+    plain = paramiko.SSHConfig.from_text(text)
+    with mock.patch("fnmatch.fnmatch", wraps=fnmatch.fnmatch) as matched:
+        found = {name: config.lookup(name) for name in ("h7", "alias7", "h49", "h50", "H7")}
+    assert found == {name: plain.lookup(name) for name in found}
+    assert found["h7"]["port"] == "1007" and found["alias7"]["port"] == "1007"
+    assert "user" not in found["alias7"] and found["h50"]["user"] == "nodes"
+    # Only wildcards go through fnmatch (here "h*", and paramiko's own "*" check).
+    assert {call.args[1] for call in matched.call_args_list} <= {"h*", "*"}

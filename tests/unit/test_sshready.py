@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from clusterlaunch.transport.sshready import Arrivals
@@ -46,3 +47,38 @@ running.wait()
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "True", "7"]
+
+
+class _Master:
+    def __init__(self, socket: str, deadline: float) -> None:
+        self.socket, self.deadline = socket, deadline
+
+
+def test_only_masters_whose_socket_is_new_are_due(tmp_path: Path) -> None:
+    later = time.monotonic() + 3600
+    first, second = _Master(str(tmp_path / "0"), later), _Master(str(tmp_path / "1"), later)
+    arrivals = Arrivals(str(tmp_path))
+    arrivals.look()
+    arrivals.child_ended = False  # this process's other children are not the masters'
+    assert arrivals.due([first, second]) == []
+    (tmp_path / "1").touch()
+    (tmp_path / "1.log").touch()  # not a socket of any master
+    arrivals.look()
+    arrivals.child_ended = False
+    assert arrivals.due([first, second]) == [second]
+    arrivals.look()  # nothing new since
+    arrivals.child_ended = False
+    assert arrivals.due([first, second]) == []
+
+
+def test_every_master_is_due_when_a_child_ended_or_a_deadline_passed(tmp_path: Path) -> None:
+    later = time.monotonic() + 3600
+    masters = [_Master(str(tmp_path / "0"), later), _Master(str(tmp_path / "1"), later)]
+    arrivals = Arrivals(str(tmp_path))
+    arrivals.look()
+    arrivals.child_ended = True
+    assert arrivals.due(masters) == masters
+    arrivals.child_ended = False
+    masters[1].deadline = time.monotonic() - 1
+    assert arrivals.due(masters) == masters
+    assert arrivals.due([]) == []
