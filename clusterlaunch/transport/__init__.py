@@ -96,16 +96,17 @@ def _connect_paramiko(
     progress: Callable[[str], None],
 ) -> tuple[dict[str, Connection], list[HostProblem]]:
     from clusterlaunch.transport import hostkeys, sshcompat, sshconnect
+    from clusterlaunch.transport.identities import IdentityFiles
 
-    known_hosts = hostkeys.KnownHosts()
+    known_hosts, identities = hostkeys.KnownHosts(), IdentityFiles()  # read once, for all
     sshcompat.check_paramiko_can_connect(targets, settings.config_path, known_hosts)
-    jumps = sshconnect.JumpPool(settings, known_hosts, note)
+    jumps = sshconnect.JumpPool(settings, known_hosts, note, identities)
 
     def open_one(target: SshTarget) -> Connection:
         if target.is_local:
             connection: Connection = LocalConnection()
         else:
-            connection = sshconnect.connect(target, settings, known_hosts, jumps, note)
+            connection = sshconnect.connect(target, settings, known_hosts, jumps, note, identities)
         progress(target.alias)
         return connection
 

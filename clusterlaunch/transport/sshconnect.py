@@ -21,6 +21,7 @@ import paramiko
 from clusterlaunch.core.errors import HostKeyError, TransportError
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import hostkeys, sshconfig, sshfailure, sshoffer, sshproxy, sshsocket
+from clusterlaunch.transport.identities import IdentityFiles
 from clusterlaunch.transport.settings import SshSettings
 from clusterlaunch.transport.ssh import SshConnection
 
@@ -35,6 +36,7 @@ def connect(
     known_hosts: hostkeys.KnownHosts,
     jumps: JumpPool | None = None,
     note: Callable[[str], None] | None = None,
+    identities: IdentityFiles | None = None,
 ) -> SshConnection:
     """Authenticate to ``target`` (through its ProxyJump hops) and start the keepalive.
 
@@ -49,13 +51,14 @@ def connect(
         config = sshconfig.load_ssh_config(settings.config_path)
         chain = [sshconfig.jump_host(config, hop) for hop in own] + [target]
     previous = None
+    identities = identities or IdentityFiles()
     if pool is not None:  # the first hop: shared (a failed one fails here, at once)
         previous = pool.acquire(hops[0], target.alias)
     clients: list[paramiko.SSHClient] = []
     try:
         for hop in chain:
             opener = None if previous is None else _opener(previous, hop)
-            clients.append(_open_client(hop, settings, known_hosts, opener, note))
+            clients.append(_open_client(hop, settings, known_hosts, identities, opener, note))
             previous = clients[-1]
     except BaseException:
         for client in clients:
@@ -93,6 +96,7 @@ def _open_client(
     target: SshTarget,
     settings: SshSettings,
     known_hosts: hostkeys.KnownHosts,
+    identities: IdentityFiles,
     opener: Callable[[], sshsocket.TunnelSocket] | None,
     note: Callable[[str], None] | None,
 ) -> paramiko.SSHClient:
@@ -105,7 +109,7 @@ def _open_client(
         elif target.proxy_command:
             sock = sshproxy.ProxyProcess(target.proxy_command)
         try:
-            return _try_client(target, settings, known_hosts, sock)
+            return _try_client(target, settings, known_hosts, identities, sock)
         except _Transient as exc:
             if attempt >= sshfailure.RETRIES:
                 raise TransportError(target.alias, exc.detail) from None
@@ -126,9 +130,10 @@ def _try_client(
     target: SshTarget,
     settings: SshSettings,
     known_hosts: hostkeys.KnownHosts,
+    identities: IdentityFiles,
     sock: sshsocket.TunnelSocket | paramiko.ProxyCommand | socket.socket | None,
 ) -> paramiko.SSHClient:
-    client = paramiko.SSHClient()
+    client = identities.client()
     # paramiko has no public setter for the read-only ("system") key set; the
     # attribute has been there since paramiko 1.x. Shared: parsed once per run.
     client._system_host_keys = known_hosts.keys_for(target)  # type: ignore[attr-defined]
@@ -236,9 +241,11 @@ class JumpPool:
         settings: SshSettings,
         known_hosts: hostkeys.KnownHosts,
         note: Callable[[str], None] | None = None,
+        identities: IdentityFiles | None = None,
     ) -> None:
         self._settings = settings
         self._known_hosts = known_hosts
+        self._identities = identities or IdentityFiles()
         self._note = note
         self._lock = threading.Lock()
         self._shared: dict[str, _Shared] = {}
@@ -253,7 +260,7 @@ class JumpPool:
                 jump = sshconfig.jump_host(config, hop)
                 try:
                     shared.client = _open_client(
-                        jump, self._settings, self._known_hosts, None, self._note
+                        jump, self._settings, self._known_hosts, self._identities, None, self._note
                     )
                 except TransportError as exc:
                     shared.error = exc
