@@ -20,7 +20,15 @@ import paramiko
 
 from clusterlaunch.core.errors import HostKeyError, TransportError
 from clusterlaunch.core.model import SshTarget
-from clusterlaunch.transport import hostkeys, sshconfig, sshfailure, sshoffer, sshproxy, sshsocket
+from clusterlaunch.transport import (
+    handshake,
+    hostkeys,
+    sshconfig,
+    sshfailure,
+    sshoffer,
+    sshproxy,
+    sshsocket,
+)
 from clusterlaunch.transport.identities import IdentityFiles
 from clusterlaunch.transport.settings import SshSettings
 from clusterlaunch.transport.ssh import SshConnection
@@ -160,7 +168,7 @@ def _try_client(
             auth_timeout=timeout,
             # A TunnelSocket is a Channel but for noting its reads; the stubs know no such.
             sock=sock,  # type: ignore[arg-type]
-            transport_factory=sshoffer.transport_factory(target),
+            transport_factory=handshake.timed_by_deadline(sshoffer.transport_factory(target)),
         )
     except HostKeyError:
         client.close()
