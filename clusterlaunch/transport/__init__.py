@@ -100,13 +100,13 @@ def _connect_paramiko(
 
     known_hosts, identities = hostkeys.KnownHosts(), IdentityFiles()  # read once, for all
     sshcompat.check_paramiko_can_connect(targets, settings.config_path, known_hosts)
-    jumps = sshconnect.JumpPool(settings, known_hosts, note, identities)
+    jumps = sshconnect.JumpPool(settings, known_hosts, identities, note)
 
     def open_one(target: SshTarget) -> Connection:
         if target.is_local:
             connection: Connection = LocalConnection()
         else:
-            connection = sshconnect.connect(target, settings, known_hosts, jumps, note, identities)
+            connection = sshconnect.connect(target, settings, known_hosts, identities, jumps, note)
         progress(target.alias)
         return connection
 

@@ -42,9 +42,9 @@ def connect(
     target: SshTarget,
     settings: SshSettings,
     known_hosts: hostkeys.KnownHosts,
+    identities: IdentityFiles,
     jumps: JumpPool | None = None,
     note: Callable[[str], None] | None = None,
-    identities: IdentityFiles | None = None,
 ) -> SshConnection:
     """Authenticate to ``target`` (through its ProxyJump hops) and start the keepalive.
 
@@ -59,7 +59,6 @@ def connect(
         config = sshconfig.load_ssh_config(settings.config_path)
         chain = [sshconfig.jump_host(config, hop) for hop in own] + [target]
     previous = None
-    identities = identities or IdentityFiles()
     if pool is not None:  # the first hop: shared (a failed one fails here, at once)
         previous = pool.acquire(hops[0], target.alias)
     clients: list[paramiko.SSHClient] = []
@@ -248,12 +247,12 @@ class JumpPool:
         self,
         settings: SshSettings,
         known_hosts: hostkeys.KnownHosts,
+        identities: IdentityFiles,
         note: Callable[[str], None] | None = None,
-        identities: IdentityFiles | None = None,
     ) -> None:
         self._settings = settings
         self._known_hosts = known_hosts
-        self._identities = identities or IdentityFiles()
+        self._identities = identities
         self._note = note
         self._lock = threading.Lock()
         self._shared: dict[str, _Shared] = {}

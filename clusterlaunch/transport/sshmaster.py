@@ -235,7 +235,7 @@ def _settled(
 ) -> bool:
     """True once ``master`` is up, failed for good, or due for a retry (popen None)."""
     master.up = master.up or arrivals.up(master.socket)
-    if master.error is not None or master.ready:
+    if master.ready:  # a running master has no error: a failed spawn never runs
         return True
     popen = master.popen
     assert popen is not None
