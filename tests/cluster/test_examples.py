@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,3 +61,22 @@ def test_ddp_train_failure_demo_reports_the_rank(sim_cluster, hosts: Path, tmp_p
     )  # fmt: skip
     assert result.returncode == 3, result.stderr
     assert "job failed: rank 2 on node1 exited with code 3" in result.stderr
+
+
+def test_gpu_check_script_passes_on_cpu(tmp_path: Path) -> None:
+    # scripts/gpu-check.sh is what was run on a GPU machine (examples/README.md); on a
+    # machine without nvidia-smi it runs the same steps on 2 CPU processes, so that
+    # what it checks (and that it checks at all) stays true between GPU runs.
+    python = os.environ.get("CLUSTERLAUNCH_TEST_PYTHON", sys.executable)
+    env = {**os.environ, "PYTHON": python}
+    result = subprocess.run(
+        ["bash", "scripts/gpu-check.sh", str(tmp_path)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=170,
+    )  # fmt: skip
+    summary = (tmp_path / "summary.txt").read_text()
+    assert result.returncode == 0, summary + (tmp_path / "gpu-check.log").read_text()[-4000:]
+    verdicts = [line.split()[1] for line in summary.splitlines()]
+    assert verdicts and set(verdicts) == {"ok"}, summary
+    for step in ("hello_ranks", "all-checks-passed", "names-the-rank", "ctrl-c", "nothing-left"):
+        assert step in summary, step
+    assert summary.count("nothing-left") == 2 and summary.count("found-by-id") == 2
