@@ -22,7 +22,7 @@ from typing import Any
 
 from clusterlaunch.controller.preflight import ProbeRun, pump_until
 from clusterlaunch.controller.readloop import start_all
-from clusterlaunch.controller.setups import kill_setups
+from clusterlaunch.controller.setups import end_setups
 from clusterlaunch.core import commands, defaults
 from clusterlaunch.core.doctor import HostCheck, clock_skew
 from clusterlaunch.core.model import JobPlan, NodePlan
@@ -110,7 +110,7 @@ def diagnose(
                 run.process.close_stdin()
         pump_until(runs, lambda r: "end" in r.stages or r.done(), _after(10), say)
     finally:
-        kill_setups([(run.connection, run.setup) for run in runs if not run.done()])
+        end_setups(runs, pump_until)
         for run in runs:
             if run.process is not None:
                 run.report.exit_status = run.process.exit_status()

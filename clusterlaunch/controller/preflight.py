@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from clusterlaunch.controller.readloop import read_round, start_all
-from clusterlaunch.controller.setups import kill_setups
+from clusterlaunch.controller.setups import end_setups, kill_setups
 from clusterlaunch.core import accelerators
 from clusterlaunch.core.checkplan import probe_command
 from clusterlaunch.core.defaults import FANOUT, PREFLIGHT_TIMEOUT_S, SETUP_TIMEOUT_S
@@ -170,7 +170,7 @@ def check_hosts(
             run.started(process)
         return _probe(runs, deadline, notify or (lambda line: None), _once(progress), hold)
     finally:
-        kill_setups([(run.connection, run.setup) for run in runs if not run.done()])
+        end_setups(runs, pump_until)
         for run in runs:
             if run.process is not None:
                 run.report.exit_status = run.process.exit_status()

@@ -2,25 +2,70 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
 
 from clusterlaunch.controller.batch import Batch
+from clusterlaunch.core.errors import StopJob
 from clusterlaunch.core.setupguard import SetupWatch, kill_command
 from clusterlaunch.transport.base import Connection
 
+# How long a program given up on may take to deliver its setup's PID line: the shell
+# prints it before the setup starts, so one round trip after the setup is running.
+REPORT_WAIT_S = 1.0
+
 
 def kill_setups(stuck: Sequence[tuple[Connection, SetupWatch]], wait: float = 5.0) -> list[str]:
-    """Kill the process group of every setup still running; the hosts it was done on.
+    """Kill the process group of every setup running and not yet killed; the hosts it was done on.
 
     Each kill runs on a fresh channel and goes on by itself once started, so
-    an interrupt while waiting here does not stop it.
+    an interrupt while waiting here does not stop it. A setup whose PID line is
+    still on its way has no PID to kill yet: a caller that reads on calls this
+    again (each setup is killed once), as the supervisor's teardown does.
     """
     jobs = {
         watch.host: (connection, kill_command(watch.pid, watch.token))
         for connection, watch in stuck
-        if watch.running and watch.pid is not None
+        if watch.running and watch.pid is not None and not watch.killed
     }
     if not jobs:
         return []
+    for _, watch in stuck:
+        watch.killed = watch.killed or watch.host in jobs
     results = Batch(jobs).wait(wait)
     return [host for host, finished in results.items() if finished.status == 0]
+
+
+class Guarded(Protocol):
+    """A host's program behind a guarded setup (the preflight's and doctor's ``ProbeRun``)."""
+
+    connection: Connection
+    setup: SetupWatch
+
+    def done(self) -> bool: ...
+
+
+Run = TypeVar("Run", bound=Guarded)
+Pump = Callable[[list[Run], Callable[[Run], bool], float, Callable[[str], None]], None]
+
+
+def end_setups(runs: list[Run], pump: Pump[Run]) -> None:
+    """Kill every setup of ``runs`` still running, its PID line read first if on its way.
+
+    A Ctrl-C can come after a setup started but before its PID line was read:
+    killing only the PIDs known then left that setup running until its own
+    ``--setup-timeout`` (seen in CI). So ``pump`` (the caller's read loop) reads
+    on for at most :data:`REPORT_WAIT_S` while a live program has not reported.
+    """
+
+    def reported(run: Run) -> bool:
+        return run.done() or run.setup.done or run.setup.pid is not None
+
+    try:
+        if not all(reported(run) for run in runs):
+            pump(runs, reported, time.monotonic() + REPORT_WAIT_S, lambda line: None)
+    except StopJob:
+        pass  # a second signal: kill what is known, at once
+    finally:
+        kill_setups([(run.connection, run.setup) for run in runs if not run.done()])

@@ -97,14 +97,14 @@ class Supervisor:
         if self.stop is not None and self.quiet_teardown:
             self.router.quiet_hosts()
         self._request_teardown(b"t")
-        # A host still in its setup has no agent to obey "t": end it by process group.
-        kill_setups([(host.connection, host.setup) for host in self.hosts if not host.done])
         deadline = self.clock() + self.grace + 3.0
         hurry = False
         # Only hosts with an agent can end: after an unexpected error while starting, waiting
         # for those without one took the whole deadline (grace + 3 s) for nothing.
         started = [h for h in self.hosts if h.process is not None]
         while not all(h.done for h in started) and self.clock() < deadline:
+            # A host in its setup has no agent to obey "t": kill the group, once its PID is in.
+            kill_setups([(host.connection, host.setup) for host in self.hosts if not host.done])
             try:
                 if self._step(0.1) and not hurry:
                     # Output still arriving: the hosts are sending what their

@@ -143,6 +143,7 @@ class SetupWatch:
         self.started_at: float | None = None
         self.done = not expected
         self.timed_out = False
+        self.killed = False  # a kill was sent: a teardown asking every round sends one
         self._next_notice = SLOW_AFTER_S
         self._buffer = bytearray()
 

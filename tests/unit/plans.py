@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
 from clusterlaunch.core.planner import plan_job
 
 
 def two_ranks_per_host(
-    hosts: Sequence[str] = ("a", "b"), exec_argv: tuple[str, ...] | None = None
+    hosts: Sequence[str] = ("a", "b"),
+    exec_argv: tuple[str, ...] | None = None,
+    setups: Mapping[str, str] | None = None,
 ) -> JobPlan:
-    """Two ranks per host on 10.0.0.x: a has ranks 0-1, b 2-3, c 4-5."""
-    inventory = Inventory("hosts.yaml", tuple(HostSpec(h, 2) for h in hosts), master_port=29500)
+    """Two ranks per host on 10.0.0.x: a has ranks 0-1, b 2-3, c 4-5; ``setups`` by host."""
+    specs = tuple(HostSpec(h, 2, setup=(setups or {}).get(h)) for h in hosts)
+    inventory = Inventory("hosts.yaml", specs, master_port=29500)
     targets = [SshTarget(h, f"10.0.0.{i + 1}") for i, h in enumerate(hosts)]
     return plan_job(
         inventory,

@@ -37,7 +37,7 @@ from clusterlaunch.testing.agentscript import (
     started,
     stopping,
 )
-from clusterlaunch.testing.fakes import FakeClock, FakeConnection
+from clusterlaunch.testing.fakes import FakeClock, FakeConnection, FakeProcess
 from tests.unit.plans import two_ranks_per_host
 
 RUNNING = FakeAgent([started(), Hang()])  # runs until told to stop, then stops as agents do
@@ -49,6 +49,19 @@ class ClosedPipe(io.BytesIO):
 
     def write(self, data: bytes) -> int:  # type: ignore[override]
         raise BrokenPipeError
+
+
+class InSetup(FakeConnection):
+    """A host whose agent is behind a ``setup:``: a later channel is a kill, recorded, exit 0."""
+
+    kills: list[str]
+
+    def start(self, command: str, stdin: bytes = b"") -> FakeProcess:
+        if not self.processes:
+            self.kills = []
+            return super().start(command, stdin)
+        self.kills.append(command)
+        return FakeProcess(self, FakeAgent([Exit(0)]))
 
 
 @dataclass
@@ -72,11 +85,14 @@ def supervise(
     clock: FakeClock | None = None,
     console_out: io.BytesIO | None = None,
     start_errors: Mapping[str, str] | None = None,
+    setups: Mapping[str, str] | None = None,
     **options: object,
 ) -> Run:
-    plan = two_ranks_per_host(list(agents), exec_argv)
+    plan = two_ranks_per_host(list(agents), exec_argv, setups)
     hosts = {
-        name: FakeConnection(name, agent, clock, (start_errors or {}).get(name))
+        name: (InSetup if name in (setups or {}) else FakeConnection)(
+            name, agent, clock, (start_errors or {}).get(name)
+        )
         for name, agent in agents.items()
     }
     ranks = (
@@ -360,3 +376,33 @@ def test_what_a_host_says_outside_the_frames_is_shown_as_its_output() -> None:
     run = supervise(agents, exec_argv=("true",))
     assert "[a] Welcome to a\n" in run.out and "[a] Warning: added key\n" in run.err
     assert "clusterlaunch: b: garbled agent output (bad frame header" in run.err
+
+
+STUCK_SETUP = {"b": "sleep 599"}
+SETUP_PID = Raw(b"@@setup@@ pid=777 token=j1 limit=300\n")
+
+
+@pytest.mark.parametrize("pid_arrives", ["before the interrupt", "during the teardown"])
+def test_an_interrupt_kills_a_setup_once_whenever_its_pid_arrives(pid_arrives: str) -> None:
+    # Seen in CI: a Ctrl-C while a setup's PID line was still on its way over SSH; the
+    # teardown asked for kills once, before the line arrived, and the setup ran on.
+    early = pid_arrives == "before the interrupt"
+    stuck = FakeAgent(
+        [SETUP_PID, Hang()] if early else [Hang()],  # its shell ignores "t" (stdin /dev/null)
+        on={"t": [Hang()] if early else [Pause(2), SETUP_PID, Hang()]},
+    )
+    a = FakeAgent([started(), Pause(3), CTRL_C, Hang()])
+    run = supervise({"a": a, "b": stuck}, setups=STUCK_SETUP, clock=FakeClock(tick=0.05))
+    assert run.outcome == JobOutcome(130, "interrupted (Ctrl-C)", stopped=True)
+    host = run.hosts["b"]
+    assert isinstance(host, InSetup) and len(host.kills) == 1
+    assert "-777" in host.kills[0] and "j1" in host.kills[0]
+    assert "b: no confirmation that the job ended" in run.err  # it never answered; killed
+
+
+def test_a_setup_that_never_reports_a_pid_is_not_killed() -> None:
+    stuck = FakeAgent([Hang()], on={"t": [Hang()]})
+    a = FakeAgent([started(), Pause(3), CTRL_C, Hang()])
+    run = supervise({"a": a, "b": stuck}, setups=STUCK_SETUP, clock=FakeClock(tick=0.05))
+    host = run.hosts["b"]
+    assert isinstance(host, InSetup) and host.kills == []  # no PID: nothing safe to signal

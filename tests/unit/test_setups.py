@@ -1,0 +1,109 @@
+"""Ending setups given up on: each killed once, and a PID line on its way still read first."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from clusterlaunch.controller.setups import REPORT_WAIT_S, end_setups, kill_setups
+from clusterlaunch.core.errors import StopJob
+from clusterlaunch.core.setupguard import SetupWatch
+from clusterlaunch.testing.agentscript import Exit, FakeAgent
+from clusterlaunch.testing.fakes import FakeConnection, FakeProcess
+
+PID_LINE = b"@@setup@@ pid=%d token=j1 limit=300\n"
+
+
+class KillRecorder(FakeConnection):
+    """Every channel is a kill: recorded, and it exits 0 at once."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__(host)
+        self.kills: list[str] = []
+
+    def start(self, command: str, stdin: bytes = b"") -> FakeProcess:
+        self.kills.append(command)
+        return FakeProcess(self, FakeAgent([Exit(0)]))
+
+
+@dataclass
+class Probe:
+    """A host's program behind its setup, as the preflight's ``ProbeRun`` is."""
+
+    host: str
+    ended: bool = False
+    connection: KillRecorder = field(init=False)
+    setup: SetupWatch = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.connection = KillRecorder(self.host)
+        self.setup = SetupWatch(self.host, expected=True)
+
+    def done(self) -> bool:
+        return self.ended
+
+
+class Reads:
+    """A read loop that delivers ``arrivals`` (host: stdout), then maybe a second Ctrl-C."""
+
+    def __init__(self, arrivals: dict[str, bytes], interrupt: bool = False) -> None:
+        self.arrivals = arrivals
+        self.interrupt = interrupt
+        self.deadlines: list[float] = []
+
+    def __call__(
+        self,
+        runs: list[Probe],
+        ready: Callable[[Probe], bool],
+        deadline: float,
+        say: Callable[[str], None],
+    ) -> None:
+        assert [run.host for run in runs if not ready(run)], "asked to read for nothing"
+        for run in runs:
+            run.setup.feed(self.arrivals.get(run.host, b""))
+        self.deadlines.append(deadline)
+        if self.interrupt:
+            raise StopJob(130, "interrupted (Ctrl-C)")
+
+
+def test_a_pid_line_on_its_way_is_read_and_its_setup_killed() -> None:
+    known, late, silent = Probe("known"), Probe("late"), Probe("silent")
+    known.setup.feed(PID_LINE % 11)
+    pump = Reads({"late": PID_LINE % 22})
+    end_setups([known, late, silent], pump)
+    assert len(pump.deadlines) == 1
+    assert [len(p.connection.kills) for p in (known, late, silent)] == [1, 1, 0]
+    assert "-22" in late.connection.kills[0] and "j1" in late.connection.kills[0]
+
+
+def test_nothing_is_read_when_every_setup_has_reported_or_ended() -> None:
+    known, ended, finished = Probe("known"), Probe("ended", ended=True), Probe("finished")
+    known.setup.feed(PID_LINE % 11)
+    finished.setup.feed(PID_LINE % 33 + b"@@setup@@ done\n")
+    pump = Reads({})
+    end_setups([known, ended, finished], pump)
+    assert pump.deadlines == []
+    assert [len(p.connection.kills) for p in (known, ended, finished)] == [1, 0, 0]
+
+
+def test_a_second_interrupt_while_reading_still_kills_what_is_known() -> None:
+    known, late = Probe("known"), Probe("late")
+    known.setup.feed(PID_LINE % 11)
+    end_setups([known, late], Reads({"late": PID_LINE % 22}, interrupt=True))
+    assert len(known.connection.kills) == len(late.connection.kills) == 1
+
+
+def test_the_wait_for_pid_lines_is_bounded() -> None:
+    pump = Reads({})
+    end_setups([Probe("silent")], pump)
+    (deadline,) = pump.deadlines
+    assert deadline - time.monotonic() <= REPORT_WAIT_S
+
+
+def test_each_setup_is_killed_once_however_often_asked() -> None:
+    probe = Probe("a")
+    probe.setup.feed(PID_LINE % 11)
+    for _ in range(3):
+        kill_setups([(probe.connection, probe.setup)])
+    assert len(probe.connection.kills) == 1 and probe.setup.killed
