@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import gc
-import logging
 import os
 import signal
 import sys
@@ -163,8 +162,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: returns (and, as a script, exits with) the exit status."""
     console = Console()
     replaced: dict[signal.Signals, object] = {}
-    # paramiko logs connection failures with tracebacks; we report them ourselves.
-    logging.getLogger("paramiko").addHandler(logging.NullHandler())
     try:
         parser = cliparser.build_parser()
         words = sys.argv[1:] if argv is None else argv

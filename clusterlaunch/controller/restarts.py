@@ -16,10 +16,10 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from clusterlaunch.controller import launcher
 from clusterlaunch.controller.console import Console
-from clusterlaunch.controller.held import HeldAgents
 from clusterlaunch.controller.joboutput import connection_notes, open_log_dir
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.supervisor import KILLED
@@ -28,9 +28,12 @@ from clusterlaunch.core import restarts as policy
 from clusterlaunch.core.errors import JobOutcome, PreflightError
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.model import HostSpec, JobPlan, SshTarget
-from clusterlaunch.core.reports import PreflightResult
 from clusterlaunch.transport import close_all, connect_all
 from clusterlaunch.transport.fanout import sleep_in_slices
+
+if TYPE_CHECKING:  # see launcher.py: exec imports no preflight module
+    from clusterlaunch.controller.held import HeldAgents
+    from clusterlaunch.core.reports import PreflightResult
 
 Say = Callable[[str], None]
 

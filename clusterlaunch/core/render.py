@@ -6,11 +6,13 @@ import json
 import shlex
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clusterlaunch.core.errors import HostProblem, JobOutcome
 from clusterlaunch.core.model import JobPlan, NodePlan
-from clusterlaunch.core.reports import KillReport, PreflightResult, RemoteJob, Unanswered
+
+if TYPE_CHECKING:  # exec renders no report, and importing them cost its start 3 ms
+    from clusterlaunch.core.reports import KillReport, PreflightResult, RemoteJob, Unanswered
 
 
 def rank_ranges(ranks: Sequence[int]) -> str:

@@ -9,6 +9,7 @@ throttling a burst, a reset) is retried with backoff, a bounded number of times.
 from __future__ import annotations
 
 import functools
+import logging
 import socket
 import threading
 import time
@@ -32,6 +33,11 @@ from clusterlaunch.transport import (
 from clusterlaunch.transport.identities import IdentityFiles
 from clusterlaunch.transport.settings import SshSettings
 from clusterlaunch.transport.ssh import SshConnection
+
+# paramiko logs a failed connection with a traceback; we report it ourselves, in one line.
+# Here, where paramiko first connects, so the OpenSSH client's commands never import
+# logging (4.2 ms of their start, importtime, best of 3).
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 IDLE_WAKE_S = 1.0
 """How often paramiko's reader thread wakes on a silent connection (paramiko's own: 0.1 s).
