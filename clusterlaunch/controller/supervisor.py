@@ -103,9 +103,8 @@ class Supervisor:
         # for those without one took the whole deadline (grace + 3 s) for nothing.
         started = [h for h in self.hosts if h.process is not None]
         while not all(h.done for h in started) and self.clock() < deadline:
-            # A host in its setup has no agent to obey "t": kill the group, once its PID is in.
-            kill_setups([(host.connection, host.setup) for host in self.hosts if not host.done])
-            try:
+            try:  # a host in its setup has no agent to obey "t": kill it once its PID is in
+                kill_setups([(host.connection, host.setup) for host in self.hosts if not host.done])
                 if self._step(0.1) and not hurry:
                     # Output still arriving: the hosts are sending what their
                     # ranks wrote before they ended. Waiting costs time, closing

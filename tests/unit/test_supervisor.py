@@ -42,6 +42,7 @@ from tests.unit.plans import two_ranks_per_host
 
 RUNNING = FakeAgent([started(), Hang()])  # runs until told to stop, then stops as agents do
 CTRL_C = Interrupt(130, "interrupted (Ctrl-C)")
+KILL_INTERRUPTED = "b-second-ctrl-c"
 
 
 class ClosedPipe(io.BytesIO):
@@ -52,7 +53,11 @@ class ClosedPipe(io.BytesIO):
 
 
 class InSetup(FakeConnection):
-    """A host whose agent is behind a ``setup:``: a later channel is a kill, recorded, exit 0."""
+    """A host whose agent is behind a ``setup:``: a later channel is a kill, recorded.
+
+    The kill exits 0, or with ``KILL_INTERRUPTED`` in its command's host name, a second
+    Ctrl-C reaches the controller while it waits for the kill.
+    """
 
     kills: list[str]
 
@@ -61,7 +66,8 @@ class InSetup(FakeConnection):
             self.kills = []
             return super().start(command, stdin)
         self.kills.append(command)
-        return FakeProcess(self, FakeAgent([Exit(0)]))
+        steps = [CTRL_C, Exit(0)] if self.host == KILL_INTERRUPTED else [Exit(0)]
+        return FakeProcess(self, FakeAgent(steps))
 
 
 @dataclass
@@ -406,3 +412,16 @@ def test_a_setup_that_never_reports_a_pid_is_not_killed() -> None:
     run = supervise({"a": a, "b": stuck}, setups=STUCK_SETUP, clock=FakeClock(tick=0.05))
     host = run.hosts["b"]
     assert isinstance(host, InSetup) and host.kills == []  # no PID: nothing safe to signal
+
+
+def test_a_second_interrupt_while_a_setup_is_killed_hurries_the_teardown() -> None:
+    stuck = FakeAgent([SETUP_PID, Hang()], on={"t": [Hang()]})
+    a = FakeAgent([started(), Pause(3), CTRL_C, Hang()])
+    run = supervise(
+        {"a": a, KILL_INTERRUPTED: stuck},
+        setups={KILL_INTERRUPTED: "sleep 599"},
+        clock=FakeClock(tick=0.05),
+    )
+    assert run.outcome == JobOutcome(130, "interrupted (Ctrl-C)", stopped=True)
+    assert "second interrupt: killing everything now" in run.err
+    assert run.sent(KILL_INTERRUPTED) == b"tk"  # still in its setup: "k" for when it ends
