@@ -204,7 +204,7 @@ TABLE_HEADER = ("measurement", "n", "min", "median", "max", "ratio", "target", "
 def table_rows(results: Sequence[Result]) -> list[tuple[str, ...]]:
     """One tuple of cells per result, in :data:`TABLE_HEADER` order."""
     by_key = {r.key: r for r in results}
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for result in results:
         verdict, verdicts = evaluate(result, by_key)
         stats = summarize(result.samples)

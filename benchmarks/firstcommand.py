@@ -29,6 +29,7 @@ from benchmarks.core import Result
 from benchmarks.env import Bench, BenchError
 from clusterlaunch.core.model import HostSpec
 from clusterlaunch.transport import SshSettings, hostkeys, sshconnect
+from clusterlaunch.transport.identities import IdentityFiles
 from clusterlaunch.transport.sshconfig import load_ssh_config, resolve_target
 
 NAME = "firstcommand"
@@ -41,7 +42,8 @@ def by_clusterlaunch(bench: Bench, host: str) -> tuple[float, float]:
     config = str(bench.ssh_config)
     target = resolve_target(load_ssh_config(config), HostSpec(host=host, gpus=1))
     started = time.perf_counter()
-    connection = sshconnect.connect(target, SshSettings(config_path=config), hostkeys.KnownHosts())
+    settings = SshSettings(config_path=config)
+    connection = sshconnect.connect(target, settings, hostkeys.KnownHosts(), IdentityFiles())
     connected = time.perf_counter()
     try:
         process = connection.start("true")
@@ -67,7 +69,7 @@ def by_paramiko(bench: Bench, host: str) -> tuple[float, float]:
         target.hostname,
         port=target.port,
         username=target.user,
-        key_filename=list(target.identity_files),  # type: ignore[arg-type]  (a list works)
+        key_filename=list(target.identity_files),  # type: ignore[arg-type]  # a list works
         look_for_keys=False,
         allow_agent=False,
     )

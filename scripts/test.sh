@@ -23,7 +23,7 @@ VPY=.venv/bin/python
 
 "$VPY" -m ruff check .
 "$VPY" -m ruff format --check .
-"$VPY" -m mypy clusterlaunch
+"$VPY" -m mypy clusterlaunch benchmarks  # benchmarks too: a broken call there fails no test
 
 # Python's default: compiled modules are cached. With PYTHONDONTWRITEBYTECODE set
 # (as some images do), every interpreter the tests start (the CLI, agents, forked
