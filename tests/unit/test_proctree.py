@@ -11,7 +11,9 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +28,12 @@ def detached() -> Iterator[int]:
     env = dict(os.environ, CLUSTERLAUNCH_AGENT=MARKER.partition("=")[2])
     shell = "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!"
     pid = int(subprocess.run(["sh", "-c", shell], env=env, capture_output=True).stdout)
+    # Until it runs sleep: in the middle of execve a process's environ reads empty for a
+    # moment (1 read in 300 here), and a sweep then missed it (seen once in CI).
+    deadline = time.monotonic() + 10
+    while not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0"):
+        assert time.monotonic() < deadline, "the detached sleep never started"
+        time.sleep(0.001)
     try:
         yield pid
     finally:
