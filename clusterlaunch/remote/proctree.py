@@ -3,10 +3,9 @@
 Bundled into the remote programs after ``core/exits`` (see
 :mod:`clusterlaunch.remote`): its package imports are marked ``# bundle: strip``.
 
-Also where the remote programs get ``signal`` from: CPython's ``_signal``, the
-functions and numbers the ``signal`` module wraps. The module turns them into
-enums as it is imported, and that (with ``enum`` itself) cost every agent ~3 ms
-of its start-up (``python -S``, 60 rounds here); the programs need only numbers.
+Also where the remote programs get ``signal`` from: CPython's ``_signal``, which the
+``signal`` module wraps in enums; that (with ``enum``) cost every agent ~3 ms of its
+start-up (``python -S``, 60 rounds here), and the programs need only numbers.
 """
 
 import os
@@ -56,12 +55,11 @@ def prctl():
 
 
 def libc_function(name):
-    """libc's function ``name`` (int result), called through ctypes' C part, ``_ctypes``,
-    as ctypes itself does.
+    """libc's function ``name`` (int result), called through ctypes' C part, ``_ctypes``.
 
-    ``import ctypes`` cost every agent 4.2 ms of CPU (its Python part builds some
-    30 types); ``import _ctypes`` 0.65 ms (``python -S``, 60 rounds, CPython 3.11
-    here). ctypes' own classes are used wherever the C part is not as expected.
+    ``import ctypes`` cost every agent 4.2 ms of CPU (its Python part builds some 30
+    types), ``import _ctypes`` 0.65 ms (``python -S``, 60 rounds, CPython 3.11 here).
+    ctypes itself is used wherever the C part is not as expected.
     """
     try:
         import _ctypes
@@ -144,27 +142,36 @@ def descendants(root):
 def marked_processes(marker):
     """Processes of ours whose environment contains ``marker`` (``NAME=value``).
 
-    A second net behind the subreaper: catches anything that left our tree on a
-    kernel without subreapers or without children lists (``tree_is_complete``).
-    Only our own user's /proc/<pid>/environ is readable, so this never matches
-    anyone else's processes.
+    A second net behind the subreaper, for kernels without subreapers or children
+    lists (``tree_is_complete``); only our own user's environments are readable.
+    Mid-``execve`` a process's environment reads empty for a moment (1 read in 300
+    of a ``setsid sleep`` just started, here; a sweep missed one so in CI): the
+    empty ones are read once more.
     """
-    needle = marker.encode() + b"\0"
-    me = os.getpid()
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
-            continue
+    needle, me = marker.encode() + b"\0", str(os.getpid())
+    found, empty = _marked([n for n in os.listdir("/proc") if n.isdigit() and n != me], needle)
+    if empty:  # rare: kernel threads and zombies give an error here, not b""
+        time.sleep(0.001)
+        found += _marked(empty, needle)[0]
+    return found
+
+
+def _marked(names, needle):
+    """The live processes among ``names`` whose environment holds ``needle``; the empty."""
+    found, empty = [], []
+    for name in names:
         try:
             with open("/proc/%s/environ" % name, "rb") as handle:
                 environ = handle.read()
         except OSError:
             continue
-        if needle in environ or environ.endswith(needle[:-1]):
+        if not environ:
+            empty.append(name)
+        elif needle in environ or environ.endswith(needle[:-1]):
             info = read_stat(int(name))
             if info is not None and info[0] != "Z":
                 found.append(int(name))
-    return found
+    return found, empty
 
 
 def reap(root, keep):

@@ -7,6 +7,7 @@ PID 1 or an outer subreaper), where only the marker sweep finds it.
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -50,6 +52,24 @@ def test_the_marker_sweep_finds_what_left_the_tree(detached: int) -> None:
     killer = proctree.TreeKiller(os.getpid(), MARKER, grace=5)
     assert detached not in killer.targets()  # reparented: the walk cannot see it
     assert detached in killer.targets(sweep=True)
+
+
+def test_the_sweep_reads_an_empty_environment_again(
+    detached: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Mid-execve a process's environ reads empty for a moment; the sweep's second look
+    # finds it (without it, this detached sleep was missed: seen in CI).
+    empty_once = [f"/proc/{detached}/environ"]
+
+    def reading(path: str, mode: str = "r") -> IO[bytes]:
+        if path in empty_once:
+            empty_once.remove(path)
+            return io.BytesIO(b"")
+        return open(path, mode)
+
+    monkeypatch.setattr(proctree, "open", reading, raising=False)
+    assert detached in proctree.marked_processes(MARKER)
+    assert empty_once == []  # the first read was the empty one
 
 
 def test_a_complete_tree_is_not_swept(detached: int, monkeypatch: pytest.MonkeyPatch) -> None:
