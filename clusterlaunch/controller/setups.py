@@ -24,15 +24,13 @@ def kill_setups(stuck: Sequence[tuple[Connection, SetupWatch]], wait: float = 5.
     still on its way has no PID to kill yet: a caller that reads on calls this
     again (each setup is killed once), as the supervisor's teardown does.
     """
-    jobs = {
-        watch.host: (connection, kill_command(watch.pid, watch.token))
-        for connection, watch in stuck
-        if watch.running and watch.pid is not None and not watch.killed
-    }
+    jobs = {}
+    for connection, watch in stuck:
+        if watch.running and watch.pid is not None and not watch.killed:
+            watch.killed = True
+            jobs[watch.host] = (connection, kill_command(watch.pid, watch.token))
     if not jobs:
         return []
-    for _, watch in stuck:
-        watch.killed = watch.killed or watch.host in jobs
     results = Batch(jobs).wait(wait)
     return [host for host, finished in results.items() if finished.status == 0]
 

@@ -9,22 +9,9 @@ from dataclasses import dataclass, field
 from clusterlaunch.controller.setups import REPORT_WAIT_S, end_setups, kill_setups
 from clusterlaunch.core.errors import StopJob
 from clusterlaunch.core.setupguard import SetupWatch
-from clusterlaunch.testing.agentscript import Exit, FakeAgent
-from clusterlaunch.testing.fakes import FakeConnection, FakeProcess
+from clusterlaunch.testing.setuphost import SetupHost
 
 PID_LINE = b"@@setup@@ pid=%d token=j1 limit=300\n"
-
-
-class KillRecorder(FakeConnection):
-    """Every channel is a kill: recorded, and it exits 0 at once."""
-
-    def __init__(self, host: str) -> None:
-        super().__init__(host)
-        self.kills: list[str] = []
-
-    def start(self, command: str, stdin: bytes = b"") -> FakeProcess:
-        self.kills.append(command)
-        return FakeProcess(self, FakeAgent([Exit(0)]))
 
 
 @dataclass
@@ -33,11 +20,11 @@ class Probe:
 
     host: str
     ended: bool = False
-    connection: KillRecorder = field(init=False)
+    connection: SetupHost = field(init=False)
     setup: SetupWatch = field(init=False)
 
     def __post_init__(self) -> None:
-        self.connection = KillRecorder(self.host)
+        self.connection = SetupHost(self.host, agents=0)  # its program never starts here
         self.setup = SetupWatch(self.host, expected=True)
 
     def done(self) -> bool:

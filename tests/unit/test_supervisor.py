@@ -37,12 +37,12 @@ from clusterlaunch.testing.agentscript import (
     started,
     stopping,
 )
-from clusterlaunch.testing.fakes import FakeClock, FakeConnection, FakeProcess
+from clusterlaunch.testing.fakes import FakeClock, FakeConnection
+from clusterlaunch.testing.setuphost import SetupHost
 from tests.unit.plans import two_ranks_per_host
 
 RUNNING = FakeAgent([started(), Hang()])  # runs until told to stop, then stops as agents do
 CTRL_C = Interrupt(130, "interrupted (Ctrl-C)")
-KILL_INTERRUPTED = "b-second-ctrl-c"
 
 
 class ClosedPipe(io.BytesIO):
@@ -50,24 +50,6 @@ class ClosedPipe(io.BytesIO):
 
     def write(self, data: bytes) -> int:  # type: ignore[override]
         raise BrokenPipeError
-
-
-class InSetup(FakeConnection):
-    """A host whose agent is behind a ``setup:``: a later channel is a kill, recorded.
-
-    The kill exits 0, or with ``KILL_INTERRUPTED`` in its command's host name, a second
-    Ctrl-C reaches the controller while it waits for the kill.
-    """
-
-    kills: list[str]
-
-    def start(self, command: str, stdin: bytes = b"") -> FakeProcess:
-        if not self.processes:
-            self.kills = []
-            return super().start(command, stdin)
-        self.kills.append(command)
-        steps = [CTRL_C, Exit(0)] if self.host == KILL_INTERRUPTED else [Exit(0)]
-        return FakeProcess(self, FakeAgent(steps))
 
 
 @dataclass
@@ -92,12 +74,16 @@ def supervise(
     console_out: io.BytesIO | None = None,
     start_errors: Mapping[str, str] | None = None,
     setups: Mapping[str, str] | None = None,
+    kills: Mapping[str, FakeAgent] | None = None,
     **options: object,
 ) -> Run:
+    """``setups``: a ``setup:`` per host (a :class:`SetupHost`); ``kills``: what its kills play."""
     plan = two_ranks_per_host(list(agents), exec_argv, setups)
     hosts = {
-        name: (InSetup if name in (setups or {}) else FakeConnection)(
-            name, agent, clock, (start_errors or {}).get(name)
+        name: (
+            SetupHost(name, agent, clock, (kills or {}).get(name))
+            if name in (setups or {})
+            else FakeConnection(name, agent, clock, (start_errors or {}).get(name))
         )
         for name, agent in agents.items()
     }
@@ -401,7 +387,7 @@ def test_an_interrupt_kills_a_setup_once_whenever_its_pid_arrives(pid_arrives: s
     run = supervise({"a": a, "b": stuck}, setups=STUCK_SETUP, clock=FakeClock(tick=0.05))
     assert run.outcome == JobOutcome(130, "interrupted (Ctrl-C)", stopped=True)
     host = run.hosts["b"]
-    assert isinstance(host, InSetup) and len(host.kills) == 1
+    assert isinstance(host, SetupHost) and len(host.kills) == 1
     assert "-777" in host.kills[0] and "j1" in host.kills[0]
     assert "b: no confirmation that the job ended" in run.err  # it never answered; killed
 
@@ -411,17 +397,18 @@ def test_a_setup_that_never_reports_a_pid_is_not_killed() -> None:
     a = FakeAgent([started(), Pause(3), CTRL_C, Hang()])
     run = supervise({"a": a, "b": stuck}, setups=STUCK_SETUP, clock=FakeClock(tick=0.05))
     host = run.hosts["b"]
-    assert isinstance(host, InSetup) and host.kills == []  # no PID: nothing safe to signal
+    assert isinstance(host, SetupHost) and host.kills == []  # no PID: nothing safe to signal
 
 
 def test_a_second_interrupt_while_a_setup_is_killed_hurries_the_teardown() -> None:
     stuck = FakeAgent([SETUP_PID, Hang()], on={"t": [Hang()]})
     a = FakeAgent([started(), Pause(3), CTRL_C, Hang()])
     run = supervise(
-        {"a": a, KILL_INTERRUPTED: stuck},
-        setups={KILL_INTERRUPTED: "sleep 599"},
+        {"a": a, "b": stuck},
+        setups=STUCK_SETUP,
+        kills={"b": FakeAgent([CTRL_C, Exit(0)])},  # a second Ctrl-C while the kill is awaited
         clock=FakeClock(tick=0.05),
     )
     assert run.outcome == JobOutcome(130, "interrupted (Ctrl-C)", stopped=True)
     assert "second interrupt: killing everything now" in run.err
-    assert run.sent(KILL_INTERRUPTED) == b"tk"  # still in its setup: "k" for when it ends
+    assert run.sent("b") == b"tk"  # still in its setup: "k" for when it ends
