@@ -8,7 +8,7 @@ of :mod:`clusterlaunch.controller.readloop`: ``--sync``'s checks, ``ps`` and
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -48,6 +48,7 @@ class Batch(Generic[K]):
         At most ``fanout`` channels are opened at once.
         """
         self._keys = list(jobs)
+        self._connections = {key: connection for key, (connection, _) in jobs.items()}
         self._results: dict[K, Finished] = {}
         self._running: dict[K, RemoteProcess] = {}
         self._outputs: dict[K, tuple[list[bytes], list[bytes]]] = {}
@@ -61,18 +62,41 @@ class Batch(Generic[K]):
             self._outputs[key] = ([], [])
 
     def wait(self, timeout: float) -> dict[K, Finished]:
-        """Every command's end, in the order given; those still running after ``timeout`` lose."""
-        deadline = time.monotonic() + timeout
-        running = self._running
+        """Every command's end, in the order given; those still running after ``timeout`` lose.
+
+        Their channels are closed on the way out, whatever happens.
+        """
         try:
-            while running and (left := deadline - time.monotonic()) > 0:
-                read_round(list(running.items()), min(left, 0.2), self._take)
-            for key in running:
-                out, err = (b"".join(part) for part in self._outputs[key])
-                self._results[key] = Finished(None, out, err, f"no answer within {timeout:g} s")
+            return self.wait_open(timeout)
         finally:
             self.close()
+
+    def wait_open(self, timeout: float) -> dict[K, Finished]:
+        """As :meth:`wait`, but the commands given up on keep their channels.
+
+        So a caller can still read what they had on their way (a setup's PID
+        line) with :meth:`read_on`; :meth:`close` drops them.
+        """
+        self.read_on(timeout, lambda: False)
+        for key in self._running:
+            out, err = (b"".join(part) for part in self._outputs[key])
+            self._results[key] = Finished(None, out, err, f"no answer within {timeout:g} s")
         return {key: self._results[key] for key in self._keys}
+
+    def read_on(self, seconds: float, enough: Callable[[], bool]) -> None:
+        """Read until every command ended, ``enough()`` holds, or ``seconds`` passed."""
+        deadline = time.monotonic() + seconds
+        running = self._running
+        while running and not enough() and (left := deadline - time.monotonic()) > 0:
+            read_round(list(running.items()), min(left, 0.2), self._take)
+
+    def running(self, key: K) -> bool:
+        """Whether command ``key`` started and has neither ended nor been closed."""
+        return key in self._running
+
+    def connection(self, key: K) -> Connection:
+        """The connection command ``key`` was given."""
+        return self._connections[key]
 
     def stdout_so_far(self, key: K) -> bytes:
         """What command ``key`` printed on stdout until now (or until it was given up on)."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusterlaunch.controller.batch import Batch, Finished
-from clusterlaunch.controller.setups import kill_setups
+from clusterlaunch.controller.setups import wait_guarded
 from clusterlaunch.core import commands, setupguard
 from clusterlaunch.core.defaults import FANOUT, KILL_WAIT_S, SETUP_TIMEOUT_S
 from clusterlaunch.core.exits import ExitStatus
@@ -158,11 +158,8 @@ def _ask_everywhere(
     }
     with_setup = {spec.host for spec in specs if spec.setup}
     batch = Batch(jobs, stdin=program_payload("jobctl"), fanout=ask.fanout)
-    finished: dict[str, Finished] = {}
-    try:
-        finished = batch.wait(ask.timeout + (ask.setup_timeout if with_setup else 0))
-    finally:
-        _end_stuck_setups(batch, jobs, with_setup, finished)
+    timeout = ask.timeout + (ask.setup_timeout if with_setup else 0)
+    finished = wait_guarded(batch, timeout, with_setup)
     answers: list[tuple[str, dict[str, Any]]] = []
     unanswered = []
     for alias, result in finished.items():
@@ -190,23 +187,6 @@ def jobctl_records(out: bytes) -> list[dict[str, Any]]:
     except ValueError:  # FrameError, or an event that is not JSON
         pass
     return records
-
-
-def _end_stuck_setups(
-    batch: Batch[str],
-    jobs: Mapping[str, tuple[Connection, str]],
-    with_setup: set[str],
-    finished: Mapping[str, Finished],
-) -> None:
-    """Kill the setups of hosts given up on (timed out, or interrupted by a signal)."""
-    stuck = []
-    for alias in with_setup:
-        if alias in finished and finished[alias].status is not None:
-            continue
-        watch = setupguard.SetupWatch(alias, expected=True)
-        watch.feed(batch.stdout_so_far(alias))
-        stuck.append((jobs[alias][0], watch))
-    kill_setups(stuck)
 
 
 def _why(result: Finished, watch: setupguard.SetupWatch, python: str) -> str:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Protocol, TypeVar
 
-from clusterlaunch.controller.batch import Batch
+from clusterlaunch.controller.batch import Batch, Finished
 from clusterlaunch.core.errors import StopJob
 from clusterlaunch.core.setupguard import SetupWatch, kill_command
 from clusterlaunch.transport.base import Connection
@@ -67,3 +67,61 @@ def end_setups(runs: list[Run], pump: Pump[Run]) -> None:
         pass  # a second signal: kill what is known, at once
     finally:
         kill_setups([(run.connection, run.setup) for run in runs if not run.done()])
+
+
+def wait_guarded(
+    batch: Batch[str], timeout: float, with_setup: Collection[str]
+) -> dict[str, Finished]:
+    """``batch.wait(timeout)`` for programs behind setups (``ps``, ``kill``, ``stacks``).
+
+    The setups of the hosts given up on (timed out, or a Ctrl-C while waiting)
+    are killed through :func:`end_setups`, their PID lines still on their way
+    read first: :meth:`Batch.wait` closed the channels before that, so such a
+    setup ran on until its own ``--setup-timeout``.
+    """
+    try:
+        return batch.wait_open(timeout)
+    finally:
+        try:
+            given_up = [_InBatch(batch, key) for key in with_setup if batch.running(key)]
+            end_setups(given_up, _read_batch(batch))
+        finally:
+            batch.close()
+
+
+class _InBatch:
+    """A batch's command behind a setup, as :func:`end_setups` sees a program (:class:`Guarded`)."""
+
+    def __init__(self, batch: Batch[str], key: str) -> None:
+        self.batch = batch
+        self.key = key
+        self.connection = batch.connection(key)
+        self.setup = self._watch()
+
+    def _watch(self) -> SetupWatch:
+        watch = SetupWatch(self.key, expected=True)
+        watch.feed(self.batch.stdout_so_far(self.key))
+        return watch
+
+    def refresh(self) -> None:
+        """Read the setup's reports again, from everything the command printed so far."""
+        self.setup = self._watch()
+
+    def done(self) -> bool:
+        return not self.batch.running(self.key)
+
+
+def _read_batch(batch: Batch[str]) -> Pump[_InBatch]:
+    """:func:`end_setups`' read loop over ``batch``."""
+
+    def pump(
+        runs: list[_InBatch], ready: Callable[[_InBatch], bool], deadline: float, say: object
+    ) -> None:
+        def enough() -> bool:
+            for run in runs:
+                run.refresh()
+            return all(ready(run) for run in runs)
+
+        batch.read_on(deadline - time.monotonic(), enough)
+
+    return pump

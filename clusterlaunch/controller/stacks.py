@@ -14,6 +14,7 @@ from typing import Any
 
 from clusterlaunch.controller import jobs
 from clusterlaunch.controller.batch import Batch
+from clusterlaunch.controller.setups import wait_guarded
 from clusterlaunch.core import commands, setupguard
 from clusterlaunch.core.defaults import FANOUT, SETUP_TIMEOUT_S
 from clusterlaunch.core.model import HostSpec, JobPlan, NodePlan, SshTarget
@@ -61,10 +62,8 @@ def stacks_of_plan(
         node.host: (connections[node.host], node_command(node, plan.job_id)) for node in plan.nodes
     }
     batch = Batch(batch_jobs, stdin=program_payload("jobctl"), fanout=fanout)
-    try:
-        finished = batch.wait(DUMP_TIMEOUT_S + 30)
-    finally:
-        batch.close()
+    with_setup = {node.host for node in plan.nodes if node.setup}
+    finished = wait_guarded(batch, DUMP_TIMEOUT_S + 30, with_setup)
     records: list[tuple[str, dict[str, Any]]] = []
     for node in plan.nodes:
         result = finished.get(node.host)

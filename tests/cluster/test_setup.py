@@ -36,13 +36,20 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-@pytest.mark.parametrize("command", ["run", "exec"])  # the preflight's setup; the agent's
+ARGS_AFTER_HOSTS = {
+    "run": ["sleeper.py"],  # the preflight's setup
+    "exec": ["--", "sleep", "600"],  # the agent's
+    "ps": [],  # jobctl's (ps, kill and stacks wait on it alike)
+    "kill": ["no-such-job"],
+}
+
+
+@pytest.mark.parametrize("command", list(ARGS_AFTER_HOSTS))
 def test_interrupt_during_a_stuck_setup_leaves_nothing(
     sim_cluster, tmp_path: Path, assert_no_orphans, command: str
 ) -> None:
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1, {"setup": STUCK})])
-    job = ["sleeper.py"] if command == "run" else ["--", "sleep", "600"]
-    process = start_cli(command, sim_cluster, str(hosts), *job)
+    process = start_cli(command, sim_cluster, str(hosts), *ARGS_AFTER_HOSTS[command])
     try:
         _wait_for_process(sim_cluster, STUCK)
         interrupted = time.monotonic()

@@ -1,4 +1,8 @@
-"""Ending setups given up on: each killed once, and a PID line on its way still read first."""
+"""Ending setups given up on: each killed once, and a PID line on its way still read first.
+
+The preflight's and doctor's programs (``end_setups``) and ``ps``/``kill``/``stacks``'
+jobctl in a :class:`Batch` (``wait_guarded``).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from clusterlaunch.controller.setups import REPORT_WAIT_S, end_setups, kill_setups
+import pytest
+
+from clusterlaunch.controller.batch import Batch
+from clusterlaunch.controller.setups import REPORT_WAIT_S, end_setups, kill_setups, wait_guarded
 from clusterlaunch.core.errors import StopJob
 from clusterlaunch.core.setupguard import SetupWatch
+from clusterlaunch.testing.agentscript import Exit, FakeAgent, Hang, Interrupt, Pause, Raw, Step
 from clusterlaunch.testing.setuphost import SetupHost
 
 PID_LINE = b"@@setup@@ pid=%d token=j1 limit=300\n"
@@ -94,3 +102,50 @@ def test_each_setup_is_killed_once_however_often_asked() -> None:
     for _ in range(3):
         kill_setups([(probe.connection, probe.setup)])
     assert len(probe.connection.kills) == 1 and probe.setup.killed
+
+
+# -- wait_guarded: ps, kill and stacks wait on a Batch of jobctl behind setups ----------------
+
+
+def _jobctl(*steps: Step) -> FakeAgent:
+    """jobctl behind a setup: its program comes on stdin, so EOF there is where it starts."""
+    return FakeAgent(on={"eof": list(steps)})
+
+
+def _batch(hosts: dict[str, SetupHost]) -> Batch[str]:
+    return Batch({name: (host, "jobctl list") for name, host in hosts.items()})
+
+
+def test_a_ctrl_c_before_the_pid_line_still_kills_that_setup() -> None:
+    # The line was on its way when the interrupt came: Batch.wait closed the
+    # channel first, and the setup ran on until its own --setup-timeout.
+    late = SetupHost(
+        "late", _jobctl(Interrupt(130, "interrupted"), Pause(1), Raw(PID_LINE % 22), Hang())
+    )
+    batch = _batch({"late": late})
+    with pytest.raises(StopJob):
+        wait_guarded(batch, 30, {"late"})
+    assert len(late.kills) == 1 and "-22" in late.kills[0] and "j1" in late.kills[0]
+    assert late.process.closed and not batch.running("late")
+
+
+def test_only_setups_still_running_are_killed_when_given_up_on() -> None:
+    hosts = {
+        "stuck": SetupHost("stuck", _jobctl(Raw(PID_LINE % 11), Hang())),
+        "set-up": SetupHost("set-up", _jobctl(Raw(PID_LINE % 22 + b"@@setup@@ done\n"), Hang())),
+        "ended": SetupHost("ended", _jobctl(Raw(PID_LINE % 33), Exit(1))),
+        "no-setup": SetupHost("no-setup", _jobctl(Raw(PID_LINE % 44), Hang())),
+    }
+    started = time.monotonic()
+    finished = wait_guarded(_batch(hosts), 0.3, {"stuck", "set-up", "ended"})
+    assert [len(host.kills) for host in hosts.values()] == [1, 0, 0, 0]
+    assert finished["stuck"].status is None and finished["ended"].status == 1
+    assert time.monotonic() - started < 0.3 + REPORT_WAIT_S  # no read-on: every PID was known
+    assert all(host.process.closed for host in hosts.values())
+
+
+def test_jobctl_answers_pass_through_untouched() -> None:
+    host = SetupHost("a", _jobctl(Raw(PID_LINE % 11 + b"@@setup@@ done\nanswer\n"), Exit(0)))
+    finished = wait_guarded(_batch({"a": host}), 5, {"a"})
+    assert finished["a"].status == 0 and finished["a"].out.endswith(b"answer\n")
+    assert host.kills == []
