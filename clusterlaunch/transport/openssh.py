@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from clusterlaunch.core.errors import TransportError
 from clusterlaunch.transport.local import LocalProcess
+from clusterlaunch.transport.sshlog import MasterLog
 
 if TYPE_CHECKING:
     import paramiko
@@ -46,7 +47,7 @@ suffix, and our directory and socket names take about 40 more."""
 
 
 class ControlDir:
-    """The job's private (0700) directory for control sockets and master logs.
+    """The job's private (0700) directory for the masters' control sockets.
 
     Removed when the last connection using it is closed.
     """
@@ -83,7 +84,7 @@ class ControlDir:
 def _sweep(base: str) -> None:
     """Remove our directories left by controllers that were killed (SIGKILL skips cleanup).
 
-    Their masters are gone (killed with them); only logs remain.
+    Their masters are gone (killed with them); only stale sockets remain.
     """
     with contextlib.suppress(OSError):
         for entry in os.scandir(base):
@@ -113,7 +114,7 @@ class OpenSshConnection:
         master: subprocess.Popen[bytes],
         session_argv: list[str],
         on_close: Callable[[], None],
-        master_log: str | None = None,
+        master_log: MasterLog | None = None,
     ) -> None:
         self.host = host
         self._master = master
@@ -191,11 +192,8 @@ class OpenSshConnection:
             self._master.wait(wait)
         if self._master.poll() is None:
             return None
-        try:
-            with open(self._master_log, "rb") as log:
-                said = log.read().decode("utf-8", "replace").strip().splitlines()
-        except OSError:
-            said = []
+        with self._lock:  # close() drops the log only after marking the connection closed
+            said = [] if self._closed else self._master_log.said().strip().splitlines()
         return said[-1] if said else f"ssh exited with {self._master.returncode}"
 
     def close(self) -> None:
@@ -211,6 +209,8 @@ class OpenSshConnection:
                 session.wait(_SESSION_REAP_S)
             if session.poll() is None:
                 stop_process(session)
+        if self._master_log is not None:
+            self._master_log.close()
         self._on_close()
 
 

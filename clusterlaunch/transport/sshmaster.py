@@ -3,8 +3,8 @@
 Every master is spawned from the calling thread (the controller's main thread)
 and watched by one loop, without a thread per host: a master is up when its
 control socket appears (ssh creates it after authentication), failed when it
-exits (its stderr, kept in a file, says why). Spawning from the main thread
-matters: with ``setpriv --pdeathsig`` the kernel ends a master when the
+exits (its stderr, in a :mod:`sshlog` file, says why). Spawning from the main
+thread matters: with ``setpriv --pdeathsig`` the kernel ends a master when the
 thread that spawned it ends, so a killed controller leaves no master behind.
 
 Transient failures (a reset during the handshake, a server that closed before
@@ -31,6 +31,7 @@ from clusterlaunch.core.sshargv import Keepalive, Mux, ssh_argv
 from clusterlaunch.transport import sshconfig, sshfailure
 from clusterlaunch.transport.openssh import ControlDir, OpenSshConnection, stop_process
 from clusterlaunch.transport.settings import SshSettings
+from clusterlaunch.transport.sshlog import MasterLog
 from clusterlaunch.transport.sshready import Arrivals
 
 _POLL_S = 0.01
@@ -56,13 +57,13 @@ class _Master:
     key: str
     target: SshTarget
     socket: str
-    log: str
     jump: _Master | None = None
     hops: tuple[SshTarget, ...] = ()
     """ProxyJump ``a,b,c``: ``jump`` is the shared master to ``a``; these are ``b, c``."""
     attempt: int = 0
     not_before: float = 0.0
     popen: subprocess.Popen[bytes] | None = None
+    log: MasterLog | None = None  # the running attempt's stderr; a connection takes it over
     deadline: float = 0.0  # TCP connect, key exchange, login: each may take the timeout
     error: TransportError | None = None
     users: list[_Master] = field(default_factory=list)
@@ -111,6 +112,8 @@ def connect_all(
                 stop_process(master.popen)
         raise
     finally:
+        for log in [m.log for m in masters if m.log]:  # failed, jump hosts: not needed now
+            log.close()
         control.release()
 
 
@@ -122,16 +125,14 @@ def _plan(
     masters: list[_Master] = []
     config = None
     for index, target in enumerate(targets):
-        master = _Master(
-            target.alias, target, control.file(f"{index}"), control.file(f"{index}.log")
-        )
+        master = _Master(target.alias, target, control.file(f"{index}"))
         if target.proxy_jump:
             hop, *later = target.proxy_jump.split(",")
             config = config or sshconfig.load_ssh_config(settings.config_path)
             if hop not in jumps:
                 jump = sshconfig.jump_host(config, hop)
                 name = f"j{len(jumps)}"
-                jumps[hop] = _Master(hop, jump, control.file(name), control.file(f"{name}.log"))
+                jumps[hop] = _Master(hop, jump, control.file(name))
             master.jump = jumps[hop]
             master.hops = tuple(sshconfig.jump_host(config, name) for name in later)
             jumps[hop].users.append(master)
@@ -215,18 +216,20 @@ def _spawn(master: _Master, settings: MasterSettings) -> None:
     argv = _argv(master, settings, Mux(master.socket, master=True))
     argv += ["-N", "--", master.target.alias]
     timeout = master.target.connect_timeout or settings.connect_timeout
-    with open(master.log, "wb") as log:
-        try:
-            master.popen = subprocess.Popen(
-                [*settings.pdeathsig, *argv],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-                start_new_session=True,  # a Ctrl-C reaches us; we end it
-            )
-        except OSError as exc:
-            master.error = TransportError(master.key, f"cannot run ssh: {exc}")
-            return
+    if master.log is not None:
+        master.log.close()  # an earlier attempt's
+    try:
+        master.log = MasterLog()
+        master.popen = subprocess.Popen(
+            [*settings.pdeathsig, *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=master.log.fileno(),
+            start_new_session=True,  # a Ctrl-C reaches us; we end it
+        )
+    except OSError as exc:
+        master.error = TransportError(master.key, f"cannot run ssh: {exc}")
+        return
     master.deadline = time.monotonic() + 3 * timeout
 
 
@@ -246,8 +249,7 @@ def _settled(
         timeout = master.target.connect_timeout or settings.connect_timeout
         master.error = TransportError(master.key, sshfailure.timed_out(master.target, timeout))
         return True
-    with open(master.log, "rb") as log:
-        said = log.read().decode("utf-8", "replace")
+    said = master.log.said() if master.log is not None else ""
     failure = sshfailure.classify(master.target, said, settings.policy_override)
     if isinstance(failure, sshfailure.Transient) and master.attempt < sshfailure.RETRIES:
         delay = sshfailure.backoff(master.attempt)
@@ -273,12 +275,10 @@ def _connections(
             continue
         assert master.popen is not None
         control.hold()
+        log, master.log = master.log, None  # the connection's now
+        argv = _argv(master, settings, Mux(master.socket))
         connections[master.key] = OpenSshConnection(
-            master.key,
-            master.popen,
-            _argv(master, settings, Mux(master.socket)),
-            _closer(master, control),
-            master.log,
+            master.key, master.popen, argv, _closer(master, control), log
         )
     for jump in (m for m in masters if m.users):
         # It lives as long as the connections behind it; none: it goes now.
