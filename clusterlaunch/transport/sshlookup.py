@@ -18,6 +18,7 @@ looked up the plain way.
 from __future__ import annotations
 
 import heapq
+import os
 from typing import Any
 
 from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHConfigDict
@@ -35,6 +36,17 @@ class _Blocks(SSHConfig):
     def _does_match(self, match_list: list[Any], *rest: Any) -> Any:
         # paramiko looks up the local user for every block, Match or not.
         return super()._does_match(match_list, *rest) if match_list else []  # type: ignore[misc]
+
+    def _tokenize(self, config: Any, target_hostname: str, key: str, value: str) -> Any:
+        # For each value it may expand, even one without a token, paramiko asks for the
+        # local user (pwd), host name and, for IdentityFile and ControlPath, the DNS name
+        # (socket.getfqdn: a reverse look-up): 32 hosts made 128 user, 192 host-name and
+        # 64 DNS look-ups before anything was contacted. Without "%" only "~" can expand.
+        if "%" in value:
+            return super()._tokenize(config, target_hostname, key, value)  # type: ignore[misc]
+        if "~" in value and "~" in self._allowed_tokens(key):  # type: ignore[attr-defined]
+            return value.replace("~", os.path.expanduser("~"))  # as paramiko replaces it
+        return value
 
     def _pattern_matches(self, patterns: Any, target: str) -> bool:
         # fnmatch compiles a regular expression for each new pattern: one per host of a

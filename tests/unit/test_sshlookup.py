@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import getpass
+import os
 from unittest import mock
 
 import paramiko
@@ -28,12 +29,20 @@ Match originalhost node3
     User matched
 Host node3
     ProxyJump bastion
+Host node4
+    IdentityFile ~/.ssh/id_%h /keys/~odd %d/k
+    ControlPath ~/.ssh/cm-%C-%l
+    HostName %h.example.org
+Host gpu1
+    ProxyCommand ssh -W %h:%p ~/jump
+    HostName ~literal
 Host *
     IdentityFile ~/.ssh/all
     ConnectTimeout 7
 """
 
 NAMES = ["node1", "node2", "node3", "node4", "gpu1", "gpu12", "other", "NODE1", "node1 "]
+# node4 and gpu1: values with tokens, with "~" only, and with "~" inside
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -48,8 +57,23 @@ def test_one_block_per_host_needs_no_user_lookup_per_block() -> None:
     with mock.patch.object(getpass, "getuser", wraps=getpass.getuser) as getuser:
         found = [config.lookup(f"h{i}") for i in range(300)]
     assert found[123]["hostname"] == "10.1.0.123" and found[299]["port"] == "2222"
-    # Once per host (paramiko's %u expansion), not once per block and pass (2 x 301 per host).
-    assert getuser.call_count == 300
+    # Not once per block and pass (2 x 301 per host), nor once per value that could
+    # hold a token: no value has one.
+    assert getuser.call_count == 0
+
+
+def test_values_without_tokens_need_no_user_host_or_dns_lookup() -> None:
+    text = "".join(f"Host h{i}\n    HostName 10.2.0.{i}\n" for i in range(32))
+    text += "Host *\n    User u\n    IdentityFile ~/.ssh/id_ed25519\n    ControlPath /run/cm\n"
+    config = IndexedSshConfig.from_text(text)
+    with (
+        mock.patch("socket.getfqdn", side_effect=AssertionError("a DNS look-up")),
+        mock.patch("socket.gethostname", side_effect=AssertionError("a host-name look-up")),
+        mock.patch.object(getpass, "getuser", side_effect=AssertionError("a user look-up")),
+    ):
+        found = [config.lookup(f"h{i}") for i in range(32)]
+    assert found[5]["identityfile"] == [os.path.expanduser("~/.ssh/id_ed25519")]
+    assert found[5]["controlpath"] == "/run/cm" and found[5]["hostname"] == "10.2.0.5"
 
 
 def test_canonicalizing_config_is_looked_up_the_plain_way() -> None:
