@@ -28,7 +28,7 @@ from clusterlaunch.core import commands
 from clusterlaunch.core.errors import HostProblem, TransportError, UsageError
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.core.sshargv import Keepalive, Mux, ssh_argv
-from clusterlaunch.transport import sshconfig, sshfailure
+from clusterlaunch.transport import sshconfig
 from clusterlaunch.transport.openssh import ControlDir, OpenSshConnection, stop_process
 from clusterlaunch.transport.settings import SshSettings
 from clusterlaunch.transport.sshlog import MasterLog
@@ -46,8 +46,7 @@ class MasterSettings:
     keepalive: Keepalive
     policy_override: str | None
     config_path: str | None
-    pdeathsig: tuple[str, ...] = ()
-    """``setpriv --pdeathsig TERM --`` where setpriv exists (looked up once, not per host)."""
+    pdeathsig: tuple[str, ...] = ()  # setpriv --pdeathsig TERM -- where it exists (looked up once)
 
 
 @dataclass(eq=False)
@@ -58,8 +57,7 @@ class _Master:
     target: SshTarget
     socket: str
     jump: _Master | None = None
-    hops: tuple[SshTarget, ...] = ()
-    """ProxyJump ``a,b,c``: ``jump`` is the shared master to ``a``; these are ``b, c``."""
+    hops: tuple[SshTarget, ...] = ()  # ProxyJump a,b,c: jump is the shared master to a; b, c
     attempt: int = 0
     not_before: float = 0.0
     popen: subprocess.Popen[bytes] | None = None
@@ -240,6 +238,8 @@ def _settled(
     master.up = master.up or arrivals.up(master.socket)
     if master.ready:  # a running master has no error: a failed spawn never runs
         return True
+    from clusterlaunch.transport import sshfailure  # only now: 2 ms of a start that needs none
+
     popen = master.popen
     assert popen is not None
     if not arrivals.child_ended or popen.poll() is None:
