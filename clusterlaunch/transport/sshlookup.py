@@ -10,7 +10,8 @@ anything was contacted; 256 hosts would be 64 times that.
 Here blocks whose ``Host`` patterns are all literal names are indexed by name;
 a lookup hands paramiko's own matching only the blocks that can apply (the
 literal ones for that name, and every block with a wildcard, a negation or a
-``Match``), in file order, so every value comes out as paramiko gives it. A
+``Match``), in file order, so every value comes out as paramiko gives it
+(``ControlPath`` excepted: never used, and left unexpanded). A
 config that canonicalizes host names (a second pass under another name) is
 looked up the plain way.
 """
@@ -42,6 +43,10 @@ class _Blocks(SSHConfig):
         # local user (pwd), host name and, for IdentityFile and ControlPath, the DNS name
         # (socket.getfqdn: a reverse look-up): 32 hosts made 128 user, 192 host-name and
         # 64 DNS look-ups before anything was contacted. Without "%" only "~" can expand.
+        # ControlPath is never used (ssh gets clusterlaunch's own; paramiko multiplexes
+        # nothing), and its usual tokens (%C, %r@%h:%p) cost a DNS look-up per host.
+        if key == "controlpath":
+            return value
         if "%" in value:
             return super()._tokenize(config, target_hostname, key, value)  # type: ignore[misc]
         if "~" in value and "~" in self._allowed_tokens(key):  # type: ignore[attr-defined]
@@ -66,7 +71,7 @@ class IndexedSshConfig(SSHConfig):
         self._plain = False
 
     def lookup(self, hostname: str) -> SSHConfigDict:
-        """The options for ``hostname``, exactly as paramiko's lookup gives them."""
+        """The options for ``hostname`` as paramiko's lookup gives them (ControlPath unexpanded)."""
         blocks: list[dict[str, Any]] = self._config  # type: ignore[attr-defined]
         if self._literal is None:
             self._index(blocks)
