@@ -39,7 +39,9 @@ class Guarded(Protocol):
     """A host's program behind a guarded setup (the preflight's and doctor's ``ProbeRun``)."""
 
     connection: Connection
-    setup: SetupWatch
+
+    @property
+    def setup(self) -> SetupWatch: ...
 
     def done(self) -> bool: ...
 
@@ -96,16 +98,13 @@ class _InBatch:
         self.batch = batch
         self.key = key
         self.connection = batch.connection(key)
-        self.setup = self._watch()
 
-    def _watch(self) -> SetupWatch:
+    @property
+    def setup(self) -> SetupWatch:
+        """The setup's reports in everything the command printed so far."""
         watch = SetupWatch(self.key, expected=True)
         watch.feed(self.batch.stdout_so_far(self.key))
         return watch
-
-    def refresh(self) -> None:
-        """Read the setup's reports again, from everything the command printed so far."""
-        self.setup = self._watch()
 
     def done(self) -> bool:
         return not self.batch.running(self.key)
@@ -117,11 +116,6 @@ def _read_batch(batch: Batch[str]) -> Pump[_InBatch]:
     def pump(
         runs: list[_InBatch], ready: Callable[[_InBatch], bool], deadline: float, say: object
     ) -> None:
-        def enough() -> bool:
-            for run in runs:
-                run.refresh()
-            return all(ready(run) for run in runs)
-
-        batch.read_on(deadline - time.monotonic(), enough)
+        batch.read_on(deadline - time.monotonic(), lambda: all(ready(run) for run in runs))
 
     return pump
