@@ -115,8 +115,10 @@ class OpenSshConnection:
         session_argv: list[str],
         on_close: Callable[[], None],
         master_log: MasterLog | None = None,
+        ssh: str = "ssh",
     ) -> None:
         self.host = host
+        self._ssh = ssh  # the path of session_argv's first word
         self._master = master
         self._master_log = master_log
         self._session_argv = session_argv  # ends with the options; alias and command follow
@@ -165,6 +167,7 @@ class OpenSshConnection:
             try:
                 popen = subprocess.Popen(
                     [*self._session_argv, *tail],
+                    executable=self._ssh,
                     stdin=stdin,
                     stdout=stdout,
                     stderr=subprocess.PIPE if stdout == subprocess.PIPE else subprocess.DEVNULL,

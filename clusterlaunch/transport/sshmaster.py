@@ -1,11 +1,10 @@
 """Establish the OpenSSH master connections of a job, all at once.
 
 Every master is spawned from the calling thread (the controller's main thread)
-and watched by one loop, without a thread per host: a master is up when its
-control socket appears (ssh creates it after authentication), failed when it
-exits (its stderr, in a :mod:`sshlog` file, says why). Spawning from the main
-thread matters: with ``setpriv --pdeathsig`` the kernel ends a master when the
-thread that spawned it ends, so a killed controller leaves no master behind.
+and watched by one loop (:mod:`sshready`), without a thread per host: up when its
+control socket appears, failed when it exits (its stderr, in a :mod:`sshlog` file,
+says why). Spawned from the main thread: with ``setpriv --pdeathsig`` the kernel
+ends a master when its spawning thread ends, so a killed controller leaves none.
 
 Transient failures (a reset during the handshake, a server that closed before
 its banner: sshd's ``MaxStartups`` does that to bursts of connections) are
@@ -46,7 +45,8 @@ class MasterSettings:
     keepalive: Keepalive
     policy_override: str | None
     config_path: str | None
-    pdeathsig: tuple[str, ...] = ()  # setpriv --pdeathsig TERM -- where it exists (looked up once)
+    pdeathsig: tuple[str, ...] = ()  # /usr/bin/setpriv --pdeathsig TERM --: a master dies with us
+    ssh: str = "ssh"  # its path, looked up once: else Popen searches PATH at every spawn
 
 
 @dataclass(eq=False)
@@ -65,8 +65,7 @@ class _Master:
     deadline: float = 0.0  # TCP connect, key exchange, login: each may take the timeout
     error: TransportError | None = None
     users: list[_Master] = field(default_factory=list)
-    up: bool = False
-    """Its control socket is in place: it is authenticated."""
+    up: bool = False  # its control socket is in place: it is authenticated
 
     @property
     def ready(self) -> bool:
@@ -85,18 +84,19 @@ def connect_all(
     ``progress`` hears each target's alias as its master comes up (jump hosts are not targets).
     """
     interval = max(1, round(ssh.keepalive_interval))
+    setpriv, client = shutil.which("setpriv"), shutil.which("ssh")
     settings = MasterSettings(
         config_file=sshconfig.ssh_config_file(ssh.config_path),
         connect_timeout=ssh.connect_timeout,
         keepalive=Keepalive(interval, max(1, math.ceil(ssh.dead_after / interval))),
         policy_override=ssh.host_key_policy,
         config_path=ssh.config_path,
-        # Tie each master's life to ours: killed with us, it leaves nothing running.
-        pdeathsig=("setpriv", "--pdeathsig", "TERM", "--") if shutil.which("setpriv") else (),
+        pdeathsig=(setpriv, "--pdeathsig", "TERM", "--") if setpriv else (),
+        ssh=client or "ssh",
     )
     if not targets:
         return {}, []
-    if shutil.which("ssh") is None:
+    if client is None:
         raise UsageError("--ssh-client openssh needs the OpenSSH client (ssh) on PATH")
     control = ControlDir()
     control.hold()  # until the connections exist: then each holds it
@@ -161,9 +161,8 @@ def _argv(master: _Master, settings: MasterSettings, mux: Mux) -> list[str]:
 def _through(hop: SshTarget, proxy: str, settings: MasterSettings) -> str:
     """A ProxyCommand that reaches ``%h:%p`` through ``hop``, itself reached by ``proxy``.
 
-    ``proxy`` becomes an option of the hop's ssh, inside the outer ProxyCommand:
-    its ``%`` are doubled so that the outer ssh leaves ``%h:%p`` for the hop's ssh
-    to expand (to the hop's own address).
+    ``proxy`` becomes an option of the hop's ssh, inside the outer ProxyCommand: its
+    ``%`` doubled, so the outer ssh leaves ``%h:%p`` for the hop's ssh (its own address).
     """
     argv = ssh_argv(
         hop,
@@ -220,6 +219,7 @@ def _spawn(master: _Master, settings: MasterSettings) -> None:
         master.log = MasterLog()
         master.popen = subprocess.Popen(
             [*settings.pdeathsig, *argv],
+            executable=None if settings.pdeathsig else settings.ssh,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=master.log.fileno(),
@@ -278,7 +278,7 @@ def _connections(
         log, master.log = master.log, None  # the connection's now
         argv = _argv(master, settings, Mux(master.socket))
         connections[master.key] = OpenSshConnection(
-            master.key, master.popen, argv, _closer(master, control), log
+            master.key, master.popen, argv, _closer(master, control), log, settings.ssh
         )
     for jump in (m for m in masters if m.users):
         # It lives as long as the connections behind it; none: it goes now.

@@ -78,3 +78,51 @@ def test_a_jump_chain_nests_each_later_hop_inside_the_shared_first_one(tmp_path:
     assert shlex.split(inner)[-4:] == ["-W", "%%h:%%p", "--", "a"]
     assert f"ControlPath={jump.socket}" in inner
     control.release()
+
+
+def _fake_ssh(tmp_path: Path) -> Path:
+    """An "ssh" off PATH that prints its path and arguments."""
+    program = tmp_path / "bin" / "fake-ssh"
+    program.parent.mkdir()
+    program.write_text('#!/bin/sh\necho "$0" "$@"\n')
+    program.chmod(0o755)
+    return program
+
+
+def test_a_session_runs_the_client_that_was_looked_up_with_ssh_as_its_name(
+    tmp_path: Path,
+) -> None:
+    """Popen is given the path (no PATH search per spawn): a client off PATH runs."""
+    program = _fake_ssh(tmp_path)
+    master = subprocess.Popen(["sleep", "30"])
+    connection = OpenSshConnection("n0", master, ["ssh", "-x"], lambda: None, ssh=str(program))
+    process = connection.start("true")
+    out = b""
+    while not process.finished():
+        out += process.read()[0]
+    assert out.decode().split() == [str(program), "-x", "--", "n0", "true"]
+    connection.close()
+    master.kill()
+    master.wait()
+
+
+def test_a_master_runs_the_client_that_was_looked_up_where_setpriv_is_not_used(
+    tmp_path: Path,
+) -> None:
+    from clusterlaunch.core.sshargv import Keepalive
+    from clusterlaunch.transport import sshmaster
+
+    program = _fake_ssh(tmp_path)
+    config = tmp_path / "config"
+    config.write_text("")
+    settings = sshmaster.MasterSettings(
+        str(config), 5.0, Keepalive(1, 6), "strict", str(config), ssh=str(program)
+    )
+    control = ControlDir(str(tmp_path))
+    (master,) = sshmaster._plan([SshTarget(alias="t1", hostname="t1")], settings, control)
+    sshmaster._spawn(master, settings)
+    assert master.popen is not None and master.log is not None
+    assert master.popen.wait() == 0  # the fake ran: the real ssh would fail to reach t1
+    assert master.popen.args[0] == "ssh"  # type: ignore[index]  # its name, as ps shows it
+    master.log.close()
+    control.release()
