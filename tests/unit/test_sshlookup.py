@@ -87,6 +87,29 @@ def test_values_without_tokens_need_no_user_host_or_dns_lookup() -> None:
     assert found[5]["controlpath"] == "/run/cm" and found[5]["hostname"] == "10.2.0.5"
 
 
+def test_a_token_other_than_percent_l_needs_no_dns_lookup() -> None:
+    """paramiko resolved the local DNS name for ``IdentityFile ~/.ssh/id_%h`` on every host
+    (a reverse look-up each: on a login node, a DNS query each)."""
+    text = "Host *\n    IdentityFile ~/.ssh/id_%h\n    IdentityFile %d/k_%r_%u\n    User u\n"
+    names = [f"h{i}" for i in range(32)]
+    expected = {name: paramiko.SSHConfig.from_text(text).lookup(name) for name in names}
+    config = IndexedSshConfig.from_text(text)
+    with mock.patch("socket.getfqdn", side_effect=AssertionError("a DNS look-up")):
+        found = {name: config.lookup(name) for name in names}
+    assert found == expected
+    assert found["h3"]["identityfile"][0] == os.path.expanduser("~/.ssh/id_h3")
+    assert found["h3"]["identityfile"][1].endswith("/k_u_" + getpass.getuser())
+
+
+def test_percent_l_is_still_the_dns_name_as_paramiko_gives_it() -> None:
+    text = "Host *\n    IdentityFile ~/.ssh/id_%h_%l\n"
+    with mock.patch("socket.getfqdn", return_value="login1.example.org") as getfqdn:
+        found = IndexedSshConfig.from_text(text).lookup("h1")
+        assert found == paramiko.SSHConfig.from_text(text).lookup("h1")
+    assert found["identityfile"] == [os.path.expanduser("~/.ssh/id_h1_login1.example.org")]
+    assert getfqdn.call_count == 2  # once for each lookup
+
+
 def test_canonicalizing_config_is_looked_up_the_plain_way() -> None:
     text = "Host a\n    CanonicalizeHostname no\n    Port 1\nHost *\n    User u\n"
     assert IndexedSshConfig.from_text(text).lookup("a") == paramiko.SSHConfig.from_text(
