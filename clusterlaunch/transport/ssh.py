@@ -82,8 +82,10 @@ class SshProcess:
         return ended and not channel.recv_ready() and not channel.recv_stderr_ready()
 
     def close(self) -> None:
-        """Close the channel (the remote side sees EOF)."""
-        self._channel.close()
+        """Close the channel (the remote side sees EOF); a connection failing meanwhile
+        is the supervisor's to report, not this close's (paramiko sends a message)."""
+        with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+            self._channel.close()
 
 
 class SshConnection:

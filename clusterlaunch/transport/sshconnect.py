@@ -8,6 +8,7 @@ throttling a burst, a reset) is retried with backoff, a bounded number of times.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import socket
@@ -75,7 +76,8 @@ def connect(
             previous = clients[-1]
     except BaseException:
         for client in clients:
-            client.close()
+            with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+                client.close()  # else its error would replace the one being raised
         if pool is not None:
             pool.release(hops[0])
         raise

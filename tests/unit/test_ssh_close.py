@@ -1,4 +1,5 @@
-"""Closing a paramiko connection: every hop closed, the jump host released, nothing raised."""
+"""Closing a paramiko connection or command: every hop closed, the jump host released,
+nothing raised (a close sends a message, on a connection that may be failing)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import paramiko
 import pytest
 
 from clusterlaunch.transport.settings import SshSettings
-from clusterlaunch.transport.ssh import SshConnection
+from clusterlaunch.transport.ssh import SshConnection, SshProcess
 
 
 class _Client:
@@ -32,3 +33,22 @@ def test_a_hop_that_fails_to_close_stops_nothing(error: BaseException) -> None:
     connection.close()
     connection.close()
     assert closed == ["target", "jump"] and released == [1]
+
+
+class _Channel:
+    def __init__(self, error: BaseException) -> None:
+        self.error, self.closes = error, 0
+
+    def fileno(self) -> int:
+        return -1
+
+    def close(self) -> None:
+        self.closes += 1
+        raise self.error
+
+
+@pytest.mark.parametrize("error", [EOFError(), ConnectionResetError()], ids=repr)
+def test_closing_a_command_on_a_failing_connection_raises_nothing(error: BaseException) -> None:
+    channel = _Channel(error)
+    SshProcess(channel).close()  # type: ignore[arg-type]
+    assert channel.closes == 1
