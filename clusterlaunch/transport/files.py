@@ -26,7 +26,7 @@ from clusterlaunch.core.syncplan import RemoteEntry
 from clusterlaunch.transport.base import Connection
 from clusterlaunch.transport.local import LocalConnection
 from clusterlaunch.transport.openssh import OpenSshConnection
-from clusterlaunch.transport.ssh import SshConnection
+from clusterlaunch.transport.ssh import CONNECTION_ERRORS, SshConnection
 
 
 class FileSink(Protocol):
@@ -134,14 +134,14 @@ class SftpFiles:
         """The link's target as stored."""
         try:
             return self._sftp.readlink(path) or ""
-        except (OSError, EOFError, paramiko.SSHException) as exc:
+        except CONNECTION_ERRORS as exc:
             raise self._fail("read link", path, exc) from None
 
     def mkdir(self, path: str) -> None:
         """Create one directory."""
         try:
             self._sftp.mkdir(path)
-        except (OSError, EOFError, paramiko.SSHException) as exc:
+        except CONNECTION_ERRORS as exc:
             raise self._fail("create directory", path, exc) from None
 
     def put(self, local: str, path: str, mode: int, mtime_ns: int) -> None:
@@ -157,7 +157,7 @@ class SftpFiles:
         except _Cancelled:
             self._discard(temporary)
             raise TransportError(self.host, "cancelled") from None
-        except (OSError, EOFError, paramiko.SSHException) as exc:
+        except CONNECTION_ERRORS as exc:
             self._discard(temporary)
             raise self._fail("write", path, exc) from None
 
@@ -171,7 +171,7 @@ class SftpFiles:
         try:
             self._sftp.symlink(target, temporary)
             self._rename(temporary, path)
-        except (OSError, EOFError, paramiko.SSHException) as exc:
+        except CONNECTION_ERRORS as exc:
             self._discard(temporary)
             raise self._fail("create link", path, exc) from None
 
@@ -179,7 +179,7 @@ class SftpFiles:
         """Set permissions."""
         try:
             self._sftp.chmod(path, mode)
-        except (OSError, EOFError, paramiko.SSHException) as exc:
+        except CONNECTION_ERRORS as exc:
             raise self._fail("chmod", path, exc) from None
 
     def _rename(self, source: str, path: str) -> None:
@@ -192,7 +192,7 @@ class SftpFiles:
             self._sftp.rename(source, path)
 
     def _discard(self, temporary: str) -> None:
-        with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+        with contextlib.suppress(*CONNECTION_ERRORS):
             self._sftp.remove(temporary)
 
     def cancel(self) -> None:

@@ -19,6 +19,9 @@ from clusterlaunch.transport.settings import SshSettings
 # 1.6-1.8 s with this window, measured on loopback.
 WINDOW = 2 << 20
 CHUNK = 1 << 20
+CONNECTION_ERRORS = (OSError, EOFError, paramiko.SSHException)
+"""What paramiko raises where a connection or channel failed or is gone: a socket's
+error, its end of stream (EOFError, from a send too), or a protocol error."""
 
 
 class SshProcess:
@@ -55,13 +58,13 @@ class SshProcess:
         """Write to stdin; False once the channel is gone."""
         try:
             self._channel.sendall(data)
-        except (OSError, EOFError, paramiko.SSHException):
+        except CONNECTION_ERRORS:
             return False
         return True
 
     def close_stdin(self) -> None:
         """EOF on the remote stdin."""
-        with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+        with contextlib.suppress(*CONNECTION_ERRORS):
             self._channel.shutdown_write()
 
     def exit_status(self) -> int | None:
@@ -84,7 +87,7 @@ class SshProcess:
     def close(self) -> None:
         """Close the channel (the remote side sees EOF); a connection failing meanwhile
         is the supervisor's to report, not this close's (paramiko sends a message)."""
-        with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+        with contextlib.suppress(*CONNECTION_ERRORS):
             self._channel.close()
 
 
@@ -152,7 +155,7 @@ class SshConnection:
                 # OpenSSH answers unknown global requests with a failure reply:
                 # any answer proves the peer is alive. Blocks while it is not.
                 transport.global_request("keepalive@openssh.com", wait=True)
-            except (TransportError, EOFError, OSError, paramiko.SSHException):
+            except (TransportError, *CONNECTION_ERRORS):
                 return
             if not transport.is_active():
                 return
@@ -179,7 +182,7 @@ class SshConnection:
             channel.exec_command(command)
             if stdin:
                 channel.sendall(stdin)
-        except (OSError, EOFError, paramiko.SSHException) as exc:
+        except CONNECTION_ERRORS as exc:
             raise TransportError(self.host, f"cannot start a command: {exc}") from None
         return SshProcess(channel)
 
@@ -187,7 +190,7 @@ class SshConnection:
         """An SFTP session on this connection (``--sync`` without rsync)."""
         try:
             sftp = paramiko.SFTPClient.from_transport(self._transport, window_size=WINDOW)
-        except (OSError, EOFError, paramiko.SSHException) as exc:
+        except CONNECTION_ERRORS as exc:
             raise TransportError(self.host, f"cannot open SFTP: {exc}") from None
         if sftp is None:
             raise TransportError(self.host, "cannot open SFTP: no channel")
@@ -205,7 +208,7 @@ class SshConnection:
             # Behind a jump host the target's socket is a channel of the jump host's
             # connection: closing it sends there, and raised EOFError out of a finished
             # exec when that connection was failing (1 of 2,073 tests under load).
-            with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+            with contextlib.suppress(*CONNECTION_ERRORS):
                 client.close()
         if self._on_close is not None:
             self._on_close()

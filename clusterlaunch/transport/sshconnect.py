@@ -33,7 +33,7 @@ from clusterlaunch.transport import (
 )
 from clusterlaunch.transport.identities import IdentityFiles
 from clusterlaunch.transport.settings import SshSettings
-from clusterlaunch.transport.ssh import SshConnection
+from clusterlaunch.transport.ssh import CONNECTION_ERRORS, SshConnection
 
 # paramiko logs a failed connection with a traceback; we report it ourselves, in one line.
 # Here, where paramiko first connects, so the OpenSSH client's commands never import
@@ -76,7 +76,7 @@ def connect(
             previous = clients[-1]
     except BaseException:
         for client in clients:
-            with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+            with contextlib.suppress(*CONNECTION_ERRORS):
                 client.close()  # else its error would replace the one being raised
         if pool is not None:
             pool.release(hops[0])
@@ -189,7 +189,7 @@ def _try_client(
         raise TransportError(
             target.alias, f"authentication failed for {who}{target.hostname}: {exc}"
         ) from None
-    except (OSError, EOFError, paramiko.SSHException) as exc:
+    except CONNECTION_ERRORS as exc:
         ended = sshproxy.proxy_failure(sock, target.proxy_command or "")  # before close kills it
         client.close()
         if ended is not None:  # not the server: the proxy is gone, and says why
