@@ -26,7 +26,7 @@ from clusterlaunch.core.syncplan import RemoteEntry
 from clusterlaunch.transport.base import Connection
 from clusterlaunch.transport.local import LocalConnection
 from clusterlaunch.transport.openssh import OpenSshConnection
-from clusterlaunch.transport.ssh import CONNECTION_ERRORS, SshConnection
+from clusterlaunch.transport.ssh import CONNECTION_ERRORS, SshConnection, close_quietly
 
 
 class FileSink(Protocol):
@@ -201,7 +201,7 @@ class SftpFiles:
 
     def close(self) -> None:
         """Close the SFTP channel (the SSH connection stays open)."""
-        self._sftp.close()
+        close_quietly(self._sftp)
 
 
 class LocalFiles:

@@ -8,7 +8,6 @@ throttling a burst, a reset) is retried with backoff, a bounded number of times.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import socket
@@ -33,7 +32,7 @@ from clusterlaunch.transport import (
 )
 from clusterlaunch.transport.identities import IdentityFiles
 from clusterlaunch.transport.settings import SshSettings
-from clusterlaunch.transport.ssh import CONNECTION_ERRORS, SshConnection
+from clusterlaunch.transport.ssh import CONNECTION_ERRORS, SshConnection, close_quietly
 
 # paramiko logs a failed connection with a traceback; we report it ourselves, in one line.
 # Here, where paramiko first connects, so the OpenSSH client's commands never import
@@ -76,8 +75,7 @@ def connect(
             previous = clients[-1]
     except BaseException:
         for client in clients:
-            with contextlib.suppress(*CONNECTION_ERRORS):
-                client.close()  # else its error would replace the one being raised
+            close_quietly(client)
         if pool is not None:
             pool.release(hops[0])
         raise
@@ -178,20 +176,20 @@ def _try_client(
             transport_factory=handshake.timed_by_deadline(sshoffer.transport_factory(target)),
         )
     except HostKeyError:
-        client.close()
+        close_quietly(client)
         raise
     except paramiko.BadHostKeyException as exc:
-        client.close()
+        close_quietly(client)
         raise HostKeyError(target.alias, hostkeys.changed_key_message(target, exc)) from None
     except paramiko.AuthenticationException as exc:
-        client.close()
+        close_quietly(client)
         who = f"{target.user}@" if target.user else ""
         raise TransportError(
             target.alias, f"authentication failed for {who}{target.hostname}: {exc}"
         ) from None
     except CONNECTION_ERRORS as exc:
         ended = sshproxy.proxy_failure(sock, target.proxy_command or "")  # before close kills it
-        client.close()
+        close_quietly(client)
         if ended is not None:  # not the server: the proxy is gone, and says why
             raise TransportError(target.alias, ended) from None
         message = _network_message(target, exc, timeout)
@@ -292,5 +290,5 @@ class JumpPool:
         with shared.lock:
             shared.users -= 1
             if shared.users == 0 and shared.client is not None:
-                shared.client.close()
+                close_quietly(shared.client)
                 shared.client = None

@@ -7,7 +7,7 @@ import paramiko
 import pytest
 
 from clusterlaunch.transport.settings import SshSettings
-from clusterlaunch.transport.ssh import SshConnection, SshProcess
+from clusterlaunch.transport.ssh import SshConnection, SshProcess, close_quietly
 
 
 class _Client:
@@ -52,3 +52,10 @@ def test_closing_a_command_on_a_failing_connection_raises_nothing(error: BaseExc
     channel = _Channel(error)
     SshProcess(channel).close()  # type: ignore[arg-type]
     assert channel.closes == 1
+
+
+def test_only_a_connections_errors_are_quiet() -> None:
+    """A failed connection is reported where it is used; a bug in a close is not hidden."""
+    close_quietly(_Channel(EOFError()))  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        close_quietly(_Channel(ValueError("a bug")))  # type: ignore[arg-type]
