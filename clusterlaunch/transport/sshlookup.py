@@ -11,7 +11,8 @@ Here blocks whose ``Host`` patterns are all literal names are indexed by name;
 a lookup hands paramiko's own matching only the blocks that can apply (the
 literal ones for that name, and every block with a wildcard, a negation or a
 ``Match``), in file order, so every value comes out as paramiko gives it
-(``ControlPath`` excepted: never used, and left unexpanded). A
+(``ControlPath`` excepted: never used, and left unexpanded; and ``%l``/``%L`` in
+``IdentityFile``, which come out as ssh gives them). A
 config that canonicalizes host names (a second pass under another name) is
 looked up the plain way.
 """
@@ -20,11 +21,27 @@ from __future__ import annotations
 
 import heapq
 import os
+import re
+import socket
 from typing import Any
 
 from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHConfigDict
 
 _WILDCARDS = frozenset("*?[!")
+_TOKEN = re.compile(r"%(.)")  # "%%" is one token: its second "%" starts none
+
+
+def ssh_local_host_tokens(value: str) -> str:
+    """``%l`` and ``%L`` in ``value`` as ssh expands them: the local host name
+    (``gethostname``), whole and up to its first dot. paramiko took ``%l`` from the DNS
+    (``socket.getfqdn``: "localhost" on a machine named "vm") and left ``%L`` as written,
+    so ``IdentityFile ~/.ssh/id_%L`` (one key per machine, in a shared home) named
+    another file than ssh's, for both clients (the OpenSSH client gets it as ``-i``)."""
+    if "%l" not in value and "%L" not in value:
+        return value
+    full = socket.gethostname()
+    names = {"l": full, "L": full.split(".")[0]}
+    return _TOKEN.sub(lambda token: names.get(token.group(1), token.group(0)), value)
 
 
 class _Blocks(SSHConfig):
@@ -49,6 +66,8 @@ class _Blocks(SSHConfig):
         if key == "controlpath":
             return value
         if "%" in value:
+            if key == "identityfile":
+                value = ssh_local_host_tokens(value)
             # paramiko resolves the DNS name for %l wherever %l may appear (IdentityFile),
             # in the value or not: once per host for ~/.ssh/id_%h. Only %l needs it.
             self._without_fqdn = "%l" not in value

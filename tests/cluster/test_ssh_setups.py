@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import socket
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,6 +61,35 @@ def test_both_clients_resolve_included_hosts_alike(
     result = run_cli("exec", cluster, "--ssh-client", client, str(hosts), *ECHO)
     assert result.returncode == 0, result.stderr
     assert _reached(result.stdout) == {"node0", "node1"}
+
+
+@pytest.mark.parametrize("client", ["paramiko", "openssh"])
+def test_an_identity_file_named_by_the_local_host_is_the_one_ssh_uses(
+    sim_cluster_factory, tmp_path: Path, client: str
+) -> None:
+    """IdentityFile .../id_%l_%L (a key per machine in a shared home): the key exists only
+    under the name ssh gives it (gethostname, whole and short), and ssh reaches the host
+    with it. paramiko named it after the DNS name ("localhost" here) and left %L."""
+    cluster = sim_cluster_factory(1, cls=SshVariantCluster)
+    here = socket.gethostname()
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    shutil.copy(cluster.client_key, keys / f"id_{here}_{here.split('.')[0]}")
+    config = tmp_path / "ssh_config"
+    named = f"IdentityFile {keys}/id_%l_%L"
+    text = re.sub(
+        r"(?m)^\s*IdentityFile .*$", lambda _: "    " + named, cluster.ssh_config.read_text()
+    )
+    config.write_text(text)
+    by_ssh = subprocess.run(
+        ["ssh", "-F", str(config), "node0", "true"], capture_output=True, text=True, timeout=60
+    )
+    assert by_ssh.returncode == 0, by_ssh.stderr  # ssh itself: the ground truth
+    hosts = _hosts(cluster, tmp_path)
+    args = ("--ssh-client", client, "--ssh-config", str(config), str(hosts), *ECHO)
+    result = run_cli("exec", None, *args, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert _reached(result.stdout) == {"node0"}
 
 
 @pytest.mark.parametrize(

@@ -101,13 +101,26 @@ def test_a_token_other_than_percent_l_needs_no_dns_lookup() -> None:
     assert found["h3"]["identityfile"][1].endswith("/k_u_" + getpass.getuser())
 
 
-def test_percent_l_is_still_the_dns_name_as_paramiko_gives_it() -> None:
-    text = "Host *\n    IdentityFile ~/.ssh/id_%h_%l\n"
-    with mock.patch("socket.getfqdn", return_value="login1.example.org") as getfqdn:
-        found = IndexedSshConfig.from_text(text).lookup("h1")
-        assert found == paramiko.SSHConfig.from_text(text).lookup("h1")
-    assert found["identityfile"] == [os.path.expanduser("~/.ssh/id_h1_login1.example.org")]
-    assert getfqdn.call_count == 2  # once for each lookup
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        ("~/.ssh/id_%l", "~/.ssh/id_login1.cluster.org"),
+        ("~/.ssh/id_%L_%h", "~/.ssh/id_login1_h1"),
+        ("/k/%l/%L/%%L", "/k/login1.cluster.org/login1/%%L"),  # "%%": paramiko keeps it
+    ],
+)
+def test_local_host_tokens_in_identity_files_are_the_host_name_as_ssh_gives_them(
+    written: str, expected: str
+) -> None:
+    """ssh: %l is gethostname(), %L up to its first dot. paramiko asked the DNS for %l
+    ("localhost" on a machine named "vm") and left %L as written: another key file."""
+    config = IndexedSshConfig.from_text(f"Host *\n    IdentityFile {written}\n")
+    with (
+        mock.patch("socket.gethostname", return_value="login1.cluster.org"),
+        mock.patch("socket.getfqdn", side_effect=AssertionError("a DNS look-up")),
+    ):
+        found = config.lookup("h1")
+    assert found["identityfile"] == [os.path.expanduser(expected)]
 
 
 def test_canonicalizing_config_is_looked_up_the_plain_way() -> None:
