@@ -50,7 +50,6 @@ class _Blocks(SSHConfig):
     def __init__(self, blocks: list[dict[str, Any]]) -> None:
         super().__init__()
         self._config = blocks
-        self._without_fqdn = False  # the value being expanded has no %l
 
     def _does_match(self, match_list: list[Any], *rest: Any) -> Any:
         # paramiko looks up the local user for every block, Match or not.
@@ -66,19 +65,20 @@ class _Blocks(SSHConfig):
         if key == "controlpath":
             return value
         if "%" in value:
-            if key == "identityfile":
+            # IdentityFile (and Match exec): %l and %L as ssh gives them, none left for paramiko
+            if "%l" in super()._allowed_tokens(key):  # type: ignore[misc]
                 value = ssh_local_host_tokens(value)
-            # paramiko resolves the DNS name for %l wherever %l may appear (IdentityFile),
-            # in the value or not: once per host for ~/.ssh/id_%h. Only %l needs it.
-            self._without_fqdn = "%l" not in value
             return super()._tokenize(config, target_hostname, key, value)  # type: ignore[misc]
         if "~" in value and "~" in self._allowed_tokens(key):
             return value.replace("~", os.path.expanduser("~"))  # as paramiko replaces it
         return value
 
     def _allowed_tokens(self, key: str) -> list[str]:
+        # %l is expanded before paramiko sees a value (ssh_local_host_tokens). paramiko's own
+        # resolved the DNS name wherever %l may appear, in the value or not: a reverse
+        # look-up per host for ~/.ssh/id_%h.
         tokens: list[str] = super()._allowed_tokens(key)  # type: ignore[misc]
-        return [token for token in tokens if token != "%l"] if self._without_fqdn else tokens
+        return [token for token in tokens if token != "%l"]
 
     def _pattern_matches(self, patterns: Any, target: str) -> bool:
         # fnmatch compiles a regular expression for each new pattern: one per host of a
