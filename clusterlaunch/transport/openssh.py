@@ -144,6 +144,8 @@ class OpenSshConnection:
         """An SFTP session over the master (``--sync`` where the host has no rsync)."""
         import paramiko  # only here: the OpenSSH client's commands otherwise never need it
 
+        from clusterlaunch.transport.ssh import CONNECTION_ERRORS
+
         ours, theirs = socket.socketpair()
         try:
             self._spawn(["-s", "--", self.host, "sftp"], theirs.fileno(), theirs.fileno())
@@ -152,7 +154,7 @@ class OpenSshConnection:
         try:
             # paramiko speaks SFTP over anything with send/recv/close/get_name.
             return paramiko.SFTPClient(_SftpStream(ours, self.host))  # type: ignore[arg-type]
-        except (OSError, EOFError, paramiko.SSHException) as exc:
+        except CONNECTION_ERRORS as exc:
             ours.close()
             raise TransportError(self.host, f"cannot open SFTP: {exc}") from None
 
