@@ -39,6 +39,10 @@ pytestmark = [getattr(pytest.mark, name) for name in MARKS]
 # "2(x2),1" (with other CPU counts the layout differs; the comparison with SSH holds).
 TASKS = ("-N3", "-n5")
 FAILING = ("--env", "FAIL_RANK=4", "--env", "FAIL_CODE=7")
+STOPPED = re.compile(
+    r"^clusterlaunch: job stopped: (terminated \(SIGTERM\)|the agent on node\d got SIGTERM .*)$",
+    re.MULTILINE,
+)
 
 
 def controller(*args: str) -> list[str]:
@@ -170,7 +174,18 @@ def test_scancel_of_a_batch_job(real_slurm: SlurmCluster, launch: Launch, tmp_pa
     subprocess.run(["scancel", job_id], env=real_slurm.env(), check=True, timeout=60)
     # Slurm sends SIGTERM to every step, the batch script (exec'd clusterlaunch) included.
     assert real_slurm.job_exit_code(job_id) == ("CANCELLED", "143:0"), output.read_text()
-    assert "clusterlaunch: job stopped: terminated (SIGTERM)" in output.read_text()
+    assert_stopped_by_slurms_sigterm(output.read_text())
+
+
+def assert_stopped_by_slurms_sigterm(text: str) -> None:
+    """One reason, naming a SIGTERM: clusterlaunch's own whenever it arrives while the job
+    is still ending. Slurm signals the steps and the controller in no set order, and under
+    load (CI, once) the agents' SIGTERMs ended the job everywhere before clusterlaunch's own
+    arrived: then an agent's is the reason, and clusterlaunch's own comes after the report."""
+    reasons = STOPPED.findall(text)
+    assert len(reasons) == 1, text
+    late = "\nclusterlaunch: terminated (SIGTERM)\n"
+    assert reasons[0] == "terminated (SIGTERM)" or late not in text or text.endswith(late), text
 
 
 @pytest.mark.torch
@@ -182,7 +197,8 @@ def test_scancel_of_an_allocation(real_slurm: SlurmCluster, launch: Launch, kill
     subprocess.run(["scancel", launch.job_id()], env=real_slurm.env(), check=True, timeout=60)
     code = process.wait(timeout=60)
     if kill_command:  # salloc passes the revocation on to clusterlaunch as SIGTERM
-        assert "clusterlaunch: job stopped: terminated (SIGTERM)" in launch.stderr()
+        assert code == 143, launch.stderr()
+        assert_stopped_by_slurms_sigterm(launch.stderr())
     else:
         # Only the steps hear of it: each agent stops its part for its SIGTERM, and
         # clusterlaunch stops the job with that signal's status (see docs/slurm.md).
