@@ -12,8 +12,9 @@ from __future__ import annotations
 import base64
 import binascii
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from clusterlaunch.core import sshalgorithms
 from clusterlaunch.core.errors import UsageError
@@ -21,6 +22,7 @@ from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import sshoffer
 from clusterlaunch.transport.hostkeys import KnownHosts
 from clusterlaunch.transport.sshconfig import LoadedConfig, jump_host, read_ssh_config
+from clusterlaunch.transport.sshtokens import Connection, identity_file
 
 FIX = "use --ssh-client openssh"
 _OPENSSH_KEY = b"openssh-key-v1\x00"
@@ -89,6 +91,23 @@ def blocker(
     if str(found.get("gssapiauthentication", "no")).lower() == "yes":
         where = config.where("gssapiauthentication", target.alias, "yes")
         return f"{where}: GSSAPIAuthentication yes: paramiko does not do Kerberos/GSSAPI here"
+    refused = _identity_blocker(target, found, config, kinds)
+    if refused is not None:
+        return refused
+    marker = known_hosts.unusable_marker(target)
+    if marker is not None:
+        what = "host certificates" if marker.kind == "@cert-authority" else "revoked keys"
+        return f"{marker.where}: {marker.kind} {marker.patterns}: paramiko cannot check {what}"
+    return None
+
+
+def _identity_blocker(
+    target: SshTarget,
+    found: Mapping[str, Any],
+    config: LoadedConfig,
+    kinds: dict[str, str | None],
+) -> str | None:
+    """An identity file paramiko cannot use, or cannot name as ssh would."""
     for identity in target.identity_files:
         if identity not in kinds:
             kinds[identity] = key_type(identity)
@@ -96,10 +115,14 @@ def blocker(
         if kind is not None and kind.startswith("sk-"):
             where = config.where("identityfile", target.alias, identity)
             return f"{where}: IdentityFile {identity}: paramiko cannot use FIDO keys ({kind})"
-    marker = known_hosts.unusable_marker(target)
-    if marker is not None:
-        what = "host certificates" if marker.kind == "@cert-authority" else "revoked keys"
-        return f"{marker.where}: {marker.kind} {marker.patterns}: paramiko cannot check {what}"
+    connection = Connection(
+        target.alias, target.hostname, target.port, target.user, None, target.proxy_jump
+    )
+    for written in found.get("identityfile", []):
+        why = identity_file(written, connection)[1]
+        if why is not None:
+            where = config.where("identityfile", target.alias, written)
+            return f"{where}: IdentityFile {written}: {why}"
     return None
 
 

@@ -28,6 +28,7 @@ from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
 from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHException
 from clusterlaunch.transport.sshinclude import ConfigLine, flatten, may_include, read_text, words
 from clusterlaunch.transport.sshlookup import IndexedSshConfig
+from clusterlaunch.transport.sshtokens import Connection, identity_file
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
 DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
@@ -162,15 +163,20 @@ def resolve_target(config: SSHConfig, spec: HostSpec) -> SshTarget:
 
 def target_from(found: Mapping[str, Any], spec: HostSpec) -> SshTarget:
     """An SshTarget from resolved config options (paramiko's lookup, or ``ssh -G``)."""
+    hostname = found.get("hostname", spec.host)
+    port = spec.port or _config_number(found, spec.host, "port", 22, limits.SSH_PORT)
+    user = spec.user or found.get("user")
+    jump = _proxy_jump(found.get("proxyjump"))
+    connection = Connection(spec.host, hostname, port, user, found.get("hostkeyalias"), jump)
     return SshTarget(
         alias=spec.host,
-        hostname=found.get("hostname", spec.host),
-        port=spec.port or _config_number(found, spec.host, "port", 22, limits.SSH_PORT),
-        user=spec.user or found.get("user"),
-        identity_files=tuple(_expand_paths(found.get("identityfile", []))),
+        hostname=hostname,
+        port=port,
+        user=user,
+        identity_files=tuple(identity_files(found, connection)),
         identities_only=str(found.get("identitiesonly", "no")).lower() == "yes",
         known_hosts_files=tuple(_known_hosts(found.get("userknownhostsfile"))),
-        proxy_jump=_proxy_jump(found.get("proxyjump")),
+        proxy_jump=jump,
         proxy_command=_none_is_none(found.get("proxycommand")),
         connect_timeout=_config_number(
             found, spec.host, "connecttimeout", None, limits.CONNECT_TIMEOUT
@@ -215,8 +221,9 @@ def _config_number(
         ) from None
 
 
-def _expand_paths(paths: Iterable[str]) -> list[str]:
-    return [os.path.expanduser(p) for p in paths]
+def identity_files(found: Mapping[str, Any], connection: Connection) -> list[str]:
+    """The config's IdentityFile paths as ssh expands them (as written where it cannot)."""
+    return [identity_file(value, connection)[0] for value in found.get("identityfile", [])]
 
 
 def _known_hosts(value: str | None) -> list[str]:

@@ -11,37 +11,21 @@ Here blocks whose ``Host`` patterns are all literal names are indexed by name;
 a lookup hands paramiko's own matching only the blocks that can apply (the
 literal ones for that name, and every block with a wildcard, a negation or a
 ``Match``), in file order, so every value comes out as paramiko gives it
-(``ControlPath`` excepted: never used, and left unexpanded; and ``%l``/``%L`` in
-``IdentityFile``, which come out as ssh gives them). A
-config that canonicalizes host names (a second pass under another name) is
-looked up the plain way.
+(``ControlPath`` excepted: never used, and left unexpanded; and ``IdentityFile``,
+left as written for :mod:`clusterlaunch.transport.sshtokens` to expand as ssh
+does). A config that canonicalizes host names (a second pass under another name)
+is looked up the plain way.
 """
 
 from __future__ import annotations
 
 import heapq
 import os
-import re
-import socket
 from typing import Any
 
 from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHConfigDict
 
 _WILDCARDS = frozenset("*?[!")
-_TOKEN = re.compile(r"%(.)")  # "%%" is one token: its second "%" starts none
-
-
-def ssh_local_host_tokens(value: str) -> str:
-    """``%l`` and ``%L`` in ``value`` as ssh expands them: the local host name
-    (``gethostname``), whole and up to its first dot. paramiko took ``%l`` from the DNS
-    (``socket.getfqdn``: "localhost" on a machine named "vm") and left ``%L`` as written,
-    so ``IdentityFile ~/.ssh/id_%L`` (one key per machine, in a shared home) named
-    another file than ssh's, for both clients (the OpenSSH client gets it as ``-i``)."""
-    if "%l" not in value and "%L" not in value:
-        return value
-    full = socket.gethostname()
-    names = {"l": full, "L": full.split(".")[0]}
-    return _TOKEN.sub(lambda token: names.get(token.group(1), token.group(0)), value)
 
 
 class _Blocks(SSHConfig):
@@ -62,21 +46,20 @@ class _Blocks(SSHConfig):
         # 64 DNS look-ups before anything was contacted. Without "%" only "~" can expand.
         # ControlPath is never used (ssh gets clusterlaunch's own; paramiko multiplexes
         # nothing), and its usual tokens (%C, %r@%h:%p) cost a DNS look-up per host.
-        if key == "controlpath":
+        # IdentityFile is expanded as ssh does it, with the hosts file's user and port
+        # (sshtokens): paramiko's expansion named other files than ssh's.
+        if key in ("controlpath", "identityfile"):
             return value
         if "%" in value:
-            # IdentityFile (and Match exec): %l and %L as ssh gives them, none left for paramiko
-            if "%l" in super()._allowed_tokens(key):  # type: ignore[misc]
-                value = ssh_local_host_tokens(value)
             return super()._tokenize(config, target_hostname, key, value)  # type: ignore[misc]
         if "~" in value and "~" in self._allowed_tokens(key):
             return value.replace("~", os.path.expanduser("~"))  # as paramiko replaces it
         return value
 
     def _allowed_tokens(self, key: str) -> list[str]:
-        # %l is expanded before paramiko sees a value (ssh_local_host_tokens). paramiko's own
-        # resolved the DNS name wherever %l may appear, in the value or not: a reverse
-        # look-up per host for ~/.ssh/id_%h.
+        # paramiko resolves the DNS name wherever %l may appear, in the value or not
+        # (a reverse look-up per host); no value it still expands here is one ssh gives
+        # %l in.
         tokens: list[str] = super()._allowed_tokens(key)  # type: ignore[misc]
         return [token for token in tokens if token != "%l"]
 

@@ -8,6 +8,8 @@ Include and refuses, in one line naming the setting, what it cannot honour.
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import re
 import shutil
 import socket
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch.testing import SshVariantCluster, find_processes
+from clusterlaunch.testing import SimHost, SshVariantCluster, find_processes
 from tests.cluster.support import rank_lines, run_cli, write_hosts
 
 pytestmark = [pytest.mark.cluster]
@@ -63,20 +65,32 @@ def test_both_clients_resolve_included_hosts_alike(
     assert _reached(result.stdout) == {"node0", "node1"}
 
 
+def _key_name_by_ssh(written: str, host: SimHost) -> str:
+    """What ssh names ``written`` for ``host`` (the config's user: this one)."""
+    here, user = socket.gethostname(), pwd.getpwuid(os.getuid()).pw_name
+    return {
+        "id_%l_%L": f"id_{here}_{here.split('.')[0]}",
+        "k_%n_%p_%r_%i_%%": f"k_{host.name}_{host.port}_{user}_{os.getuid()}_%",
+        "k_%h_%k_%u": f"k_{host.addr}_{host.name}_{user}",
+    }[written]
+
+
+@pytest.mark.parametrize("written", ["id_%l_%L", "k_%n_%p_%r_%i_%%", "k_%h_%k_%u"])
 @pytest.mark.parametrize("client", ["paramiko", "openssh"])
-def test_an_identity_file_named_by_the_local_host_is_the_one_ssh_uses(
-    sim_cluster_factory, tmp_path: Path, client: str
+def test_an_identity_file_named_with_tokens_is_the_one_ssh_uses(
+    sim_cluster_factory, tmp_path: Path, client: str, written: str
 ) -> None:
-    """IdentityFile .../id_%l_%L (a key per machine in a shared home): the key exists only
-    under the name ssh gives it (gethostname, whole and short), and ssh reaches the host
-    with it. paramiko named it after the DNS name ("localhost" here) and left %L."""
+    """IdentityFile .../id_%l_%L (a key per machine in a shared home), or named by the
+        host's alias, port, user, ...: the key exists only under the name ssh gives it, and
+        ssh reaches the host with it. paramiko named %l after the DNS ("localhost" here),
+        left %L, %n, %p, %i, %k and %% as written, and knew nothing of the hosts file (the
+    paramiko cases fail on that lookup). The OpenSSH client leaves the naming to ssh."""
     cluster = sim_cluster_factory(1, cls=SshVariantCluster)
-    here = socket.gethostname()
     keys = tmp_path / "keys"
     keys.mkdir()
-    shutil.copy(cluster.client_key, keys / f"id_{here}_{here.split('.')[0]}")
+    shutil.copy(cluster.client_key, keys / _key_name_by_ssh(written, cluster.host("node0")))
     config = tmp_path / "ssh_config"
-    named = f"IdentityFile {keys}/id_%l_%L"
+    named = f"IdentityFile {keys}/{written}"
     text = re.sub(
         r"(?m)^\s*IdentityFile .*$", lambda _: "    " + named, cluster.ssh_config.read_text()
     )

@@ -139,6 +139,19 @@ def test_a_fido_identity_is_refused(tmp_path: Path) -> None:
         _check(tmp_path, _target(tmp_path, identity_files=(str(key),)))
 
 
+def test_an_identity_file_ssh_names_otherwise_by_version_is_refused(tmp_path: Path) -> None:
+    """%C with a ProxyJump hashes the jump as this ssh's version does; paramiko cannot know."""
+    target = _target(tmp_path, proxy_jump="bastion")
+    config = "Host n0\n    ProxyJump bastion\n    IdentityFile ~/.ssh/k_%C\n"
+    with pytest.raises(UsageError) as refused:
+        _check(tmp_path, target, config)
+    assert str(refused.value) == (
+        f"n0: {tmp_path}/config:3: IdentityFile ~/.ssh/k_%C: %C with ProxyJump bastion "
+        "differs between OpenSSH versions; use --ssh-client openssh"
+    )
+    _check(tmp_path, _target(tmp_path), "Host n0\n    IdentityFile ~/.ssh/k_%C\n")  # no jump
+
+
 def test_key_type_read_from_an_openssh_private_key(tmp_path: Path) -> None:
     key = tmp_path / "id"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)

@@ -30,9 +30,9 @@ def test_a_config_reads_the_same_with_or_without_its_lines(tmp_path: Path, text:
     path = tmp_path / "config"
     path.write_bytes(text.encode())
     loaded = sshconfig.read_ssh_config(str(path))
-    # The lines, when asked for, are what flattening gives; the parse is paramiko's own.
+    # The lines, when asked for, are what flattening gives; the parse is theirs.
     assert loaded.lines == tuple(flatten(str(path)))
-    expected = paramiko.SSHConfig.from_text("\n".join(line.text for line in loaded.lines))
+    expected = IndexedSshConfig.from_text("\n".join(line.text for line in loaded.lines))
     for name in ("a", "b", "c"):
         assert loaded.parsed.lookup(name) == expected.lookup(name)
 

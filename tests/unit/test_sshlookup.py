@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fnmatch
 import getpass
-import os
 from unittest import mock
 
 import paramiko
@@ -47,11 +46,23 @@ NAMES = ["node1", "node2", "node3", "node4", "gpu1", "gpu12", "other", "NODE1", 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_lookup_equals_paramiko(name: str) -> None:
-    expected = paramiko.SSHConfig.from_text(CONFIG).lookup(name)
+    expected = _paramiko_lookup(CONFIG, name)
     found = IndexedSshConfig.from_text(CONFIG).lookup(name)
     if "controlpath" in expected:  # left as written: see the next test
         assert found.pop("controlpath") == "~/.ssh/cm-%C-%l" != expected.pop("controlpath")
     assert found == expected
+
+
+def _paramiko_lookup(text: str, name: str) -> dict[str, object]:
+    """paramiko's lookup, IdentityFile left as written (sshtokens expands it as ssh does)."""
+    tokenize = paramiko.SSHConfig._tokenize
+
+    def as_written(config: paramiko.SSHConfig, *args: str) -> str:
+        key, value = args[-2:]
+        return value if key == "identityfile" else tokenize(config, *args)  # type: ignore[arg-type]
+
+    with mock.patch.object(paramiko.SSHConfig, "_tokenize", as_written):
+        return dict(paramiko.SSHConfig.from_text(text).lookup(name))
 
 
 def test_control_path_is_left_as_written_without_a_dns_lookup() -> None:
@@ -83,44 +94,22 @@ def test_values_without_tokens_need_no_user_host_or_dns_lookup() -> None:
         mock.patch.object(getpass, "getuser", side_effect=AssertionError("a user look-up")),
     ):
         found = [config.lookup(f"h{i}") for i in range(32)]
-    assert found[5]["identityfile"] == [os.path.expanduser("~/.ssh/id_ed25519")]
+    assert found[5]["identityfile"] == ["~/.ssh/id_ed25519"]  # as written: see sshtokens
     assert found[5]["controlpath"] == "/run/cm" and found[5]["hostname"] == "10.2.0.5"
 
 
-def test_a_token_other_than_percent_l_needs_no_dns_lookup() -> None:
+def test_identity_files_are_left_as_written_without_any_look_up() -> None:
     """paramiko resolved the local DNS name for ``IdentityFile ~/.ssh/id_%h`` on every host
-    (a reverse look-up each: on a login node, a DNS query each)."""
-    text = "Host *\n    IdentityFile ~/.ssh/id_%h\n    IdentityFile %d/k_%r_%u\n    User u\n"
-    names = [f"h{i}" for i in range(32)]
-    expected = {name: paramiko.SSHConfig.from_text(text).lookup(name) for name in names}
+    (a reverse look-up each: on a login node, a DNS query each); sshtokens expands them."""
+    text = "Host *\n    IdentityFile ~/.ssh/id_%h\n    IdentityFile %d/k_%r_%u_%l\n    User u\n"
     config = IndexedSshConfig.from_text(text)
-    with mock.patch("socket.getfqdn", side_effect=AssertionError("a DNS look-up")):
-        found = {name: config.lookup(name) for name in names}
-    assert found == expected
-    assert found["h3"]["identityfile"][0] == os.path.expanduser("~/.ssh/id_h3")
-    assert found["h3"]["identityfile"][1].endswith("/k_u_" + getpass.getuser())
-
-
-@pytest.mark.parametrize(
-    ("written", "expected"),
-    [
-        ("~/.ssh/id_%l", "~/.ssh/id_login1.cluster.org"),
-        ("~/.ssh/id_%L_%h", "~/.ssh/id_login1_h1"),
-        ("/k/%l/%L/%%L", "/k/login1.cluster.org/login1/%%L"),  # "%%": paramiko keeps it
-    ],
-)
-def test_local_host_tokens_in_identity_files_are_the_host_name_as_ssh_gives_them(
-    written: str, expected: str
-) -> None:
-    """ssh: %l is gethostname(), %L up to its first dot. paramiko asked the DNS for %l
-    ("localhost" on a machine named "vm") and left %L as written: another key file."""
-    config = IndexedSshConfig.from_text(f"Host *\n    IdentityFile {written}\n")
     with (
-        mock.patch("socket.gethostname", return_value="login1.cluster.org"),
         mock.patch("socket.getfqdn", side_effect=AssertionError("a DNS look-up")),
+        mock.patch("socket.gethostname", side_effect=AssertionError("a host-name look-up")),
+        mock.patch.object(getpass, "getuser", side_effect=AssertionError("a user look-up")),
     ):
-        found = config.lookup("h1")
-    assert found["identityfile"] == [os.path.expanduser(expected)]
+        found = {name: config.lookup(name) for name in ("h1", "h2")}
+    assert found["h2"]["identityfile"] == ["~/.ssh/id_%h", "%d/k_%r_%u_%l"]
 
 
 def test_canonicalizing_config_is_looked_up_the_plain_way() -> None:

@@ -286,7 +286,7 @@ def test_ssh_argv_repeats_every_setting_and_checks_host_keys() -> None:
     argv = commands.ssh_argv(TARGET, config_file="/cfg/my config", strict=False, connect_timeout=10)
     assert argv == [
         "ssh", "-F", "/cfg/my config", "-p", "2222", "-l", "it's me",
-        "-i", "/keys/id one", "-i", "/keys/id'2", "-o", "IdentitiesOnly=yes",
+        "-o", "IdentitiesOnly=yes",  # no -i: ssh reads (and expands) IdentityFile itself
         "-o", 'UserKnownHostsFile="/kh/known hosts" /kh/other',
         "-o", "StrictHostKeyChecking=accept-new", "-o", "BatchMode=yes",
         "-o", "ConnectTimeout=3", "-o", "ProxyJump=jump@bastion:22", *SESSION_ONLY,

@@ -1,0 +1,132 @@
+"""IdentityFile paths as ssh expands them, for both SSH clients.
+
+ssh expands an IdentityFile path when it connects: a leading ``~``, then
+``${VAR}`` and the % tokens of ssh_config(5) in one pass (``tilde_expand_filename``,
+then ``default_client_percent_dollar_expand``), from the values the connection
+really uses: the command line's ``-l`` and ``-p`` win over the config, as the
+hosts file's ``user`` and ``port`` do here. paramiko's lookup expands fewer tokens
+(``%%``, ``%i``, ``%j``, ``%k``, ``%L``, ``%n``, ``%p`` stay as written), replaces a
+``~`` anywhere in the path, takes ``%l`` from the DNS, hashes ``%C`` from the
+alias and the short host name, and knows nothing of the hosts file: a key named
+with any of those was another file for clusterlaunch than for ssh.
+
+What no single rule expands as every ssh does is left as written, with the
+reason (:func:`identity_file`): ``%C`` with a ``ProxyJump`` (OpenSSH versions
+put the jump into it differently), ``%j`` (OpenSSH 9.2 refuses it, later
+versions know it), an unknown token, an unset ``${VAR}``. The paramiko client
+refuses such a path in one line (``sshcompat``); the OpenSSH client needs none of
+this: ssh reads the config's IdentityFile lines itself.
+
+Home is ``~`` as the rest of clusterlaunch (and paramiko) reads it, ``$HOME``;
+ssh reads the password database's, which differs only where ``HOME`` was changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pwd
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+TOKENS = "CdhijkLlnpru"
+"""The tokens ssh_config(5) lists for IdentityFile, besides ``%%`` (``%j``: not in 9.2)."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    """What ssh knows of a connection when it expands an IdentityFile."""
+
+    alias: str
+    """The destination as given (``%n``)."""
+    hostname: str
+    port: int
+    user: str | None
+    """The remote user, if one was given (else the local one, as ssh takes it)."""
+    key_alias: str | None = None
+    jump: str | None = None
+
+
+def identity_file(value: str, connection: Connection) -> tuple[str, str | None]:
+    """``value`` as ssh expands it, and None; or ``value`` as written and why not."""
+    path = os.path.expanduser(value) if value.startswith("~") else value
+    if "%" not in path and "${" not in path:
+        return path, None
+    expanded: list[str] = []
+    tokens = _Tokens(connection)
+    index = 0
+    while index < len(path):
+        char = path[index]
+        if char == "$" and path.startswith("${", index):
+            end = path.find("}", index)
+            name = path[index + 2 : end] if end > 0 else ""
+            if end < 0 or name not in os.environ:
+                return value, f"${{{name}}} is not set" if end > 0 else "an unclosed ${"
+            expanded.append(os.environ[name])
+            index = end + 1
+            continue
+        if char != "%":
+            expanded.append(char)
+            index += 1
+            continue
+        token = path[index + 1 : index + 2]
+        found, why = tokens.value(token)
+        if why is not None:
+            return value, why
+        expanded.append(found)
+        index += 2
+    return "".join(expanded), None
+
+
+class _Tokens:
+    """The token values of one connection, each found when first asked for."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
+    def value(self, token: str) -> tuple[str, str | None]:
+        """(value, None), or ("", why ssh's value cannot be known here)."""
+        if token == "%":
+            return "%", None
+        if not token or token not in TOKENS:
+            return "", f"%{token} is no IdentityFile token (ssh refuses it)"
+        if token == "j":
+            return "", "%j is unknown to OpenSSH 9.2 and before (it refuses it)"
+        jump = self.connection.jump
+        if token == "C" and jump:
+            return "", f"%C with ProxyJump {jump} differs between OpenSSH versions"
+        return _FACTS[token](self.connection), None
+
+
+def _local_host() -> str:
+    return socket.gethostname()
+
+
+def _local_user() -> str:
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+def _remote_user(connection: Connection) -> str:
+    return connection.user or _local_user()
+
+
+def _connection_hash(connection: Connection) -> str:
+    # ssh's ssh_connection_hash: SHA-1 of %l%h%p%r (and the jump, "" without one).
+    joined = _local_host() + connection.hostname + str(connection.port)
+    return hashlib.sha1((joined + _remote_user(connection)).encode()).hexdigest()
+
+
+_FACTS: Mapping[str, Callable[[Connection], str]] = {
+    "C": _connection_hash,
+    "d": lambda _: os.path.expanduser("~"),
+    "h": lambda c: c.hostname,
+    "i": lambda _: str(os.getuid()),
+    "k": lambda c: c.key_alias or c.alias,
+    "L": lambda _: _local_host().split(".")[0],
+    "l": lambda _: _local_host(),
+    "n": lambda c: c.alias,
+    "p": lambda c: str(c.port),
+    "r": _remote_user,
+    "u": lambda _: _local_user(),
+}

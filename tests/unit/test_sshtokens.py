@@ -1,0 +1,89 @@
+"""IdentityFile paths expanded as ssh expands them (ssh_config(5), OpenSSH's percent.sh)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pwd
+from unittest import mock
+
+import pytest
+
+from clusterlaunch.core.model import HostSpec
+from clusterlaunch.transport.sshconfig import resolve_target
+from clusterlaunch.transport.sshlookup import IndexedSshConfig
+from clusterlaunch.transport.sshtokens import Connection, identity_file
+
+HOST = Connection("node7", "10.0.0.7", 2222, "alice", key_alias=None, jump=None)
+LOCAL_USER = pwd.getpwuid(os.getuid()).pw_name
+HOME = os.path.expanduser("~")
+
+
+@pytest.fixture(autouse=True)
+def local_host():
+    """gethostname as ssh asks it; the DNS is never asked."""
+    with (
+        mock.patch("socket.gethostname", return_value="login1.cluster.org"),
+        mock.patch("socket.getfqdn", side_effect=AssertionError("a DNS look-up")),
+    ):
+        yield
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        ("~/.ssh/id_%h", f"{HOME}/.ssh/id_10.0.0.7"),
+        ("%d/.ssh/id_%r@%h:%p", f"{HOME}/.ssh/id_alice@10.0.0.7:2222"),
+        ("/keys/%n/%k", "/keys/node7/node7"),  # %k: HostKeyAlias, else the alias
+        ("/keys/%l/%L", "/keys/login1.cluster.org/login1"),  # gethostname, whole and short
+        ("/keys/%u-%i", f"/keys/{LOCAL_USER}-{os.getuid()}"),
+        ("/keys/100%%/%%h", "/keys/100%/%h"),  # "%%" is one "%", and starts no token
+        ("/keys/~odd/x~", "/keys/~odd/x~"),  # "~" only at the start (paramiko: anywhere)
+        ("/keys/$HOME/${CL_TEST_KEY}", "/keys/$HOME/chosen"),  # ${VAR} only
+    ],
+)
+def test_tokens_as_ssh_expands_them(written: str, expected: str) -> None:
+    with mock.patch.dict(os.environ, {"CL_TEST_KEY": "chosen"}):
+        assert identity_file(written, HOST) == (expected, None)
+
+
+def test_percent_c_is_ssh_connection_hash() -> None:
+    # ssh_connection_hash: SHA-1 of %l%h%p%r, the local host name whole.
+    joined = "login1.cluster.org" + "10.0.0.7" + "2222" + "alice"
+    expected = "/cm/" + hashlib.sha1(joined.encode()).hexdigest()
+    assert identity_file("/cm/%C", HOST) == (expected, None)
+
+
+def test_the_remote_user_defaults_to_the_local_one() -> None:
+    nobody = Connection("n", "n", 22, None)
+    assert identity_file("/k/%r", nobody) == (f"/k/{LOCAL_USER}", None)
+
+
+@pytest.mark.parametrize(
+    ("written", "connection", "why"),
+    [
+        ("/k/%C", Connection("a", "a", 22, "u", jump="bastion"), "differs between OpenSSH"),
+        ("/k/%j", HOST, "%j is unknown to OpenSSH 9.2"),  # and later ones know it
+        ("/k/%x", HOST, "%x is no IdentityFile token"),
+        ("/k/%", HOST, "% is no IdentityFile token"),
+        ("/k/${CL_TEST_UNSET}", HOST, "${CL_TEST_UNSET} is not set"),
+        ("/k/${OPEN", HOST, "an unclosed ${"),
+    ],
+)
+def test_what_cannot_be_expanded_as_every_ssh_does_is_left_as_written(
+    written: str, connection: Connection, why: str
+) -> None:
+    os.environ.pop("CL_TEST_UNSET", None)
+    path, reason = identity_file(written, connection)
+    assert path == written and reason is not None and why in reason
+
+
+def test_the_hosts_file_user_and_port_win_as_ssh_l_and_p_do() -> None:
+    config = IndexedSshConfig.from_text(
+        "Host node*\n    HostName %h.lan\n    User cfg\n    Port 2200\n"
+        "    IdentityFile ~/.ssh/%r@%h:%p\n    IdentityFile ~/.ssh/k_%n\n"
+    )
+    target = resolve_target(config, HostSpec(host="node3", gpus=1, user="bob", port=2299))
+    assert target.identity_files == (f"{HOME}/.ssh/bob@node3.lan:2299", f"{HOME}/.ssh/k_node3")
+    plain = resolve_target(config, HostSpec(host="node3", gpus=1))
+    assert plain.identity_files == (f"{HOME}/.ssh/cfg@node3.lan:2200", f"{HOME}/.ssh/k_node3")
