@@ -23,6 +23,7 @@ ssh reads the password database's, which differs only where ``HOME`` was changed
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import pwd
@@ -103,7 +104,9 @@ def _local_host() -> str:
     return socket.gethostname()
 
 
+@functools.cache
 def _local_user() -> str:
+    # Once: on a login node the password database may be LDAP, a query per host.
     return pwd.getpwuid(os.getuid()).pw_name
 
 
