@@ -17,6 +17,7 @@ from typing import Any
 PASS = "PASS"
 MISS = "MISS"
 INFO = ""
+PAIRED = "paired_delta_max"
 """Verdict of a row without a target (a baseline or an informative number)."""
 
 STATS = ("min", "median", "max")
@@ -32,7 +33,10 @@ class Target:
     * ``"min"``: ``stat >= limit``;
     * ``"ratio_max"`` / ``"ratio_min"``: ``stat / ref.stat`` is at most / at least
       ``limit`` (``ref`` is the key of another result measured in the same run);
-    * ``"delta_max"``: ``stat - ref.stat <= limit`` (an added cost, in the unit).
+    * ``"delta_max"``: ``stat - ref.stat <= limit`` (an added cost, in the unit);
+    * ``"paired_delta_max"``: the median of the rounds' differences, ``samples[i] -
+      ref.samples[i]``, is at most ``limit``: for two ways measured back to back in
+      each round, where the job's own spread is larger than the difference.
     """
 
     kind: str
@@ -42,9 +46,9 @@ class Target:
     stat: str = "median"
 
     def __post_init__(self) -> None:
-        if self.kind not in ("max", "min", "ratio_max", "ratio_min", "delta_max"):
+        if self.kind not in ("max", "min", "ratio_max", "ratio_min", "delta_max", PAIRED):
             raise ValueError(f"unknown target kind {self.kind!r}")
-        if self.kind.startswith(("ratio", "delta")) and self.ref is None:
+        if self.kind.startswith(("ratio", "delta", "paired")) and self.ref is None:
             raise ValueError(f"a {self.kind} target needs ref")
         if self.stat not in STATS:
             raise ValueError(f"unknown statistic {self.stat!r}")
@@ -61,7 +65,8 @@ class Target:
             return f"{stat}≤ {self.limit:g}× {ref}"
         if self.kind == "ratio_min":
             return f"{stat}≥ {self.limit:g}× {ref}"
-        return f"{stat}≤ {ref} + {format_value(self.limit, unit)}"
+        paired = ", paired" if self.kind == PAIRED else ""
+        return f"{stat}≤ {ref} + {format_value(self.limit, unit)}{paired}"
 
 
 @dataclass
@@ -142,13 +147,21 @@ def judge(target: Target, result: Result, results: Mapping[str, Result]) -> Verd
         return Verdict(target, None, "no data")
     if target.kind == "delta_max":
         delta = value - ref_value
-        sign = "+" if delta >= 0 else "-"
-        return Verdict(
-            target, delta <= target.limit, f"{sign}{format_value(abs(delta), result.unit)}"
-        )
+        return Verdict(target, delta <= target.limit, _signed(delta, result.unit))
+    if target.kind == PAIRED:
+        if len(result.samples) != len(ref.samples):
+            return Verdict(target, None, "unpaired samples")
+        delta = statistics.median(a - b for a, b in zip(result.samples, ref.samples, strict=True))
+        of_medians = _signed(value - ref_value, result.unit)
+        achieved = f"{_signed(delta, result.unit)} (medians: {of_medians})"
+        return Verdict(target, delta <= target.limit, achieved)
     ratio = value / ref_value
     ok = ratio <= target.limit if target.kind == "ratio_max" else ratio >= target.limit
     return Verdict(target, ok, f"{format_ratio(ratio)}")
+
+
+def _signed(delta: float, unit: str) -> str:
+    return f"{'+' if delta >= 0 else '-'}{format_value(abs(delta), unit)}"
 
 
 def evaluate(result: Result, results: Mapping[str, Result]) -> tuple[str, list[Verdict]]:
@@ -261,36 +274,6 @@ def summary_counts(results: Iterable[Result]) -> dict[str, int]:
         verdict, _ = evaluate(result, by_key)
         counts[verdict or "info"] += 1
     return counts
-
-
-def merge_results(
-    previous: Sequence[Mapping[str, Any]], fresh: Sequence[Mapping[str, Any]]
-) -> list[Mapping[str, Any]]:
-    """Measurement entries of ``previous`` not re-run, then ``fresh`` (by ``name``).
-
-    Each entry is one measurement's run (its rows, date and load), so a partial
-    re-run (``--only``) replaces just what it measured, in the registry's order
-    when the caller passes ``order``. A re-run that failed with no rows does not
-    throw away the last good run: that entry stays, with the failure noted in it
-    (``rerun_error``, ``rerun_date``).
-    """
-    kept = {entry["name"]: entry for entry in previous if entry.get("results")}
-    fresh_names = {entry["name"] for entry in fresh}
-    merged = [e for e in previous if e["name"] not in fresh_names]
-    for entry in fresh:
-        good = kept.get(entry["name"])
-        if entry.get("error") and not entry.get("results") and good is not None:
-            entry = {**good, "rerun_error": entry["error"], "rerun_date": entry.get("date")}
-        merged.append(entry)
-    return merged
-
-
-def order_entries(
-    entries: Sequence[Mapping[str, Any]], order: Sequence[str]
-) -> list[Mapping[str, Any]]:
-    """Sort measurement entries by their position in ``order`` (unknown ones last)."""
-    rank = {name: index for index, name in enumerate(order)}
-    return sorted(entries, key=lambda e: rank.get(e["name"], len(rank)))
 
 
 def rotate(items: Sequence[Any], by: int) -> list[Any]:

@@ -10,6 +10,22 @@ for node1, then wait for both). Both use the same interpreter, the same script,
 the same static rendezvous on node0 and a fresh master port per run,
 alternating, so torch's start-up cost is in both and cancels out.
 
+Both set ``OMP_NUM_THREADS=1`` (torchrun's own choice for more than one process
+per node): the two hosts share this machine's 2 cores, and with torch's default
+of a thread per core the DDP job by hand took 5.41-7.05 s (8 runs), with it
+4.75-5.56 s. What is left of the spread is mostly torchrun's own rendezvous: a
+node whose first connect to the master's store comes before the store listens
+waits for its client's retry (0.3-1.1 s measured), in about half of the runs
+either way. So the overhead takes more rounds than the other measurements
+(``OVERHEAD_ROUNDS``): with that spread (0.27 s standard deviation a run) the
+difference of two medians of 5 runs has a standard error of about 0.21 s, the
+whole target; of 11 runs, 0.14 s. And the target is judged on the median of
+the rounds' differences (each round runs both ways back to back, in alternating
+order): the job times fall in two groups (the store race won or lost), and
+which group the median of 11 lands in moved the difference of the medians by
+0.23 s between two runs of the same clusterlaunch (barrier: +0.109 and +0.343 s), where
+the paired median moved by 0.02 s (+0.063, +0.041 s). Both are in the table.
+
 Both also start torchrun through the same small wrapper (the hosts' ``python``),
 which notes the wall clock when each node's torchrun starts and ends: so the
 overhead splits into what comes before torchrun starts (from the command's
@@ -25,13 +41,17 @@ import subprocess
 import time
 from pathlib import Path
 
-from benchmarks.core import Result, Target, rotate
+from benchmarks.core import PAIRED, Result, Target, rotate
 from benchmarks.env import Bench, BenchError, Timed, reap
 
 NAME = "overhead"
 NEEDS = 2
 """How many simulated hosts this measurement uses."""
 TARGET_S = 0.2
+OVERHEAD_ROUNDS = 11
+"""Recorded rounds per job at least (unless --quick): see the module's docstring."""
+JOB_ENV = {"OMP_NUM_THREADS": "1"}
+"""Set on both hosts both ways of starting (see the module's docstring)."""
 """Issue 17: at most this much over torchrun by hand (was 0.5 s before the preflight fold)."""
 JOBS = {
     "barrier": ("gloo barrier", "gloo_barrier.py"),
@@ -106,7 +126,8 @@ def torchrun_command(bench: Bench, node_rank: int, port: int, argv: list[str], p
         "--log-dir", str(bench.workdir / "torchrun-logs"),
         *argv,
     ]  # fmt: skip
-    return f"cd {shlex.quote(str(bench.workdir))} && exec {shlex.join(argv)}"
+    assignments = " ".join(f"{key}={shlex.quote(value)}" for key, value in JOB_ENV.items())
+    return f"cd {shlex.quote(str(bench.workdir))} && {assignments} exec {shlex.join(argv)}"
 
 
 def by_hand(bench: Bench, job: str) -> tuple[float, float, float]:
@@ -137,11 +158,16 @@ def by_hand(bench: Bench, job: str) -> tuple[float, float, float]:
 def by_clusterlaunch(bench: Bench, job: str, hosts: str) -> tuple[float, float, float, Timed]:
     """``clusterlaunch run`` of the job: seconds, phases, and the finished command."""
     port = str(bench.master_port())
-    argv = bench.cl("run", "--master-port", port, hosts, *job_argv(bench, job))
+    argv = bench.cl("run", "--master-port", port, *env_options(), hosts, *job_argv(bench, job))
     log = empty_times_log(bench)
     wall = time.time()
     done = bench.run(argv).check()
     return (done.seconds, *phases(log, wall, time.time()), done)
+
+
+def env_options() -> list[str]:
+    """``JOB_ENV`` as ``clusterlaunch run`` options."""
+    return [word for key, value in JOB_ENV.items() for word in ("--env", f"{key}={value}")]
 
 
 def run(bench: Bench) -> list[Result]:
@@ -165,11 +191,12 @@ def run_job(bench: Bench, job: str) -> list[Result]:
         f"clusterlaunch run, 2 hosts × 1 process, {title}",
         "s",
         baseline=hand.key,
-        targets=[Target("delta_max", TARGET_S, ref=hand.key, ref_label="by hand")],
+        targets=[Target(PAIRED, TARGET_S, ref=hand.key, ref_label="by hand")],
     )
     parts = phase_results(job)
     hosts = str(bench.hosts_file(2, python=str(timed_python(bench))))
-    for index in bench.rounds(f"{NAME} {job}"):
+    rounds = bench.repeat if bench.quick else max(bench.repeat, OVERHEAD_ROUNDS)
+    for index in bench.rounds(f"{NAME} {job}", repeat=rounds):
         measured: dict[str, tuple[float, float, float]] = {}
         for which in rotate(["clusterlaunch", "ssh"], index):
             if which == "ssh":
@@ -188,9 +215,8 @@ def run_job(bench: Bench, job: str) -> list[Result]:
     cl.problems += bench.assert_clean()
     if bench.profile_dir is not None:
         port = str(bench.master_port())
-        argv = bench.cl(
-            "run", "--master-port", port, hosts, *job_argv(bench, job), profile_as=f"{NAME}-{job}"
-        )
+        job_args = [*env_options(), hosts, *job_argv(bench, job)]
+        argv = bench.cl("run", "--master-port", port, *job_args, profile_as=f"{NAME}-{job}")
         bench.run(argv).check()
     return [cl, hand, *parts["clusterlaunch"], *parts["ssh"]]
 

@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core import MISS, PASS, Result, format_table, merge_results, order_entries
+from benchmarks.core import MISS, PASS, Result, format_table
 from benchmarks.core import summary_counts as counts_of
 from benchmarks.env import REPO, pdsh_version, ssh_version
 
@@ -204,3 +204,33 @@ def update_doc(doc: Path, body: str) -> bool:
         return False
     doc.write_text(text[: start + len(DOC_BEGIN)] + "\n" + body + text[end:])
     return True
+
+
+def merge_results(
+    previous: Sequence[Mapping[str, Any]], fresh: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """Measurement entries of ``previous`` not re-run, then ``fresh`` (by ``name``).
+
+    Each entry is one measurement's run (its rows, date and load), so a partial
+    re-run (``--only``) replaces just what it measured, in the registry's order
+    when the caller passes ``order``. A re-run that failed with no rows does not
+    throw away the last good run: that entry stays, with the failure noted in it
+    (``rerun_error``, ``rerun_date``).
+    """
+    kept = {entry["name"]: entry for entry in previous if entry.get("results")}
+    fresh_names = {entry["name"] for entry in fresh}
+    merged = [e for e in previous if e["name"] not in fresh_names]
+    for entry in fresh:
+        good = kept.get(entry["name"])
+        if entry.get("error") and not entry.get("results") and good is not None:
+            entry = {**good, "rerun_error": entry["error"], "rerun_date": entry.get("date")}
+        merged.append(entry)
+    return merged
+
+
+def order_entries(
+    entries: Sequence[Mapping[str, Any]], order: Sequence[str]
+) -> list[Mapping[str, Any]]:
+    """Sort measurement entries by their position in ``order`` (unknown ones last)."""
+    rank = {name: index for index, name in enumerate(order)}
+    return sorted(entries, key=lambda e: rank.get(e["name"], len(rank)))

@@ -14,20 +14,20 @@ from benchmarks import overhead, report
 from benchmarks.core import (
     INFO,
     MISS,
+    PAIRED,
     PASS,
     Result,
     Target,
     evaluate,
     format_table,
     format_value,
-    merge_results,
-    order_entries,
     ratio_to_baseline,
     rotate,
     summarize,
     summary_counts,
 )
 from benchmarks.env import BenchError
+from benchmarks.report import merge_results, order_entries
 
 
 def test_summarize_min_median_max() -> None:
@@ -84,6 +84,18 @@ def test_absolute_min_delta_and_problems() -> None:
     verdict, verdicts = evaluate(cl, {"hand": hand})
     assert verdict == PASS and verdicts[0].achieved == "+0.300 s"
     assert evaluate(hand, {})[0] == INFO
+
+
+def test_a_paired_delta_is_the_median_of_the_rounds_differences() -> None:
+    # Two groups of job times: the medians land in different groups, the pairs do not.
+    hand = Result("hand", "overhead", "by hand", "s", [3.0, 4.0, 3.0, 4.0, 4.0])
+    cl = Result("cl", "overhead", "cl", "s", [3.25, 4.25, 3.25, 4.25, 3.25])
+    cl.targets.append(Target(PAIRED, 0.5, ref="hand", ref_label="by hand"))
+    verdict, verdicts = evaluate(cl, {"hand": hand})
+    assert verdict == PASS and verdicts[0].achieved == "+0.250 s (medians: -0.750 s)"
+    assert verdicts[0].target.describe("s") == "≤ by hand + 0.500 s, paired"
+    cl.samples.append(3.0)  # a round without its pair is no verdict
+    assert evaluate(cl, {"hand": hand})[0] == MISS
 
 
 def test_missing_reference_or_samples_is_not_a_pass() -> None:
