@@ -137,21 +137,27 @@ def by_hand(bench: Bench, job: str) -> tuple[float, float, float]:
     python = timed_python(bench)
     commands = [torchrun_command(bench, rank, port, argv, python) for rank in range(2)]
     log = empty_times_log(bench)
+    errors = [bench.tmp / f"by-hand-node{rank}.err" for rank in range(2)]
     began, wall = time.perf_counter(), time.time()
-    processes = [
-        subprocess.Popen(
-            bench.ssh(host, commands[rank]),
-            env=bench.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for rank, host in enumerate(bench.names(2))
-    ]
+    processes = []
+    for rank, host in enumerate(bench.names(2)):
+        with errors[rank].open("wb") as stderr:  # the child keeps its own copy
+            processes.append(
+                subprocess.Popen(
+                    bench.ssh(host, commands[rank]),
+                    env=bench.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                )
+            )
     codes = [reap(p) for p in processes]
     elapsed, ended = time.perf_counter() - began, time.time()
     if codes != [0, 0]:
-        raise BenchError(f"torchrun over ssh exited {codes}")
+        # Said with the reason: one failed round (once, in a full run) was a bare exit 1.
+        failed = codes.index(next(code for code in codes if code != 0))
+        tail = errors[failed].read_text(errors="replace").strip().splitlines()[-6:]
+        raise BenchError(f"torchrun over ssh exited {codes}; node{failed}: " + " / ".join(tail))
     return (elapsed, *phases(log, wall, ended))
 
 
