@@ -27,7 +27,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from benchmarks.core import Result
-from benchmarks.env import REPO, Bench, BenchError, reap_usage
+from benchmarks.env import REPO, Bench
+from benchmarks.processes import BenchError, reap_usage
 from clusterlaunch.testing import SshVariantCluster, find_free_port
 
 NAME = "clients"

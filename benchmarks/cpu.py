@@ -22,7 +22,8 @@ from __future__ import annotations
 import json
 
 from benchmarks.core import Result, Target
-from benchmarks.env import Bench, BenchError
+from benchmarks.env import Bench
+from benchmarks.processes import BenchError
 
 NAME = "cpu"
 CLIENTS = ("paramiko", "openssh")

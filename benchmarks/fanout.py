@@ -13,7 +13,8 @@ import shlex
 import subprocess
 
 from benchmarks.core import Result, Target, rotate
-from benchmarks.env import Bench, BenchError
+from benchmarks.env import Bench
+from benchmarks.processes import BenchError
 
 NAME = "fanout"
 SIZES = (1, 8, 32)

@@ -26,7 +26,8 @@ import time
 import paramiko
 
 from benchmarks.core import Result
-from benchmarks.env import Bench, BenchError
+from benchmarks.env import Bench
+from benchmarks.processes import BenchError
 from clusterlaunch.core.model import HostSpec
 from clusterlaunch.transport import SshSettings, hostkeys, sshconnect
 from clusterlaunch.transport.identities import IdentityFiles

@@ -42,7 +42,8 @@ import time
 from pathlib import Path
 
 from benchmarks.core import PAIRED, Result, Target, rotate
-from benchmarks.env import Bench, BenchError, Timed, reap
+from benchmarks.env import Bench
+from benchmarks.processes import BenchError, Timed, reap
 
 NAME = "overhead"
 NEEDS = 2

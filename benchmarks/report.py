@@ -11,6 +11,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from importlib import metadata
@@ -19,7 +20,7 @@ from typing import Any
 
 from benchmarks.core import MISS, PASS, Result, format_table
 from benchmarks.core import summary_counts as counts_of
-from benchmarks.env import REPO, pdsh_version, ssh_version
+from benchmarks.env import REPO
 
 SCHEMA = 1
 DOC_BEGIN = "<!-- results:begin -->"
@@ -234,3 +235,20 @@ def order_entries(
     """Sort measurement entries by their position in ``order`` (unknown ones last)."""
     rank = {name: index for index, name in enumerate(order)}
     return sorted(entries, key=lambda e: rank.get(e["name"], len(rank)))
+
+
+def ssh_version() -> str:
+    """``OpenSSH_9.2p1 ...`` (ssh -V writes to stderr)."""
+    try:
+        done = subprocess.run(["ssh", "-V"], capture_output=True, text=True, check=False)
+    except OSError:
+        return "not installed"
+    return (done.stderr or done.stdout).strip()
+
+
+def pdsh_version() -> str:
+    """``pdsh-2.34 ...`` or ``not installed``."""
+    if shutil.which("pdsh") is None:
+        return "not installed"
+    done = subprocess.run(["pdsh", "-V"], capture_output=True, text=True, check=False)
+    return (done.stdout or done.stderr).splitlines()[0].strip()

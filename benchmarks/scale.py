@@ -14,7 +14,8 @@ import re
 import subprocess
 
 from benchmarks.core import Result, Target
-from benchmarks.env import Bench, BenchError
+from benchmarks.env import Bench
+from benchmarks.processes import BenchError
 
 NAME = "scale"
 HOSTS = 256

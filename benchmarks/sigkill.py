@@ -18,7 +18,8 @@ import subprocess
 import time
 
 from benchmarks.core import Result, Target
-from benchmarks.env import Bench, BenchError, reap
+from benchmarks.env import Bench
+from benchmarks.processes import BenchError, reap
 from benchmarks.teardown import wait_gone
 
 NAME = "sigkill"

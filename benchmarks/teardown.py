@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 from benchmarks.core import Result, Target
-from benchmarks.env import Bench, BenchError, reap
+from benchmarks.env import Bench
+from benchmarks.processes import BenchError, reap
 from clusterlaunch.testing import find_processes
 
 NAME = "teardown"

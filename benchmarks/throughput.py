@@ -12,7 +12,8 @@ import re
 import subprocess
 
 from benchmarks.core import Result, Target, rotate
-from benchmarks.env import Bench, BenchError
+from benchmarks.env import Bench
+from benchmarks.processes import BenchError
 
 NAME = "throughput"
 LINES = 10_000_000

@@ -26,7 +26,7 @@ from benchmarks.core import (
     summarize,
     summary_counts,
 )
-from benchmarks.env import BenchError
+from benchmarks.processes import BenchError
 from benchmarks.report import merge_results, order_entries
 
 
