@@ -133,6 +133,11 @@ class TolerantHostKeys(paramiko.HostKeys):
             self._index(at)
 
     def _add(self, entry: paramiko.hostkeys.HostKeyEntry) -> None:
+        # ssh compares a plain name without regard to case (its patterns are lowercased);
+        # paramiko exactly. Names are looked up lowercased (ssh_host_name), so stored so.
+        entry.hostnames = [
+            name if name.startswith("|1|") else name.lower() for name in entry.hostnames
+        ]
         # The list paramiko's own load fills (unchanged since paramiko 1.x).
         self._entries.append(entry)  # type: ignore[attr-defined]
         self._index(len(self._entries) - 1)  # type: ignore[attr-defined]
@@ -191,9 +196,16 @@ class KnownHosts:
         return None
 
 
+def ssh_host_name(target: SshTarget) -> str:
+    """The host name as ssh uses it: lowercased (``HostName MiXeD.Example`` is checked
+    and recorded in known_hosts as ``mixed.example``, and is ``%h``)."""
+    return target.hostname.lower()
+
+
 def known_hosts_name(target: SshTarget) -> str:
     """The name ssh looks a host up by in known_hosts (``[host]:port`` off port 22)."""
-    return target.hostname if target.port == 22 else f"[{target.hostname}]:{target.port}"
+    host = ssh_host_name(target)
+    return host if target.port == 22 else f"[{host}]:{target.port}"
 
 
 def host_matches(patterns: str, name: str) -> bool:
@@ -223,7 +235,7 @@ def _hashed_name_matches(pattern: str, name: str) -> bool:
 
 
 def changed_key_message(target: SshTarget, exc: paramiko.BadHostKeyException) -> str:
-    name = target.hostname if target.port == 22 else f"[{target.hostname}]:{target.port}"
+    name = known_hosts_name(target)
     files = " ".join(target.known_hosts_files) or "~/.ssh/known_hosts"
     return (
         f"HOST KEY CHANGED (known {exc.expected_key.get_name()} {exc.expected_key.fingerprint}, "

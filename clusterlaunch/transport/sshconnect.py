@@ -161,7 +161,9 @@ def _try_client(
         if sock is None:  # a direct connection: our socket, for its options (sshsocket)
             sock = sshsocket.dial(target.hostname, target.port, timeout)
         client.connect(
-            target.hostname,
+            # The name paramiko checks known_hosts by (our socket is already connected):
+            # lowercased, as ssh checks and records it.
+            hostkeys.ssh_host_name(target),
             port=target.port,
             username=target.user,
             # paramiko accepts a list here; its type stubs say str only.

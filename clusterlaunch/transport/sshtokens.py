@@ -114,16 +114,22 @@ def _remote_user(connection: Connection) -> str:
     return connection.user or _local_user()
 
 
+def _remote_host(connection: Connection) -> str:
+    # ssh lowercases the host name (hostkeys.ssh_host_name): HostName MiXeD.Example gave
+    # %h "mixed.example" (ssh -v, OpenSSH 9.2), where %n and %k keep the alias as typed.
+    return connection.hostname.lower()
+
+
 def _connection_hash(connection: Connection) -> str:
     # ssh's ssh_connection_hash: SHA-1 of %l%h%p%r (and the jump, "" without one).
-    joined = _local_host() + connection.hostname + str(connection.port)
+    joined = _local_host() + _remote_host(connection) + str(connection.port)
     return hashlib.sha1((joined + _remote_user(connection)).encode()).hexdigest()
 
 
 _FACTS: Mapping[str, Callable[[Connection], str]] = {
     "C": _connection_hash,
     "d": lambda _: os.path.expanduser("~"),
-    "h": lambda c: c.hostname,
+    "h": _remote_host,
     "i": lambda _: str(os.getuid()),
     "k": lambda c: c.key_alias or c.alias,
     "L": lambda _: _local_host().split(".")[0],

@@ -94,6 +94,19 @@ def test_the_indexed_lookup_finds_what_paramikos_scan_finds(tmp_path: Path) -> N
     assert ours.lookup("10.0.0.9")[ecdsa].asbytes() == second.asbytes()  # added: found too
 
 
+def test_host_names_are_compared_as_ssh_compares_them_lowercased(tmp_path: Path) -> None:
+    """ssh lowercases the host name it looks up and compares plain known_hosts names
+    without regard to case; paramiko compared them exactly."""
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[MiXeD.Example]:2222 ssh-ed25519 {KEY}\n")
+    keys = hostkeys.TolerantHostKeys()
+    keys.load(str(known))
+    target = SshTarget(alias="NoDe0", hostname="MIXED.example", port=2222)
+    assert hostkeys.known_hosts_name(target) == "[mixed.example]:2222"
+    assert keys.lookup(hostkeys.known_hosts_name(target)) is not None
+    assert paramiko.HostKeys(str(known)).lookup("[mixed.example]:2222") is None  # before
+
+
 def test_hashed_and_negated_patterns(tmp_path: Path) -> None:
     hashed = paramiko.HostKeys.hash_host("10.0.0.1")
     assert hostkeys.host_matches(hashed, "10.0.0.1")

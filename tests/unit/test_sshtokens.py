@@ -54,6 +54,14 @@ def test_percent_c_is_ssh_connection_hash() -> None:
     assert identity_file("/cm/%C", HOST) == (expected, None)
 
 
+def test_the_host_name_is_lowercased_and_the_alias_is_not() -> None:
+    # ssh -v with HostName MiXeD.Example for alias NoDe0: "k_mixed.example_NoDe0_NoDe0".
+    mixed = Connection("NoDe0", "MiXeD.Example", 22, "u")
+    assert identity_file("/k_%h_%n_%k", mixed) == ("/k_mixed.example_NoDe0_NoDe0", None)
+    lower = Connection("NoDe0", "mixed.example", 22, "u")
+    assert identity_file("%C", mixed) == identity_file("%C", lower)
+
+
 def test_the_remote_user_defaults_to_the_local_one() -> None:
     nobody = Connection("n", "n", 22, None)
     assert identity_file("/k/%r", nobody) == (f"/k/{LOCAL_USER}", None)

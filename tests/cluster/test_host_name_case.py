@@ -1,0 +1,60 @@
+"""A HostName written in mixed case, reached as ssh reaches it: lowercased.
+
+ssh lowercases the host name before it checks or records the host key
+(``[mixed.example]:PORT`` in known_hosts) and before it expands ``%h``. paramiko
+looked the key up under the name as written, so a host ssh knows was "unknown"
+to the paramiko client (refused under StrictHostKeyChecking yes, recorded a
+second time under accept-new). Real sshd, real ssh writing known_hosts.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.testing import LoopbackCluster
+from tests.cluster.support import run_cli, write_hosts
+
+pytestmark = [pytest.mark.cluster]
+
+
+def _mixed_case_config(cluster: LoopbackCluster, tmp_path: Path) -> tuple[Path, Path]:
+    """node0 as ``HostName MiXeD.Example`` (reached through ``ssh -W`` to its sshd),
+    with a known_hosts file of its own, empty, and a key named by ``%h``."""
+    host = cluster.host("node0")
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    key = tmp_path / "k_mixed.example"  # the name ssh gives k_%h
+    key.write_bytes(cluster.client_key.read_bytes())
+    key.chmod(0o600)
+    hop = f"ProxyCommand ssh -F {cluster.ssh_config} -W {host.addr}:{host.port} node0"
+    text = cluster.ssh_config.read_text().split("\nHost ", 1)[0]  # node0's block only
+    text = re.sub(r"(?m)^\s*HostName .*$", "    HostName MiXeD.Example\n    " + hop, text)
+    text = re.sub(r"(?m)^\s*UserKnownHostsFile .*$", f"    UserKnownHostsFile {known}", text)
+    text = re.sub(r"(?m)^\s*IdentityFile .*$", f"    IdentityFile {tmp_path}/k_%h", text)
+    config = tmp_path / "ssh_config"
+    config.write_text(text + "\n")
+    return config, known
+
+
+@pytest.mark.parametrize("client", ["paramiko", "openssh"])
+def test_a_mixed_case_host_name_uses_the_key_ssh_recorded(
+    sim_cluster_factory, tmp_path: Path, client: str
+) -> None:
+    cluster = sim_cluster_factory(1)
+    config, known = _mixed_case_config(cluster, tmp_path)
+    # ssh itself, accepting the new key: the ground truth of the name it records.
+    first = ["ssh", "-F", str(config), "-o", "StrictHostKeyChecking=accept-new", "node0", "true"]
+    by_ssh = subprocess.run(first, capture_output=True, text=True, timeout=60)
+    assert by_ssh.returncode == 0, by_ssh.stderr
+    recorded = known.read_text()
+    assert recorded.startswith(f"[mixed.example]:{cluster.host('node0').port} "), recorded
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    args = ("--ssh-client", client, "--ssh-config", str(config), str(hosts), "--", "echo", "hi")
+    result = run_cli("exec", None, *args, timeout=120)  # the config says strict: yes
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[node0] hi"
+    assert known.read_text() == recorded  # nothing recorded a second time
