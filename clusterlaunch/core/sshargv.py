@@ -4,7 +4,8 @@ OpenSSH transport's master and session clients).
 ``-F`` names the config clusterlaunch resolved the host through, and the host is
 named by the same alias, so ssh applies the same ``Host`` block; the explicit
 options repeat what clusterlaunch decided on top of it (hosts-file user and port,
-the host-key policy). Host keys are always checked (``StrictHostKeyChecking``
+the host-key policy); the config's own paths (keys, known_hosts) ssh reads and
+expands itself. Host keys are always checked (``StrictHostKeyChecking``
 is ``yes`` or ``accept-new``, never ``no``), and ``BatchMode`` makes a prompt fail
 instead of hang.
 """
@@ -69,14 +70,11 @@ def ssh_argv(
     argv = ["ssh", "-F", config_file, "-p", str(target.port)]
     if target.user:
         argv += ["-l", target.user]
-    # No -i: ssh reads the config's IdentityFile lines itself and expands them as its
-    # version does. An expanded path handed back as -i was expanded again: a "%" from
-    # "%%" ended ssh ("percent_dollar_expand: failed").
+    # No -i, no UserKnownHostsFile: ssh reads the config's lines itself and expands
+    # them as its version does. An expanded path handed back was expanded again: a "%"
+    # from "%%" ended ssh ("percent_dollar_expand: failed").
     if target.identities_only:
         argv += ["-o", "IdentitiesOnly=yes"]
-    if target.known_hosts_files:
-        files = " ".join(map(_ssh_option_word, target.known_hosts_files))
-        argv += ["-o", "UserKnownHostsFile=" + files]
     argv += [
         "-o",
         "StrictHostKeyChecking=" + ("yes" if strict else "accept-new"),

@@ -22,7 +22,7 @@ from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import sshoffer
 from clusterlaunch.transport.hostkeys import KnownHosts
 from clusterlaunch.transport.sshconfig import LoadedConfig, jump_host, read_ssh_config
-from clusterlaunch.transport.sshtokens import Connection, identity_file
+from clusterlaunch.transport.sshtokens import Connection, ssh_path
 
 FIX = "use --ssh-client openssh"
 _OPENSSH_KEY = b"openssh-key-v1\x00"
@@ -107,7 +107,7 @@ def _identity_blocker(
     config: LoadedConfig,
     kinds: dict[str, str | None],
 ) -> str | None:
-    """An identity file paramiko cannot use, or cannot name as ssh would."""
+    """An identity file paramiko cannot use, or a path it cannot name as ssh would."""
     for identity in target.identity_files:
         if identity not in kinds:
             kinds[identity] = key_type(identity)
@@ -115,20 +115,33 @@ def _identity_blocker(
         if kind is not None and kind.startswith("sk-"):
             where = config.where("identityfile", target.alias, identity)
             return f"{where}: IdentityFile {identity}: paramiko cannot use FIDO keys ({kind})"
+    return _unexpandable_path(target, found, config)
+
+
+def _unexpandable_path(
+    target: SshTarget, found: Mapping[str, Any], config: LoadedConfig
+) -> str | None:
+    """An IdentityFile or UserKnownHostsFile path that OpenSSH versions name differently."""
     connection = Connection(
         target.alias, target.hostname, target.port, target.user, None, target.proxy_jump
     )
-    for written in found.get("identityfile", []):
-        why = identity_file(written, connection)[1]
-        if why is not None:
-            where = config.where("identityfile", target.alias, written)
-            return f"{where}: IdentityFile {written}: {why}"
+    lines = [("identityfile", value) for value in found.get("identityfile", [])]
+    if found.get("userknownhostsfile"):  # one line, several paths
+        lines.append(("userknownhostsfile", str(found["userknownhostsfile"])))
+    for keyword, value in lines:
+        for written in value.split() if keyword == "userknownhostsfile" else [value]:
+            why = ssh_path(written, connection)[1]
+            if why is not None:
+                where = config.where(keyword, target.alias, value)
+                return f"{where}: {_spelled(keyword)} {written}: {why}"
     return None
 
 
 def _spelled(keyword: str) -> str:
     return {
         "certificatefile": "CertificateFile",
+        "identityfile": "IdentityFile",
+        "userknownhostsfile": "UserKnownHostsFile",
         "pkcs11provider": "PKCS11Provider",
         "hostkeyalias": "HostKeyAlias",
         "ciphers": "Ciphers",

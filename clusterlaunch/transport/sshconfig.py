@@ -28,7 +28,7 @@ from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
 from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHException
 from clusterlaunch.transport.sshinclude import ConfigLine, flatten, may_include, read_text, words
 from clusterlaunch.transport.sshlookup import IndexedSshConfig
-from clusterlaunch.transport.sshtokens import Connection, identity_file
+from clusterlaunch.transport.sshtokens import Connection, ssh_path
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
 DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
@@ -175,7 +175,7 @@ def target_from(found: Mapping[str, Any], spec: HostSpec) -> SshTarget:
         user=user,
         identity_files=tuple(identity_files(found, connection)),
         identities_only=str(found.get("identitiesonly", "no")).lower() == "yes",
-        known_hosts_files=tuple(_known_hosts(found.get("userknownhostsfile"))),
+        known_hosts_files=tuple(known_hosts_files(found, connection)),
         proxy_jump=jump,
         proxy_command=_none_is_none(found.get("proxycommand")),
         connect_timeout=_config_number(
@@ -223,13 +223,14 @@ def _config_number(
 
 def identity_files(found: Mapping[str, Any], connection: Connection) -> list[str]:
     """The config's IdentityFile paths as ssh expands them (as written where it cannot)."""
-    return [identity_file(value, connection)[0] for value in found.get("identityfile", [])]
+    return [ssh_path(value, connection)[0] for value in found.get("identityfile", [])]
 
 
-def _known_hosts(value: str | None) -> list[str]:
-    # UserKnownHostsFile may list several files separated by spaces.
+def known_hosts_files(found: Mapping[str, Any], connection: Connection) -> list[str]:
+    """The config's UserKnownHostsFile paths (several, space-separated) as ssh expands them."""
+    value = found.get("userknownhostsfile")
     names = value.split() if value else list(DEFAULT_KNOWN_HOSTS)
-    return [str(Path(os.path.expanduser(n))) for n in names]
+    return [str(Path(ssh_path(name, connection)[0])) for name in names]
 
 
 def _none_is_none(value: str | None) -> str | None:

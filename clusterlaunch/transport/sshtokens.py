@@ -1,6 +1,6 @@
-"""IdentityFile paths as ssh expands them, for both SSH clients.
+"""IdentityFile and UserKnownHostsFile paths as ssh expands them, for both SSH clients.
 
-ssh expands an IdentityFile path when it connects: a leading ``~``, then
+ssh expands such a path when it connects: a leading ``~``, then
 ``${VAR}`` and the % tokens of ssh_config(5) in one pass (``tilde_expand_filename``,
 then ``default_client_percent_dollar_expand``), from the values the connection
 really uses: the command line's ``-l`` and ``-p`` win over the config, as the
@@ -8,14 +8,17 @@ hosts file's ``user`` and ``port`` do here. paramiko's lookup expands fewer toke
 (``%%``, ``%i``, ``%j``, ``%k``, ``%L``, ``%n``, ``%p`` stay as written), replaces a
 ``~`` anywhere in the path, takes ``%l`` from the DNS, hashes ``%C`` from the
 alias and the short host name, and knows nothing of the hosts file: a key named
-with any of those was another file for clusterlaunch than for ssh.
+with any of those was another file for clusterlaunch than for ssh. It leaves
+UserKnownHostsFile as written: ``~/.ssh/known_hosts.d/%h`` was a file named
+``%h``, and every host "unknown" to the paramiko client (ssh -vvv: "expanded
+UserKnownHostsFile '.../kh_%h_%n' -> '.../kh_127.0.0.11_node0'").
 
 What no single rule expands as every ssh does is left as written, with the
-reason (:func:`identity_file`): ``%C`` with a ``ProxyJump`` (OpenSSH versions
+reason (:func:`ssh_path`): ``%C`` with a ``ProxyJump`` (OpenSSH versions
 put the jump into it differently), ``%j`` (OpenSSH 9.2 refuses it, later
 versions know it), an unknown token, an unset ``${VAR}``. The paramiko client
 refuses such a path in one line (``sshcompat``); the OpenSSH client needs none of
-this: ssh reads the config's IdentityFile lines itself.
+this: ssh reads the config's IdentityFile and UserKnownHostsFile lines itself.
 
 Home is ``~`` as the rest of clusterlaunch (and paramiko) reads it, ``$HOME``;
 ssh reads the password database's, which differs only where ``HOME`` was changed.
@@ -49,7 +52,7 @@ class Connection:
     jump: str | None = None
 
 
-def identity_file(value: str, connection: Connection) -> tuple[str, str | None]:
+def ssh_path(value: str, connection: Connection) -> tuple[str, str | None]:
     """``value`` as ssh expands it, and None; or ``value`` as written and why not."""
     path = os.path.expanduser(value) if value.startswith("~") else value
     if "%" not in path and "${" not in path:

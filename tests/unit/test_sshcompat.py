@@ -126,6 +126,7 @@ def test_hashed_and_negated_patterns(tmp_path: Path) -> None:
         ("Host n0\n  Ciphers chacha20-poly1305@openssh.com\n", ":2: Ciphers chacha20-poly1305@"),
         ("Host *\n  MACs umac-128-etm@openssh.com\n", ":2: MACs umac-128-etm@openssh.com"),
         ("Host *\n  KexAlgorithms sntrup761x25519-sha512\n", ":2: KexAlgorithms sntrup761"),
+        ("Host *\n  UserKnownHostsFile /kh /kh_%j\n", ":2: UserKnownHostsFile /kh_%j: %j is"),
     ],
 )
 def test_settings_paramiko_cannot_honour_are_named(

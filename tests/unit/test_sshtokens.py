@@ -12,7 +12,7 @@ import pytest
 from clusterlaunch.core.model import HostSpec
 from clusterlaunch.transport.sshconfig import resolve_target
 from clusterlaunch.transport.sshlookup import IndexedSshConfig
-from clusterlaunch.transport.sshtokens import Connection, identity_file
+from clusterlaunch.transport.sshtokens import Connection, ssh_path
 
 HOST = Connection("node7", "10.0.0.7", 2222, "alice", key_alias=None, jump=None)
 LOCAL_USER = pwd.getpwuid(os.getuid()).pw_name
@@ -44,27 +44,27 @@ def local_host():
 )
 def test_tokens_as_ssh_expands_them(written: str, expected: str) -> None:
     with mock.patch.dict(os.environ, {"CL_TEST_KEY": "chosen"}):
-        assert identity_file(written, HOST) == (expected, None)
+        assert ssh_path(written, HOST) == (expected, None)
 
 
 def test_percent_c_is_ssh_connection_hash() -> None:
     # ssh_connection_hash: SHA-1 of %l%h%p%r, the local host name whole.
     joined = "login1.cluster.org" + "10.0.0.7" + "2222" + "alice"
     expected = "/cm/" + hashlib.sha1(joined.encode()).hexdigest()
-    assert identity_file("/cm/%C", HOST) == (expected, None)
+    assert ssh_path("/cm/%C", HOST) == (expected, None)
 
 
 def test_the_host_name_is_lowercased_and_the_alias_is_not() -> None:
     # ssh -v with HostName MiXeD.Example for alias NoDe0: "k_mixed.example_NoDe0_NoDe0".
     mixed = Connection("NoDe0", "MiXeD.Example", 22, "u")
-    assert identity_file("/k_%h_%n_%k", mixed) == ("/k_mixed.example_NoDe0_NoDe0", None)
+    assert ssh_path("/k_%h_%n_%k", mixed) == ("/k_mixed.example_NoDe0_NoDe0", None)
     lower = Connection("NoDe0", "mixed.example", 22, "u")
-    assert identity_file("%C", mixed) == identity_file("%C", lower)
+    assert ssh_path("%C", mixed) == ssh_path("%C", lower)
 
 
 def test_the_remote_user_defaults_to_the_local_one() -> None:
     nobody = Connection("n", "n", 22, None)
-    assert identity_file("/k/%r", nobody) == (f"/k/{LOCAL_USER}", None)
+    assert ssh_path("/k/%r", nobody) == (f"/k/{LOCAL_USER}", None)
 
 
 @pytest.mark.parametrize(
@@ -82,7 +82,7 @@ def test_what_cannot_be_expanded_as_every_ssh_does_is_left_as_written(
     written: str, connection: Connection, why: str
 ) -> None:
     os.environ.pop("CL_TEST_UNSET", None)
-    path, reason = identity_file(written, connection)
+    path, reason = ssh_path(written, connection)
     assert path == written and reason is not None and why in reason
 
 
@@ -90,8 +90,10 @@ def test_the_hosts_file_user_and_port_win_as_ssh_l_and_p_do() -> None:
     config = IndexedSshConfig.from_text(
         "Host node*\n    HostName %h.lan\n    User cfg\n    Port 2200\n"
         "    IdentityFile ~/.ssh/%r@%h:%p\n    IdentityFile ~/.ssh/k_%n\n"
+        "    UserKnownHostsFile ~/.ssh/kh_%h_%p /etc/kh_%n\n"
     )
     target = resolve_target(config, HostSpec(host="node3", gpus=1, user="bob", port=2299))
     assert target.identity_files == (f"{HOME}/.ssh/bob@node3.lan:2299", f"{HOME}/.ssh/k_node3")
+    assert target.known_hosts_files == (f"{HOME}/.ssh/kh_node3.lan_2299", "/etc/kh_node3")
     plain = resolve_target(config, HostSpec(host="node3", gpus=1))
     assert plain.identity_files == (f"{HOME}/.ssh/cfg@node3.lan:2200", f"{HOME}/.ssh/k_node3")

@@ -1,10 +1,12 @@
-"""A HostName written in mixed case, reached as ssh reaches it: lowercased.
+"""Names as ssh gives them: a mixed-case HostName, known_hosts files named by tokens.
 
 ssh lowercases the host name before it checks or records the host key
 (``[mixed.example]:PORT`` in known_hosts) and before it expands ``%h``. paramiko
 looked the key up under the name as written, so a host ssh knows was "unknown"
 to the paramiko client (refused under StrictHostKeyChecking yes, recorded a
-second time under accept-new). Real sshd, real ssh writing known_hosts.
+second time under accept-new). ssh also expands the tokens of UserKnownHostsFile
+(``known_hosts.d/%h``), which paramiko's lookup left as written. Real sshd, real
+ssh as the ground truth.
 """
 
 from __future__ import annotations
@@ -58,3 +60,29 @@ def test_a_mixed_case_host_name_uses_the_key_ssh_recorded(
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[node0] hi"
     assert known.read_text() == recorded  # nothing recorded a second time
+
+
+@pytest.mark.parametrize("client", ["paramiko", "openssh"])
+def test_a_known_hosts_file_named_by_tokens_is_the_one_ssh_reads(
+    sim_cluster_factory, tmp_path: Path, client: str
+) -> None:
+    cluster = sim_cluster_factory(1)
+    host = cluster.host("node0")
+    named = tmp_path / "known_hosts.d"
+    named.mkdir()  # the host's key only in the file ssh names for it
+    (named / f"{host.addr}_node0").write_text(cluster.known_hosts.read_text())
+    config = tmp_path / "ssh_config"
+    written = f"UserKnownHostsFile {named}/%h_%n"
+    text = re.sub(
+        r"(?m)^\s*UserKnownHostsFile .*$", "    " + written, cluster.ssh_config.read_text()
+    )
+    config.write_text(text)
+    by_ssh = subprocess.run(  # StrictHostKeyChecking yes, as the config says
+        ["ssh", "-F", str(config), "node0", "true"], capture_output=True, text=True, timeout=60
+    )
+    assert by_ssh.returncode == 0, by_ssh.stderr  # ssh itself: the ground truth
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    args = ("--ssh-client", client, "--ssh-config", str(config), str(hosts), "--", "echo", "hi")
+    result = run_cli("exec", None, *args, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[node0] hi"
