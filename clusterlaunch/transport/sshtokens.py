@@ -35,12 +35,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 TOKENS = "CdhijkLlnpru"
-"""The tokens ssh_config(5) lists for IdentityFile, besides ``%%`` (``%j``: not in 9.2)."""
+"""The tokens ssh_config(5) lists for IdentityFile and UserKnownHostsFile, besides ``%%``
+(``%j``: not in 9.2)."""
 
 
 @dataclass(frozen=True)
 class Connection:
-    """What ssh knows of a connection when it expands an IdentityFile."""
+    """What ssh knows of a connection when it expands a path."""
 
     alias: str
     """The destination as given (``%n``)."""
@@ -58,7 +59,6 @@ def ssh_path(value: str, connection: Connection) -> tuple[str, str | None]:
     if "%" not in path and "${" not in path:
         return path, None
     expanded: list[str] = []
-    tokens = _Tokens(connection)
     index = 0
     while index < len(path):
         char = path[index]
@@ -75,7 +75,7 @@ def ssh_path(value: str, connection: Connection) -> tuple[str, str | None]:
             index += 1
             continue
         token = path[index + 1 : index + 2]
-        found, why = tokens.value(token)
+        found, why = _token_value(token, connection)
         if why is not None:
             return value, why
         expanded.append(found)
@@ -83,24 +83,17 @@ def ssh_path(value: str, connection: Connection) -> tuple[str, str | None]:
     return "".join(expanded), None
 
 
-class _Tokens:
-    """The token values of one connection, each found when first asked for."""
-
-    def __init__(self, connection: Connection) -> None:
-        self.connection = connection
-
-    def value(self, token: str) -> tuple[str, str | None]:
-        """(value, None), or ("", why ssh's value cannot be known here)."""
-        if token == "%":
-            return "%", None
-        if not token or token not in TOKENS:
-            return "", f"%{token} is no IdentityFile token (ssh refuses it)"
-        if token == "j":
-            return "", "%j is unknown to OpenSSH 9.2 and before (it refuses it)"
-        jump = self.connection.jump
-        if token == "C" and jump:
-            return "", f"%C with ProxyJump {jump} differs between OpenSSH versions"
-        return _FACTS[token](self.connection), None
+def _token_value(token: str, connection: Connection) -> tuple[str, str | None]:
+    """(value, None), or ("", why ssh's value cannot be known here)."""
+    if token == "%":
+        return "%", None
+    if not token or token not in TOKENS:
+        return "", f"%{token} is no token of ssh_config(5) for paths (ssh refuses it)"
+    if token == "j":
+        return "", "%j is unknown to OpenSSH 9.2 and before (it refuses it)"
+    if token == "C" and connection.jump:
+        return "", f"%C with ProxyJump {connection.jump} differs between OpenSSH versions"
+    return _FACTS[token](connection), None
 
 
 def _local_host() -> str:

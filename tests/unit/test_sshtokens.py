@@ -72,8 +72,8 @@ def test_the_remote_user_defaults_to_the_local_one() -> None:
     [
         ("/k/%C", Connection("a", "a", 22, "u", jump="bastion"), "differs between OpenSSH"),
         ("/k/%j", HOST, "%j is unknown to OpenSSH 9.2"),  # and later ones know it
-        ("/k/%x", HOST, "%x is no IdentityFile token"),
-        ("/k/%", HOST, "% is no IdentityFile token"),
+        ("/k/%x", HOST, "%x is no token of ssh_config(5) for paths"),
+        ("/k/%", HOST, "% is no token of ssh_config(5) for paths"),
         ("/k/${CL_TEST_UNSET}", HOST, "${CL_TEST_UNSET} is not set"),
         ("/k/${OPEN", HOST, "an unclosed ${"),
     ],
