@@ -31,7 +31,7 @@ from benchmarks.processes import BenchError
 from clusterlaunch.core.model import HostSpec
 from clusterlaunch.transport import SshSettings, hostkeys, sshconnect
 from clusterlaunch.transport.identities import IdentityFiles
-from clusterlaunch.transport.sshconfig import load_ssh_config, resolve_target
+from clusterlaunch.transport.sshconfig import resolve_targets
 
 NAME = "firstcommand"
 NEEDS = 1
@@ -41,7 +41,7 @@ NEEDS = 1
 def by_clusterlaunch(bench: Bench, host: str) -> tuple[float, float]:
     """(connect s, first command s) through clusterlaunch's transport."""
     config = str(bench.ssh_config)
-    target = resolve_target(load_ssh_config(config), HostSpec(host=host, gpus=1))
+    target = resolve_targets(config, [HostSpec(host=host, gpus=1)])[0]
     started = time.perf_counter()
     settings = SshSettings(config_path=config)
     connection = sshconnect.connect(target, settings, hostkeys.KnownHosts(), IdentityFiles())
@@ -61,7 +61,7 @@ def by_clusterlaunch(bench: Bench, host: str) -> tuple[float, float]:
 
 def by_paramiko(bench: Bench, host: str) -> tuple[float, float]:
     """(connect s, first command s) through paramiko's SSHClient, as it comes."""
-    target = resolve_target(load_ssh_config(str(bench.ssh_config)), HostSpec(host=host, gpus=1))
+    target = resolve_targets(str(bench.ssh_config), [HostSpec(host=host, gpus=1)])[0]
     client = paramiko.SSHClient()
     for path in target.known_hosts_files:
         client.load_host_keys(path)

@@ -52,7 +52,7 @@ def _chain_blocker(
     """The target's blocker, or one of its jump hosts' (named as such)."""
     if config.match_exec is None and target.proxy_jump:
         for hop in target.proxy_jump.split(","):
-            why = blocker(jump_host(config.parsed, hop), config, known_hosts, kinds)
+            why = blocker(jump_host(config, hop), config, known_hosts, kinds)
             if why is not None:
                 return f"jump host {hop}: {why}"
     return blocker(target, config, known_hosts, kinds)

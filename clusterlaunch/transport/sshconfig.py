@@ -145,11 +145,6 @@ def ssh_config_file(path: str | None) -> str:
     return chosen if os.path.exists(chosen) else os.devnull
 
 
-def load_ssh_config(path: str | None) -> SSHConfig:
-    """Parse the SSH config at ``path`` (Includes expanded; see :func:`read_ssh_config`)."""
-    return read_ssh_config(path).parsed
-
-
 def resolve_target(config: SSHConfig, spec: HostSpec) -> SshTarget:
     """Combine a hosts-file entry with its SSH config block.
 
@@ -188,21 +183,27 @@ def target_from(found: Mapping[str, Any], spec: HostSpec) -> SshTarget:
 
 def resolve_targets(config_path: str | None, specs: Iterable[HostSpec]) -> list[SshTarget]:
     """Resolve every host of an inventory through one SSH config."""
-    loaded = read_ssh_config(config_path)
+    return resolve_in(read_ssh_config(config_path), list(specs))
+
+
+def resolve_in(loaded: LoadedConfig, specs: list[HostSpec]) -> list[SshTarget]:
+    """``specs`` through ``loaded``: by ``ssh -G`` where a ``Match exec`` needs it."""
     exec_line = loaded.match_exec
     if exec_line is not None and loaded.path is not None:
         from clusterlaunch.transport import sshresolve
 
-        return sshresolve.resolve_with_ssh(loaded.path, list(specs), exec_line.where)
+        return sshresolve.resolve_with_ssh(loaded.path, specs, exec_line.where)
     return [resolve_target(loaded.parsed, spec) for spec in specs]
 
 
-def jump_host(config: SSHConfig, jump: str) -> SshTarget:
-    """Resolve a ``ProxyJump`` value (``[user@]host[:port]``) through the same config."""
+def jump_host(loaded: LoadedConfig, jump: str) -> SshTarget:
+    """Resolve a ``ProxyJump`` value (``[user@]host[:port]``) through the same config, as
+    its targets are (a ``Match exec`` config through paramiko was a traceback: paramiko
+    cannot run the command)."""
     user, _, rest = jump.rpartition("@")
     host, _, port = rest.partition(":")
     spec = HostSpec(host=host, gpus=1, user=user or None, port=int(port) if port else None)
-    return resolve_target(config, spec)
+    return resolve_in(loaded, [spec])[0]
 
 
 def _config_number(

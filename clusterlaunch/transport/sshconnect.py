@@ -62,7 +62,7 @@ def connect(
     own = hops[1:] if pool is not None else hops  # the hops this target connects to itself
     chain = [target]
     if own:  # parsed here only for chains: a single hop is the pool's
-        config = sshconfig.load_ssh_config(settings.config_path)
+        config = sshconfig.read_ssh_config(settings.config_path)
         chain = [sshconfig.jump_host(config, hop) for hop in own] + [target]
     previous = None
     if pool is not None:  # the first hop: shared (a failed one fails here, at once)
@@ -271,7 +271,7 @@ class JumpPool:
             shared = self._shared.setdefault(hop, _Shared())
         with shared.lock:
             if shared.client is None and shared.error is None:
-                config = sshconfig.load_ssh_config(self._settings.config_path)
+                config = sshconfig.read_ssh_config(self._settings.config_path)
                 jump = sshconfig.jump_host(config, hop)
                 try:
                     shared.client = _open_client(

@@ -52,16 +52,9 @@ class _Blocks(SSHConfig):
             return value
         if "%" in value:
             return super()._tokenize(config, target_hostname, key, value)  # type: ignore[misc]
-        if "~" in value and "~" in self._allowed_tokens(key):
+        if "~" in value and "~" in self._allowed_tokens(key):  # type: ignore[attr-defined]
             return value.replace("~", os.path.expanduser("~"))  # as paramiko replaces it
         return value
-
-    def _allowed_tokens(self, key: str) -> list[str]:
-        # paramiko resolves the DNS name wherever %l may appear, in the value or not
-        # (a reverse look-up per host); no value it still expands here is one ssh gives
-        # %l in.
-        tokens: list[str] = super()._allowed_tokens(key)  # type: ignore[misc]
-        return [token for token in tokens if token != "%l"]
 
     def _pattern_matches(self, patterns: Any, target: str) -> bool:
         # fnmatch compiles a regular expression for each new pattern: one per host of a

@@ -126,7 +126,7 @@ def _plan(
         master = _Master(target.alias, target, control.file(f"{index}"))
         if target.proxy_jump:
             hop, *later = target.proxy_jump.split(",")
-            config = config or sshconfig.load_ssh_config(settings.config_path)
+            config = config or sshconfig.read_ssh_config(settings.config_path)
             if hop not in jumps:
                 jump = sshconfig.jump_host(config, hop)
                 name = f"j{len(jumps)}"

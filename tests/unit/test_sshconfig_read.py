@@ -83,7 +83,7 @@ from clusterlaunch.cli import main
 from clusterlaunch.core.model import HostSpec
 from clusterlaunch.transport import sshconfig, sshmaster
 target, = sshconfig.resolve_targets({str(path)!r}, [HostSpec(host="a", gpus=1)])
-jump = sshconfig.jump_host(sshconfig.load_ssh_config({str(path)!r}), "j")
+jump = sshconfig.jump_host(sshconfig.read_ssh_config({str(path)!r}), "j")
 print(target.hostname, target.proxy_jump, jump.port, "paramiko" in sys.modules)
 """
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
@@ -118,3 +118,13 @@ print(any(isinstance(h, logging.NullHandler) for h in logging.getLogger("paramik
 """
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
     assert done.stdout.split() == ["True"], done.stderr
+
+
+def test_a_jump_host_of_a_match_exec_config_is_resolved_by_ssh(tmp_path: Path) -> None:
+    """As the targets are (ssh -G): paramiko cannot run the command, and its lookup was a
+    traceback for the OpenSSH client's jump hosts (ModuleNotFoundError: invoke)."""
+    path = tmp_path / "config"
+    path.write_text('Host j\n    HostName 10.0.0.9\n    Port 2222\nMatch exec "true"\n    User x\n')
+    jump = sshconfig.jump_host(sshconfig.read_ssh_config(str(path)), "u@j:2200")
+    assert (jump.hostname, jump.port, jump.user) == ("10.0.0.9", 2200, "u")
+    assert sshconfig.jump_host(sshconfig.read_ssh_config(str(path)), "j").user == "x"
