@@ -17,8 +17,9 @@ from typing import Any
 PASS = "PASS"
 MISS = "MISS"
 INFO = ""
-PAIRED = "paired_delta_max"
 """Verdict of a row without a target (a baseline or an informative number)."""
+PAIRED = "paired_delta_max"
+"""The target kind judged on the rounds' paired differences (see :class:`Target`)."""
 
 STATS = ("min", "median", "max")
 

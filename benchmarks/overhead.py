@@ -156,7 +156,7 @@ def by_hand(bench: Bench, job: str) -> tuple[float, float, float]:
     elapsed, ended = time.perf_counter() - began, time.time()
     if codes != [0, 0]:
         # Said with the reason: one failed round (once, in a full run) was a bare exit 1.
-        failed = codes.index(next(code for code in codes if code != 0))
+        failed = next(rank for rank, code in enumerate(codes) if code != 0)
         tail = errors[failed].read_text(errors="replace").strip().splitlines()[-6:]
         raise BenchError(f"torchrun over ssh exited {codes}; node{failed}: " + " / ".join(tail))
     return (elapsed, *phases(log, wall, ended))
