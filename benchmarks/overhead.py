@@ -70,14 +70,16 @@ def job_argv(bench: Bench, job: str) -> list[str]:
 
 
 # Runs the interpreter; for torchrun, as a child, noting its start and end (wall clock).
+# torchrun as the agent starts it on a node other than 0 (remote/storewait.py) too.
 _TIMED_PYTHON = """#!/bin/sh
-if [ "$2" = torch.distributed.run ]; then
+case "$1 $2" in
+"-m torch.distributed.run" | "-c "*"import torch.distributed.run as run"*)
     echo "start $(date +%s.%N)" >> {log}
     {python} "$@"
     code=$?
     echo "end $(date +%s.%N)" >> {log}
     exit $code
-fi
+esac
 exec {python} "$@"
 """
 

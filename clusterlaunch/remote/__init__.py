@@ -27,7 +27,7 @@ from clusterlaunch.core.bootstrap import encode_payload, is_payload_for_this_pyt
 _CHECKS = ("core/exits", "core/protocol", "proctree", "records", "accel", "torchfiles", "checks")
 """The preflight's checks and what they use: the probe (``check``) and the agent (``run``)."""
 BUNDLES = {
-    "agent": (*_CHECKS, "gate", "rootcause", "tail", "wire", "spawn", "agent"),
+    "agent": (*_CHECKS, "gate", "rootcause", "tail", "wire", "spawn", "storewait", "agent"),
     "probe": (*_CHECKS, "probe"),
     "jobctl": ("core/exits", "core/protocol", "proctree", "records", "stacks", "jobctl"),
     "doctor": ("core/exits", "core/protocol", "torchfiles", "hostfacts", "doctor"),

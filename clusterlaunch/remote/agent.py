@@ -43,6 +43,7 @@ from clusterlaunch.remote.records import (  # bundle: strip
 )  # bundle: strip
 from clusterlaunch.remote.rootcause import parse_root_cause, root_cause_complete  # bundle: strip
 from clusterlaunch.remote.spawn import start_job  # bundle: strip
+from clusterlaunch.remote.storewait import store_waiting  # bundle: strip
 from clusterlaunch.remote.tail import JobPipes, RankTail  # bundle: strip
 from clusterlaunch.remote.wire import Control, Output, parse_args  # bundle: strip
 
@@ -88,8 +89,9 @@ class Agent:
             except OSError as exc:
                 return self._fail_start("cannot create %s: %s" % (self.args.tail_dir, exc))
         env = dict(os.environ, CLUSTERLAUNCH_AGENT=self.token.partition("=")[2])
+        argv = self.args.argv if self.tail is None else store_waiting(self.args.argv)
         try:
-            self.job = start_job(self.args.argv, env)
+            self.job = start_job(argv, env)
         except OSError as exc:
             return self._fail_start("cannot start %s: %s" % (self.args.argv[0], exc))
         self.pipes = JobPipes(self.job.stdout, self.job.stderr)

@@ -42,10 +42,15 @@ def sessions(cluster: LoopbackCluster) -> dict[str, int]:
     }
 
 
-def counting_python(tmp_path: Path) -> tuple[Path, Path]:
-    """A ``python:`` that logs each start (its arguments on one line), then is PYTHON."""
+def counting_python(tmp_path: Path, before_torchrun: str = "") -> tuple[Path, Path]:
+    """A ``python:`` that logs each start (its arguments on one line, a program's newlines
+    as spaces), runs ``before_torchrun`` before node 0's torchrun, then is PYTHON."""
     log, wrapper = tmp_path / "python-starts.log", tmp_path / "python"
-    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\nexec {PYTHON} "$@"\n')
+    wrapper.write_text(
+        f'#!/bin/sh\nprintf "%s" "$*" | tr "\\n" " " >> {log}\necho >> {log}\n'
+        f'[ "$1 $2" = "-m torch.distributed.run" ] && {before_torchrun or ":"}\n'
+        f'exec {PYTHON} "$@"\n'
+    )
     wrapper.chmod(0o755)
     return wrapper, log
 
@@ -60,7 +65,11 @@ def our_starts(log: Path) -> list[str]:
 
 
 def torchrun_starts(log: Path) -> list[str]:
-    return [line for line in starts(log) if line.startswith("-m torch.distributed.run ")]
+    """Node 0's torchrun (``-m``) and the others' (``-c``: ``remote/storewait.py``)."""
+    return [line for line in starts(log) if line.startswith(("-m torch.distributed.run ", WAITING))]
+
+
+WAITING = "-c import socket, sys, time import torch.distributed.run as run "
 
 
 @pytest.mark.parametrize("client", ["paramiko", "openssh"])
@@ -106,3 +115,27 @@ def test_a_failed_check_starts_no_job_and_leaves_no_agent(
     assert torchrun_starts(log) == []
     assert [re.search(r"--node-rank (\d+)", line)[1] for line in our_starts(log)] == ["0"]  # type: ignore[index]
     assert_no_orphans(cluster)
+
+
+def test_other_nodes_start_torchrun_once_node_0_s_store_listens(
+    sim_cluster_factory, tmp_path: Path
+) -> None:
+    """node0's torchrun starts 3 s late: node1's waits for its store, then joins."""
+    cluster = sim_cluster_factory(2)
+    python, log = counting_python(tmp_path, before_torchrun="sleep 3")
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml",
+        [("node0", 1, {"python": str(python)}), ("node1", 2, {"python": str(python)})],
+    )
+    result = run_cli("run", cluster, str(hosts), "allreduce.py")
+    assert result.returncode == 0, result.stderr
+    lines = rank_lines(result.stdout)
+    assert sorted(rank for rank, *_ in lines) == [0, 1, 2]
+    assert all("SUM=6" in text for *_, text in lines)  # 1+2+3: every rank joined
+    node0, node1 = (
+        [line for line in torchrun_starts(log) if f" --node-rank {rank} " in line]
+        for rank in (0, 1)
+    )
+    assert len(node0) == len(node1) == 1, torchrun_starts(log)
+    assert node0[0].startswith("-m torch.distributed.run --nnodes 2 ")
+    assert node1[0].startswith(WAITING) and " --nnodes 2 --nproc-per-node 2 " in node1[0]

@@ -6,6 +6,7 @@ Nothing here runs a benchmark (that needs a simulated cluster and minutes).
 from __future__ import annotations
 
 import math
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ from benchmarks.core import (
 )
 from benchmarks.processes import BenchError
 from benchmarks.report import merge_results, order_entries
+from clusterlaunch.remote import storewait
 
 
 def test_summarize_min_median_max() -> None:
@@ -199,3 +201,20 @@ def test_overhead_phases_come_from_the_wrapper_log(tmp_path: Path) -> None:
     log.write_text("start 100.25\nend 104.0\n")  # one node's torchrun never ran
     with pytest.raises(BenchError, match="did not start and end once on each host"):
         overhead.phases(log, 100.0, 105.0)
+
+
+def test_the_timing_wrapper_times_torchrun_as_either_node_starts_it(tmp_path: Path) -> None:
+    """Node 0's ``-m torch.distributed.run`` and the others' ``-c`` (remote/storewait.py)."""
+    log, wrapper = tmp_path / "times", tmp_path / "python"
+    wrapper.write_text(overhead._TIMED_PYTHON.format(log=log, python="true"))
+    wrapper.chmod(0o755)
+    for argv in (
+        ["-m", "torch.distributed.run", "--node-rank", "0"],
+        ["-c", storewait.program(), "--node-rank", "1"],
+        ["-c", "import torch.distributed.run"],  # not clusterlaunch's program
+        ["-S", "-c", "import zlib"],  # the agent's bootstrap
+    ):
+        subprocess.run([str(wrapper), *argv], check=True)
+    assert [line.split()[0] for line in log.read_text().splitlines()] == [
+        "start", "end", "start", "end",
+    ]  # fmt: skip
