@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import signal
 import sys
 import time
 import traceback
@@ -141,6 +142,12 @@ def run_measurements(bench: Bench, names: list[str]) -> list[dict[str, Any]]:
     return entries
 
 
+def _leave(signum: int, frame: object) -> None:
+    """SIGTERM or SIGHUP ends a run as Ctrl-C does: through ``with bench``, which takes the
+    simulated hosts down (the default action left their sshd and a job's torchrun running)."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     args = build_parser().parse_args(argv)
@@ -165,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         host_rc=args.host_rc,
         client_sizes=tuple(int(n) for n in args.client_sizes.split(",") if n.strip()),
     )
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _leave)
     with bench:
         entries = run_measurements(bench, names)
     run_info = {
