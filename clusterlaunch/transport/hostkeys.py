@@ -89,7 +89,10 @@ class TolerantHostKeys(paramiko.HostKeys):
     reads only the lines that can match: paramiko's scans every line, O(hosts²)
     for a run whose file lists every host (1,024 lookups in a 1,024-line file:
     232 ms of CPU; 4,096 would take ~3.7 s). Hashed names (``|1|``) can only be
-    tried one by one, as ssh does.
+    tried one by one, as ssh does, and so can pattern lines (``*.cluster``,
+    ``!bastion,10.1.*``), which paramiko itself never matches: to it a host
+    that ssh finds under a pattern was unknown, so under ``accept-new`` a key
+    that ssh refuses as changed was recorded and used.
     """
 
     def __init__(self) -> None:
@@ -97,13 +100,19 @@ class TolerantHostKeys(paramiko.HostKeys):
         self.markers: list[Marker] = []
         self._by_name: dict[str, list[int]] = {}  # plain name -> positions in _entries
         self._hashed: list[int] = []  # positions of lines with a hashed name
+        self._patterned: list[int] = []  # positions of lines with a wildcard or a negation
 
     def lookup(self, hostname: str) -> Any:
-        """paramiko's lookup (its matching, its result) over the lines that may match."""
+        """paramiko's lookup (its matching, its result) over the lines that may match; a
+        pattern line that matches as ssh matches it takes part as a line naming the host."""
         entries = self._entries  # type: ignore[attr-defined]
-        positions = sorted({*self._by_name.get(hostname, ()), *self._hashed})
+        found = {at: entries[at] for at in {*self._by_name.get(hostname, ()), *self._hashed}}
+        for at in self._patterned:
+            entry = entries[at]
+            if host_matches(",".join(entry.hostnames), hostname):
+                found[at] = paramiko.hostkeys.HostKeyEntry([hostname], entry.key)
         view = paramiko.HostKeys()
-        view._entries = [entries[at] for at in positions]  # type: ignore[attr-defined]
+        view._entries = [found[at] for at in sorted(found)]  # type: ignore[attr-defined]
         return paramiko.HostKeys.lookup(view, hostname)
 
     def load(self, filename: Any) -> None:  # a path, as in paramiko
@@ -144,6 +153,9 @@ class TolerantHostKeys(paramiko.HostKeys):
 
     def _index(self, at: int) -> None:
         names = self._entries[at].hostnames  # type: ignore[attr-defined]
+        if any(name.startswith("!") or "*" in name or "?" in name for name in names):
+            self._patterned.append(at)  # the whole list decides (a negation vetoes)
+            return
         if any(name.startswith("|1|") for name in names):
             self._hashed.append(at)
         for name in names:

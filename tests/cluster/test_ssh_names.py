@@ -5,8 +5,10 @@ ssh lowercases the host name before it checks or records the host key
 looked the key up under the name as written, so a host ssh knows was "unknown"
 to the paramiko client (refused under StrictHostKeyChecking yes, recorded a
 second time under accept-new). ssh also expands the tokens of UserKnownHostsFile
-(``known_hosts.d/%h``), which paramiko's lookup left as written. Real sshd, real
-ssh as the ground truth.
+(``known_hosts.d/%h``), which paramiko's lookup left as written, and finds a host
+under a known_hosts pattern line (``[10.1.2.*]:*``), which paramiko never matched:
+a host ssh knows was unknown to it, and a key ssh refuses as changed was recorded
+under accept-new. Real sshd, real ssh as the ground truth.
 """
 
 from __future__ import annotations
@@ -86,3 +88,52 @@ def test_a_known_hosts_file_named_by_tokens_is_the_one_ssh_reads(
     result = run_cli("exec", None, *args, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[node0] hi"
+
+
+def _known_under_a_pattern(cluster: LoopbackCluster, key_of: str) -> str:
+    """known_hosts as one pattern line for node0 (any port), holding ``key_of``'s key."""
+    lines = dict(line.split(" ", 1) for line in cluster.known_hosts.read_text().splitlines())
+    host, key = (
+        cluster.host("node0"),
+        lines[f"[{cluster.host(key_of).addr}]:{cluster.host(key_of).port}"],
+    )
+    text = f"[{host.addr}]:* {key}\n"
+    cluster.known_hosts.write_text(text)
+    return text
+
+
+@pytest.mark.parametrize("client", ["paramiko", "openssh"])
+def test_a_host_known_under_a_pattern_line_is_known(
+    sim_cluster_factory, tmp_path: Path, client: str
+) -> None:
+    cluster = sim_cluster_factory(1)
+    known = _known_under_a_pattern(cluster, key_of="node0")
+    ssh = ["ssh", "-F", str(cluster.ssh_config), "node0", "true"]  # StrictHostKeyChecking yes
+    by_ssh = subprocess.run(ssh, capture_output=True, text=True, timeout=60)
+    assert by_ssh.returncode == 0, by_ssh.stderr
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    args = ("--ssh-client", client, str(hosts), "--", "echo", "hi")
+    result = run_cli("exec", cluster, *args, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[node0] hi"
+    assert cluster.known_hosts.read_text() == known  # nothing recorded beside it
+
+
+@pytest.mark.parametrize("client", ["paramiko", "openssh"])
+def test_another_key_under_a_pattern_line_is_a_changed_key(
+    sim_cluster_factory, tmp_path: Path, client: str
+) -> None:
+    """node1's key under a pattern for node0: ssh refuses it as changed even under
+    accept-new, and so does clusterlaunch (paramiko had recorded node0's key beside it)."""
+    cluster = sim_cluster_factory(2)
+    known = _known_under_a_pattern(cluster, key_of="node1")
+    ssh = ["ssh", "-F", str(cluster.ssh_config), "-o", "StrictHostKeyChecking=accept-new"]
+    by_ssh = subprocess.run([*ssh, "node0", "true"], capture_output=True, text=True, timeout=60)
+    assert by_ssh.returncode == 255 and "HOST IDENTIFICATION HAS CHANGED" in by_ssh.stderr
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    policy = ("--host-key-policy", "accept-new")
+    args = ("--ssh-client", client, *policy, str(hosts), "--", "echo", "hi")
+    result = run_cli("exec", cluster, *args, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "HOST KEY CHANGED" in result.stderr and result.stdout == ""
+    assert cluster.known_hosts.read_text() == known

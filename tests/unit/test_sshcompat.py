@@ -107,6 +107,32 @@ def test_host_names_are_compared_as_ssh_compares_them_lowercased(tmp_path: Path)
     assert paramiko.HostKeys(str(known)).lookup("[mixed.example]:2222") is None  # before
 
 
+def test_pattern_lines_name_the_hosts_ssh_finds_under_them(tmp_path: Path) -> None:
+    """paramiko matches known_hosts names only exactly or hashed: a host under a
+    pattern line was unknown to it (so accept-new recorded a key ssh calls changed)."""
+    other = paramiko.ECDSAKey.generate()
+    ecdsa = other.get_name()
+    known = tmp_path / "known_hosts"
+    known.write_text(
+        f"*.cluster,!bastion.cluster ssh-ed25519 {KEY}\n"
+        f"[10.0.0.?]:2222 {ecdsa} {other.get_base64()}\n"
+        f"node7.cluster {ecdsa} {other.get_base64()}\n"
+    )
+    keys = hostkeys.TolerantHostKeys()
+    keys.load(str(known))
+    found = keys.lookup("node7.cluster")
+    assert {name: found[name].get_base64() for name in found} == {
+        "ssh-ed25519": KEY,  # from the pattern line
+        ecdsa: other.get_base64(),  # from the line naming it
+    }
+    assert set(keys.lookup("node8.cluster")) == {"ssh-ed25519"}
+    assert keys.lookup("bastion.cluster") is None  # its negation vetoes the line
+    assert keys.lookup("node7.example") is None
+    assert set(keys.lookup("[10.0.0.5]:2222")) == {ecdsa}
+    assert keys.lookup("10.0.0.5") is None and keys.lookup("[10.0.0.15]:2222") is None
+    assert paramiko.HostKeys(str(known)).lookup("node8.cluster") is None  # paramiko's own
+
+
 def test_hashed_and_negated_patterns(tmp_path: Path) -> None:
     hashed = paramiko.HostKeys.hash_host("10.0.0.1")
     assert hostkeys.host_matches(hashed, "10.0.0.1")
