@@ -13,7 +13,6 @@ import hashlib
 import os
 import sys
 import tempfile
-from importlib import resources
 from pathlib import Path
 
 from clusterlaunch.core.bootstrap import encode_payload, is_payload_for_this_python
@@ -33,6 +32,8 @@ BUNDLES = {
     "doctor": ("core/exits", "core/protocol", "torchfiles", "hostfacts", "doctor"),
 }
 _STRIP_MARK = b"# bundle: strip"
+_PACKAGE = Path(__file__).parent.parent
+"""The installed clusterlaunch package's folder."""
 
 
 @functools.cache  # the same for every host of a run: read and joined once
@@ -51,10 +52,10 @@ def program_source(name: str) -> bytes:
 def _module_bytes(module: str) -> bytes:
     """``wire`` → this package's wire.py; ``core/protocol`` → clusterlaunch/core/protocol.py."""
     parts = module.split("/") if "/" in module else ["remote", module]
-    place = resources.files("clusterlaunch")
-    for folder in parts[:-1]:
-        place = place.joinpath(folder)
-    return place.joinpath(f"{parts[-1]}.py").read_bytes()
+    # The package's own files, not importlib.resources: its import (zipfile, its readers
+    # and adapters) cost ~5 ms of a ~105 ms start (a wheel install in a clean venv: 4.4 ms
+    # less CPU for `exec` over the OpenSSH client, paired; paramiko imports it anyway).
+    return _PACKAGE.joinpath(*parts[:-1], f"{parts[-1]}.py").read_bytes()
 
 
 @functools.cache  # the same for every host of a run: built (or read) once
