@@ -44,6 +44,7 @@ from pathlib import Path
 from benchmarks.core import PAIRED, Result, Target, rotate
 from benchmarks.env import Bench
 from benchmarks.processes import BenchError, Timed, reap
+from clusterlaunch.remote import storewait
 
 NAME = "overhead"
 NEEDS = 2
@@ -73,7 +74,7 @@ def job_argv(bench: Bench, job: str) -> list[str]:
 # torchrun as the agent starts it on a node other than 0 (remote/storewait.py) too.
 _TIMED_PYTHON = """#!/bin/sh
 case "$1 $2" in
-"-m torch.distributed.run" | "-c "*"import torch.distributed.run as run"*)
+"-m torch.distributed.run" | "-c {mark}"*)
     echo "start $(date +%s.%N)" >> {log}
     {python} "$@"
     code=$?
@@ -89,7 +90,8 @@ def timed_python(bench: Bench) -> Path:
     wrapper = bench.tmp / "timed-python"
     if not wrapper.exists():
         log = shlex.quote(str(times_log(bench)))
-        wrapper.write_text(_TIMED_PYTHON.format(log=log, python=shlex.quote(bench.python)))
+        python = shlex.quote(bench.python)
+        wrapper.write_text(_TIMED_PYTHON.format(log=log, python=python, mark=storewait.MARK))
         wrapper.chmod(0o755)
     return wrapper
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterlaunch.remote import storewait
 from clusterlaunch.testing import LoopbackCluster
 from tests.cluster.support import PYTHON, rank_lines, run_cli, write_hosts
 
@@ -69,7 +70,7 @@ def torchrun_starts(log: Path) -> list[str]:
     return [line for line in starts(log) if line.startswith(("-m torch.distributed.run ", WAITING))]
 
 
-WAITING = "-c import socket, sys, time import torch.distributed.run as run "
+WAITING = f"-c {storewait.MARK} "
 
 
 @pytest.mark.parametrize("client", ["paramiko", "openssh"])

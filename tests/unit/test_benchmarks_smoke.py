@@ -206,7 +206,7 @@ def test_overhead_phases_come_from_the_wrapper_log(tmp_path: Path) -> None:
 def test_the_timing_wrapper_times_torchrun_as_either_node_starts_it(tmp_path: Path) -> None:
     """Node 0's ``-m torch.distributed.run`` and the others' ``-c`` (remote/storewait.py)."""
     log, wrapper = tmp_path / "times", tmp_path / "python"
-    wrapper.write_text(overhead._TIMED_PYTHON.format(log=log, python="true"))
+    wrapper.write_text(overhead._TIMED_PYTHON.format(log=log, python="true", mark=storewait.MARK))
     wrapper.chmod(0o755)
     for argv in (
         ["-m", "torch.distributed.run", "--node-rank", "0"],

@@ -1,8 +1,8 @@
 """Other nodes start torchrun's main once node 0's store listens (``remote/storewait.py``).
 
 The program runs in a real interpreter against real sockets; torch is a stub
-package here (``torch/distributed/run.py`` whose ``main`` reports what it was
-given and when), so the test sees the order of events, not torch's import.
+package here (``torch/distributed/run.py`` that reports, when run as ``__main__``, what it
+was given and when), so the test sees the order of events, not torch's import.
 The real torch runs it in every multi-node job of the cluster tests.
 """
 
@@ -21,10 +21,11 @@ import pytest
 from clusterlaunch.remote.storewait import program, store_waiting
 
 TORCHRUN = ["/opt/venv/bin/python", "-m", "torch.distributed.run"]
-STUB_MAIN = """\
-import json, sys, time
-def main():
-    print(json.dumps({"argv": sys.argv, "at": time.monotonic(), "file": __file__}))
+STUB_RUN = """\
+import json, logging, sys, time
+if __name__ == "__main__":  # run as -m runs it: its logger's name decides torch's format
+    print(json.dumps({"argv": sys.argv, "at": time.monotonic(), "file": __file__,
+                      "logger": logging.getLogger(__name__).name}))
 """
 
 
@@ -57,12 +58,12 @@ def test_anything_else_starts_as_it_is(argv: list[str]) -> None:
 
 
 def stub_torch(tmp_path: Path) -> dict[str, str]:
-    """An environment whose ``torch.distributed.run`` is :data:`STUB_MAIN`."""
+    """An environment whose ``torch.distributed.run`` is :data:`STUB_RUN`."""
     run = tmp_path / "torch" / "distributed" / "run.py"
     run.parent.mkdir(parents=True)
     for package in (run.parent, run.parent.parent):
         (package / "__init__.py").write_text("")
-    run.write_text(STUB_MAIN)
+    run.write_text(STUB_RUN)
     return dict(os.environ, PYTHONPATH=str(tmp_path))
 
 
@@ -95,6 +96,7 @@ def test_main_runs_only_once_node_0_listens_with_torchrun_s_own_arguments(
     report = json.loads(out)
     assert report["at"] > listening_at
     assert report["argv"] == [report["file"], *args]  # as `python -m` sets it
+    assert report["logger"] == "__main__"
     assert node.returncode == 0
 
 
