@@ -69,7 +69,7 @@ def test_a_stored_payload_is_read_back_and_a_bad_one_rebuilt(
     stored = tmp_path / "__pycache__" / f"probe.{TAG}.0123.payload"
     older = tmp_path / "__pycache__" / f"probe.{TAG}.old.payload"
     other = tmp_path / "__pycache__" / f"agent.{TAG}.old.payload"  # another program's: kept
-    monkeypatch.setattr(remote, "_stored_payload_path", lambda name, tag, source: stored)
+    monkeypatch.setattr(remote, "_stored_payload_paths", lambda name, tag, source: [stored])
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     build = remote.program_payload.__wrapped__  # without the per-process cache
     stored.parent.mkdir()
@@ -91,7 +91,7 @@ def test_nothing_is_stored_without_bytecode_writing_or_a_writable_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stored = tmp_path / "__pycache__" / f"probe.{TAG}.0123.payload"
-    monkeypatch.setattr(remote, "_stored_payload_path", lambda name, tag, source: stored)
+    monkeypatch.setattr(remote, "_stored_payload_paths", lambda name, tag, source: [stored])
     build = remote.program_payload.__wrapped__
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     assert bootstrap.is_payload_for_this_python(build("probe"))
@@ -102,16 +102,42 @@ def test_nothing_is_stored_without_bytecode_writing_or_a_writable_folder(
     assert list(tmp_path.iterdir()) == [stored.parent]
 
 
-def test_payloads_are_kept_by_source_digest_and_interpreter_beside_compiled_files(
+def test_payloads_are_kept_by_source_digest_and_interpreter_beside_compiled_files_or_cached(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    path = remote._stored_payload_path("agent", TAG, b"source")
-    assert path.parent == Path(remote.__file__).parent / "__pycache__"
-    assert path.name == f"agent.{TAG}.{SOURCE_DIGEST}.payload"
+    monkeypatch.setenv("XDG_CACHE_HOME", "/home/me/.cache-elsewhere")
+    beside, cached = remote._stored_payload_paths("agent", TAG, b"source")
+    assert beside.parent == Path(remote.__file__).parent / "__pycache__"
+    assert cached.parent == Path("/home/me/.cache-elsewhere/clusterlaunch")
+    assert beside.name == cached.name == f"agent.{TAG}.{SOURCE_DIGEST}.payload"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # ignored, as the XDG spec says
+    monkeypatch.setenv("HOME", "/home/me")
+    assert remote._stored_payload_paths("agent", TAG, b"")[1].parent == Path(
+        "/home/me/.cache/clusterlaunch"
+    )
 
     def no_path(*args: object) -> Path:
         raise AssertionError("a Python that keeps no compiled files has no stored payload")
 
     monkeypatch.setattr(sys.implementation, "cache_tag", None)
-    monkeypatch.setattr(remote, "_stored_payload_path", no_path)
+    monkeypatch.setattr(remote, "_stored_payload_paths", no_path)
     assert bootstrap.is_payload_for_this_python(remote.program_payload.__wrapped__("agent"))
+
+
+def test_a_read_only_install_keeps_its_payloads_in_the_user_s_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The package's folder cannot be written (a shared install): the user's cache takes
+    the payload, and the next command reads it from there instead of compiling again."""
+    beside = tmp_path / "install" / "__pycache__" / f"agent.{TAG}.0123.payload"
+    beside.parent.parent.mkdir()
+    beside.parent.write_text("not a folder")  # unwritable, even for root
+    cached = tmp_path / "cache" / "clusterlaunch" / beside.name
+    monkeypatch.setattr(remote, "_stored_payload_paths", lambda name, tag, source: [beside, cached])
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    build = remote.program_payload.__wrapped__
+    payload = build("agent")
+    assert cached.read_bytes() == payload
+    kept = payload_of("cached", "cached")
+    cached.write_bytes(kept)
+    assert build("agent") == kept  # read from the cache, not built
