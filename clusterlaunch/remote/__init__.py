@@ -28,7 +28,15 @@ _CHECKS = ("core/exits", "core/protocol", "proctree", "records", "accel", "torch
 BUNDLES = {
     "agent": (*_CHECKS, "gate", "rootcause", "tail", "wire", "spawn", "storewait", "agent"),
     "probe": (*_CHECKS, "probe"),
-    "jobctl": ("core/exits", "core/protocol", "proctree", "records", "stacks", "jobctl"),
+    "jobctl": (
+        "core/exits",
+        "core/protocol",
+        "proctree",
+        "records",
+        "storewait",
+        "stacks",
+        "jobctl",
+    ),
     "doctor": ("core/exits", "core/protocol", "torchfiles", "hostfacts", "doctor"),
 }
 _STRIP_MARK = b"# bundle: strip"

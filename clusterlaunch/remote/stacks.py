@@ -16,6 +16,7 @@ import sys
 import threading
 
 from clusterlaunch.remote.proctree import descendants, read_stat  # bundle: strip
+from clusterlaunch.remote.storewait import is_torchrun  # bundle: strip
 
 HOW_TO_GET = (
     "py-spy is not installed for %s on this host: pip install py-spy "
@@ -69,7 +70,7 @@ def torchrun_pids(agent_pid):
                 argv = handle.read().split(b"\0")
         except OSError:
             continue
-        if b"torch.distributed.run" in argv or any(w.endswith(b"/torchrun") for w in argv[:2]):
+        if is_torchrun(argv):
             found.append(pid)
     return found
 

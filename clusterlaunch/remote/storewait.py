@@ -66,6 +66,14 @@ def program(wait_s=WAIT_S):
 _TORCHRUN = ["-m", "torch.distributed.run"]
 
 
+def is_torchrun(argv):
+    """Whether the command line ``argv`` (bytes, as /proc gives it) is torchrun, as
+    node 0 starts it (``-m torch.distributed.run``, or ``torchrun``) or the others do."""
+    if b"torch.distributed.run" in argv or any(w.endswith(b"/torchrun") for w in argv[:2]):
+        return True
+    return argv[1:2] == [b"-c"] and argv[2:3] != [] and argv[2].startswith(MARK.encode())
+
+
 def store_waiting(argv):
     """``argv`` to start: torchrun through :func:`program` on a node other than 0."""
     if argv[1:3] != _TORCHRUN or "--node-rank" not in argv:

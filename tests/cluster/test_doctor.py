@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.support import run_cli, start_cli, wait_for_lines, write_hosts
+from tests.cluster.support import PYTHON, run_cli, start_cli, wait_for_lines, write_hosts
 
 pytestmark = pytest.mark.cluster
 HOSTS3 = [("node0", 1), ("node1", 1), ("node2", 1)]
@@ -129,6 +129,7 @@ def test_stacks_show_each_rank_blocked_in_its_collective(
             process.kill()
             process.wait()
     assert_no_orphans(cluster)
+    assert_no_orphans(cluster)
 
 
 def test_stacks_of_no_such_job_exit_1(sim_cluster, tmp_path):
@@ -159,6 +160,7 @@ def test_stall_timeout_kill_prints_stacks_and_ends_the_job(
         if process.poll() is None:
             process.kill()
             process.wait()
+    assert_no_orphans(cluster)
     err = b"".join(seen).decode() + process.stderr.read().decode()
     assert code == 125, err[-3000:]
     assert "no rank has printed for 5 s (--stall-timeout)" in err
@@ -170,3 +172,41 @@ def test_stall_timeout_kill_prints_stacks_and_ends_the_job(
     assert after_stall < 3 + 30, after_stall
     record_property("stall_to_exit_s", round(after_stall, 1))
     assert_no_orphans(cluster, timeout=3 + 5)  # grace + margin: nothing left
+
+
+@pytest.mark.torch
+def test_stacks_show_a_node_waiting_for_node_0_s_store(
+    sim_cluster_factory, tmp_path, assert_no_orphans
+):
+    """node0's torchrun starts 60 s late: node1's torchrun, started through
+    remote/storewait.py's program, has no workers and is found and dumped."""
+    cluster = sim_cluster_factory(2)
+    python = tmp_path / "python"
+    python.write_text(
+        f'#!/bin/sh\n[ "$1 $2" = "-m torch.distributed.run" ] && sleep 60\nexec {PYTHON} "$@"\n'
+    )
+    python.chmod(0o755)
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    text = hosts.read_text().replace(json.dumps(PYTHON), json.dumps(str(python)))
+    hosts.write_text(text)
+    process = start_cli(
+        "run", cluster, "--job-id", "waits-1", "--grace", "2", str(hosts), "allreduce.py"
+    )
+    try:
+        deadline, lines = time.monotonic() + 60, []
+        while time.monotonic() < deadline:  # until node1's torchrun is in the wait
+            result = run_cli("stacks", cluster, str(hosts), "waits-1")
+            lines = [line for line in result.stdout.splitlines() if line.startswith("[node1]")]
+            if any("(<string>:" in line for line in lines):
+                break
+            time.sleep(1)
+        assert lines[:1] == ["[node1] torchrun (no workers running):"], result.stdout
+        assert any("<module> (<string>:" in line for line in lines), lines
+        killed = run_cli("kill", cluster, str(hosts), "waits-1")
+        assert killed.returncode == 0, killed.stderr
+        assert process.wait(timeout=60) == 137
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert_no_orphans(cluster)

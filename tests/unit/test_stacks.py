@@ -23,7 +23,8 @@ from clusterlaunch.core.lines import Prefixes
 from clusterlaunch.core.stacks import StackDump, dumps_from_records, prefixes_for, stacks_text
 from clusterlaunch.remote import checks, hostfacts, program_source, torchfiles
 from clusterlaunch.remote.proctree import descendants
-from clusterlaunch.remote.stacks import job_workers
+from clusterlaunch.remote.stacks import job_workers, torchrun_pids
+from clusterlaunch.remote.storewait import MARK, program
 from clusterlaunch.testing.agentscript import FakeAgent, Pause, exits, rank_output, started
 from clusterlaunch.testing.fakes import FakeClock, FakeConnection
 from tests.unit.plans import two_ranks_per_host
@@ -85,6 +86,30 @@ def test_workers_are_found_by_their_rank_variables_not_their_children() -> None:
             os.kill(pid, 9)
         root.kill()
         root.wait()
+
+
+def test_torchrun_is_found_as_either_node_starts_it() -> None:
+    """Before it has workers (a rendezvous waiting), ``stacks`` dumps torchrun itself:
+    node 0's ``-m torch.distributed.run`` and the others' ``-c`` (remote/storewait.py)."""
+    waiting = f"{MARK}\nimport time\ntime.sleep(30)\n"  # program()'s first line, then a wait
+    starts = [
+        [sys.executable, "-c", "import time; time.sleep(30)", "torch.distributed.run"],
+        [sys.executable, "-c", waiting, "--node-rank", "1"],
+        [sys.executable, "-c", "import time; time.sleep(30)"],  # not torchrun
+    ]
+    procs = [subprocess.Popen(argv) for argv in starts]
+    try:
+        deadline = time.monotonic() + 10
+        found: list[int] = []
+        while time.monotonic() < deadline and len(found) < 2:
+            time.sleep(0.1)
+            found = torchrun_pids(os.getpid())
+        assert sorted(found) == sorted(proc.pid for proc in procs[:2])
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    assert program().startswith(MARK + "\n")
 
 
 def test_stall_watch_dumps_once_and_kills_with_its_own_status() -> None:
