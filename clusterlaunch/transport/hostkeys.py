@@ -101,6 +101,7 @@ class TolerantHostKeys(paramiko.HostKeys):
         self._by_name: dict[str, list[int]] = {}  # plain name -> positions in _entries
         self._hashed: list[int] = []  # positions of lines with a hashed name
         self._patterned: list[int] = []  # positions of lines with a wildcard or a negation
+        self._origins: list[str] = []  # "FILE:LINE" of each entry ("" for one added here)
 
     def lookup(self, hostname: str) -> Any:
         """paramiko's lookup (its matching, its result) over the lines that may match; a
@@ -132,16 +133,29 @@ class TolerantHostKeys(paramiko.HostKeys):
                 except (paramiko.SSHException, paramiko.hostkeys.InvalidHostKey, ValueError):
                     continue  # ssh skips a line it cannot parse, and so do we
                 if entry is not None:
-                    self._add(entry)
+                    self._add(entry, f"{filename}:{lineno}")
 
     def add(self, hostname: str, keytype: str, key: paramiko.PKey) -> None:
         """paramiko's ``add``, indexed (connections only read; this keeps it true if not)."""
         before = len(self._entries)  # type: ignore[attr-defined]
         super().add(hostname, keytype, key)
         for at in range(before, len(self._entries)):  # type: ignore[attr-defined]
+            self._origins.append("")
             self._index(at)
 
-    def _add(self, entry: paramiko.hostkeys.HostKeyEntry) -> None:
+    def known_at(self, hostname: str, key: paramiko.PKey) -> tuple[str, str] | None:
+        """``(FILE:LINE, its host patterns)`` of the first line that holds ``key`` for
+        ``hostname`` as ssh matches names; None if no line read from a file does."""
+        entries = self._entries  # type: ignore[attr-defined]
+        candidates = {*self._by_name.get(hostname, ()), *self._hashed, *self._patterned}
+        for at in sorted(candidates):
+            patterns = ",".join(entries[at].hostnames)
+            same = entries[at].key.asbytes() == key.asbytes()
+            if self._origins[at] and same and host_matches(patterns, hostname):
+                return self._origins[at], patterns
+        return None
+
+    def _add(self, entry: paramiko.hostkeys.HostKeyEntry, origin: str) -> None:
         # ssh compares a plain name without regard to case (its patterns are lowercased);
         # paramiko exactly. Names are looked up lowercased (ssh_host_name), so stored so.
         entry.hostnames = [
@@ -149,11 +163,12 @@ class TolerantHostKeys(paramiko.HostKeys):
         ]
         # The list paramiko's own load fills (unchanged since paramiko 1.x).
         self._entries.append(entry)  # type: ignore[attr-defined]
+        self._origins.append(origin)
         self._index(len(self._entries) - 1)  # type: ignore[attr-defined]
 
     def _index(self, at: int) -> None:
         names = self._entries[at].hostnames  # type: ignore[attr-defined]
-        if any(name.startswith("!") or "*" in name or "?" in name for name in names):
+        if _is_pattern_list(",".join(names)):
             self._patterned.append(at)  # the whole list decides (a negation vetoes)
             return
         if any(name.startswith("|1|") for name in names):
@@ -246,11 +261,29 @@ def _hashed_name_matches(pattern: str, name: str) -> bool:
     return hmac.compare_digest(hmac.new(salt, name.encode(), hashlib.sha1).digest(), digest)
 
 
-def changed_key_message(target: SshTarget, exc: paramiko.BadHostKeyException) -> str:
+def changed_key_message(
+    target: SshTarget, exc: paramiko.BadHostKeyException, keys: TolerantHostKeys
+) -> str:
+    """What ssh says of a changed key, and where the known one is written (as the OpenSSH
+    client's message, from ssh's "Offending key in FILE:LINE")."""
     name = known_hosts_name(target)
-    files = " ".join(target.known_hosts_files) or "~/.ssh/known_hosts"
-    return (
-        f"HOST KEY CHANGED (known {exc.expected_key.get_name()} {exc.expected_key.fingerprint}, "
-        f"offered {exc.key.get_name()} {exc.key.fingerprint}); refusing to connect. If the host "
-        f"was really reinstalled, remove the old key: ssh-keygen -R '{name}' -f {files.split()[0]}"
+    line = keys.known_at(name, exc.expected_key)
+    where = f" in {line[0]}" if line else ""
+    file = (
+        line[0].rsplit(":", 1)[0]
+        if line
+        else (target.known_hosts_files or ("~/.ssh/known_hosts",))[0]
     )
+    fix = f"remove the old key: ssh-keygen -R '{name}' -f {file}"
+    if line and _is_pattern_list(line[1]):  # ssh-keygen -R deletes it whole (OpenSSH 9.2)
+        fix += f" (which deletes the line `{line[1]}`, for every host it names)"
+    return (
+        f"HOST KEY CHANGED (known {exc.expected_key.get_name()} {exc.expected_key.fingerprint}"
+        f"{where}, offered {exc.key.get_name()} {exc.key.fingerprint}); refusing to connect. "
+        f"If the host was really reinstalled, {fix}"
+    )
+
+
+def _is_pattern_list(patterns: str) -> bool:
+    """Whether a known_hosts line's names hold a wildcard or a negation."""
+    return any(name.startswith("!") or "*" in name or "?" in name for name in patterns.split(","))

@@ -182,7 +182,8 @@ def _try_client(
         raise
     except paramiko.BadHostKeyException as exc:
         close_quietly(client)
-        raise HostKeyError(target.alias, hostkeys.changed_key_message(target, exc)) from None
+        keys = client._system_host_keys  # type: ignore[attr-defined]
+        raise HostKeyError(target.alias, hostkeys.changed_key_message(target, exc, keys)) from None
     except paramiko.AuthenticationException as exc:
         close_quietly(client)
         who = f"{target.user}@" if target.user else ""

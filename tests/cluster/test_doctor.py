@@ -94,6 +94,20 @@ def _deadlock(cluster, tmp_path: Path, *options: str):
     return hosts, process
 
 
+def _kill(cluster, hosts: Path, job_id: str, process) -> None:
+    """``clusterlaunch kill JOB_ID`` ends the job: its ``run`` exits 137."""
+    killed = run_cli("kill", cluster, str(hosts), job_id)
+    assert killed.returncode == 0, killed.stderr
+    assert process.wait(timeout=60) == 137
+
+
+def _end(process) -> None:
+    """The ``run`` started here ended, whatever the test found."""
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
 @pytest.mark.torch
 def test_stacks_show_each_rank_blocked_in_its_collective(
     sim_cluster_factory, tmp_path, assert_no_orphans
@@ -121,14 +135,9 @@ def test_stacks_show_each_rank_blocked_in_its_collective(
             assert [line.split()[0] for line in notes] == ["[node0]", "[node1]", "[node2]"]
         else:  # py-spy on PATH: the same stacks
             assert bare.returncode == 0 and "    recv (torch/distributed/" in bare.stdout
-        killed = run_cli("kill", cluster, str(hosts), "stuck-1")
-        assert killed.returncode == 0, killed.stderr
-        assert process.wait(timeout=60) == 137
+        _kill(cluster, hosts, "stuck-1", process)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert_no_orphans(cluster)
+        _end(process)
     assert_no_orphans(cluster)
 
 
@@ -202,11 +211,7 @@ def test_stacks_show_a_node_waiting_for_node_0_s_store(
             time.sleep(1)
         assert lines[:1] == ["[node1] torchrun (no workers running):"], result.stdout
         assert any("<module> (<string>:" in line for line in lines), lines
-        killed = run_cli("kill", cluster, str(hosts), "waits-1")
-        assert killed.returncode == 0, killed.stderr
-        assert process.wait(timeout=60) == 137
+        _kill(cluster, hosts, "waits-1", process)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        _end(process)
     assert_no_orphans(cluster)

@@ -136,4 +136,5 @@ def test_another_key_under_a_pattern_line_is_a_changed_key(
     result = run_cli("exec", cluster, *args, timeout=120)
     assert result.returncode == 2, result.stderr[-2000:]
     assert "HOST KEY CHANGED" in result.stderr and result.stdout == ""
+    assert f" in {cluster.known_hosts}:1, offered " in result.stderr  # the line, as ssh says
     assert cluster.known_hosts.read_text() == known

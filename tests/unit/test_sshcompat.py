@@ -133,6 +133,36 @@ def test_pattern_lines_name_the_hosts_ssh_finds_under_them(tmp_path: Path) -> No
     assert paramiko.HostKeys(str(known)).lookup("node8.cluster") is None  # paramiko's own
 
 
+def test_a_changed_key_s_message_names_the_line_that_holds_the_known_key(
+    tmp_path: Path,
+) -> None:
+    """As the OpenSSH client's does (ssh's "Offending key in FILE:LINE"); for a pattern
+    line, that ssh-keygen -R deletes the whole line (OpenSSH 9.2 does: tried)."""
+    known_key, offered = paramiko.ECDSAKey.generate(), paramiko.ECDSAKey.generate()
+    ecdsa = known_key.get_name()
+    known = tmp_path / "known_hosts"
+    known.write_text(
+        "# the first line\n"
+        f"[10.0.0.2]:2222 {ecdsa} {known_key.get_base64()}\n"  # another host's
+        f"[10.0.0.*]:2222,!10.0.0.7 {ecdsa} {known_key.get_base64()}\n"
+        f"10.0.0.1 ssh-ed25519 {KEY}\n"
+    )
+    keys = hostkeys.TolerantHostKeys()
+    keys.load(str(known))
+    changed = paramiko.BadHostKeyException("[10.0.0.1]:2222", offered, known_key)
+    assert hostkeys.changed_key_message(_target(tmp_path, port=2222), changed, keys) == (
+        f"HOST KEY CHANGED (known {ecdsa} {known_key.fingerprint} in {known}:3, offered "
+        f"{ecdsa} {offered.fingerprint}); refusing to connect. If the host was really "
+        f"reinstalled, remove the old key: ssh-keygen -R '[10.0.0.1]:2222' -f {known} "
+        "(which deletes the line `[10.0.0.*]:2222,!10.0.0.7`, for every host it names)"
+    )
+    plain = keys.lookup("10.0.0.1")["ssh-ed25519"]
+    changed = paramiko.BadHostKeyException("10.0.0.1", offered, plain)
+    message = hostkeys.changed_key_message(_target(tmp_path), changed, keys)
+    assert f" {plain.fingerprint} in {known}:4, offered " in message
+    assert message.endswith(f"ssh-keygen -R '10.0.0.1' -f {known}")
+
+
 def test_hashed_and_negated_patterns(tmp_path: Path) -> None:
     hashed = paramiko.HostKeys.hash_host("10.0.0.1")
     assert hostkeys.host_matches(hashed, "10.0.0.1")
