@@ -8,20 +8,20 @@ policy is asked).
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import hmac
-import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import paramiko
 
 from clusterlaunch.core.errors import HostKeyError
 from clusterlaunch.core.model import SshTarget
+from clusterlaunch.transport.hostnames import (
+    host_matches,
+    is_pattern_list,
+    known_hosts_name,
+)
 
 
 class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
@@ -104,16 +104,26 @@ class TolerantHostKeys(paramiko.HostKeys):
         self._origins: list[str] = []  # "FILE:LINE" of each entry ("" for one added here)
 
     def lookup(self, hostname: str) -> Any:
-        """paramiko's lookup (its matching, its result) over the lines that may match; a
-        pattern line that matches as ssh matches it takes part as a line naming the host."""
+        """paramiko's result (a mapping of key type to key) for the lines that name
+        ``hostname`` as ssh matches names, pattern lines included, in file order.
+
+        Where those lines hold several keys of one type, the type's key is equal to
+        any of them, as ssh accepts a host whose key is on any line ("keep looking
+        for HOST_OK"); paramiko compared the first line's alone, so a host whose
+        key sat below an older line for it was refused as changed.
+        """
         entries = self._entries  # type: ignore[attr-defined]
-        found = {at: entries[at] for at in {*self._by_name.get(hostname, ()), *self._hashed}}
-        for at in self._patterned:
-            entry = entries[at]
-            if host_matches(",".join(entry.hostnames), hostname):
-                found[at] = paramiko.hostkeys.HostKeyEntry([hostname], entry.key)
+        candidates = {*self._by_name.get(hostname, ()), *self._hashed, *self._patterned}
+        by_type: dict[str, list[paramiko.PKey]] = {}
+        for at in sorted(candidates):
+            if host_matches(",".join(entries[at].hostnames), hostname):
+                known = by_type.setdefault(entries[at].key.get_name(), [])
+                if all(key.asbytes() != entries[at].key.asbytes() for key in known):
+                    known.append(entries[at].key)
         view = paramiko.HostKeys()
-        view._entries = [found[at] for at in sorted(found)]  # type: ignore[attr-defined]
+        view._entries = [  # type: ignore[attr-defined]
+            paramiko.hostkeys.HostKeyEntry([hostname], _one_key(keys)) for keys in by_type.values()
+        ]
         return paramiko.HostKeys.lookup(view, hostname)
 
     def load(self, filename: Any) -> None:  # a path, as in paramiko
@@ -168,7 +178,7 @@ class TolerantHostKeys(paramiko.HostKeys):
 
     def _index(self, at: int) -> None:
         names = self._entries[at].hostnames  # type: ignore[attr-defined]
-        if _is_pattern_list(",".join(names)):
+        if is_pattern_list(",".join(names)):
             self._patterned.append(at)  # the whole list decides (a negation vetoes)
             return
         if any(name.startswith("|1|") for name in names):
@@ -176,6 +186,31 @@ class TolerantHostKeys(paramiko.HostKeys):
         for name in names:
             if not name.startswith("|1|"):  # a hashed one never equals a looked-up name
                 self._by_name.setdefault(name, []).append(at)
+
+
+class AnyOf:
+    """Several known keys of one type for a host: equal to any of them; otherwise
+    (name, fingerprint, bytes) the first, as ssh names the first offending line."""
+
+    def __init__(self, keys: list[paramiko.PKey]) -> None:
+        self.keys = keys
+
+    def __eq__(self, other: object) -> bool:
+        return any(key == other for key in self.keys)
+
+    def __ne__(self, other: object) -> bool:  # paramiko's check: ``our_key != server_key``
+        return not self == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.keys[0], name)
+
+
+def _one_key(keys: list[paramiko.PKey]) -> paramiko.PKey:
+    """The key; for several of one type, an :class:`AnyOf` standing in for it (paramiko
+    only compares it and reads its name, fingerprint and bytes)."""
+    return keys[0] if len(keys) == 1 else cast(paramiko.PKey, AnyOf(keys))
 
 
 class KnownHosts:
@@ -223,44 +258,6 @@ class KnownHosts:
         return None
 
 
-def ssh_host_name(target: SshTarget) -> str:
-    """The host name as ssh uses it: lowercased (``HostName MiXeD.Example`` is checked
-    and recorded in known_hosts as ``mixed.example``, and is ``%h``)."""
-    return target.hostname.lower()
-
-
-def known_hosts_name(target: SshTarget) -> str:
-    """The name ssh looks a host up by in known_hosts (``[host]:port`` off port 22)."""
-    host = ssh_host_name(target)
-    return host if target.port == 22 else f"[{host}]:{target.port}"
-
-
-def host_matches(patterns: str, name: str) -> bool:
-    """ssh's known_hosts pattern list: ``*``/``?`` wildcards, ``!`` negation, hashed ``|1|``."""
-    matched = False
-    for pattern in patterns.split(","):
-        negated = pattern.startswith("!")
-        pattern = pattern[1:] if negated else pattern
-        if pattern.startswith("|1|"):
-            hit = _hashed_name_matches(pattern, name)
-        else:
-            wildcard = re.escape(pattern.lower()).replace(r"\*", ".*").replace(r"\?", ".")
-            hit = re.fullmatch(wildcard, name.lower()) is not None
-        if hit and negated:
-            return False
-        matched = matched or hit
-    return matched
-
-
-def _hashed_name_matches(pattern: str, name: str) -> bool:
-    """``|1|salt|hash``: HMAC-SHA1 of the name under the salt (ssh's HashKnownHosts)."""
-    try:
-        salt, digest = (base64.b64decode(part) for part in pattern[3:].split("|", 1))
-    except (binascii.Error, ValueError):
-        return False
-    return hmac.compare_digest(hmac.new(salt, name.encode(), hashlib.sha1).digest(), digest)
-
-
 def changed_key_message(
     target: SshTarget, exc: paramiko.BadHostKeyException, keys: TolerantHostKeys
 ) -> str:
@@ -275,15 +272,10 @@ def changed_key_message(
         else (target.known_hosts_files or ("~/.ssh/known_hosts",))[0]
     )
     fix = f"remove the old key: ssh-keygen -R '{name}' -f {file}"
-    if line and _is_pattern_list(line[1]):  # ssh-keygen -R deletes it whole (OpenSSH 9.2)
+    if line and is_pattern_list(line[1]):  # ssh-keygen -R deletes it whole (OpenSSH 9.2)
         fix += f" (which deletes the line `{line[1]}`, for every host it names)"
     return (
         f"HOST KEY CHANGED (known {exc.expected_key.get_name()} {exc.expected_key.fingerprint}"
         f"{where}, offered {exc.key.get_name()} {exc.key.fingerprint}); refusing to connect. "
         f"If the host was really reinstalled, {fix}"
     )
-
-
-def _is_pattern_list(patterns: str) -> bool:
-    """Whether a known_hosts line's names hold a wildcard or a negation."""
-    return any(name.startswith("!") or "*" in name or "?" in name for name in patterns.split(","))

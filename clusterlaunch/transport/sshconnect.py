@@ -24,6 +24,7 @@ from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import (
     handshake,
     hostkeys,
+    hostnames,
     sshconfig,
     sshfailure,
     sshoffer,
@@ -163,7 +164,7 @@ def _try_client(
         client.connect(
             # The name paramiko checks known_hosts by (our socket is already connected):
             # lowercased, as ssh checks and records it.
-            hostkeys.ssh_host_name(target),
+            hostnames.ssh_host_name(target),
             port=target.port,
             username=target.user,
             # paramiko accepts a list here; its type stubs say str only.

@@ -111,7 +111,7 @@ def _remote_user(connection: Connection) -> str:
 
 
 def _remote_host(connection: Connection) -> str:
-    # ssh lowercases the host name (hostkeys.ssh_host_name): HostName MiXeD.Example gave
+    # ssh lowercases the host name (hostnames.ssh_host_name): HostName MiXeD.Example gave
     # %h "mixed.example" (ssh -v, OpenSSH 9.2), where %n and %k keep the alias as typed.
     return connection.hostname.lower()
 

@@ -138,3 +138,23 @@ def test_another_key_under_a_pattern_line_is_a_changed_key(
     assert "HOST KEY CHANGED" in result.stderr and result.stdout == ""
     assert f" in {cluster.known_hosts}:1, offered " in result.stderr  # the line, as ssh says
     assert cluster.known_hosts.read_text() == known
+
+
+@pytest.mark.parametrize("client", ["paramiko", "openssh"])
+def test_a_host_s_key_below_an_older_line_for_it_is_its_key(
+    sim_cluster_factory, tmp_path: Path, client: str
+) -> None:
+    """node1's key under a pattern for node0, then node0's own line: ssh accepts the key
+    on any line that names the host; paramiko had compared the first line's alone."""
+    cluster = sim_cluster_factory(2)
+    own = cluster.known_hosts.read_text().splitlines()[0]  # node0's line
+    known = _known_under_a_pattern(cluster, key_of="node1") + own + "\n"
+    cluster.known_hosts.write_text(known)
+    ssh = ["ssh", "-F", str(cluster.ssh_config), "node0", "true"]  # StrictHostKeyChecking yes
+    by_ssh = subprocess.run(ssh, capture_output=True, text=True, timeout=60)
+    assert by_ssh.returncode == 0, by_ssh.stderr
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    result = run_cli("exec", cluster, "--ssh-client", client, str(hosts), "--", "echo", "hi")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[node0] hi"
+    assert cluster.known_hosts.read_text() == known

@@ -1,0 +1,59 @@
+"""The names ssh looks hosts up by in known_hosts, and how a line's names match one.
+
+Pure (no paramiko): the lowercased host name, ``[host]:port`` off port 22, and
+ssh's pattern lists (``*``/``?`` wildcards, ``!`` negation, hashed ``|1|``
+names), as OpenSSH's ``match_hostname`` reads them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import re
+
+from clusterlaunch.core.model import SshTarget
+
+
+def ssh_host_name(target: SshTarget) -> str:
+    """The host name as ssh uses it: lowercased (``HostName MiXeD.Example`` is checked
+    and recorded in known_hosts as ``mixed.example``, and is ``%h``)."""
+    return target.hostname.lower()
+
+
+def known_hosts_name(target: SshTarget) -> str:
+    """The name ssh looks a host up by in known_hosts (``[host]:port`` off port 22)."""
+    host = ssh_host_name(target)
+    return host if target.port == 22 else f"[{host}]:{target.port}"
+
+
+def host_matches(patterns: str, name: str) -> bool:
+    """ssh's known_hosts pattern list: ``*``/``?`` wildcards, ``!`` negation, hashed ``|1|``."""
+    matched = False
+    for pattern in patterns.split(","):
+        negated = pattern.startswith("!")
+        pattern = pattern[1:] if negated else pattern
+        if pattern.startswith("|1|"):
+            hit = _hashed_name_matches(pattern, name)
+        else:
+            wildcard = re.escape(pattern.lower()).replace(r"\*", ".*").replace(r"\?", ".")
+            hit = re.fullmatch(wildcard, name.lower()) is not None
+        if hit and negated:
+            return False
+        matched = matched or hit
+    return matched
+
+
+def _hashed_name_matches(pattern: str, name: str) -> bool:
+    """``|1|salt|hash``: HMAC-SHA1 of the name under the salt (ssh's HashKnownHosts)."""
+    try:
+        salt, digest = (base64.b64decode(part) for part in pattern[3:].split("|", 1))
+    except (binascii.Error, ValueError):
+        return False
+    return hmac.compare_digest(hmac.new(salt, name.encode(), hashlib.sha1).digest(), digest)
+
+
+def is_pattern_list(patterns: str) -> bool:
+    """Whether a known_hosts line's names hold a wildcard or a negation."""
+    return any(name.startswith("!") or "*" in name or "?" in name for name in patterns.split(","))
