@@ -113,13 +113,11 @@ class TolerantHostKeys(paramiko.HostKeys):
         key sat below an older line for it was refused as changed.
         """
         entries = self._entries  # type: ignore[attr-defined]
-        candidates = {*self._by_name.get(hostname, ()), *self._hashed, *self._patterned}
         by_type: dict[str, list[paramiko.PKey]] = {}
-        for at in sorted(candidates):
-            if host_matches(",".join(entries[at].hostnames), hostname):
-                known = by_type.setdefault(entries[at].key.get_name(), [])
-                if all(key.asbytes() != entries[at].key.asbytes() for key in known):
-                    known.append(entries[at].key)
+        for at in self._naming(hostname):
+            known = by_type.setdefault(entries[at].key.get_name(), [])
+            if all(key.asbytes() != entries[at].key.asbytes() for key in known):
+                known.append(entries[at].key)
         view = paramiko.HostKeys()
         view._entries = [  # type: ignore[attr-defined]
             paramiko.hostkeys.HostKeyEntry([hostname], _one_key(keys)) for keys in by_type.values()
@@ -157,13 +155,21 @@ class TolerantHostKeys(paramiko.HostKeys):
         """``(FILE:LINE, its host patterns)`` of the first line that holds ``key`` for
         ``hostname`` as ssh matches names; None if no line read from a file does."""
         entries = self._entries  # type: ignore[attr-defined]
-        candidates = {*self._by_name.get(hostname, ()), *self._hashed, *self._patterned}
-        for at in sorted(candidates):
-            patterns = ",".join(entries[at].hostnames)
-            same = entries[at].key.asbytes() == key.asbytes()
-            if self._origins[at] and same and host_matches(patterns, hostname):
-                return self._origins[at], patterns
+        for at in self._naming(hostname):
+            if self._origins[at] and entries[at].key.asbytes() == key.asbytes():
+                return self._origins[at], ",".join(entries[at].hostnames)
         return None
+
+    def _naming(self, hostname: str) -> list[int]:
+        """Positions of the lines that name ``hostname`` as ssh matches names, in file
+        order: only the indexed lines that may (its name's, hashed ones, pattern ones)."""
+        entries = self._entries  # type: ignore[attr-defined]
+        candidates = {*self._by_name.get(hostname, ()), *self._hashed, *self._patterned}
+        return [
+            at
+            for at in sorted(candidates)
+            if host_matches(",".join(entries[at].hostnames), hostname)
+        ]
 
     def _add(self, entry: paramiko.hostkeys.HostKeyEntry, origin: str) -> None:
         # ssh compares a plain name without regard to case (its patterns are lowercased);
