@@ -45,10 +45,13 @@ def sessions(cluster: LoopbackCluster) -> dict[str, int]:
 
 def counting_python(tmp_path: Path, before_torchrun: str = "") -> tuple[Path, Path]:
     """A ``python:`` that logs each start (its arguments on one line, a program's newlines
-    as spaces), runs ``before_torchrun`` before node 0's torchrun, then is PYTHON."""
+    as spaces), runs ``before_torchrun`` before node 0's torchrun, then is PYTHON.
+
+    Each line is one write: the hosts start at once, and a line written in two parts
+    (its text, then its newline) was interleaved with another host's (CI saw it)."""
     log, wrapper = tmp_path / "python-starts.log", tmp_path / "python"
     wrapper.write_text(
-        f'#!/bin/sh\nprintf "%s" "$*" | tr "\\n" " " >> {log}\necho >> {log}\n'
+        f'#!/bin/sh\nline=$(printf "%s" "$*" | tr "\\n" " ")\nprintf "%s\\n" "$line" >> {log}\n'
         f'[ "$1 $2" = "-m torch.distributed.run" ] && {before_torchrun or ":"}\n'
         f'exec {PYTHON} "$@"\n'
     )
