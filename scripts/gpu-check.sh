@@ -39,8 +39,13 @@ step() {
         | tee -a "$summary"
 }
 # expect NAME PATTERN: the log's last step printed PATTERN (an extended regex).
+# No pipeline: under pipefail, a reader that stops early (sed q, grep -q) makes the
+# writer's next write die of SIGPIPE, and the match reads as a failure (a CI run
+# did this once; a writer slowed between two writes does it every time).
 expect() {
-    if tac "$log" | sed '/^===== /q' | grep -Eq "$2"; then verdict=ok; else verdict=FAILED; fi
+    local last_step
+    last_step=$(awk '/^===== /{text = ""} {text = text $0 "\n"} END {printf "%s", text}' "$log")
+    if grep -Eq "$2" <<<"$last_step"; then verdict=ok; else verdict=FAILED; fi
     printf '%-28s %-6s output matches /%s/\n' "  $1" "$verdict" "$2" | tee -a "$summary"
 }
 
