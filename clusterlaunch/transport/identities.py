@@ -12,13 +12,40 @@ reconnects reads the files again.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import paramiko
 
+from clusterlaunch.transport.sshtokens import ssh_home
+
+if TYPE_CHECKING:
+    from clusterlaunch.core.model import SshTarget
+
 _Read = Callable[[str, Any, Any], paramiko.PKey]
+
+DEFAULT_KEYS = ("id_rsa", "id_ecdsa", "id_ed25519", "id_dsa")
+"""ssh's default identity files, in its order (``ssh -G``, OpenSSH 9.2), less the types
+paramiko cannot read (``id_ecdsa_sk``, ``id_ed25519_sk``, ``id_xmss``)."""
+
+
+def identity_files(target: SshTarget) -> list[str]:
+    """The files whose keys ssh would offer ``target``, as ssh chooses them.
+
+    The config's IdentityFile lines; only without any, ssh's defaults that exist,
+    in the home ssh uses (sshtokens.ssh_home). paramiko's own search
+    (``look_for_keys``) added ``$HOME``'s ``~/.ssh/id_*`` to configured files too,
+    and found none in ssh's home where ``HOME`` pointed elsewhere; with
+    ``IdentitiesOnly`` and no IdentityFile it offered no key at all, where ssh
+    offers its defaults.
+    """
+    if target.identity_files:
+        return list(target.identity_files)
+    folder = os.path.join(ssh_home(), ".ssh")
+    found = (os.path.join(folder, name) for name in DEFAULT_KEYS)
+    return [path for path in found if os.path.isfile(path)]
 
 
 class IdentityFiles:

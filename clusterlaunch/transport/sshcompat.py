@@ -22,7 +22,7 @@ from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import sshoffer
 from clusterlaunch.transport.hostkeys import KnownHosts
 from clusterlaunch.transport.sshconfig import LoadedConfig, jump_host, read_ssh_config
-from clusterlaunch.transport.sshtokens import Connection, ssh_path
+from clusterlaunch.transport.sshtokens import Connection, ssh_path, tilde
 
 FIX = "use --ssh-client openssh"
 _OPENSSH_KEY = b"openssh-key-v1\x00"
@@ -153,7 +153,7 @@ def _spelled(keyword: str) -> str:
 
 def key_type(identity: str) -> str | None:
     """The key type of an identity file (from its ``.pub``, else its OpenSSH header), or None."""
-    path = Path(identity).expanduser()
+    path = Path(tilde(identity))
     try:
         public = path.with_name(path.name + ".pub").read_text(errors="replace").split()
     except OSError:

@@ -28,7 +28,7 @@ from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
 from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHException
 from clusterlaunch.transport.sshinclude import ConfigLine, flatten, may_include, read_text, words
 from clusterlaunch.transport.sshlookup import IndexedSshConfig
-from clusterlaunch.transport.sshtokens import Connection, ssh_path
+from clusterlaunch.transport.sshtokens import Connection, ssh_path, tilde
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
 DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
@@ -102,12 +102,18 @@ class LoadedConfig:
 
 def _same(line: ConfigLine, value: str) -> bool:
     written = line.value.strip().strip('"')
-    return written.lower() == value.lower() or os.path.expanduser(written) == value
+    return written.lower() == value.lower() or tilde(written) == value
+
+
+def config_path(path: str | None) -> str:
+    """``--ssh-config``'s file, or the one ssh reads by default: ``~/.ssh/config`` under
+    the password database's home (sshtokens.ssh_home), which ``$HOME`` does not move."""
+    return os.path.expanduser(path) if path is not None else tilde(DEFAULT_SSH_CONFIG)
 
 
 def read_ssh_config(path: str | None) -> LoadedConfig:
     """The SSH config at ``path`` with Includes expanded (the default file may be absent)."""
-    chosen = os.path.expanduser(path or DEFAULT_SSH_CONFIG)
+    chosen = config_path(path)
     if not os.path.exists(chosen):
         if path is not None and path != DEFAULT_SSH_CONFIG:
             raise UsageError(f"--ssh-config {path}: no such file; pass an existing SSH config")
@@ -141,7 +147,7 @@ def ssh_config_file(path: str | None) -> str:
     ``-F`` also keeps ssh from reading /etc/ssh/ssh_config, which paramiko's
     connections do not read either.
     """
-    chosen = os.path.expanduser(path or DEFAULT_SSH_CONFIG)
+    chosen = config_path(path)
     return chosen if os.path.exists(chosen) else os.devnull
 
 

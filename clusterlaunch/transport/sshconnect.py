@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import paramiko
 
@@ -31,9 +30,10 @@ from clusterlaunch.transport import (
     sshproxy,
     sshsocket,
 )
-from clusterlaunch.transport.identities import IdentityFiles
+from clusterlaunch.transport.identities import IdentityFiles, identity_files
 from clusterlaunch.transport.settings import SshSettings
 from clusterlaunch.transport.ssh import CONNECTION_ERRORS, SshConnection, close_quietly
+from clusterlaunch.transport.sshtokens import tilde
 
 # paramiko logs a failed connection with a traceback; we report it ourselves, in one line.
 # Here, where paramiko first connects, so the OpenSSH client's commands never import
@@ -155,7 +155,7 @@ def _try_client(
     if policy == "strict":
         client.set_missing_host_key_policy(hostkeys.StrictPolicy(origin))
     else:
-        files = target.known_hosts_files or (str(Path("~/.ssh/known_hosts").expanduser()),)
+        files = target.known_hosts_files or (tilde("~/.ssh/known_hosts"),)
         client.set_missing_host_key_policy(hostkeys.AcceptNewPolicy(files[0], known_hosts.lock))
     timeout = target.connect_timeout or settings.connect_timeout
     try:
@@ -168,8 +168,8 @@ def _try_client(
             port=target.port,
             username=target.user,
             # paramiko accepts a list here; its type stubs say str only.
-            key_filename=list(target.identity_files) or None,  # type: ignore[arg-type]
-            look_for_keys=not target.identities_only,
+            key_filename=identity_files(target) or None,  # type: ignore[arg-type]
+            look_for_keys=False,  # its search is not ssh's (identities.identity_files)
             allow_agent=not target.identities_only,
             timeout=timeout,
             banner_timeout=timeout,

@@ -119,6 +119,8 @@ class _Flattener:
         for pattern in words(line.value, line.where):
             if not os.path.isabs(pattern) and not pattern.startswith("~"):
                 pattern = os.path.join("~/.ssh", pattern)
+            # $HOME's ~ (glob's GLOB_TILDE in ssh too), not sshtokens.ssh_home: HOME=/x made
+            # ssh -G read /x/.ssh/PATH for a relative Include (OpenSSH 9.2).
             for found in sorted(glob.glob(os.path.expanduser(pattern))):
                 self.read(found, condition, depth + 1)
 

@@ -20,8 +20,8 @@ versions know it), an unknown token, an unset ``${VAR}``. The paramiko client
 refuses such a path in one line (``sshcompat``); the OpenSSH client needs none of
 this: ssh reads the config's IdentityFile and UserKnownHostsFile lines itself.
 
-Home is ``~`` as the rest of clusterlaunch (and paramiko) reads it, ``$HOME``;
-ssh reads the password database's, which differs only where ``HOME`` was changed.
+Home (``~``, ``%d``, and where the default config and known_hosts live) is the
+password database's, as ssh takes it (:func:`ssh_home`), not ``$HOME``.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Connection:
 
 def ssh_path(value: str, connection: Connection) -> tuple[str, str | None]:
     """``value`` as ssh expands it, and None; or ``value`` as written and why not."""
-    path = os.path.expanduser(value) if value.startswith("~") else value
+    path = tilde(value)
     if "%" not in path and "${" not in path:
         return path, None
     expanded: list[str] = []
@@ -96,6 +96,29 @@ def _token_value(token: str, connection: Connection) -> tuple[str, str | None]:
     return _FACTS[token](connection), None
 
 
+@functools.cache
+def ssh_home() -> str:
+    """The home ssh expands ``~`` and ``%d`` to and reads ``~/.ssh/config`` from.
+
+    The password database's, not ``$HOME``: with ``HOME=/elsewhere``, ``ssh -G`` gave
+    ``userknownhostsfile /root/kh /root/kh2`` for ``~/kh %d/kh2`` and ignored
+    /elsewhere/.ssh/config (OpenSSH 9.2); so does ``sudo -E``'s ssh. ``Include``
+    alone globs ``~`` from ``$HOME`` (sshinclude). A uid without an entry (a
+    container's bare ``--user``) leaves ssh unable to run; ``$HOME`` then.
+    """
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return os.path.expanduser("~")
+
+
+def tilde(path: str) -> str:
+    """``path`` with a leading ``~`` or ``~user`` expanded as ssh's ``tilde_expand`` does."""
+    if path == "~" or path.startswith("~/"):
+        return ssh_home() + path[1:]
+    return os.path.expanduser(path) if path.startswith("~") else path
+
+
 def _local_host() -> str:
     return socket.gethostname()
 
@@ -124,7 +147,7 @@ def _connection_hash(connection: Connection) -> str:
 
 _FACTS: Mapping[str, Callable[[Connection], str]] = {
     "C": _connection_hash,
-    "d": lambda _: os.path.expanduser("~"),
+    "d": lambda _: ssh_home(),
     "h": _remote_host,
     "i": lambda _: str(os.getuid()),
     "k": lambda c: c.key_alias or c.alias,

@@ -16,7 +16,7 @@ from clusterlaunch.transport.sshtokens import Connection, ssh_path
 
 HOST = Connection("node7", "10.0.0.7", 2222, "alice", key_alias=None, jump=None)
 LOCAL_USER = pwd.getpwuid(os.getuid()).pw_name
-HOME = os.path.expanduser("~")
+HOME = pwd.getpwuid(os.getuid()).pw_dir  # ssh's ~ and %d (sshtokens.ssh_home)
 
 
 @pytest.fixture(autouse=True)

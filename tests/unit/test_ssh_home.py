@@ -1,0 +1,100 @@
+"""Home as ssh takes it: the password database's, whatever ``$HOME`` says.
+
+``ssh`` itself is the ground truth: each test runs ``ssh -G`` with ``HOME`` moved
+to a directory holding a config of its own, and compares.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.core.model import HostSpec
+from clusterlaunch.transport import identities, sshconfig
+from clusterlaunch.transport.sshresolve import parse_options
+from clusterlaunch.transport.sshtokens import ssh_home, tilde
+
+PASSWD_HOME = pwd.getpwuid(os.getuid()).pw_dir
+
+
+@pytest.fixture
+def moved_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``HOME`` pointing elsewhere (``sudo -E``, a job script's export), with a config."""
+    if shutil.which("ssh") is None:
+        pytest.skip("needs the OpenSSH client")
+    home = tmp_path / "moved"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text("Host n0\n    HostName 10.9.9.9\n")
+    monkeypatch.setenv("HOME", str(home))
+    assert os.path.expanduser("~") == str(home) != PASSWD_HOME
+    return home
+
+
+def _ssh_G(host: str, config: Path | None = None) -> dict:
+    argv = ["ssh", "-G", *(["-F", str(config)] if config else []), host]
+    return parse_options(subprocess.run(argv, capture_output=True, text=True).stdout)
+
+
+def test_tilde_and_percent_d_are_the_password_databases_home(
+    moved_home: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "config"
+    config.write_text("Host n0\n    HostName 10.0.0.1\n    UserKnownHostsFile ~/kh %d/kh2\n")
+    target = sshconfig.resolve_targets(str(config), [HostSpec(host="n0", gpus=1)])[0]
+    said = _ssh_G("n0", config)["userknownhostsfile"]
+    assert " ".join(target.known_hosts_files) == said == f"{PASSWD_HOME}/kh {PASSWD_HOME}/kh2"
+    assert ssh_home() == PASSWD_HOME
+    assert tilde("~/.ssh/id_ed25519") == f"{PASSWD_HOME}/.ssh/id_ed25519"
+    assert tilde("~root/x") == f"{pwd.getpwnam('root').pw_dir}/x"
+    assert tilde("/abs/~x") == "/abs/~x"
+
+
+def test_the_default_config_is_not_moved_by_home(moved_home: Path) -> None:
+    # ssh reads the password database's ~/.ssh/config; the moved one names n0 10.9.9.9.
+    assert sshconfig.config_path(None) == f"{PASSWD_HOME}/.ssh/config"
+    assert sshconfig.ssh_config_file(None) != str(moved_home / ".ssh" / "config")
+    target = sshconfig.resolve_targets(None, [HostSpec(host="n0", gpus=1)])[0]
+    assert target.hostname == _ssh_G("n0")["hostname"] != "10.9.9.9"
+    # A file named on the command line is that file, as -F names it.
+    named = str(moved_home / ".ssh" / "config")
+    assert (
+        sshconfig.resolve_targets(named, [HostSpec(host="n0", gpus=1)])[0].hostname
+        == (_ssh_G("n0", Path(named))["hostname"])
+    )
+
+
+def test_keys_offered_are_the_ones_ssh_offers(
+    moved_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ssh's home here is a folder of this test's (ssh_home is the password database's).
+    real_home = tmp_path / "real"
+    (real_home / ".ssh").mkdir(parents=True)
+    for name in ("id_ed25519", "id_rsa", "id_ecdsa_sk"):
+        (real_home / ".ssh" / name).write_text("a key\n")
+        (moved_home / ".ssh" / name).write_text("the moved home's key\n")
+    monkeypatch.setattr(identities, "ssh_home", lambda: str(real_home))
+    config = tmp_path / "config"
+    config.write_text("Host named\n    IdentityFile /keys/only\nHost *\n    User u\n")
+    named, plain = sshconfig.resolve_targets(
+        str(config), [HostSpec(host="named", gpus=1), HostSpec(host="plain", gpus=1)]
+    )
+    # A configured IdentityFile is all ssh offers: no default joins it.
+    assert identities.identity_files(named) == ["/keys/only"] == _identities_of("named", config)
+    # None configured: ssh's defaults, in its order, those that exist (and paramiko reads).
+    defaults = [Path(p).name for p in _identities_of("plain", config)]
+    assert defaults[:4] == ["id_rsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519"]
+    assert identities.identity_files(plain) == [
+        str(real_home / ".ssh" / "id_rsa"),
+        str(real_home / ".ssh" / "id_ed25519"),
+    ]
+
+
+def _identities_of(host: str, config: Path) -> list[str]:
+    argv = ["ssh", "-G", "-F", str(config), host]
+    lines = subprocess.run(argv, capture_output=True, text=True).stdout.splitlines()
+    return [line.split(" ", 1)[1] for line in lines if line.startswith("identityfile ")]
