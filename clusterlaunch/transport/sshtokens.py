@@ -102,7 +102,7 @@ def ssh_home() -> str:
 
     The password database's, not ``$HOME``: with ``HOME=/elsewhere``, ``ssh -G`` gave
     ``userknownhostsfile /root/kh /root/kh2`` for ``~/kh %d/kh2`` and ignored
-    /elsewhere/.ssh/config (OpenSSH 9.2); so does ``sudo -E``'s ssh. ``Include``
+    /elsewhere/.ssh/config (OpenSSH 9.2), as under ``sudo -E``. ``Include``
     alone globs ``~`` from ``$HOME`` (sshinclude). A uid without an entry (a
     container's bare ``--user``) leaves ssh unable to run; ``$HOME`` then.
     """
@@ -114,8 +114,10 @@ def ssh_home() -> str:
 
 def tilde(path: str) -> str:
     """``path`` with a leading ``~`` or ``~user`` expanded as ssh's ``tilde_expand`` does."""
-    if path == "~" or path.startswith("~/"):
-        return ssh_home() + path[1:]
+    if path == "~":
+        return ssh_home()
+    if path.startswith("~/"):
+        return ssh_home().rstrip("/") + path[1:]  # a home of "/" gives "/x", not "//x"
     return os.path.expanduser(path) if path.startswith("~") else path
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.core.model import HostSpec
-from clusterlaunch.transport import identities, sshconfig
+from clusterlaunch.transport import identities, sshconfig, sshtokens
 from clusterlaunch.transport.sshresolve import parse_options
 from clusterlaunch.transport.sshtokens import ssh_home, tilde
 
@@ -98,3 +98,10 @@ def _identities_of(host: str, config: Path) -> list[str]:
     argv = ["ssh", "-G", "-F", str(config), host]
     lines = subprocess.run(argv, capture_output=True, text=True).stdout.splitlines()
     return [line.split(" ", 1)[1] for line in lines if line.startswith("identityfile ")]
+
+
+def test_a_home_of_root_gives_single_slashes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # ssh's tilde_expand adds no "/" after a home that ends in one.
+    monkeypatch.setattr(sshtokens, "ssh_home", lambda: "/")
+    assert sshtokens.tilde("~/.ssh/config") == "/.ssh/config"
+    assert sshtokens.tilde("~") == "/"
