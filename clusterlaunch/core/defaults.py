@@ -23,6 +23,10 @@ SSH_CLIENT = "paramiko"
 """Which client makes the SSH connections (``--ssh-client``, ``ssh_client:``); paramiko
 by the measurements in docs/benchmarks.md."""
 
+GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
+"""The known_hosts files every host's key is also looked up in when the SSH config names
+no ``GlobalKnownHostsFile`` (ssh's default: ``ssh -G``, OpenSSH 9.2)."""
+
 KEEPALIVE_INTERVAL_S = 1.0
 """How often each SSH connection asks its server for a keepalive reply."""
 

@@ -87,6 +87,7 @@ class SshTarget:
     identity_files: tuple[str, ...] = ()
     identities_only: bool = False
     known_hosts_files: tuple[str, ...] = ()
+    global_known_hosts_files: tuple[str, ...] = defaults.GLOBAL_KNOWN_HOSTS
     proxy_jump: str | None = None
     proxy_command: str | None = None
     connect_timeout: float | None = None

@@ -232,8 +232,8 @@ class KnownHosts:
         self._parsed: dict[tuple[str, ...], TolerantHostKeys] = {}
 
     def keys_for(self, target: SshTarget) -> TolerantHostKeys:
-        """The known keys that apply to ``target`` (global file plus its own files)."""
-        files = ("/etc/ssh/ssh_known_hosts", *target.known_hosts_files)
+        """The known keys that apply to ``target`` (global files plus its own files)."""
+        files = (*target.global_known_hosts_files, *target.known_hosts_files)
         with self.lock:
             keys = self._parsed.get(files)
             if keys is None:

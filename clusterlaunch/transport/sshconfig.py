@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterlaunch.core import limits, sshalgorithms
+from clusterlaunch.core.defaults import GLOBAL_KNOWN_HOSTS
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
 from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHException
@@ -177,6 +178,7 @@ def target_from(found: Mapping[str, Any], spec: HostSpec) -> SshTarget:
         identity_files=tuple(identity_files(found, connection)),
         identities_only=str(found.get("identitiesonly", "no")).lower() == "yes",
         known_hosts_files=tuple(known_hosts_files(found, connection)),
+        global_known_hosts_files=global_known_hosts_files(found),
         proxy_jump=jump,
         proxy_command=_none_is_none(found.get("proxycommand")),
         connect_timeout=_config_number(
@@ -238,6 +240,16 @@ def known_hosts_files(found: Mapping[str, Any], connection: Connection) -> list[
     value = found.get("userknownhostsfile")
     names = value.split() if value else list(DEFAULT_KNOWN_HOSTS)
     return [str(Path(ssh_path(name, connection)[0])) for name in names]
+
+
+def global_known_hosts_files(found: Mapping[str, Any]) -> tuple[str, ...]:
+    """The config's GlobalKnownHostsFile paths, as ssh expands them: a leading ``~`` only.
+
+    ``ssh -vvv`` (OpenSSH 9.2) for ``GlobalKnownHostsFile ~/g /tmp/gk_%h``: "fopen
+    /root/g", "fopen /tmp/gk_%h" (no token is expanded there, unlike UserKnownHostsFile).
+    """
+    value = found.get("globalknownhostsfile")
+    return tuple(tilde(name) for name in value.split()) if value else GLOBAL_KNOWN_HOSTS
 
 
 def _none_is_none(value: str | None) -> str | None:

@@ -19,7 +19,14 @@ from clusterlaunch.transport.fanout import Failed, run_parallel
 
 _TIMEOUT_S = 30.0
 """``Match exec`` commands are the user's; give them time, but not forever."""
-_KEPT = ("hostname", "port", "user", "userknownhostsfile", "identitiesonly")
+_KEPT = (
+    "hostname",
+    "port",
+    "user",
+    "userknownhostsfile",
+    "globalknownhostsfile",
+    "identitiesonly",
+)
 _KEPT_UNLESS_NONE = ("proxyjump", "proxycommand", "connecttimeout")
 _STRICT = {"true": "yes", "false": "no", "yes": "yes", "no": "no", "accept-new": "accept-new"}
 """``ssh -G`` prints ``ask`` (the default) when unset: left out, so the default applies."""

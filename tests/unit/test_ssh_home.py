@@ -105,3 +105,22 @@ def test_a_home_of_root_gives_single_slashes(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(sshtokens, "ssh_home", lambda: "/")
     assert sshtokens.tilde("~/.ssh/config") == "/.ssh/config"
     assert sshtokens.tilde("~") == "/"
+
+
+def test_global_known_hosts_files_expand_a_tilde_and_no_token(tmp_path: Path) -> None:
+    # ssh -vvv (OpenSSH 9.2) for "GlobalKnownHostsFile ~/g /tmp/gk_%h": "fopen /root/g",
+    # "fopen /tmp/gk_%h". Without the keyword: ssh's two files under /etc/ssh.
+    if shutil.which("ssh") is None:
+        pytest.skip("needs the OpenSSH client")
+    config = tmp_path / "config"
+    config.write_text("Host n0\n    GlobalKnownHostsFile ~/g /tmp/gk_%h\n")
+    named, plain = sshconfig.resolve_targets(
+        str(config), [HostSpec(host="n0", gpus=1), HostSpec(host="n1", gpus=1)]
+    )
+    assert named.global_known_hosts_files == (f"{PASSWD_HOME}/g", "/tmp/gk_%h")
+    assert plain.global_known_hosts_files == (
+        "/etc/ssh/ssh_known_hosts",
+        "/etc/ssh/ssh_known_hosts2",
+    )
+    said = subprocess.run(["ssh", "-G", "-F", str(config), "n1"], capture_output=True, text=True)
+    assert f"globalknownhostsfile {' '.join(plain.global_known_hosts_files)}" in said.stdout
