@@ -86,6 +86,10 @@ class SshTarget:
     user: str | None = None
     identity_files: tuple[str, ...] = ()
     identities_only: bool = False
+    use_agent: bool = True
+    """False for ``IdentityAgent none``: ssh then asks no agent for keys."""
+    address_family: str = "any"
+    """The config's ``AddressFamily`` (``any``, ``inet``, ``inet6``): which addresses to dial."""
     known_hosts_files: tuple[str, ...] = ()
     global_known_hosts_files: tuple[str, ...] = defaults.GLOBAL_KNOWN_HOSTS
     proxy_jump: str | None = None

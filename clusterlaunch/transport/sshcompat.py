@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 import struct
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -77,6 +78,10 @@ def blocker(
         ("certificatefile", "paramiko ignores CertificateFile"),
         ("pkcs11provider", "paramiko cannot use a PKCS#11 token"),
         ("hostkeyalias", "paramiko ignores HostKeyAlias"),
+        ("revokedhostkeys", "paramiko cannot refuse revoked keys"),
+        ("knownhostscommand", "paramiko cannot run KnownHostsCommand"),
+        ("bindaddress", "paramiko's connections cannot choose their source address"),
+        ("bindinterface", "paramiko's connections cannot choose their interface"),
     ):
         value = found.get(keyword)
         if value and str(value).lower() != "none":
@@ -88,6 +93,9 @@ def blocker(
             value = dict(algorithms)[keyword]
             where = config.where(keyword, target.alias, value)
             return f"{where}: {_spelled(keyword)} {value}: paramiko has none of these"
+    agent = _agent_blocker(target, found, config)
+    if agent is not None:
+        return agent
     if str(found.get("gssapiauthentication", "no")).lower() == "yes":
         where = config.where("gssapiauthentication", target.alias, "yes")
         return f"{where}: GSSAPIAuthentication yes: paramiko does not do Kerberos/GSSAPI here"
@@ -99,6 +107,24 @@ def blocker(
         what = "host certificates" if marker.kind == "@cert-authority" else "revoked keys"
         return f"{marker.where}: {marker.kind} {marker.patterns}: paramiko cannot check {what}"
     return None
+
+
+def _agent_blocker(target: SshTarget, found: Mapping[str, Any], config: LoadedConfig) -> str | None:
+    """An IdentityAgent other than ``$SSH_AUTH_SOCK`` (or ``none``): paramiko's client
+    asks only the agent that variable names (a laptop's 1Password or Secretive agent
+    set by IdentityAgent was never asked, and other keys were offered)."""
+    value = found.get("identityagent")
+    if value is None or value.lower() == "none" or value == "SSH_AUTH_SOCK":
+        return None
+    connection = Connection(
+        target.alias, target.hostname, target.port, target.user, None, target.proxy_jump
+    )
+    path, why = ssh_path(value, connection)
+    if why is None and path == os.environ.get("SSH_AUTH_SOCK"):
+        return None
+    where = config.where("identityagent", target.alias, value)
+    said = why or "paramiko asks only the agent that $SSH_AUTH_SOCK names"
+    return f"{where}: IdentityAgent {value}: {said}"
 
 
 def _identity_blocker(
@@ -144,6 +170,10 @@ def _spelled(keyword: str) -> str:
         "userknownhostsfile": "UserKnownHostsFile",
         "pkcs11provider": "PKCS11Provider",
         "hostkeyalias": "HostKeyAlias",
+        "revokedhostkeys": "RevokedHostKeys",
+        "knownhostscommand": "KnownHostsCommand",
+        "bindaddress": "BindAddress",
+        "bindinterface": "BindInterface",
         "ciphers": "Ciphers",
         "macs": "MACs",
         "kexalgorithms": "KexAlgorithms",

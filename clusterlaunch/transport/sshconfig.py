@@ -177,6 +177,8 @@ def target_from(found: Mapping[str, Any], spec: HostSpec) -> SshTarget:
         user=user,
         identity_files=tuple(identity_files(found, connection)),
         identities_only=str(found.get("identitiesonly", "no")).lower() == "yes",
+        use_agent=str(found.get("identityagent", "")).lower() != "none",
+        address_family=str(found.get("addressfamily", "any")).lower(),
         known_hosts_files=tuple(known_hosts_files(found, connection)),
         global_known_hosts_files=global_known_hosts_files(found),
         proxy_jump=jump,

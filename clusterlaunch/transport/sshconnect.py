@@ -160,7 +160,7 @@ def _try_client(
     timeout = target.connect_timeout or settings.connect_timeout
     try:
         if sock is None:  # a direct connection: our socket, for its options (sshsocket)
-            sock = sshsocket.dial(target.hostname, target.port, timeout)
+            sock = sshsocket.dial(target.hostname, target.port, timeout, target.address_family)
         client.connect(
             # The name paramiko checks known_hosts by (our socket is already connected):
             # lowercased, as ssh checks and records it.
@@ -170,7 +170,7 @@ def _try_client(
             # paramiko accepts a list here; its type stubs say str only.
             key_filename=identity_files(target) or None,  # type: ignore[arg-type]
             look_for_keys=False,  # its search is not ssh's (identities.identity_files)
-            allow_agent=not target.identities_only,
+            allow_agent=target.use_agent and not target.identities_only,
             timeout=timeout,
             banner_timeout=timeout,
             auth_timeout=timeout,

@@ -74,15 +74,21 @@ def last_read(sock: object) -> float | None:
     return getattr(sock, "last_read", None)
 
 
-def dial(host: str, port: int, timeout: float) -> socket.socket:
+_FAMILIES = {"inet": socket.AF_INET, "inet6": socket.AF_INET6}
+
+
+def dial(host: str, port: int, timeout: float, family: str = "any") -> socket.socket:
     """A connected TCP socket to ``host:port``: each address in turn, as ssh and paramiko do.
 
     Raises the first address's error when none answers (``socket.gaierror``
     when the name does not resolve).
     """
     errors: list[OSError] = []
-    for family, kind, proto, _, address in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
-        sock = QuickAckSocket(family, kind, proto)
+    wanted = _FAMILIES.get(family, 0)  # AddressFamily: ssh dials only those addresses
+    for found, kind, proto, _, address in socket.getaddrinfo(
+        host, port, wanted, socket.SOCK_STREAM
+    ):
+        sock = QuickAckSocket(found, kind, proto)
         try:
             sock.settimeout(timeout)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

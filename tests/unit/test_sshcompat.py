@@ -3,15 +3,17 @@ the OpenSSH client's failures read alike; known_hosts names and patterns: test_k
 
 from __future__ import annotations
 
+import os
+import pwd
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from clusterlaunch.core.errors import UsageError
-from clusterlaunch.core.model import SshTarget
+from clusterlaunch.core.model import HostSpec, SshTarget
 from clusterlaunch.core.sshargv import Keepalive, Mux, ssh_argv
-from clusterlaunch.transport import hostkeys, sshcompat, sshfailure
+from clusterlaunch.transport import hostkeys, sshcompat, sshconfig, sshfailure
 
 KEY = "AAAAC3NzaC1lZDI1NTE5AAAAIN5gnNP1GyQRzR8XWXyP1PtVCGbTHozmWflzzbv9VwPC"
 
@@ -75,6 +77,12 @@ def test_a_matching_cert_authority_is_refused_unless_a_plain_key_is_known(tmp_pa
         ("Host *\n  MACs umac-128-etm@openssh.com\n", ":2: MACs umac-128-etm@openssh.com"),
         ("Host *\n  KexAlgorithms sntrup761x25519-sha512\n", ":2: KexAlgorithms sntrup761"),
         ("Host *\n  UserKnownHostsFile /kh /kh_%j\n", ":2: UserKnownHostsFile /kh_%j: %j is"),
+        ("Host *\n  RevokedHostKeys /etc/ssh/revoked\n", ":2: RevokedHostKeys /etc/ssh/revoked"),
+        ("Host n0\n  KnownHostsCommand /bin/kh %H\n", ":2: KnownHostsCommand /bin/kh %H"),
+        ("Host *\n  BindAddress 10.0.0.5\n", ":2: BindAddress 10.0.0.5: paramiko's"),
+        ("Host *\n  BindInterface ib0\n", ":2: BindInterface ib0: paramiko's"),
+        ("Host *\n  IdentityAgent ~/.1password/agent.sock\n", ":2: IdentityAgent ~/.1password"),
+        ("Host *\n  IdentityAgent /run/a_%j\n", ":2: IdentityAgent /run/a_%j: %j is"),
     ],
 )
 def test_settings_paramiko_cannot_honour_are_named(
@@ -175,3 +183,13 @@ def test_master_and_session_argv() -> None:
     assert "StrictHostKeyChecking=accept-new" in session and "BatchMode=yes" in session
     with pytest.raises(UsageError, match="cannot contain '%'"):
         ssh_argv(target, config_file="/c", strict=True, connect_timeout=5, mux=Mux("/d%h"))
+
+
+@pytest.mark.parametrize("agent", ["none", "SSH_AUTH_SOCK", "${SSH_AUTH_SOCK}", "/run/agent.%u"])
+def test_an_identity_agent_paramiko_can_ask_is_not_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, agent: str
+) -> None:
+    monkeypatch.setenv("SSH_AUTH_SOCK", f"/run/agent.{pwd.getpwuid(os.getuid()).pw_name}")
+    _check(tmp_path, _target(tmp_path), f"Host *\n  IdentityAgent {agent}\n")
+    target = sshconfig.resolve_targets(str(tmp_path / "config"), [HostSpec("n0", 1)])[0]
+    assert target.use_agent is (agent != "none")  # IdentityAgent none: no agent asked

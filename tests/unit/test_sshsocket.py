@@ -77,3 +77,14 @@ def test_every_address_is_tried_and_the_first_error_is_raised(
         assert sock.getpeername() == ("127.0.0.1", port)
     with pytest.raises(ConnectionRefusedError):
         sshsocket.dial("none", port, timeout=5)
+
+
+def test_address_family_limits_the_addresses_dialled(listener: socket.socket) -> None:
+    # As ssh -o AddressFamily=inet6 127.0.0.1 (OpenSSH 9.2): "Could not resolve hostname
+    # 127.0.0.1: Address family for hostname not supported".
+    port = listener.getsockname()[1]
+    with pytest.raises(socket.gaierror):
+        sshsocket.dial("127.0.0.1", port, 5.0, "inet6")
+    for family in ("inet", "any"):
+        with sshsocket.dial("127.0.0.1", port, 5.0, family) as sock:
+            assert sock.family == socket.AF_INET
