@@ -116,9 +116,7 @@ def _agent_blocker(target: SshTarget, found: Mapping[str, Any], config: LoadedCo
     value = found.get("identityagent")
     if value is None or value.lower() == "none" or value == "SSH_AUTH_SOCK":
         return None
-    connection = Connection(
-        target.alias, target.hostname, target.port, target.user, None, target.proxy_jump
-    )
+    connection = _connection(target)
     path, why = ssh_path(value, connection)
     if why is None and path == os.environ.get("SSH_AUTH_SOCK"):
         return None
@@ -148,9 +146,7 @@ def _unexpandable_path(
     target: SshTarget, found: Mapping[str, Any], config: LoadedConfig
 ) -> str | None:
     """An IdentityFile or UserKnownHostsFile path that OpenSSH versions name differently."""
-    connection = Connection(
-        target.alias, target.hostname, target.port, target.user, None, target.proxy_jump
-    )
+    connection = _connection(target)
     lines = [("identityfile", value) for value in found.get("identityfile", [])]
     if found.get("userknownhostsfile"):  # one line, several paths
         lines.append(("userknownhostsfile", str(found["userknownhostsfile"])))
@@ -161,6 +157,13 @@ def _unexpandable_path(
                 where = config.where(keyword, target.alias, value)
                 return f"{where}: {_spelled(keyword)} {written}: {why}"
     return None
+
+
+def _connection(target: SshTarget) -> Connection:
+    """What ssh knows of ``target`` when it expands a path (no HostKeyAlias: refused above)."""
+    return Connection(
+        target.alias, target.hostname, target.port, target.user, None, target.proxy_jump
+    )
 
 
 def _spelled(keyword: str) -> str:
