@@ -92,6 +92,8 @@ class SshTarget:
     """The config's ``AddressFamily`` (``any``, ``inet``, ``inet6``): which addresses to dial."""
     known_hosts_files: tuple[str, ...] = ()
     global_known_hosts_files: tuple[str, ...] = defaults.GLOBAL_KNOWN_HOSTS
+    hash_known_hosts: bool = False
+    """The config's ``HashKnownHosts yes``: a recorded key's host name is written hashed."""
     proxy_jump: str | None = None
     proxy_command: str | None = None
     connect_timeout: float | None = None

@@ -30,14 +30,16 @@ class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
     (A changed key never reaches a policy: paramiko raises BadHostKeyException.)
     """
 
-    def __init__(self, known_hosts: str, lock: threading.Lock) -> None:
+    def __init__(self, known_hosts: str, lock: threading.Lock, hashed: bool = False) -> None:
         self._path = Path(known_hosts)
         self._lock = lock
+        self._hashed = hashed  # HashKnownHosts yes: ssh writes |1|salt|hash, not the name
 
     def missing_host_key(
         self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
     ) -> None:
-        line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
+        name = paramiko.HostKeys.hash_host(hostname) if self._hashed else hostname
+        line = f"{name} {key.get_name()} {key.get_base64()}\n"
         with self._lock:
             self._path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             with self._path.open("a", encoding="ascii") as handle:

@@ -181,6 +181,7 @@ def target_from(found: Mapping[str, Any], spec: HostSpec) -> SshTarget:
         address_family=str(found.get("addressfamily", "any")).lower(),
         known_hosts_files=tuple(known_hosts_files(found, connection)),
         global_known_hosts_files=global_known_hosts_files(found),
+        hash_known_hosts=str(found.get("hashknownhosts", "no")).lower() == "yes",
         proxy_jump=jump,
         proxy_command=_none_is_none(found.get("proxycommand")),
         connect_timeout=_config_number(

@@ -156,7 +156,8 @@ def _try_client(
         client.set_missing_host_key_policy(hostkeys.StrictPolicy(origin))
     else:
         files = target.known_hosts_files or (tilde("~/.ssh/known_hosts"),)
-        client.set_missing_host_key_policy(hostkeys.AcceptNewPolicy(files[0], known_hosts.lock))
+        accept = hostkeys.AcceptNewPolicy(files[0], known_hosts.lock, target.hash_known_hosts)
+        client.set_missing_host_key_policy(accept)
     timeout = target.connect_timeout or settings.connect_timeout
     try:
         if sock is None:  # a direct connection: our socket, for its options (sshsocket)

@@ -8,7 +8,8 @@ second time under accept-new). ssh also expands the tokens of UserKnownHostsFile
 (``known_hosts.d/%h``), which paramiko's lookup left as written, and finds a host
 under a known_hosts pattern line (``[10.1.2.*]:*``), which paramiko never matched:
 a host ssh knows was unknown to it, and a key ssh refuses as changed was recorded
-under accept-new. Real sshd, real ssh as the ground truth.
+under accept-new. Under HashKnownHosts yes ssh records a hashed name, which paramiko
+wrote in the clear. Real sshd, real ssh as the ground truth.
 """
 
 from __future__ import annotations
@@ -158,3 +159,36 @@ def test_a_host_s_key_below_an_older_line_for_it_is_its_key(
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[node0] hi"
     assert cluster.known_hosts.read_text() == known
+
+
+@pytest.mark.parametrize("client", ["paramiko", "openssh"])
+def test_hash_known_hosts_records_a_hashed_name_that_ssh_then_knows(
+    sim_cluster_factory, tmp_path: Path, client: str
+) -> None:
+    """HashKnownHosts yes: ssh records ``|1|salt|hash``, never the name (paramiko wrote
+    the name in the clear); the key recorded is one ssh itself then finds."""
+    cluster = sim_cluster_factory(1)
+    known = tmp_path / "known_hosts"
+    text = re.sub(
+        r"(?m)^\s*UserKnownHostsFile .*$",
+        f"    UserKnownHostsFile {known}\n    HashKnownHosts yes",
+        cluster.ssh_config.read_text(),
+    )
+    config = tmp_path / "ssh_config"
+    config.write_text(text)
+    name = f"[{cluster.host('node0').addr}]:{cluster.host('node0').port}"
+    ssh = ["ssh", "-F", str(config), "-o", "StrictHostKeyChecking=accept-new", "node0", "true"]
+    by_ssh = subprocess.run(ssh, capture_output=True, text=True, timeout=60)
+    assert by_ssh.returncode == 0, by_ssh.stderr  # ssh itself: the ground truth
+    assert known.read_text().startswith("|1|") and name not in known.read_text()
+    known.write_text("")
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    policy = ("--host-key-policy", "accept-new")
+    args = ("--ssh-client", client, *policy, "--ssh-config", str(config), str(hosts))
+    result = run_cli("exec", None, *args, "--", "echo", "hi", timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    recorded = known.read_text()
+    assert recorded.startswith("|1|") and name not in recorded, recorded
+    strict = ["ssh", "-F", str(config), "-o", "StrictHostKeyChecking=yes", "node0", "true"]
+    again = subprocess.run(strict, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr  # ssh finds the key clusterlaunch recorded
