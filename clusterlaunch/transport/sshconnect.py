@@ -155,7 +155,7 @@ def _try_client(
     if policy == "strict":
         client.set_missing_host_key_policy(hostkeys.StrictPolicy(origin))
     else:
-        files = target.known_hosts_files or (tilde("~/.ssh/known_hosts"),)
+        files = target.known_hosts_files or (tilde(sshconfig.DEFAULT_KNOWN_HOSTS[0]),)
         accept = hostkeys.AcceptNewPolicy(files[0], known_hosts.lock, target.hash_known_hosts)
         client.set_missing_host_key_policy(accept)
     timeout = target.connect_timeout or settings.connect_timeout

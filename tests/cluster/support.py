@@ -32,6 +32,13 @@ def write_hosts(path: Path, hosts: Sequence[tuple[Any, ...]]) -> Path:
     return path
 
 
+def recorded_key(cluster: LoopbackCluster, name: str) -> str:
+    """``TYPE BASE64`` of host ``name``'s key, as the cluster's known_hosts records it."""
+    lines = dict(line.split(" ", 1) for line in cluster.known_hosts.read_text().splitlines())
+    host = cluster.host(name)
+    return lines[f"[{host.addr}]:{host.port}"]
+
+
 def cli_argv(command: str, cluster: LoopbackCluster | None, *args: str) -> list[str]:
     """``python -m clusterlaunch COMMAND --ssh-config ... ARGS``."""
     argv = [PYTHON, "-m", "clusterlaunch", command]

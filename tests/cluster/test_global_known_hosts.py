@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.testing import LoopbackCluster
-from tests.cluster.support import run_cli, write_hosts
+from tests.cluster.support import recorded_key, run_cli, write_hosts
 
 pytestmark = [pytest.mark.cluster]
 
@@ -27,9 +27,7 @@ def _site_wide_config(cluster: LoopbackCluster, tmp_path: Path, key_of: str) -> 
     """The cluster's config with an empty user known_hosts and a global file that holds
     ``key_of``'s host key under node0's name."""
     (tmp_path / "user_known_hosts").write_text("")
-    lines = dict(line.split(" ", 1) for line in cluster.known_hosts.read_text().splitlines())
-    node0, source = cluster.host("node0"), cluster.host(key_of)
-    key = lines[f"[{source.addr}]:{source.port}"]
+    node0, key = cluster.host("node0"), recorded_key(cluster, key_of)
     (tmp_path / "site_known_hosts").write_text(f"[{node0.addr}]:{node0.port} {key}\n")
     text = cluster.ssh_config.read_text()
     text = re.sub(

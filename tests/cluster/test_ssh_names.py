@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.testing import LoopbackCluster
-from tests.cluster.support import run_cli, write_hosts
+from tests.cluster.support import recorded_key, run_cli, write_hosts
 
 pytestmark = [pytest.mark.cluster]
 
@@ -93,12 +93,7 @@ def test_a_known_hosts_file_named_by_tokens_is_the_one_ssh_reads(
 
 def _known_under_a_pattern(cluster: LoopbackCluster, key_of: str) -> str:
     """known_hosts as one pattern line for node0 (any port), holding ``key_of``'s key."""
-    lines = dict(line.split(" ", 1) for line in cluster.known_hosts.read_text().splitlines())
-    host, key = (
-        cluster.host("node0"),
-        lines[f"[{cluster.host(key_of).addr}]:{cluster.host(key_of).port}"],
-    )
-    text = f"[{host.addr}]:* {key}\n"
+    text = f"[{cluster.host('node0').addr}]:* {recorded_key(cluster, key_of)}\n"
     cluster.known_hosts.write_text(text)
     return text
 
