@@ -7,18 +7,21 @@ set -euo pipefail
 
 # program (absolute path, or a name looked up on PATH)  Debian package
 PROGRAMS="
-/usr/sbin/sshd      openssh-server
-ssh                 openssh-client
-ssh-keygen          openssh-client
-ip                  iproute2
-unshare             util-linux
-nsenter             util-linux
-rsync               rsync
-tmux                tmux
-/usr/sbin/munged    munge
-/usr/sbin/slurmctld slurmctld
-/usr/sbin/slurmd    slurmd
-srun                slurm-client
+/usr/sbin/sshd          openssh-server
+ssh                     openssh-client
+ssh-keygen              openssh-client
+ip                      iproute2
+unshare                 util-linux
+nsenter                 util-linux
+rsync                   rsync
+tmux                    tmux
+/usr/sbin/munged        munge
+/usr/sbin/slurmctld     slurmctld
+/usr/sbin/slurmd        slurmd
+srun                    slurm-client
+klist                   krb5-user
+/usr/sbin/krb5kdc       krb5-kdc
+/usr/sbin/kadmin.local  krb5-admin-server
 "
 
 missing=("$@")

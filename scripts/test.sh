@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 extra=()  # Debian's python3 makes virtual environments only with python3-venv
 [ -x .venv/bin/python ] || "$PY" -c 'import ensurepip, venv' 2>/dev/null || extra+=(python3-venv)
-# sshd, ip, rsync, munge, Slurm, tmux: installed when root, else named (and the
+# sshd, ip, rsync, munge, Slurm, tmux, a Kerberos KDC: installed when root, else named (and the
 # tests that need them skip, saying why).
 scripts/test-programs.sh "${extra[@]}"
 

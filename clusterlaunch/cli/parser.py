@@ -1,8 +1,7 @@
 """The ``clusterlaunch`` argument parser: commands, options, help texts.
 
 :mod:`clusterlaunch.cli.args` reads what it parsed. Number flags are checked
-against their ranges as they are parsed (types from :mod:`clusterlaunch.core.limits`);
-each option may be given once and must be spelled in full.
+against their ranges as they are parsed (types from :mod:`clusterlaunch.core.limits`).
 """
 
 from __future__ import annotations
@@ -166,7 +165,9 @@ def _jobctl_command(commands: Any, name: str, summary: str) -> argparse.Argument
 
 def _add_connection_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("connection")
-    group.add_argument("--ssh-config", help="SSH client config (default: ~/.ssh/config)")
+    group.add_argument(
+        "--ssh-config", help="SSH config, as ssh -F (default: ~/.ssh/config, /etc/ssh/ssh_config)"
+    )
     group.add_argument(
         "--host-key-policy",
         choices=POLICIES,
@@ -177,10 +178,9 @@ def _add_connection_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--ssh-client",
         choices=CLIENTS,
-        help="paramiko: in-process SSH; openssh: the system ssh, one master "
-        "connection per host, for what paramiko cannot do (Include is read by both; host "
-        "and user certificates, FIDO keys, GSSAPI, Match exec need openssh). Default: the "
-        f"hosts file's ssh_client:, else {defaults.SSH_CLIENT}",
+        help="paramiko: in-process SSH; openssh: the system ssh, one master connection per "
+        "host, for what paramiko cannot do (certificates, FIDO keys, Kerberos, Match exec). "
+        f"Default: the hosts file's ssh_client:, else {defaults.SSH_CLIENT}",
     )
     group.add_argument(
         "--fanout",

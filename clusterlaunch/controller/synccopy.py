@@ -30,10 +30,9 @@ from clusterlaunch.core.syncplan import (
     plan_copy,
     transfer_of,
 )
-from clusterlaunch.transport import Connection, SshSettings
+from clusterlaunch.transport import Connection, SshSettings, sshconfig
 from clusterlaunch.transport.files import FileSink, open_files
 from clusterlaunch.transport.openssh import multiplexed_ssh_argv
-from clusterlaunch.transport.sshconfig import DEFAULT_SSH_CONFIG
 
 CANCEL_WAIT_S = 5.0
 """How long a cancel waits for the copies to clean up (a chunk and one removal)."""
@@ -87,7 +86,7 @@ class Copier:
         # Over the host's master connection with --ssh-client openssh; else its own.
         ssh = multiplexed_ssh_argv(self.connections[node.host]) or commands.ssh_argv(
             node.target,
-            config_file=_ssh_config_file(self.ssh.config_path),
+            config_file=sshconfig.ssh_config_file(self.ssh.config_path),
             strict=node.target.key_policy(self.ssh.host_key_policy)[0] == "strict",
             connect_timeout=self.ssh.connect_timeout,
         )
@@ -172,13 +171,3 @@ def _survey(sink: FileSink, root: str, tree: SourceTree) -> dict[str, RemoteEntr
                 entry = replace(entry, link=sink.readlink(posixpath.join(root, path)))
             found[path] = entry
     return found
-
-
-def _ssh_config_file(path: str | None) -> str:
-    """The config for ``ssh -F``: the one clusterlaunch read, or none at all.
-
-    ``-F`` also keeps ssh from reading /etc/ssh/ssh_config, which
-    clusterlaunch's own connections do not read either.
-    """
-    chosen = os.path.expanduser(path or DEFAULT_SSH_CONFIG)
-    return chosen if os.path.exists(chosen) else os.devnull

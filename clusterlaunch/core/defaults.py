@@ -27,6 +27,9 @@ GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
 """The known_hosts files every host's key is also looked up in when the SSH config names
 no ``GlobalKnownHostsFile`` (ssh's default: ``ssh -G``, OpenSSH 9.2)."""
 
+SYSTEM_SSH_CONFIG = "/etc/ssh/ssh_config"
+"""The system-wide client config ssh reads after ``~/.ssh/config`` (not under ``-F``)."""
+
 KEEPALIVE_INTERVAL_S = 1.0
 """How often each SSH connection asks its server for a keepalive reply."""
 

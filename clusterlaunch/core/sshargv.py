@@ -55,7 +55,7 @@ class Keepalive:
 def ssh_argv(
     target: SshTarget,
     *,
-    config_file: str,
+    config_file: str | None,
     strict: bool,
     connect_timeout: float,
     mux: Mux | None = None,
@@ -65,9 +65,11 @@ def ssh_argv(
     """The ``ssh`` options that reach ``target`` (the caller adds the alias and command).
 
     ``proxy_command`` (a shared jump connection) replaces the target's ProxyJump.
+    ``config_file``: ssh's ``-F``; None, none: ssh reads its own defaults.
     """
     timeout = target.connect_timeout or connect_timeout
-    argv = ["ssh", "-F", config_file, "-p", str(target.port)]
+    argv = ["ssh", *(["-F", config_file] if config_file is not None else []), "-p"]
+    argv.append(str(target.port))
     if target.user:
         argv += ["-l", target.user]
     # No -i, no UserKnownHostsFile: ssh reads the config's lines itself and expands

@@ -14,13 +14,14 @@ import binascii
 import os
 import struct
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from clusterlaunch.core import sshalgorithms
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import SshTarget
-from clusterlaunch.transport import sshoffer
+from clusterlaunch.transport import kerberos, sshoffer
 from clusterlaunch.transport.hostkeys import KnownHosts
 from clusterlaunch.transport.sshconfig import LoadedConfig, jump_host, read_ssh_config
 from clusterlaunch.transport.sshtokens import Connection, ssh_path, tilde
@@ -37,9 +38,9 @@ def check_paramiko_can_connect(
     if not remote:
         return
     config = read_ssh_config(config_path)
-    kinds: dict[str, str | None] = {}  # identity file -> key type: read once, not per host
+    seen = Seen()
     refused = [
-        (t.alias, why) for t in remote if (why := _chain_blocker(t, config, known_hosts, kinds))
+        (t.alias, why) for t in remote if (why := _chain_blocker(t, config, known_hosts, seen))
     ]
     if refused:
         alias, why = refused[0]
@@ -47,29 +48,40 @@ def check_paramiko_can_connect(
         raise UsageError(f"{alias}{more}: {why}; {FIX}")
 
 
+class Seen:
+    """What the checks of every target share, found once: key types, a Kerberos ticket."""
+
+    def __init__(self) -> None:
+        self.key_types: dict[str, str | None] = {}  # identity file -> key type
+
+    @cached_property
+    def ticket(self) -> str | None:
+        return kerberos.held_ticket()
+
+
 def _chain_blocker(
-    target: SshTarget, config: LoadedConfig, known_hosts: KnownHosts, kinds: dict[str, str | None]
+    target: SshTarget, config: LoadedConfig, known_hosts: KnownHosts, seen: Seen
 ) -> str | None:
     """The target's blocker, or one of its jump hosts' (named as such)."""
     if config.match_exec is None and target.proxy_jump:
         for hop in target.proxy_jump.split(","):
-            why = blocker(jump_host(config, hop), config, known_hosts, kinds)
+            why = blocker(jump_host(config, hop), config, known_hosts, seen)
             if why is not None:
                 return f"jump host {hop}: {why}"
-    return blocker(target, config, known_hosts, kinds)
+    return blocker(target, config, known_hosts, seen)
 
 
 def blocker(
     target: SshTarget,
     config: LoadedConfig,
     known_hosts: KnownHosts,
-    kinds: dict[str, str | None] | None = None,
+    seen: Seen | None = None,
 ) -> str | None:
     """Why paramiko cannot reach ``target`` as ssh would, or None.
 
-    ``kinds`` remembers the key type of each identity file across targets.
+    ``seen`` keeps what is found once for every target (key types, a ticket).
     """
-    kinds = {} if kinds is None else kinds
+    seen = Seen() if seen is None else seen
     exec_line = config.match_exec
     if exec_line is not None:
         return f"{exec_line.where}: Match exec: paramiko cannot evaluate it as ssh does"
@@ -96,10 +108,10 @@ def blocker(
     agent = _agent_blocker(target, found, config)
     if agent is not None:
         return agent
-    if str(found.get("gssapiauthentication", "no")).lower() == "yes":
-        where = config.where("gssapiauthentication", target.alias, "yes")
-        return f"{where}: GSSAPIAuthentication yes: paramiko does not do Kerberos/GSSAPI here"
-    refused = _identity_blocker(target, found, config, kinds)
+    gssapi = _gssapi_blocker(target, found, config, seen)
+    if gssapi is not None:
+        return gssapi
+    refused = _identity_blocker(target, found, config, seen.key_types)
     if refused is not None:
         return refused
     marker = known_hosts.unusable_marker(target)
@@ -123,6 +135,20 @@ def _agent_blocker(target: SshTarget, found: Mapping[str, Any], config: LoadedCo
     where = config.where("identityagent", target.alias, value)
     said = why or "paramiko asks only the agent that $SSH_AUTH_SOCK names"
     return f"{where}: IdentityAgent {value}: {said}"
+
+
+def _gssapi_blocker(
+    target: SshTarget, found: Mapping[str, Any], config: LoadedConfig, seen: Seen
+) -> str | None:
+    """GSSAPI set while a ticket is held: ssh would log in with it (see :mod:`kerberos`)."""
+    for keyword in ("gssapiauthentication", "gssapikeyexchange"):
+        if str(found.get(keyword, "no")).lower() == "yes" and seen.ticket is not None:
+            where = config.where(keyword, target.alias, "yes")
+            return (
+                f"{where}: {_spelled(keyword)} yes and {seen.ticket}: ssh would log in with "
+                "Kerberos; paramiko does not do GSSAPI here"
+            )
+    return None
 
 
 def _identity_blocker(
@@ -173,6 +199,8 @@ def _spelled(keyword: str) -> str:
         "userknownhostsfile": "UserKnownHostsFile",
         "pkcs11provider": "PKCS11Provider",
         "hostkeyalias": "HostKeyAlias",
+        "gssapiauthentication": "GSSAPIAuthentication",
+        "gssapikeyexchange": "GSSAPIKeyExchange",
         "revokedhostkeys": "RevokedHostKeys",
         "knownhostscommand": "KnownHostsCommand",
         "bindaddress": "BindAddress",

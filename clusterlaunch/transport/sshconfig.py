@@ -4,8 +4,10 @@ Gives the planner plain :class:`~clusterlaunch.core.model.SshTarget` data, so th
 planner never sees paramiko, and the master address can be the ``HostName``
 peers can reach instead of an alias only the controller's config knows.
 
-``Include`` is expanded first (:mod:`clusterlaunch.transport.sshinclude`), so
-paramiko, the OpenSSH client and rsync's ``ssh -F`` all see one config. A
+The files are the ones ssh reads (``--ssh-config`` alone, as ``-F``; else
+``~/.ssh/config`` then /etc/ssh/ssh_config), ``Include`` expanded
+(:mod:`clusterlaunch.transport.sshinclude`), so paramiko sees what the OpenSSH
+client and rsync's ``ssh`` read. A
 config with ``Match exec`` is resolved by ``ssh -G`` itself
 (:mod:`clusterlaunch.transport.sshresolve`): only ssh runs those commands as
 ssh would.
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterlaunch.core import limits, sshalgorithms
-from clusterlaunch.core.defaults import GLOBAL_KNOWN_HOSTS
+from clusterlaunch.core.defaults import GLOBAL_KNOWN_HOSTS, SYSTEM_SSH_CONFIG
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
 from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHException
@@ -37,15 +39,17 @@ DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
 
 @dataclass(frozen=True)
 class LoadedConfig:
-    """An SSH config with its Includes expanded: parsed, and line by line for messages."""
+    """What ssh reads, with Includes expanded: parsed, and line by line for messages."""
 
     path: str | None
-    """The file read; None when the default ~/.ssh/config does not exist."""
+    """``--ssh-config``'s file (ssh's ``-F``: the only one read); None: ssh's defaults."""
     parsed: SSHConfig
     text: str = ""
-    """What was parsed: the file, with its Includes expanded."""
+    """What was parsed: the files, with their Includes expanded."""
     flattened: tuple[ConfigLine, ...] | None = None
-    """The lines, when reading needed them (an Include); else :attr:`lines` finds them."""
+    """The lines, when reading needed them (an Include, two files); else :attr:`lines`."""
+    files: tuple[str, ...] = ()
+    """The files read, in order (absent ones left out)."""
 
     @cached_property
     def lines(self) -> tuple[ConfigLine, ...]:
@@ -56,7 +60,7 @@ class LoadedConfig:
         """
         if self.flattened is not None:
             return self.flattened
-        return tuple(flatten(self.path)) if self.path else ()
+        return tuple(flatten(self.files[0])) if self.files else ()
 
     @cached_property
     def match_exec(self) -> ConfigLine | None:
@@ -88,7 +92,7 @@ class LoadedConfig:
                 fallback = fallback or line.where
                 if header is None or header.keyword == "match" or self._hosts(header, alias):
                     return line.where
-        return fallback or (self.path or DEFAULT_SSH_CONFIG)
+        return fallback or (self.files[0] if self.files else DEFAULT_SSH_CONFIG)
 
     @staticmethod
     def _hosts(header: ConfigLine, alias: str) -> bool:
@@ -112,22 +116,44 @@ def config_path(path: str | None) -> str:
     return os.path.expanduser(path) if path is not None else tilde(DEFAULT_SSH_CONFIG)
 
 
-def read_ssh_config(path: str | None) -> LoadedConfig:
-    """The SSH config at ``path`` with Includes expanded (the default file may be absent)."""
-    chosen = config_path(path)
-    if not os.path.exists(chosen):
-        if path is not None and path != DEFAULT_SSH_CONFIG:
+def read_ssh_config(path: str | None, system: str = SYSTEM_SSH_CONFIG) -> LoadedConfig:
+    """What ssh reads, Includes expanded: ``path`` alone (as ``ssh -F``), else the user's
+    ``~/.ssh/config`` and then ``system`` (either may be absent).
+
+    One text: ssh takes the first value it reads, the user's file first. Sites put
+    ProxyJump, GlobalKnownHostsFile and algorithms in the system file; reading only
+    the user's, clusterlaunch connected differently from plain ``ssh``.
+    """
+    if path is not None:
+        chosen = config_path(path)
+        if not os.path.exists(chosen) and path != DEFAULT_SSH_CONFIG:
             raise UsageError(f"--ssh-config {path}: no such file; pass an existing SSH config")
-        return LoadedConfig(None, SSHConfig())
-    text = read_text(chosen)
-    lines = tuple(flatten(chosen)) if may_include(text) else None
+        files = [(chosen, False)]
+    else:
+        files = [(config_path(None), False), (system, True)]
+    files = [(name, is_system) for name, is_system in files if os.path.exists(name)]
+    if not files:
+        return LoadedConfig(path, SSHConfig())
+    texts = [read_text(name) for name, _ in files]
+    lines = None
+    if len(files) > 1 or may_include(texts[0]):
+        lines = tuple(_flattened(files))
     # Lines as the flattened ones are joined (splitlines: \r\n, \f and the rest too).
-    text = "\n".join(line.text for line in lines) if lines else "\n".join(text.splitlines())
+    text = "\n".join(line.text for line in lines) if lines else "\n".join(texts[0].splitlines())
     try:
         parsed = _parse(text)
     except (SSHException, ValueError) as exc:
-        raise UsageError(f"{chosen}: cannot parse the SSH config: {exc}") from None
-    return LoadedConfig(chosen, parsed, text, lines)
+        raise UsageError(f"{files[0][0]}: cannot parse the SSH config: {exc}") from None
+    return LoadedConfig(path, parsed, text, lines, tuple(name for name, _ in files))
+
+
+def _flattened(files: list[tuple[str, bool]]) -> Iterable[ConfigLine]:
+    """Every file's lines in turn; each after the first starts outside any block, as
+    ssh reads it (its leading lines apply to every host, not to the block before)."""
+    for index, (name, is_system) in enumerate(files):
+        if index:
+            yield ConfigLine(name, 0, "host", "*", "Host *")
+        yield from flatten(name, is_system)
 
 
 @functools.lru_cache(maxsize=4)
@@ -142,14 +168,10 @@ def _parse(text: str) -> IndexedSshConfig:
     return IndexedSshConfig.from_text(text)
 
 
-def ssh_config_file(path: str | None) -> str:
-    """The config for ``ssh -F``: the one clusterlaunch read, or none at all.
-
-    ``-F`` also keeps ssh from reading /etc/ssh/ssh_config, which paramiko's
-    connections do not read either.
-    """
-    chosen = config_path(path)
-    return chosen if os.path.exists(chosen) else os.devnull
+def ssh_config_file(path: str | None) -> str | None:
+    """The config for ``ssh -F``: ``--ssh-config``'s file; None, no ``-F``, where ssh is to
+    read its own defaults (``~/.ssh/config``, then /etc/ssh/ssh_config), as plain ssh does."""
+    return None if path is None else config_path(path)
 
 
 def resolve_target(config: SSHConfig, spec: HostSpec) -> SshTarget:
@@ -200,7 +222,7 @@ def resolve_targets(config_path: str | None, specs: Iterable[HostSpec]) -> list[
 def resolve_in(loaded: LoadedConfig, specs: list[HostSpec]) -> list[SshTarget]:
     """``specs`` through ``loaded``: by ``ssh -G`` where a ``Match exec`` needs it."""
     exec_line = loaded.match_exec
-    if exec_line is not None and loaded.path is not None:
+    if exec_line is not None:
         from clusterlaunch.transport import sshresolve
 
         return sshresolve.resolve_with_ssh(loaded.path, specs, exec_line.where)

@@ -7,12 +7,13 @@ parses the way ``ssh`` reads the files, and every line remembers the file and
 line it came from, for error messages.
 
 The rules followed (OpenSSH readconf.c): each argument is a glob, expanded in
-lexical order; a relative path means ``~/.ssh/<path>`` (this is a user config:
-``-F`` files are user configs too); a pattern that matches nothing is skipped;
-an Include inside a ``Host``/``Match`` block only applies where that block
-does (its own ``Host``/``Match`` lines are combined with the enclosing
-condition); after the included files, the including file continues in the block
-it was in; nesting deeper than 16 levels is an error (as in ssh).
+lexical order; a relative path means ``~/.ssh/<path>`` in a user config (``-F``
+files are user configs too) and ``/etc/ssh/<path>`` in the system one; a pattern
+that matches nothing is skipped; an Include inside a ``Host``/``Match`` block
+only applies where that block does (its own ``Host``/``Match`` lines are
+combined with the enclosing condition); after the included files, the including
+file continues in the block it was in; nesting deeper than 16 levels is an error
+(as in ssh).
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from clusterlaunch.core.errors import UsageError
 
 MAX_DEPTH = 16
 """OpenSSH's READCONF_MAX_DEPTH: an Include cycle ends here instead of looping."""
+USER_DIR = "~/.ssh"
+SYSTEM_DIR = "/etc/ssh"
+"""Where a relative ``Include`` path is, in a user config and in the system one."""
 
 
 @dataclass(frozen=True)
@@ -74,9 +78,13 @@ def may_include(text: str) -> bool:
     return "include" in text.lower()
 
 
-def flatten(path: str) -> list[ConfigLine]:
-    """Every line of the config at ``path``, with its Includes expanded in place."""
-    return _Flattener().read(path, (), 0)
+def flatten(path: str, system: bool = False) -> list[ConfigLine]:
+    """Every line of the config at ``path``, with its Includes expanded in place.
+
+    ``system``: ``path`` is the system-wide config, whose relative Includes are
+    under /etc/ssh (SSHDIR in ssh's readconf.c), not ``~/.ssh``.
+    """
+    return _Flattener(SYSTEM_DIR if system else USER_DIR).read(path, (), 0)
 
 
 def words(value: str, where: str) -> list[str]:
@@ -88,8 +96,9 @@ def words(value: str, where: str) -> list[str]:
 
 
 class _Flattener:
-    def __init__(self) -> None:
+    def __init__(self, relative_to: str) -> None:
         self.lines: list[ConfigLine] = []
+        self.relative_to = relative_to
 
     def read(self, path: str, outer: tuple[str, ...], depth: int) -> list[ConfigLine]:
         """Append ``path``'s lines under the condition ``outer`` (Match criteria, or none)."""
@@ -118,7 +127,7 @@ class _Flattener:
             )
         for pattern in words(line.value, line.where):
             if not os.path.isabs(pattern) and not pattern.startswith("~"):
-                pattern = os.path.join("~/.ssh", pattern)
+                pattern = os.path.join(self.relative_to, pattern)
             # $HOME's ~ (glob's GLOB_TILDE in ssh too), not sshtokens.ssh_home: HOME=/x made
             # ssh -G read /x/.ssh/PATH for a relative Include (OpenSSH 9.2).
             for found in sorted(glob.glob(os.path.expanduser(pattern))):

@@ -40,7 +40,7 @@ _POLL_S = 0.01
 class MasterSettings:
     """What every master of the job shares."""
 
-    config_file: str
+    config_file: str | None  # ssh's -F; None: its own defaults
     connect_timeout: float
     keepalive: Keepalive
     policy_override: str | None

@@ -32,8 +32,8 @@ _STRICT = {"true": "yes", "false": "no", "yes": "yes", "no": "no", "accept-new":
 """``ssh -G`` prints ``ask`` (the default) when unset: left out, so the default applies."""
 
 
-def resolve_with_ssh(config: str, specs: Sequence[HostSpec], why: str) -> list[SshTarget]:
-    """Every host resolved by ``ssh -G -F config`` (``why``: the line that needs it)."""
+def resolve_with_ssh(config: str | None, specs: Sequence[HostSpec], why: str) -> list[SshTarget]:
+    """Every host resolved by ``ssh -G [-F config]`` (``why``: the line that needs it)."""
     results = run_parallel(lambda spec: _resolve(config, spec, why), specs, 16, "ssh-G")
     targets = []
     for result in results:
@@ -43,10 +43,10 @@ def resolve_with_ssh(config: str, specs: Sequence[HostSpec], why: str) -> list[S
     return targets
 
 
-def _resolve(config: str, spec: HostSpec, why: str) -> SshTarget:
+def _resolve(config: str | None, spec: HostSpec, why: str) -> SshTarget:
     if spec.host == LOCALHOST:
         return SshTarget(alias=LOCALHOST, hostname=LOCALHOST, port=0, user=spec.user)
-    argv = ["ssh", "-G", "-F", config]
+    argv = ["ssh", "-G", *(["-F", config] if config is not None else [])]
     if spec.port:
         argv += ["-p", str(spec.port)]
     if spec.user:

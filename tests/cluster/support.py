@@ -53,9 +53,13 @@ def run_cli(
     *args: str,
     timeout: float = 120,
     cwd: Path = WORKERS,
+    prefix: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """Run the CLI to completion, by default from the workers' directory (the remote workdir)."""
-    result = run_cli_bytes(command, cluster, *args, timeout=timeout, cwd=cwd)
+    """Run the CLI to completion, by default from the workers' directory (the remote workdir).
+
+    ``prefix``: what runs it (a mount namespace: tests/mountns.py).
+    """
+    result = run_cli_bytes(command, cluster, *args, timeout=timeout, cwd=cwd, prefix=prefix)
     # Decoded without universal newlines, which would turn "\r" into "\n".
     return subprocess.CompletedProcess(
         result.args,
@@ -71,10 +75,11 @@ def run_cli_bytes(
     *args: str,
     timeout: float = 120,
     cwd: Path = WORKERS,
+    prefix: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[bytes]:
     """Like :func:`run_cli`, with stdout and stderr as the exact bytes."""
     return subprocess.run(
-        cli_argv(command, cluster, *args),
+        [*prefix, *cli_argv(command, cluster, *args)],
         cwd=cwd,
         capture_output=True,
         timeout=timeout,

@@ -70,7 +70,6 @@ def test_a_matching_cert_authority_is_refused_unless_a_plain_key_is_known(tmp_pa
     ("config", "expected"),
     [
         ("Host n0\n    CertificateFile /c-cert.pub\n", ":2: CertificateFile /c-cert.pub"),
-        ("Host *\n  GSSAPIAuthentication yes\n", ":2: GSSAPIAuthentication yes"),
         ("Host n*\n  HostKeyAlias other\n", ":2: HostKeyAlias other"),
         ('Match exec "true"\n  Port 2\n', ":1: Match exec"),
         ("Host n0\n  Ciphers chacha20-poly1305@openssh.com\n", ":2: Ciphers chacha20-poly1305@"),

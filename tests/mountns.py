@@ -1,0 +1,58 @@
+"""Run a command where /etc/ssh and ssh's home directory are a test's own directories.
+
+ssh reads /etc/ssh/ssh_config and ``~/.ssh/config`` from fixed places (the home
+from the password database, not ``$HOME``), so a test of what it reads there
+gives it a mount namespace of its own (``unshare --mount``, root only): the
+test's directory is bind-mounted over /etc/ssh, and a copy of /etc/passwd that
+gives the user the test's home over /etc/passwd, for the command and its
+children alone (``$HOME`` too, which ssh's Include globs use). The machine's
+files are never touched; the home itself is not mounted over, so programs
+installed under it (a pyenv Python in /root) still run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+
+def why_not() -> str | None:
+    """The skip reason where no mount namespace can be made."""
+    if os.geteuid() != 0:
+        return "bind-mounting over /etc/ssh needs root"
+    if shutil.which("unshare") is None:
+        return "unshare not installed (Debian/Ubuntu package util-linux)"
+    return None
+
+
+def ssh_dirs(tmp_path: Path, system: dict[str, str], user: dict[str, str]) -> list[str]:
+    """The argv prefix that runs a command with ``system`` as /etc/ssh's files and
+    ``user`` as ``~/.ssh``'s (name -> text; a name may have a directory)."""
+    etc, home = tmp_path / "etc_ssh", tmp_path / "home"
+    for root, files in ((etc, system), (home / ".ssh", user)):
+        root.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+    passwd = tmp_path / "passwd"
+    passwd.write_text("".join(_with_home(line, home) for line in _read("/etc/passwd")))
+    script = (
+        'mount --bind "$1" /etc/ssh && mount --bind "$2" /etc/passwd && HOME="$3" && '
+        'export HOME && shift 3 && exec "$@"'
+    )
+    unshare = ["unshare", "--mount", "--propagation", "private"]
+    return [*unshare, "sh", "-c", script, "sh", str(etc), str(passwd), str(home)]
+
+
+def _read(path: str) -> list[str]:
+    with open(path, encoding="utf-8") as handle:
+        return handle.readlines()
+
+
+def _with_home(line: str, home: Path) -> str:
+    """A passwd line, with ``home`` as its home where it is this user's."""
+    fields = line.rstrip("\n").split(":")
+    if len(fields) == 7 and fields[2] == str(os.getuid()):
+        fields[5] = str(home)
+    return ":".join(fields) + "\n"
