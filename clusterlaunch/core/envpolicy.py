@@ -118,6 +118,24 @@ def forwarded(patterns: Iterable[str], local_env: Mapping[str, str]) -> dict[str
     return chosen
 
 
+def sent_by_ssh(
+    send_env: Iterable[str], set_env: Iterable[tuple[str, str]], local_env: Mapping[str, str]
+) -> dict[str, str]:
+    """What ssh sends a session (clientloop.c ``client_session2_setup``): every local
+    variable a ``SendEnv`` pattern names (``*`` and ``?`` only, ssh's ``match_pattern``),
+    then ``SetEnv``'s, which the server applies later (so they win). The server keeps
+    what its ``AcceptEnv`` allows; the user's SSH config named them, as for plain ssh."""
+    patterns = [re.compile(glob_regex(pattern)) for pattern in send_env]
+    sent = {k: v for k, v in local_env.items() if any(p.fullmatch(k) for p in patterns)}
+    sent.update(set_env)
+    return sent
+
+
+def glob_regex(pattern: str) -> str:
+    """ssh's ``match_pattern`` glob as a regular expression: ``*`` and ``?`` only."""
+    return "".join({"*": ".*", "?": "."}.get(char, re.escape(char)) for char in pattern)
+
+
 def merge(*layers: Mapping[str, str]) -> dict[str, str]:
     """Merge environment layers, later layers winning, keeping first-seen order."""
     merged: dict[str, str] = {}

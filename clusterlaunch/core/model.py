@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from clusterlaunch.core import commands, defaults
+from clusterlaunch.core import commands, defaults, envpolicy
 from clusterlaunch.core.setupguard import SetupGuard
 
 LOCALHOST = "localhost"
@@ -102,11 +102,19 @@ class SshTarget:
     algorithms: tuple[tuple[str, str], ...] = ()
     """The config's algorithm lists that are set (``Ciphers``, ``MACs``, ``KexAlgorithms``,
     ``HostKeyAlgorithms``), as (keyword, value): see :mod:`clusterlaunch.core.sshalgorithms`."""
+    send_env: tuple[str, ...] = ()
+    """The config's ``SendEnv`` patterns, every line's, ``-PATTERN`` removals applied."""
+    set_env: tuple[tuple[str, str], ...] = ()
+    """The config's ``SetEnv`` (its first line, as ssh takes it), as (name, value)."""
 
     @property
     def is_local(self) -> bool:
         """True for the local transport (no SSH at all)."""
         return self.alias == LOCALHOST
+
+    def sent_environment(self, local_env: Mapping[str, str]) -> dict[str, str]:
+        """What ssh sends each session to this host (SendEnv, SetEnv): see envpolicy."""
+        return envpolicy.sent_by_ssh(self.send_env, self.set_env, local_env)
 
     def key_policy(self, override: str | None) -> tuple[str, str]:
         """(``strict`` or ``accept-new``, where that came from) for this host's key.

@@ -18,6 +18,8 @@
 * ``ciphers``: sshd offers only these ciphers (``Ciphers``).
 * ``log_ciphers``: sshd at ``LogLevel DEBUG1``, which logs the cipher each
   connection agreed on (:meth:`ciphers_used`).
+* ``accept_env``: sshd's ``AcceptEnv`` (Debian's sshd has ``LANG LC_*``): the
+  variables a client's ``SendEnv``/``SetEnv`` may set in a session.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class SshVariantCluster(LoopbackCluster):
         count_connections: bool = False,
         ciphers: str | None = None,
         log_ciphers: bool = False,
+        accept_env: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(n_hosts, base_dir, **kwargs)
@@ -60,6 +63,7 @@ class SshVariantCluster(LoopbackCluster):
         self.count_connections = count_connections
         self.ciphers = ciphers
         self.log_ciphers = log_ciphers
+        self.accept_env = accept_env  # sshd's AcceptEnv patterns
         self.host_ca_key = self.base_dir / "host_ca"
         self.user_ca_key = self.base_dir / "user_ca"
         self.include_dir = self.base_dir / "ssh_config.d"
@@ -78,6 +82,8 @@ class SshVariantCluster(LoopbackCluster):
             self._edit_sshd(lambda text: text + f"Ciphers {self.ciphers}\n")
         if self.log_ciphers:
             self._edit_sshd(lambda text: text + "LogLevel DEBUG1\n")
+        if self.accept_env:
+            self._edit_sshd(lambda text: text + f"AcceptEnv {self.accept_env}\n")
         if self.host_ca:
             self._sign_hosts()
         if self.user_ca:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import paramiko
 
@@ -126,11 +126,13 @@ class SshConnection:
         clients: list[paramiko.SSHClient],
         settings: SshSettings,
         on_close: Callable[[], None] | None = None,
+        environment: Mapping[str, str] | None = None,
     ) -> None:
         self.host = host
         self._clients = clients  # the target's client last, jump hosts before it
         self._settings = settings
         self._on_close = on_close  # releases a shared jump host
+        self._environment = dict(environment or {})  # SendEnv/SetEnv: before each command
         self._last_answer = time.monotonic()
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
@@ -189,6 +191,8 @@ class SshConnection:
         try:
             channel = self._transport.open_session(window_size=WINDOW, max_packet_size=1 << 15)
             self._channels.append(channel)
+            if self._environment:  # "env" requests without a reply, as ssh sends them
+                channel.update_environment(self._environment)
             channel.exec_command(command)
             if stdin:
                 channel.sendall(stdin)

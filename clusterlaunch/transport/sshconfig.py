@@ -211,6 +211,8 @@ def target_from(found: Mapping[str, Any], spec: HostSpec) -> SshTarget:
         ),
         host_key_checking=_none_is_none(found.get("stricthostkeychecking")),
         algorithms=sshalgorithms.configured(found),
+        send_env=tuple(found.get("sendenv", ())),
+        set_env=tuple(_pair(word) for word in found.get("setenv", ())),
     )
 
 
@@ -275,6 +277,11 @@ def global_known_hosts_files(found: Mapping[str, Any]) -> tuple[str, ...]:
     """
     value = found.get("globalknownhostsfile")
     return tuple(tilde(name) for name in value.split()) if value else GLOBAL_KNOWN_HOSTS
+
+
+def _pair(word: str) -> tuple[str, str]:
+    name, _, value = word.partition("=")
+    return name, value
 
 
 def _none_is_none(value: str | None) -> str | None:

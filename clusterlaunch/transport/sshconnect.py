@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import socket
 import threading
 import time
@@ -35,9 +36,8 @@ from clusterlaunch.transport.settings import SshSettings
 from clusterlaunch.transport.ssh import CONNECTION_ERRORS, SshConnection, close_quietly
 from clusterlaunch.transport.sshtokens import tilde
 
-# paramiko logs a failed connection with a traceback; we report it ourselves, in one line.
-# Here, where paramiko first connects, so the OpenSSH client's commands never import
-# logging (4.2 ms of their start, importtime, best of 3).
+# paramiko logs a failed connection with a traceback; we report it in one line. Set where
+# paramiko first connects: the OpenSSH client never imports logging (4.2 ms of its start).
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 IDLE_WAKE_S = 1.0
@@ -81,7 +81,8 @@ def connect(
             pool.release(hops[0])
         raise
     release = None if pool is None else functools.partial(pool.release, hops[0])
-    connection = SshConnection(target.alias, clients, settings, release)
+    environment = target.sent_environment(os.environ)  # as ssh sends it, each session
+    connection = SshConnection(target.alias, clients, settings, release, environment)
     connection.start_keepalive()
     return connection
 

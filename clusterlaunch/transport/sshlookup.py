@@ -15,15 +15,27 @@ literal ones for that name, and every block with a wildcard, a negation or a
 left as written for :mod:`clusterlaunch.transport.sshtokens` to expand as ssh
 does). A config that canonicalizes host names (a second pass under another name)
 is looked up the plain way.
+
+``SendEnv`` and ``SetEnv`` come out as ssh reads them, where paramiko's parser
+keeps one line per block and strips the quotes around a whole value: ssh adds
+every applying SendEnv line's patterns in file order (``-PATTERN`` removes
+earlier ones) and takes the first applying SetEnv line whole. Each such line is
+parsed under a numbered keyword of its own, so paramiko's matching says which
+apply and the numbers give their order (:func:`_environment`).
 """
 
 from __future__ import annotations
 
 import heapq
 import os
+import re
+from collections.abc import Iterable
 from typing import Any
 
+from clusterlaunch.core.envpolicy import glob_regex
+from clusterlaunch.core.errors import UsageError
 from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHConfigDict
+from clusterlaunch.transport.sshinclude import split_line, words
 
 _WILDCARDS = frozenset("*?[!")
 
@@ -73,16 +85,21 @@ class IndexedSshConfig(SSHConfig):
         self._always: list[int] = []
         self._plain = False
 
+    def parse(self, file_obj: Iterable[str]) -> None:
+        """paramiko's parse, each SendEnv/SetEnv line under a numbered keyword of its own."""
+        super().parse(_numbered(file_obj))
+
     def lookup(self, hostname: str) -> SSHConfigDict:
-        """The options for ``hostname`` as paramiko's lookup gives them (ControlPath unexpanded)."""
+        """The options for ``hostname`` as paramiko's lookup gives them (ControlPath
+        unexpanded; SendEnv and SetEnv as ssh reads them)."""
         blocks: list[dict[str, Any]] = self._config  # type: ignore[attr-defined]
         if self._literal is None:
             self._index(blocks)
         if self._plain:
-            return _Blocks(blocks).lookup(hostname)
+            return _environment(_Blocks(blocks).lookup(hostname), hostname)
         assert self._literal is not None
         wanted = heapq.merge(self._literal.get(hostname, ()), self._always)
-        return _Blocks([blocks[index] for index in wanted]).lookup(hostname)
+        return _environment(_Blocks([blocks[i] for i in wanted]).lookup(hostname), hostname)
 
     def _index(self, blocks: list[dict[str, Any]]) -> None:
         # Built aside and published with ``_literal`` last: one parsed config is shared
@@ -101,3 +118,51 @@ class IndexedSshConfig(SSHConfig):
                 always.append(index)
         self._always, self._plain = always, plain
         self._literal = literal
+
+
+_NUMBERED = re.compile(r"(sendenv|setenv)_(\d+)\Z")
+
+
+def _numbered(lines: Iterable[str]) -> Iterable[str]:
+    """The config's lines, ``SendEnv V`` as ``sendenv_N :V`` (``:`` keeps paramiko from
+    stripping quotes that open and close the value)."""
+    for number, line in enumerate(lines):
+        keyword, value = split_line(line)
+        yield f"{keyword}_{number:06d} :{value}" if keyword in ("sendenv", "setenv") else line
+
+
+def _environment(found: SSHConfigDict, alias: str) -> SSHConfigDict:
+    """``found`` with its numbered lines as ``sendenv`` (patterns) and ``setenv``
+    (``NAME=VALUE`` words), as ssh's readconf.c builds them."""
+    numbered = sorted(
+        (int(match[2]), match[1], key) for key in list(found) if (match := _NUMBERED.match(key))
+    )
+    send: list[str] = []
+    set_: list[str] | None = None
+    for _, keyword, key in numbered:
+        said = words(str(found.pop(key))[1:], f"SSH config, host {alias}")
+        if keyword == "sendenv":
+            for pattern in said:
+                if pattern.startswith("-"):
+                    removed = re.compile(glob_regex(pattern[1:]))
+                    send = [kept for kept in send if not removed.fullmatch(kept)]
+                elif pattern not in send:
+                    send.append(pattern)
+        elif set_ is None:
+            set_ = _set_env(said, alias)
+    if send:
+        found["sendenv"] = send  # type: ignore[assignment]  # a list, as identityfile
+    if set_:
+        found["setenv"] = set_  # type: ignore[assignment]
+    return found
+
+
+def _set_env(said: list[str], alias: str) -> list[str]:
+    """One SetEnv line's ``NAME=VALUE`` words (a name twice: the first, as ssh keeps it)."""
+    kept: dict[str, str] = {}
+    for word in said:
+        name, equals, _ = word.partition("=")
+        if not equals or not name:
+            raise UsageError(f"SSH config, host {alias}: SetEnv {word}: use NAME=VALUE")
+        kept.setdefault(name, word)
+    return list(kept.values())

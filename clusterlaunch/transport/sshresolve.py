@@ -72,7 +72,9 @@ def parse_options(text: str) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for line in text.splitlines():
         key, _, value = line.partition(" ")
-        if key in _KEPT or (key in _KEPT_UNLESS_NONE and value != "none"):
+        if key in ("sendenv", "setenv"):  # a line each
+            found.setdefault(key, []).append(value)
+        elif key in _KEPT or (key in _KEPT_UNLESS_NONE and value != "none"):
             found[key] = value
         elif key == "stricthostkeychecking" and value in _STRICT:
             found[key] = _STRICT[value]
