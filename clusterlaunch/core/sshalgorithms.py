@@ -1,5 +1,5 @@
 """The SSH config's algorithm lists (``Ciphers``, ``MACs``, ``KexAlgorithms``,
-``HostKeyAlgorithms``), as ssh reads them.
+``HostKeyAlgorithms``, ``PubkeyAcceptedAlgorithms``), as ssh reads them.
 
 A list replaces the defaults; one that starts with ``+`` is appended to them,
 ``-`` is taken out of them and ``^`` is put before them. Names may be
@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 
-KEYWORDS = ("ciphers", "macs", "kexalgorithms", "hostkeyalgorithms")
+KEYWORDS = ("ciphers", "macs", "kexalgorithms", "hostkeyalgorithms", "pubkeyacceptedalgorithms")
 """The config keywords read for the paramiko transport (lower case, as parsed)."""
+OLD_NAMES = {"pubkeyacceptedalgorithms": "pubkeyacceptedkeytypes"}
+"""Keywords' names before OpenSSH 8.5, which ssh still reads."""
 
 ALSO_NAMED = {"curve25519-sha256@libssh.org": "curve25519-sha256"}
 """One algorithm under two names (RFC 8731 named libssh's): a client that has only
@@ -22,7 +24,8 @@ one of them answers to both, as OpenSSH, which has both, does."""
 
 def configured(found: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
     """The lists a config lookup sets, as (keyword, value)."""
-    return tuple((key, str(found[key])) for key in KEYWORDS if found.get(key))
+    named = ((key, found.get(key) or found.get(OLD_NAMES.get(key, key))) for key in KEYWORDS)
+    return tuple((key, str(value)) for key, value in named if value)
 
 
 def preferred(value: str, supported: Sequence[str], defaults: Sequence[str]) -> tuple[str, ...]:

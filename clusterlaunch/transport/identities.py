@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import paramiko
 
+from clusterlaunch.transport import sshoffer
 from clusterlaunch.transport.sshtokens import ssh_home
 
 if TYPE_CHECKING:
@@ -42,7 +43,10 @@ def identity_files(target: SshTarget) -> list[str]:
     offers its defaults.
     """
     if target.identity_files:
-        return list(target.identity_files)
+        # ssh skips a file that is not there ("no such identity") and goes on to the
+        # next key and the agent; paramiko's client raised FileNotFoundError, and the
+        # host failed with "No such file or directory".
+        return [path for path in target.identity_files if os.path.isfile(path)]
     folder = os.path.join(ssh_home(), ".ssh")
     found = (os.path.join(folder, name) for name in DEFAULT_KEYS)
     return [path for path in found if os.path.isfile(path)]
@@ -55,9 +59,11 @@ class IdentityFiles:
         self._lock = threading.Lock()
         self._found: dict[tuple[str, Any, Any], paramiko.PKey | paramiko.SSHException] = {}
 
-    def client(self) -> paramiko.SSHClient:
-        """A paramiko client that takes its identity files' keys from here."""
-        return _Client(self)
+    def client(self, accepted: tuple[str, ...] | None = None) -> paramiko.SSHClient:
+        """A paramiko client that takes its identity files' keys from here, and logs in
+        only with keys whose type ``accepted`` holds (``PubkeyAcceptedAlgorithms``:
+        ssh neither offers the others, from a file or from the agent)."""
+        return _Client(self, accepted)
 
     def key(self, filename: str, klass: Any, passphrase: Any, read: _Read) -> paramiko.PKey:
         """The key ``read(filename, klass, passphrase)`` gave the first time it was asked."""
@@ -76,11 +82,51 @@ class IdentityFiles:
 
 
 class _Client(paramiko.SSHClient):
-    def __init__(self, identities: IdentityFiles) -> None:
+    def __init__(self, identities: IdentityFiles, accepted: tuple[str, ...] | None) -> None:
         super().__init__()
         self._identities = identities
+        self._accepted = accepted
+        if accepted is not None:
+            self._agent = _AcceptedAgentKeys(accepted)  # paramiko's _auth asks it, if allowed
+
+    def _auth(self, *args: Any, **kwargs: Any) -> None:
+        # paramiko says "No authentication methods available" when it had no key to
+        # try: an authentication failure (and reported as one), not a network error.
+        try:
+            super()._auth(*args, **kwargs)  # type: ignore[misc]
+        except paramiko.AuthenticationException:
+            raise
+        except paramiko.SSHException as exc:
+            if str(exc) != "No authentication methods available":
+                raise
+            which = " of a type PubkeyAcceptedAlgorithms accepts" if self._accepted else ""
+            raise paramiko.AuthenticationException(
+                f"no key{which} to offer (IdentityFile, else ssh's default files; the agent)"
+            ) from None
 
     def _key_from_filepath(self, filename: str, klass: Any, password: Any) -> paramiko.PKey:
         # paramiko's own step, since 2.x: one identity file (and its -cert.pub) as one type.
         read = super()._key_from_filepath  # type: ignore[misc]
-        return self._identities.key(filename, klass, password, read)
+        key = self._identities.key(filename, klass, password, read)
+        if not sshoffer.key_accepted(self._accepted, key):  # paramiko goes on to the next
+            kind = key.get_name()  # an authentication failure, if nothing else logs in
+            why = f"{filename}: ssh offers no {kind} key (PubkeyAcceptedAlgorithms)"
+            raise paramiko.AuthenticationException(why)
+        return key
+
+
+class _AcceptedAgentKeys:
+    """The agent's keys of accepted types (paramiko's Agent, opened when first asked)."""
+
+    def __init__(self, accepted: tuple[str, ...]) -> None:
+        self._accepted = accepted
+        self._agent: paramiko.Agent | None = None
+
+    def get_keys(self) -> tuple[paramiko.AgentKey, ...]:
+        self._agent = self._agent or paramiko.Agent()
+        keys = self._agent.get_keys()
+        return tuple(key for key in keys if sshoffer.key_accepted(self._accepted, key))
+
+    def close(self) -> None:
+        if self._agent is not None:
+            self._agent.close()

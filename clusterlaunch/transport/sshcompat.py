@@ -105,6 +105,14 @@ def blocker(
             value = dict(algorithms)[keyword]
             where = config.where(keyword, target.alias, value)
             return f"{where}: {_spelled(keyword)} {value}: paramiko has none of these"
+    for keyword, why in (
+        ("checkhostip", "paramiko does not check the key recorded for the address"),
+        ("verifyhostkeydns", "paramiko cannot check SSHFP records in the DNS"),
+    ):
+        value = str(found.get(keyword, "no"))
+        if value.lower() in ("yes", "ask"):
+            where = config.where(keyword, target.alias, value)
+            return f"{where}: {_spelled(keyword)} {value}: {why}"
     agent = _agent_blocker(target, found, config)
     if agent is not None:
         return agent
@@ -209,6 +217,9 @@ def _spelled(keyword: str) -> str:
         "macs": "MACs",
         "kexalgorithms": "KexAlgorithms",
         "hostkeyalgorithms": "HostKeyAlgorithms",
+        "pubkeyacceptedalgorithms": "PubkeyAcceptedAlgorithms",
+        "checkhostip": "CheckHostIP",
+        "verifyhostkeydns": "VerifyHostKeyDNS",
     }[keyword]
 
 

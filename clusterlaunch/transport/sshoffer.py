@@ -1,6 +1,7 @@
 """What paramiko offers in the key exchange: the SSH config's ``Ciphers``, ``MACs``,
 ``KexAlgorithms`` and ``HostKeyAlgorithms`` as ssh reads them, and AES-GCM first where
-the config names no cipher.
+the config names no cipher; and which keys it may log in with
+(``PubkeyAcceptedAlgorithms``: :func:`key_accepted`).
 
 AES-GCM's MAC is part of the cipher: paramiko's default, aes-ctr with HMAC-SHA2,
 took a fifth of the controller's CPU for 10M lines through exec (1.5-1.7 s a run;
@@ -25,20 +26,47 @@ _LISTS = {
     "kexalgorithms": ("_preferred_kex", "kex"),
     "hostkeyalgorithms": ("_preferred_keys", "key_types"),
 }
+PUBKEYS = "pubkeyacceptedalgorithms"
+_SIGNATURES = "_preferred_pubkeys"  # paramiko's, as the lists above: no stubs know it
+_CERT = "-cert-v01@openssh.com"
+_RSA = ("rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")
+"""The signature algorithms an RSA key (type ``ssh-rsa``) can log in with."""
 
 
 def supported(keyword: str) -> tuple[str, ...]:
     """Every algorithm paramiko has for ``keyword`` (its default order)."""
+    if keyword == PUBKEYS:  # paramiko signs with these keys, certificates too
+        plain = (*getattr(paramiko.Transport, _SIGNATURES), "ssh-rsa")
+        return (*(name + _CERT for name in plain), *plain)
     names: tuple[str, ...] = getattr(paramiko.Transport, _LISTS[keyword][0])
     return names
 
 
 def default_offer(keyword: str) -> tuple[str, ...]:
-    """What paramiko offers when the config says nothing (ciphers: AES-GCM first)."""
+    """What paramiko offers when the config says nothing (ciphers: AES-GCM first; keys:
+    ssh's default, which leaves SHA-1 ``ssh-rsa`` out)."""
     names = supported(keyword)
     if keyword == "ciphers":
         return tuple(sorted(names, key=lambda name: "-gcm@" not in name))
+    if keyword == PUBKEYS:
+        return tuple(name for name in names if not name.startswith("ssh-rsa"))
     return names
+
+
+def accepted_pubkeys(target: SshTarget) -> tuple[str, ...] | None:
+    """The config's ``PubkeyAcceptedAlgorithms`` as paramiko can follow it; None: not set."""
+    return offers(target.algorithms).get(PUBKEYS)
+
+
+def key_accepted(accepted: tuple[str, ...] | None, key: paramiko.PKey) -> bool:
+    """Whether ssh would log in with ``key`` (its certificate's type where it has one)."""
+    if accepted is None:
+        return True
+    kind = key.public_blob.key_type if key.public_blob else key.get_name()
+    cert = _CERT if kind.endswith(_CERT) else ""
+    if kind.removesuffix(cert) == "ssh-rsa":
+        return any(name + cert in accepted for name in _RSA)
+    return kind in accepted
 
 
 def offers(algorithms: Iterable[tuple[str, str]]) -> dict[str, tuple[str, ...]]:
@@ -53,12 +81,16 @@ def offers(algorithms: Iterable[tuple[str, str]]) -> dict[str, tuple[str, ...]]:
 def transport_factory(target: SshTarget) -> Callable[..., paramiko.Transport]:
     """paramiko's Transport for ``target``, offering what its config asks for."""
     chosen = {"ciphers": default_offer("ciphers"), **offers(target.algorithms)}
+    pubkeys = chosen.pop(PUBKEYS, None)
 
     def make(*args: Any, **kwargs: Any) -> paramiko.Transport:
         transport = paramiko.Transport(*args, **kwargs)
         options = transport.get_security_options()
         for keyword, names in chosen.items():
             setattr(options, _LISTS[keyword][1], names)
+        if pubkeys is not None:  # an RSA key signs with the first of these the server takes
+            plain = (name.removesuffix(_CERT) for name in pubkeys)
+            transport._preferred_pubkeys = tuple(dict.fromkeys(plain))  # type: ignore[attr-defined]
         return transport
 
     return make

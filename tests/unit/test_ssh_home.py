@@ -79,12 +79,17 @@ def test_keys_offered_are_the_ones_ssh_offers(
         (moved_home / ".ssh" / name).write_text("the moved home's key\n")
     monkeypatch.setattr(identities, "ssh_home", lambda: str(real_home))
     config = tmp_path / "config"
-    config.write_text("Host named\n    IdentityFile /keys/only\nHost *\n    User u\n")
+    (tmp_path / "only").write_text("a key\n")
+    missing = f"    IdentityFile {tmp_path}/not_here\n"  # ssh skips it when it connects
+    config.write_text(
+        f"Host named\n    IdentityFile {tmp_path}/only\n{missing}Host *\n    User u\n"
+    )
     named, plain = sshconfig.resolve_targets(
         str(config), [HostSpec(host="named", gpus=1), HostSpec(host="plain", gpus=1)]
     )
     # A configured IdentityFile is all ssh offers: no default joins it.
-    assert identities.identity_files(named) == ["/keys/only"] == _identities_of("named", config)
+    assert _identities_of("named", config) == [f"{tmp_path}/only", f"{tmp_path}/not_here"]
+    assert identities.identity_files(named) == [f"{tmp_path}/only"]
     # None configured: ssh's defaults, in its order, those that exist (and paramiko reads).
     defaults = [Path(p).name for p in _identities_of("plain", config)]
     assert defaults[:4] == ["id_rsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519"]

@@ -66,3 +66,54 @@ def test_each_connection_offers_what_its_config_asks_for() -> None:
         assert options.key_types == ("ssh-ed25519",)
         plain = sshoffer.transport_factory(SshTarget(alias="n1", hostname="h"))(far)
         assert plain.get_security_options().kex == paramiko.Transport._preferred_kex
+
+
+def test_pubkey_accepted_algorithms_under_either_name() -> None:
+    assert configured({"pubkeyacceptedkeytypes": "ssh-ed25519"}) == (
+        ("pubkeyacceptedalgorithms", "ssh-ed25519"),
+    )
+    both = {"pubkeyacceptedalgorithms": "rsa-sha2-512", "pubkeyacceptedkeytypes": "ssh-ed25519"}
+    assert configured(both) == (("pubkeyacceptedalgorithms", "rsa-sha2-512"),)
+
+
+@pytest.mark.parametrize(
+    ("value", "accepted", "refused"),
+    [
+        ("ssh-ed25519", ["ssh-ed25519"], ["ssh-rsa", "ecdsa-sha2-nistp256"]),
+        ("rsa-sha2-256", ["ssh-rsa"], ["ssh-ed25519"]),  # an RSA key signs with SHA-2
+        ("-rsa-sha2-*", ["ssh-ed25519"], ["ssh-rsa"]),  # no SHA-2 left; ssh-rsa not a default
+        ("+ssh-rsa", ["ssh-rsa", "ssh-ed25519"], []),
+        ("ssh-ed25519-cert-v01@openssh.com", ["ssh-ed25519-cert-v01@openssh.com"], ["ssh-ed25519"]),
+        ("rsa-sha2-512-cert-v01@openssh.com", ["ssh-rsa-cert-v01@openssh.com"], ["ssh-rsa"]),
+    ],
+)
+def test_keys_are_offered_only_as_the_accepted_types(
+    value: str, accepted: list[str], refused: list[str]
+) -> None:
+    target = SshTarget(alias="n0", hostname="h", algorithms=(("pubkeyacceptedalgorithms", value),))
+    names = sshoffer.accepted_pubkeys(target)
+    for kind, expected in [(k, True) for k in accepted] + [(k, False) for k in refused]:
+        assert sshoffer.key_accepted(names, _Key(kind)) is expected, kind
+    assert sshoffer.key_accepted(None, _Key("ssh-rsa"))  # not set: every key
+
+
+def test_an_rsa_key_signs_with_the_accepted_sha2_algorithm_first() -> None:
+    value = "rsa-sha2-256-cert-v01@openssh.com,ssh-ed25519,rsa-sha2-256,rsa-sha2-512"
+    target = SshTarget(alias="n0", hostname="h", algorithms=(("pubkeyacceptedalgorithms", value),))
+    near, far = socket.socketpair()
+    with near, far:
+        transport = sshoffer.transport_factory(target)(near)
+        assert transport.preferred_pubkeys == ("rsa-sha2-256", "ssh-ed25519", "rsa-sha2-512")
+
+
+class _Key:
+    """A key as paramiko's client sees one: its type, and a certificate's blob (or none)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.public_blob = (
+            paramiko.PublicBlob(kind, b"") if kind.endswith("-cert-v01@openssh.com") else None
+        )
+
+    def get_name(self) -> str:
+        return self.kind.removesuffix("-cert-v01@openssh.com")

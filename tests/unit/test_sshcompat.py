@@ -80,6 +80,9 @@ def test_a_matching_cert_authority_is_refused_unless_a_plain_key_is_known(tmp_pa
         ("Host n0\n  KnownHostsCommand /bin/kh %H\n", ":2: KnownHostsCommand /bin/kh %H"),
         ("Host *\n  BindAddress 10.0.0.5\n", ":2: BindAddress 10.0.0.5: paramiko's"),
         ("Host *\n  BindInterface ib0\n", ":2: BindInterface ib0: paramiko's"),
+        ("Host *\n  CheckHostIP yes\n", ":2: CheckHostIP yes: paramiko does not check"),
+        ("Host n0\n  VerifyHostKeyDNS ask\n", ":2: VerifyHostKeyDNS ask: paramiko cannot"),
+        ("Host *\n  PubkeyAcceptedAlgorithms sk-ssh-ed25519@openssh.com\n", ":2: PubkeyAccepted"),
         ("Host *\n  IdentityAgent ~/.1password/agent.sock\n", ":2: IdentityAgent ~/.1password"),
         ("Host *\n  IdentityAgent /run/a_%j\n", ":2: IdentityAgent /run/a_%j: %j is"),
     ],
@@ -192,3 +195,8 @@ def test_an_identity_agent_paramiko_can_ask_is_not_refused(
     _check(tmp_path, _target(tmp_path), f"Host *\n  IdentityAgent {agent}\n")
     target = sshconfig.resolve_targets(str(tmp_path / "config"), [HostSpec("n0", 1)])[0]
     assert target.use_agent is (agent != "none")  # IdentityAgent none: no agent asked
+
+
+def test_settings_at_ssh_defaults_are_not_refused(tmp_path: Path) -> None:
+    config = "Host *\n  CheckHostIP no\n  VerifyHostKeyDNS no\n  GSSAPIAuthentication no\n"
+    _check(tmp_path, _target(tmp_path), config)
