@@ -87,7 +87,7 @@ class IndexedSshConfig(SSHConfig):
 
     def parse(self, file_obj: Iterable[str]) -> None:
         """paramiko's parse, each SendEnv/SetEnv line under a numbered keyword of its own."""
-        super().parse(_numbered(file_obj))
+        super().parse(_for_paramiko(file_obj))
 
     def lookup(self, hostname: str) -> SSHConfigDict:
         """The options for ``hostname`` as paramiko's lookup gives them (ControlPath
@@ -123,12 +123,26 @@ class IndexedSshConfig(SSHConfig):
 _NUMBERED = re.compile(r"(sendenv|setenv)_(\d+)\Z")
 
 
-def _numbered(lines: Iterable[str]) -> Iterable[str]:
-    """The config's lines, ``SendEnv V`` as ``sendenv_N :V`` (``:`` keeps paramiko from
-    stripping quotes that open and close the value)."""
+def _for_paramiko(lines: Iterable[str]) -> Iterable[str]:
+    """The config's lines as paramiko's parser takes them: ``SendEnv V`` as
+    ``sendenv_N :V`` (``:`` keeps paramiko from stripping quotes that open and close
+    the value), and ``Match final all`` as ``Match final``."""
     for number, line in enumerate(lines):
         keyword, value = split_line(line)
-        yield f"{keyword}_{number:06d} :{value}" if keyword in ("sendenv", "setenv") else line
+        if keyword in ("sendenv", "setenv"):
+            yield f"{keyword}_{number:06d} :{value}"
+        elif keyword == "match" and _all_among_others(value):
+            yield "Match " + " ".join(word for word in value.split() if word.lower() != "all")
+        else:
+            yield line
+
+
+def _all_among_others(criteria: str) -> bool:
+    """``all`` next to other Match criteria (``final``, ``canonical``): ssh allows it there
+    and it adds nothing; paramiko refused the line ("Match does not allow 'all' mixed with
+    anything but 'canonical'"), and with it Fedora's and RHEL's system file."""
+    said = [word.lower() for word in criteria.split()]
+    return len(said) > 1 and "all" in said
 
 
 def _environment(found: SSHConfigDict, alias: str) -> SSHConfigDict:

@@ -31,11 +31,54 @@ DEBIAN = (
 )
 """Debian 12's /etc/ssh/ssh_config without its comments."""
 
+_ALGORITHMS = (
+    "ecdsa-sha2-nistp256,ecdsa-sha2-nistp256-cert-v01@openssh.com,ecdsa-sha2-nistp384,"
+    "ecdsa-sha2-nistp384-cert-v01@openssh.com,ecdsa-sha2-nistp521,"
+    "ecdsa-sha2-nistp521-cert-v01@openssh.com,sk-ecdsa-sha2-nistp256@openssh.com,"
+    "sk-ecdsa-sha2-nistp256-cert-v01@openssh.com,ssh-ed25519,ssh-ed25519-cert-v01@openssh.com,"
+    "sk-ssh-ed25519@openssh.com,sk-ssh-ed25519-cert-v01@openssh.com,rsa-sha2-256,"
+    "rsa-sha2-256-cert-v01@openssh.com,rsa-sha2-512,rsa-sha2-512-cert-v01@openssh.com"
+)
+FEDORA = {
+    "ssh_config": "Include /etc/ssh/ssh_config.d/*.conf\n",
+    "ssh_config.d/50-redhat.conf": (
+        "Match final all\n"
+        "    Include /etc/ssh/crypto-policies.config\n"
+        "    GSSAPIAuthentication yes\n"
+        "    ForwardX11Trusted yes\n"
+        "    SendEnv LANG LC_CTYPE LC_NUMERIC LC_TIME LC_COLLATE LC_MONETARY LC_MESSAGES\n"
+        "    SendEnv XMODIFIERS\n"
+    ),
+    # /etc/crypto-policies/back-ends/openssh.config (policy DEFAULT), moved under
+    # /etc/ssh: a mount namespace can only mount over what exists.
+    "crypto-policies.config": (
+        "Ciphers aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,aes256-ctr,"
+        "aes128-gcm@openssh.com,aes128-ctr\n"
+        "MACs hmac-sha2-256-etm@openssh.com,hmac-sha1-etm@openssh.com,"
+        "umac-128-etm@openssh.com,hmac-sha2-512-etm@openssh.com,hmac-sha2-256,hmac-sha1,"
+        "umac-128@openssh.com,hmac-sha2-512\n"
+        "GSSAPIKexAlgorithms gss-curve25519-sha256-,gss-nistp256-sha256-,"
+        "gss-group14-sha256-,gss-group16-sha512-\n"
+        "KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256,"
+        "ecdh-sha2-nistp384,ecdh-sha2-nistp521,diffie-hellman-group-exchange-sha256,"
+        "diffie-hellman-group14-sha256,diffie-hellman-group16-sha512,"
+        "diffie-hellman-group18-sha512\n"
+        f"HostKeyAlgorithms {_ALGORITHMS}\n"
+        f"PubkeyAcceptedAlgorithms {_ALGORITHMS}\n"
+        "CASignatureAlgorithms ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,ecdsa-sha2-nistp521,"
+        "sk-ecdsa-sha2-nistp256@openssh.com,ssh-ed25519,sk-ssh-ed25519@openssh.com,"
+        "rsa-sha2-256,rsa-sha2-512\n"
+        "RequiredRSASize 2048\n"
+    ),
+}
+"""Fedora's and RHEL 9's system files (their shape; what matters, verbatim)."""
 
-def _debian_with(cluster: LoopbackCluster, tmp_path: Path) -> list[str]:
-    """Debian's system config, the cluster's hosts in ssh_config.d, no user config."""
+
+def _system_with(cluster: LoopbackCluster, tmp_path: Path, system: str = "debian") -> list[str]:
+    """A distribution's system config, the cluster's hosts in ssh_config.d, no user config."""
     cluster_conf = {"ssh_config.d/50-cluster.conf": cluster.ssh_config.read_text()}
-    return mountns.ssh_dirs(tmp_path, {"ssh_config": DEBIAN, **cluster_conf}, {})
+    files = {"ssh_config": DEBIAN} if system == "debian" else FEDORA
+    return mountns.ssh_dirs(tmp_path, {**files, **cluster_conf}, {})
 
 
 def _by_ssh(prefix: list[str], *argv: str) -> subprocess.CompletedProcess[str]:
@@ -43,13 +86,18 @@ def _by_ssh(prefix: list[str], *argv: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("client", ["paramiko", "openssh"])
+@pytest.mark.parametrize("system", ["debian", "fedora"])
 def test_hosts_defined_in_the_system_config_are_reached(
-    sim_cluster_factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str
+    sim_cluster_factory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    system: str,
+    client: str,
 ) -> None:
     """Also through ``--sync``: rsync's ssh gets no ``-F`` and reads the same files."""
     monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path}/no-ticket")
     cluster = sim_cluster_factory(2)
-    prefix = _debian_with(cluster, tmp_path)
+    prefix = _system_with(cluster, tmp_path, system)
     by_ssh = _by_ssh(prefix, "node0", "echo", "hi")
     assert by_ssh.returncode == 0 and by_ssh.stdout == "hi\n", by_ssh.stderr  # ground truth
     project = tmp_path / "project"
@@ -74,7 +122,7 @@ def test_a_held_ticket_refuses_the_paramiko_client_only(
     (and the OpenSSH client) log in with keys, and the paramiko client refuses, naming
     the system file's line, before anything is contacted."""
     cluster = sim_cluster_factory(1)
-    prefix = _debian_with(cluster, tmp_path)
+    prefix = _system_with(cluster, tmp_path)
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
     with kdc.realm(tmp_path / "kdc") as realm:
         realm.kinit()

@@ -47,6 +47,14 @@ CASES = {
         {"config": "Include more.conf\n", "more.conf": "Host n0\n  Port 2204\n"},
         {"ssh_config": "Host *\n  Port 2205\n  HostName 10.4.4.4\n"},
     ),
+    "Fedora's Match final all": (
+        {"config": "Host n0\n  Port 2211\n"},
+        {
+            "ssh_config": "Include ssh_config.d/*.conf\nHost *\n  User later\n",
+            "ssh_config.d/50-redhat.conf": "Match final all\n  Include crypto.conf\n",
+            "crypto.conf": "User fin\n  Port 2210\n  HostName 10.6.6.6\n",
+        },
+    ),
     "no files at all": ({}, {}),
 }
 
