@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import paramiko
 
-from clusterlaunch.transport import sshoffer
+from clusterlaunch.transport import sshauth
 from clusterlaunch.transport.sshtokens import ssh_home
 
 if TYPE_CHECKING:
@@ -59,11 +59,14 @@ class IdentityFiles:
         self._lock = threading.Lock()
         self._found: dict[tuple[str, Any, Any], paramiko.PKey | paramiko.SSHException] = {}
 
-    def client(self, accepted: tuple[str, ...] | None = None) -> paramiko.SSHClient:
-        """A paramiko client that takes its identity files' keys from here, and logs in
-        only with keys whose type ``accepted`` holds (``PubkeyAcceptedAlgorithms``:
-        ssh neither offers the others, from a file or from the agent)."""
-        return _Client(self, accepted)
+    def client(
+        self, accepted: tuple[str, ...] | None = None, identities_only: bool = False
+    ) -> paramiko.SSHClient:
+        """A paramiko client that takes its identity files' keys from here and offers
+        keys as ssh does (:mod:`clusterlaunch.transport.sshauth`): only those whose type
+        ``accepted`` holds (``PubkeyAcceptedAlgorithms``), with ``IdentitiesOnly`` only
+        the agent's keys that a configured file names."""
+        return _Client(self, accepted, identities_only)
 
     def key(self, filename: str, klass: Any, passphrase: Any, read: _Read) -> paramiko.PKey:
         """The key ``read(filename, klass, passphrase)`` gave the first time it was asked."""
@@ -82,51 +85,49 @@ class IdentityFiles:
 
 
 class _Client(paramiko.SSHClient):
-    def __init__(self, identities: IdentityFiles, accepted: tuple[str, ...] | None) -> None:
+    def __init__(
+        self, identities: IdentityFiles, accepted: tuple[str, ...] | None, identities_only: bool
+    ) -> None:
         super().__init__()
         self._identities = identities
         self._accepted = accepted
-        if accepted is not None:
-            self._agent = _AcceptedAgentKeys(accepted)  # paramiko's _auth asks it, if allowed
+        self._identities_only = identities_only
 
-    def _auth(self, *args: Any, **kwargs: Any) -> None:
-        # paramiko says "No authentication methods available" when it had no key to
-        # try: an authentication failure (and reported as one), not a network error.
-        try:
-            super()._auth(*args, **kwargs)  # type: ignore[misc]
-        except paramiko.AuthenticationException:
-            raise
-        except paramiko.SSHException as exc:
-            if str(exc) != "No authentication methods available":
-                raise
-            which = " of a type PubkeyAcceptedAlgorithms accepts" if self._accepted else ""
-            raise paramiko.AuthenticationException(
-                f"no key{which} to offer (IdentityFile, else ssh's default files; the agent)"
-            ) from None
+    def _auth(
+        self,
+        username: str,
+        password: Any,
+        pkey: Any,
+        key_filenames: list[str] | None,
+        allow_agent: bool,
+        *rest: Any,
+    ) -> None:
+        """ssh's order and choice of keys (:mod:`clusterlaunch.transport.sshauth`), in
+        place of paramiko's (its files, then its agent, then ``~/.ssh``: not ssh's)."""
+        files = list(key_filenames or [])
+        agent_keys: list[paramiko.PKey] = []
+        if allow_agent:
+            # None running: no keys. paramiko's close() closes it (as its own _auth's).
+            self._agent = agent = paramiko.Agent()
+            agent_keys = list(agent.get_keys())
+        # Read only where the agent has keys to match them with (per host: not free).
+        blobs = {name: sshauth.public_blob(name, self._load) for name in files if agent_keys}
+        candidates = sshauth.ordered(agent_keys, files, blobs, self._identities_only)
+        transport = self.get_transport()
+        assert transport is not None  # connect() calls _auth on its transport
+        sshauth.authenticate(transport, username, candidates, self._load, self._accepted)
+
+    def _load(self, filename: str) -> paramiko.PKey:
+        """An identity file's key, as paramiko reads one: each key type in turn."""
+        failure = paramiko.SSHException(f"{filename}: not a key paramiko reads")
+        for klass in (paramiko.RSAKey, paramiko.ECDSAKey, paramiko.Ed25519Key):
+            try:
+                return self._key_from_filepath(filename, klass, None)
+            except paramiko.SSHException as exc:
+                failure = exc
+        raise failure
 
     def _key_from_filepath(self, filename: str, klass: Any, password: Any) -> paramiko.PKey:
         # paramiko's own step, since 2.x: one identity file (and its -cert.pub) as one type.
         read = super()._key_from_filepath  # type: ignore[misc]
-        key = self._identities.key(filename, klass, password, read)
-        if not sshoffer.key_accepted(self._accepted, key):  # paramiko goes on to the next
-            kind = key.get_name()  # an authentication failure, if nothing else logs in
-            why = f"{filename}: ssh offers no {kind} key (PubkeyAcceptedAlgorithms)"
-            raise paramiko.AuthenticationException(why)
-        return key
-
-
-class _AcceptedAgentKeys:
-    """The agent's keys of accepted types (paramiko's Agent, opened when first asked)."""
-
-    def __init__(self, accepted: tuple[str, ...]) -> None:
-        self._accepted = accepted
-        self._agent: paramiko.Agent | None = None
-
-    def get_keys(self) -> tuple[paramiko.AgentKey, ...]:
-        self._agent = self._agent or paramiko.Agent()
-        keys = self._agent.get_keys()
-        return tuple(key for key in keys if sshoffer.key_accepted(self._accepted, key))
-
-    def close(self) -> None:
-        if self._agent is not None:
-            self._agent.close()
+        return self._identities.key(filename, klass, password, read)

@@ -148,7 +148,7 @@ def _try_client(
     identities: IdentityFiles,
     sock: sshsocket.TunnelSocket | paramiko.ProxyCommand | socket.socket | None,
 ) -> paramiko.SSHClient:
-    client = identities.client(sshoffer.accepted_pubkeys(target))
+    client = identities.client(sshoffer.accepted_pubkeys(target), target.identities_only)
     # paramiko has no public setter for the read-only ("system") key set; the
     # attribute has been there since paramiko 1.x. Shared: parsed once per run.
     client._system_host_keys = known_hosts.keys_for(target)  # type: ignore[attr-defined]
@@ -172,7 +172,7 @@ def _try_client(
             # paramiko accepts a list here; its type stubs say str only.
             key_filename=identity_files(target) or None,  # type: ignore[arg-type]
             look_for_keys=False,  # its search is not ssh's (identities.identity_files)
-            allow_agent=target.use_agent and not target.identities_only,
+            allow_agent=target.use_agent,  # IdentitiesOnly: only configured keys (sshauth)
             timeout=timeout,
             banner_timeout=timeout,
             auth_timeout=timeout,

@@ -8,7 +8,8 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +135,19 @@ def _env() -> dict[str, str]:
     env.pop("NO_COLOR", None)
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+@contextmanager
+def ssh_agent(sock: Path) -> Iterator[Path]:
+    """A running ssh-agent of the caller's own at ``sock`` (stopped by its PID)."""
+    process = subprocess.Popen(
+        ["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        yield sock
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

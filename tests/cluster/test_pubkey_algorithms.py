@@ -11,14 +11,13 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from clusterlaunch.testing import LoopbackCluster
-from tests.cluster.support import run_cli, write_hosts
+from tests.cluster.support import run_cli, ssh_agent, write_hosts
 
 pytestmark = [pytest.mark.cluster]
 
@@ -35,20 +34,9 @@ def _config(cluster: LoopbackCluster, tmp_path: Path, extra: str, agent: bool) -
 
 @pytest.fixture
 def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A running ssh-agent of the test's own (stopped by its PID), named by SSH_AUTH_SOCK."""
-    sock = tmp_path / "agent.sock"
-    process = subprocess.Popen(
-        ["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL, start_new_session=True
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while not sock.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
+    with ssh_agent(tmp_path / "agent.sock") as sock:
         monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
         yield sock
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 @pytest.mark.parametrize("client", ["paramiko", "openssh"])
