@@ -31,7 +31,7 @@ from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
 from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHException
 from clusterlaunch.transport.sshinclude import ConfigLine, flatten, may_include, read_text, words
 from clusterlaunch.transport.sshlookup import IndexedSshConfig
-from clusterlaunch.transport.sshtokens import Connection, ssh_path, tilde
+from clusterlaunch.transport.sshtokens import Connection, ssh_command, ssh_path, tilde
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
 DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
@@ -205,14 +205,14 @@ def target_from(found: Mapping[str, Any], spec: HostSpec) -> SshTarget:
         global_known_hosts_files=global_known_hosts_files(found),
         hash_known_hosts=str(found.get("hashknownhosts", "no")).lower() == "yes",
         proxy_jump=jump,
-        proxy_command=_none_is_none(found.get("proxycommand")),
+        proxy_command=_proxy_command(found.get("proxycommand"), connection),
         connect_timeout=_config_number(
             found, spec.host, "connecttimeout", None, limits.CONNECT_TIMEOUT
         ),
         host_key_checking=_none_is_none(found.get("stricthostkeychecking")),
         algorithms=sshalgorithms.configured(found),
         send_env=tuple(found.get("sendenv", ())),
-        set_env=tuple(_pair(word) for word in found.get("setenv", ())),
+        set_env=tuple((w.partition("=")[0], w.partition("=")[2]) for w in found.get("setenv", ())),
     )
 
 
@@ -279,9 +279,12 @@ def global_known_hosts_files(found: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(tilde(name) for name in value.split()) if value else GLOBAL_KNOWN_HOSTS
 
 
-def _pair(word: str) -> tuple[str, str]:
-    name, _, value = word.partition("=")
-    return name, value
+def _proxy_command(value: str | None, connection: Connection) -> str | None:
+    """``ProxyCommand`` with its tokens expanded as ssh expands them (sshtokens.ssh_command)."""
+    command, why = ssh_command(_none_is_none(value) or "", connection)
+    if why is not None:
+        raise UsageError(f"SSH config, host {connection.alias}: ProxyCommand {command}: {why}")
+    return command or None
 
 
 def _none_is_none(value: str | None) -> str | None:

@@ -58,9 +58,10 @@ class _Blocks(SSHConfig):
         # 64 DNS look-ups before anything was contacted. Without "%" only "~" can expand.
         # ControlPath is never used (ssh gets clusterlaunch's own; paramiko multiplexes
         # nothing), and its usual tokens (%C, %r@%h:%p) cost a DNS look-up per host.
-        # IdentityFile is expanded as ssh does it, with the hosts file's user and port
-        # (sshtokens): paramiko's expansion named other files than ssh's.
-        if key in ("controlpath", "identityfile"):
+        # IdentityFile and ProxyCommand are expanded as ssh does it, with the hosts file's
+        # user and port (sshtokens): paramiko's expansion named other files than ssh's,
+        # and gave ProxyCommand the config's port and user, and %n and %% as written.
+        if key in ("controlpath", "identityfile", "proxycommand"):
             return value
         if "%" in value:
             return super()._tokenize(config, target_hostname, key, value)  # type: ignore[misc]

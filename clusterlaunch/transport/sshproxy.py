@@ -1,4 +1,5 @@
-"""A ``ProxyCommand`` for paramiko whose end is noticed at once, with what it said.
+"""A ``ProxyCommand`` for paramiko, run as ssh runs it, whose end is noticed at once,
+with what it said.
 
 paramiko's own ``ProxyCommand.recv`` loops until it has every byte asked for,
 and on the closed pipe of an exited command ``os.read`` returns nothing
@@ -31,6 +32,20 @@ class ProxyProcess(paramiko.ProxyCommand):
     """
 
     last_read: float | None = None
+
+    def __init__(self, command_line: str) -> None:
+        # As ssh runs it (sshconnect.c ssh_proxy_connect): "exec COMMAND" by $SHELL -c.
+        # paramiko split it with shlex and ran no shell: a redirection ("2>/dev/null"),
+        # a pipe, "$VAR" or "~" in it reached the program as an argument.
+        self.cmd = [os.environ.get("SHELL") or "/bin/sh", "-c", "exec " + command_line]
+        self.process = subprocess.Popen(
+            self.cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            bufsize=0,
+        )
+        self.timeout: float | None = None
 
     def recv(self, size: int) -> bytes:
         stdout = self.process.stdout

@@ -83,6 +83,25 @@ def ssh_path(value: str, connection: Connection) -> tuple[str, str | None]:
     return "".join(expanded), None
 
 
+COMMAND_TOKENS = "hnpr"
+"""The tokens ssh_config(5) lists for ProxyCommand, besides ``%%``. No ``~`` and no
+``${VAR}``: ssh hands the command to a shell, which expands those."""
+
+
+def ssh_command(value: str, connection: Connection) -> tuple[str, str | None]:
+    """A ``ProxyCommand`` as ssh expands it (``ssh -p 2222 -l bob`` ran ``%p=2222 %r=bob
+    %h=mixed.host %n=n0 %%=%``, OpenSSH 9.2), and None; or as written and why not."""
+    parts: list[str] = []
+    index = 0
+    while (found := value.find("%", index)) >= 0:
+        token = value[found + 1 : found + 2]
+        if token != "%" and (not token or token not in COMMAND_TOKENS):
+            return value, f"%{token} is no token of ProxyCommand (ssh refuses it)"
+        parts += [value[index:found], "%" if token == "%" else _FACTS[token](connection)]
+        index = found + 2
+    return "".join([*parts, value[index:]]), None
+
+
 def _token_value(token: str, connection: Connection) -> tuple[str, str | None]:
     """(value, None), or ("", why ssh's value cannot be known here)."""
     if token == "%":

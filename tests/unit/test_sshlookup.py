@@ -54,12 +54,16 @@ def test_lookup_equals_paramiko(name: str) -> None:
 
 
 def _paramiko_lookup(text: str, name: str) -> dict[str, object]:
-    """paramiko's lookup, IdentityFile left as written (sshtokens expands it as ssh does)."""
+    """paramiko's lookup, IdentityFile and ProxyCommand left as written (sshtokens expands
+    them as ssh does: paramiko made ``ssh -W %h:%p ~/jump`` with ``HostName ~literal`` into
+    ``ssh -W /rootliteral:22 /root/jump``)."""
     tokenize = paramiko.SSHConfig._tokenize
 
     def as_written(config: paramiko.SSHConfig, *args: str) -> str:
         key, value = args[-2:]
-        return value if key == "identityfile" else tokenize(config, *args)  # type: ignore[arg-type]
+        if key in ("identityfile", "proxycommand"):
+            return value
+        return tokenize(config, *args)  # type: ignore[arg-type]
 
     with mock.patch.object(paramiko.SSHConfig, "_tokenize", as_written):
         return dict(paramiko.SSHConfig.from_text(text).lookup(name))

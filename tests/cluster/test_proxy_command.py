@@ -1,0 +1,36 @@
+"""ProxyCommand as ssh runs it, for both SSH clients, against real sshd: its ``%p`` and
+``%r`` are the hosts file's ``port:`` and ``user:`` (ssh's ``-p``/``-l``), and the
+command is shell code (``$SHELL -c "exec ..."``), so a redirection works. The paramiko
+client took the config's Port and split the command itself, running no shell."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.support import run_cli, write_hosts
+
+pytestmark = [pytest.mark.cluster]
+
+
+@pytest.mark.parametrize("client", ["paramiko", "openssh"])
+def test_a_proxy_command_reaches_the_hosts_file_port_through_a_shell(
+    sim_cluster_factory, tmp_path: Path, client: str
+) -> None:
+    cluster = sim_cluster_factory(2)
+    node1 = cluster.host("node1")
+    config = tmp_path / "ssh_config"
+    proxy = f"ssh -F {cluster.ssh_config} -W %h:%p node0 2>/dev/null"
+    config.write_text(
+        f"Host node1\n    Port 1\n    ProxyCommand {proxy}\n" + cluster.ssh_config.read_text()
+    )
+    ssh = ["ssh", "-F", str(config), "-p", str(node1.port), "node1", "echo", "hi"]
+    by_ssh = subprocess.run(ssh, capture_output=True, text=True, timeout=60)
+    assert by_ssh.returncode == 0 and by_ssh.stdout == "hi\n", by_ssh.stderr  # ground truth
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node1", 1, {"port": node1.port})])
+    args = ("--ssh-client", client, "--ssh-config", str(config), str(hosts), "--", "echo", "hi")
+    result = run_cli("exec", None, *args, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout == "[node1] hi\n"
