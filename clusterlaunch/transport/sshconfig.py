@@ -134,7 +134,8 @@ def read_ssh_config(path: str | None, system: str = SYSTEM_SSH_CONFIG) -> Loaded
     files = [(name, is_system) for name, is_system in files if os.path.exists(name)]
     if not files:
         return LoadedConfig(path, SSHConfig())
-    texts = [read_text(name) for name, _ in files]
+    # ssh checks who may write ~/.ssh/config, not an -F file nor the system one.
+    texts = [read_text(name, checked=path is None and not is_system) for name, is_system in files]
     lines = None
     if len(files) > 1 or may_include(texts[0]):
         lines = tuple(_flattened(files))

@@ -64,13 +64,32 @@ def split_line(text: str) -> tuple[str, str]:
     return keyword, value
 
 
-def read_text(path: str) -> str:
-    """The text of one config file (UsageError naming it when it cannot be read)."""
+def read_text(path: str, checked: bool = False) -> str:
+    """The text of one config file (UsageError naming it when it cannot be read);
+    ``checked``: refused if another user may write it (:func:`check_owner`)."""
+    if checked:
+        check_owner(path)
     try:
         with open(path, encoding="utf-8") as handle:
             return handle.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot read the SSH config: {exc}") from None
+
+
+def check_owner(path: str) -> None:
+    """Refuse a config another user could write, as ssh does for ``~/.ssh/config`` and for
+    every included file (readconf.c ``SSHCONF_CHECKPERM``: owned by root or the user,
+    writable by neither group nor others; ``ssh -G``: "Bad owner or permissions on ...").
+    Such a file could give this user's connections another user's ProxyCommand."""
+    try:
+        found = os.stat(path)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the SSH config: {exc}") from None
+    if found.st_uid not in (0, os.getuid()) or found.st_mode & 0o022:
+        raise UsageError(
+            f"{path}: bad owner or permissions: others may write it, and ssh refuses it; "
+            f"make it yours and chmod go-w {path}"
+        )
 
 
 def may_include(text: str) -> bool:
@@ -102,7 +121,7 @@ class _Flattener:
 
     def read(self, path: str, outer: tuple[str, ...], depth: int) -> list[ConfigLine]:
         """Append ``path``'s lines under the condition ``outer`` (Match criteria, or none)."""
-        texts = read_text(path).splitlines()
+        texts = read_text(path, checked=depth > 0).splitlines()  # ssh checks included files
         header: ConfigLine | None = None  # the block the next lines belong to
         for lineno, text in enumerate(texts, start=1):
             keyword, value = split_line(text)

@@ -70,6 +70,21 @@ def run_cli(
     )
 
 
+def exec_echo_hi(
+    client: str,
+    hosts: Path,
+    *options: str,
+    config: Path | None = None,
+    cluster: LoopbackCluster | None = None,
+    prefix: Sequence[str] = (),
+) -> subprocess.CompletedProcess[str]:
+    """``clusterlaunch exec --ssh-client CLIENT [OPTIONS] [--ssh-config CONFIG] HOSTS --
+    echo hi``: how the SSH tests see a client reach the hosts as ``ssh`` did."""
+    own = ("--ssh-config", str(config)) if config is not None else ()
+    args = ("--ssh-client", client, *options, *own, str(hosts), "--", "echo", "hi")
+    return run_cli("exec", cluster, *args, timeout=120, prefix=prefix)
+
+
 def run_cli_bytes(
     command: str,
     cluster: LoopbackCluster | None,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.testing import LoopbackCluster
-from tests.cluster.support import recorded_key, run_cli, write_hosts
+from tests.cluster.support import exec_echo_hi, recorded_key, write_hosts
 
 pytestmark = [pytest.mark.cluster]
 
@@ -55,8 +55,7 @@ def test_a_host_known_from_the_configured_global_file_is_known(
     by_ssh = subprocess.run(ssh, capture_output=True, text=True, timeout=60)
     assert by_ssh.returncode == 0, by_ssh.stderr  # ssh itself: the ground truth
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
-    args = ("--ssh-client", client, "--ssh-config", str(config), str(hosts), "--", "echo", "hi")
-    result = run_cli("exec", None, *args, timeout=120)
+    result = exec_echo_hi(client, hosts, config=config)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[node0] hi"
     assert (tmp_path / "user_known_hosts").read_text() == ""  # known: nothing recorded
@@ -75,8 +74,7 @@ def test_another_key_in_the_global_file_is_a_changed_key(
     assert by_ssh.returncode == 255 and "HOST IDENTIFICATION HAS CHANGED" in by_ssh.stderr
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
     policy = ("--host-key-policy", "accept-new")
-    args = ("--ssh-client", client, *policy, "--ssh-config", str(config), str(hosts))
-    result = run_cli("exec", None, *args, "--", "echo", "hi", timeout=120)
+    result = exec_echo_hi(client, hosts, *policy, config=config)
     assert result.returncode == 2, result.stderr[-2000:]
     assert "HOST KEY CHANGED" in result.stderr and result.stdout == ""
     assert (tmp_path / "user_known_hosts").read_text() == ""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.support import run_cli, write_hosts
+from tests.cluster.support import exec_echo_hi, write_hosts
 
 pytestmark = [pytest.mark.cluster]
 
@@ -30,7 +30,6 @@ def test_a_proxy_command_reaches_the_hosts_file_port_through_a_shell(
     by_ssh = subprocess.run(ssh, capture_output=True, text=True, timeout=60)
     assert by_ssh.returncode == 0 and by_ssh.stdout == "hi\n", by_ssh.stderr  # ground truth
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node1", 1, {"port": node1.port})])
-    args = ("--ssh-client", client, "--ssh-config", str(config), str(hosts), "--", "echo", "hi")
-    result = run_cli("exec", None, *args, timeout=120)
+    result = exec_echo_hi(client, hosts, config=config)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout == "[node1] hi\n"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.testing import LoopbackCluster
-from tests.cluster.support import run_cli, ssh_agent, write_hosts
+from tests.cluster.support import exec_echo_hi, ssh_agent, write_hosts
 
 pytestmark = [pytest.mark.cluster]
 
@@ -64,8 +64,7 @@ def test_only_accepted_key_types_log_in(
     by_ssh = subprocess.run(ssh, capture_output=True, text=True, timeout=60, env=os.environ)
     assert (by_ssh.returncode == 0) == logs_in, by_ssh.stderr  # the ground truth
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
-    args = ("--ssh-client", client, "--ssh-config", str(config), str(hosts), "--", "echo", "hi")
-    result = run_cli("exec", None, *args, timeout=120)
+    result = exec_echo_hi(client, hosts, config=config)
     if logs_in:
         assert result.returncode == 0, result.stderr[-2000:]
         assert result.stdout == "[node0] hi\n"
@@ -90,7 +89,6 @@ def test_an_identity_file_that_is_not_there_is_skipped(
     by_ssh = subprocess.run(["ssh", "-F", str(config), "node0", "true"], capture_output=True)
     assert by_ssh.returncode == 0, by_ssh.stderr
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
-    args = ("--ssh-client", client, "--ssh-config", str(config), str(hosts), "--", "echo", "hi")
-    result = run_cli("exec", None, *args, timeout=120)
+    result = exec_echo_hi(client, hosts, config=config)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout == "[node0] hi\n"

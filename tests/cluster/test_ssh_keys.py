@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.testing import SshVariantCluster
-from tests.cluster.support import run_cli, ssh_agent, write_hosts
+from tests.cluster.support import exec_echo_hi, ssh_agent, write_hosts
 
 pytestmark = [pytest.mark.cluster]
 
@@ -63,8 +63,7 @@ def _log_size(cluster: SshVariantCluster) -> int:
 
 def _exec(config: Path, tmp_path: Path, client: str) -> subprocess.CompletedProcess[str]:
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
-    args = ("--ssh-client", client, "--ssh-config", str(config), str(hosts), "--", "echo", "hi")
-    return run_cli("exec", None, *args, timeout=120)
+    return exec_echo_hi(client, hosts, config=config)
 
 
 @pytest.mark.parametrize("client", ["paramiko", "openssh"])

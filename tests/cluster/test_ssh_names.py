@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.testing import LoopbackCluster
-from tests.cluster.support import recorded_key, run_cli, write_hosts
+from tests.cluster.support import exec_echo_hi, recorded_key, write_hosts
 
 pytestmark = [pytest.mark.cluster]
 
@@ -58,8 +58,7 @@ def test_a_mixed_case_host_name_uses_the_key_ssh_recorded(
     recorded = known.read_text()
     assert recorded.startswith(f"[mixed.example]:{cluster.host('node0').port} "), recorded
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
-    args = ("--ssh-client", client, "--ssh-config", str(config), str(hosts), "--", "echo", "hi")
-    result = run_cli("exec", None, *args, timeout=120)  # the config says strict: yes
+    result = exec_echo_hi(client, hosts, config=config)  # the config says strict: yes
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[node0] hi"
     assert known.read_text() == recorded  # nothing recorded a second time
@@ -85,8 +84,7 @@ def test_a_known_hosts_file_named_by_tokens_is_the_one_ssh_reads(
     )
     assert by_ssh.returncode == 0, by_ssh.stderr  # ssh itself: the ground truth
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
-    args = ("--ssh-client", client, "--ssh-config", str(config), str(hosts), "--", "echo", "hi")
-    result = run_cli("exec", None, *args, timeout=120)
+    result = exec_echo_hi(client, hosts, config=config)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[node0] hi"
 
@@ -108,8 +106,7 @@ def test_a_host_known_under_a_pattern_line_is_known(
     by_ssh = subprocess.run(ssh, capture_output=True, text=True, timeout=60)
     assert by_ssh.returncode == 0, by_ssh.stderr
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
-    args = ("--ssh-client", client, str(hosts), "--", "echo", "hi")
-    result = run_cli("exec", cluster, *args, timeout=120)
+    result = exec_echo_hi(client, hosts, cluster=cluster)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[node0] hi"
     assert cluster.known_hosts.read_text() == known  # nothing recorded beside it
@@ -128,8 +125,7 @@ def test_another_key_under_a_pattern_line_is_a_changed_key(
     assert by_ssh.returncode == 255 and "HOST IDENTIFICATION HAS CHANGED" in by_ssh.stderr
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
     policy = ("--host-key-policy", "accept-new")
-    args = ("--ssh-client", client, *policy, str(hosts), "--", "echo", "hi")
-    result = run_cli("exec", cluster, *args, timeout=120)
+    result = exec_echo_hi(client, hosts, *policy, cluster=cluster)
     assert result.returncode == 2, result.stderr[-2000:]
     assert "HOST KEY CHANGED" in result.stderr and result.stdout == ""
     assert f" in {cluster.known_hosts}:1, offered " in result.stderr  # the line, as ssh says
@@ -150,7 +146,7 @@ def test_a_host_s_key_below_an_older_line_for_it_is_its_key(
     by_ssh = subprocess.run(ssh, capture_output=True, text=True, timeout=60)
     assert by_ssh.returncode == 0, by_ssh.stderr
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
-    result = run_cli("exec", cluster, "--ssh-client", client, str(hosts), "--", "echo", "hi")
+    result = exec_echo_hi(client, hosts, cluster=cluster)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[node0] hi"
     assert cluster.known_hosts.read_text() == known
@@ -179,8 +175,7 @@ def test_hash_known_hosts_records_a_hashed_name_that_ssh_then_knows(
     known.write_text("")
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
     policy = ("--host-key-policy", "accept-new")
-    args = ("--ssh-client", client, *policy, "--ssh-config", str(config), str(hosts))
-    result = run_cli("exec", None, *args, "--", "echo", "hi", timeout=120)
+    result = exec_echo_hi(client, hosts, *policy, config=config)
     assert result.returncode == 0, result.stderr[-2000:]
     recorded = known.read_text()
     assert recorded.startswith("|1|") and name not in recorded, recorded

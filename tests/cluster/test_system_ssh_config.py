@@ -18,7 +18,7 @@ import pytest
 
 from clusterlaunch.testing import LoopbackCluster
 from tests import kdc, mountns
-from tests.cluster.support import run_cli, write_hosts
+from tests.cluster.support import exec_echo_hi, run_cli, write_hosts
 
 pytestmark = [
     pytest.mark.cluster,
@@ -129,8 +129,7 @@ def test_a_held_ticket_refuses_the_paramiko_client_only(
         for name in ("KRB5_CONFIG", "KRB5CCNAME"):
             monkeypatch.setenv(name, realm.env[name])
         tried = _by_ssh(prefix, "-v", "node0", "true")
-        args = ("--ssh-client", client, str(hosts), "--", "echo", "hi")
-        result = run_cli("exec", None, *args, prefix=prefix, timeout=120)
+        result = exec_echo_hi(client, hosts, prefix=prefix)
     assert tried.returncode == 0, tried.stderr
     assert "Authenticated to 127.0.0.11" in tried.stderr and 'using "publickey"' in tried.stderr
     if client == "openssh":
@@ -159,7 +158,6 @@ def test_ssh_config_flag_reads_that_file_alone(
     by_ssh = _by_ssh(prefix, "-F", str(cluster.ssh_config), "node0", "true")
     assert by_ssh.returncode == 0, by_ssh.stderr
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
-    args = ("--ssh-client", client, str(hosts), "--", "echo", "hi")
-    result = run_cli("exec", cluster, *args, prefix=prefix, timeout=120)
+    result = exec_echo_hi(client, hosts, cluster=cluster, prefix=prefix)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout == "[node0] hi\n"

@@ -87,3 +87,41 @@ def test_ssh_config_flag_reads_that_file_alone(tmp_path: Path) -> None:
     prefix = mountns.ssh_dirs(tmp_path, system, {"config": "Host *\n  User mine\n"})
     by_ssh, ours = _resolved(prefix, "n0", str(own))
     assert ours == by_ssh == ["n0", 2206, by_ssh[2], None]  # neither file read
+
+
+@pytest.mark.parametrize(
+    ("writable", "flag", "refused"),
+    [
+        ("home/.ssh/config", False, True),  # ~/.ssh/config: checked
+        ("home/.ssh/more.conf", False, True),  # an included file: checked
+        ("etc_ssh/ssh_config", False, False),  # the system file: not
+        ("own_config", True, False),  # an -F file itself: not
+        ("home/.ssh/more.conf", True, True),  # a file it includes: checked
+    ],
+)
+def test_a_config_others_may_write_is_refused_where_ssh_refuses_it(
+    tmp_path: Path, writable: str, flag: bool, refused: bool
+) -> None:
+    user = {"config": "Include more.conf\n", "more.conf": "Host n0\n  Port 2207\n"}
+    prefix = mountns.ssh_dirs(tmp_path, {"ssh_config": "Host *\n  User sys\n"}, user)
+    own = tmp_path / "own_config"
+    own.write_text("Include more.conf\n")
+    (tmp_path / writable).chmod(0o666)
+    config = ["-F", str(own)] if flag else []
+    by_ssh = subprocess.run([*prefix, "ssh", "-G", *config, "n0"], capture_output=True, text=True)
+    assert (by_ssh.returncode != 0) == refused, by_ssh.stderr  # the ground truth
+    assert ("Bad owner or permissions" in by_ssh.stderr) == refused
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("hosts:\n  - host: n0\n    gpus: 1\n")
+    flags = ["--ssh-config", str(own)] if flag else []
+    cli = [sys.executable, "-m", "clusterlaunch", "run", "--dry-run", *flags, str(hosts), "x.py"]
+    ours = subprocess.run([*prefix, *cli], capture_output=True, text=True, timeout=60)
+    if refused:
+        assert ours.returncode == 2 and ours.stdout == ""
+        path = tmp_path / writable
+        assert ours.stderr == (
+            f"clusterlaunch: error: {path}: bad owner or permissions: others may write it, "
+            f"and ssh refuses it; make it yours and chmod go-w {path}\n"
+        )
+    else:
+        assert ours.returncode == 0, ours.stderr
