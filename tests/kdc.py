@@ -9,6 +9,7 @@ by its PID at the end.
 from __future__ import annotations
 
 import os
+import pwd
 import socket
 import subprocess
 import time
@@ -20,7 +21,8 @@ from pathlib import Path
 from tests.programs import why_missing
 
 REALM = "TEST.LOCAL"
-USER = "alice"
+USER = pwd.getpwuid(os.getuid()).pw_name
+"""The realm's user: the local one, whom sshd lets a ticket of that name log in as."""
 _PASSWORD = "userpw"
 
 
@@ -52,15 +54,21 @@ class Realm:
     def kdestroy(self) -> None:
         subprocess.run(["kdestroy"], env=self.env, capture_output=True, timeout=30)
 
+    def host_keytab(self, host: str, keytab: Path) -> None:
+        """A service key for ``host/HOST`` (what ssh asks a ticket for), in ``keytab``."""
+        for query in (f"addprinc -randkey host/{host}", f"ktadd -k {keytab} host/{host}"):
+            add = ["kadmin.local", "-q", query]
+            subprocess.run(add, env=self.env, capture_output=True, check=True, timeout=60)
+
 
 @contextmanager
 def realm(directory: Path) -> Iterator[Realm]:
-    """A running KDC with user ``alice`` (no ticket yet: :meth:`Realm.kinit`)."""
+    """A running KDC with the local user as its user (no ticket yet: :meth:`Realm.kinit`)."""
     directory.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     (directory / "krb5.conf").write_text(
         f"[libdefaults]\n default_realm = {REALM}\n dns_lookup_kdc = false\n"
-        f" dns_lookup_realm = false\n rdns = false\n"
+        f" dns_lookup_realm = false\n rdns = false\n dns_canonicalize_hostname = false\n"
         f"[realms]\n {REALM} = {{\n  kdc = 127.0.0.1:{port}\n }}\n"
     )
     (directory / "kdc.conf").write_text(

@@ -20,6 +20,8 @@
   connection agreed on (:meth:`ciphers_used`).
 * ``accept_env``: sshd's ``AcceptEnv`` (Debian's sshd has ``LANG LC_*``): the
   variables a client's ``SendEnv``/``SetEnv`` may set in a session.
+* ``gssapi``: sshd takes Kerberos logins (``GSSAPIAuthentication``), with the
+  keytab ``KRB5_KTNAME`` names when it starts (tests/kdc.py makes one).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class SshVariantCluster(LoopbackCluster):
         ciphers: str | None = None,
         log_ciphers: bool = False,
         accept_env: str | None = None,
+        gssapi: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(n_hosts, base_dir, **kwargs)
@@ -64,6 +67,7 @@ class SshVariantCluster(LoopbackCluster):
         self.ciphers = ciphers
         self.log_ciphers = log_ciphers
         self.accept_env = accept_env  # sshd's AcceptEnv patterns
+        self.gssapi = gssapi
         self.host_ca_key = self.base_dir / "host_ca"
         self.user_ca_key = self.base_dir / "user_ca"
         self.include_dir = self.base_dir / "ssh_config.d"
@@ -84,6 +88,9 @@ class SshVariantCluster(LoopbackCluster):
             self._edit_sshd(lambda text: text + "LogLevel DEBUG1\n")
         if self.accept_env:
             self._edit_sshd(lambda text: text + f"AcceptEnv {self.accept_env}\n")
+        if self.gssapi:  # any key of the keytab (KRB5_KTNAME when started), not the host's
+            gss = "GSSAPIAuthentication yes\nGSSAPIStrictAcceptorCheck no\n"
+            self._edit_sshd(lambda text: text + gss)
         if self.host_ca:
             self._sign_hosts()
         if self.user_ca:
