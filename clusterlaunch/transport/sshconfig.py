@@ -18,23 +18,20 @@ from __future__ import annotations
 import fnmatch
 import functools
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
-from typing import Any
 
-from clusterlaunch.core import limits, sshalgorithms
-from clusterlaunch.core.defaults import GLOBAL_KNOWN_HOSTS, SYSTEM_SSH_CONFIG
+from clusterlaunch.core.defaults import SYSTEM_SSH_CONFIG
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
+from clusterlaunch.transport import sshtarget
 from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHException
 from clusterlaunch.transport.sshinclude import ConfigLine, flatten, may_include, read_text, words
 from clusterlaunch.transport.sshlookup import IndexedSshConfig
-from clusterlaunch.transport.sshtokens import Connection, ssh_command, ssh_path, tilde
+from clusterlaunch.transport.sshtokens import tilde
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
-DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
 
 
 @dataclass(frozen=True)
@@ -183,38 +180,7 @@ def resolve_target(config: SSHConfig, spec: HostSpec) -> SshTarget:
     """
     if spec.host == LOCALHOST:
         return SshTarget(alias=LOCALHOST, hostname=LOCALHOST, port=0, user=spec.user)
-    return target_from(config.lookup(spec.host), spec)
-
-
-def target_from(found: Mapping[str, Any], spec: HostSpec) -> SshTarget:
-    """An SshTarget from resolved config options (paramiko's lookup, or ``ssh -G``)."""
-    hostname = found.get("hostname", spec.host)
-    port = spec.port or _config_number(found, spec.host, "port", 22, limits.SSH_PORT)
-    user = spec.user or found.get("user")
-    jump = _proxy_jump(found.get("proxyjump"))
-    connection = Connection(spec.host, hostname, port, user, found.get("hostkeyalias"), jump)
-    return SshTarget(
-        alias=spec.host,
-        hostname=hostname,
-        port=port,
-        user=user,
-        identity_files=tuple(identity_files(found, connection)),
-        identities_only=str(found.get("identitiesonly", "no")).lower() == "yes",
-        use_agent=str(found.get("identityagent", "")).lower() != "none",
-        address_family=str(found.get("addressfamily", "any")).lower(),
-        known_hosts_files=tuple(known_hosts_files(found, connection)),
-        global_known_hosts_files=global_known_hosts_files(found),
-        hash_known_hosts=str(found.get("hashknownhosts", "no")).lower() == "yes",
-        proxy_jump=jump,
-        proxy_command=_proxy_command(found.get("proxycommand"), connection),
-        connect_timeout=_config_number(
-            found, spec.host, "connecttimeout", None, limits.CONNECT_TIMEOUT
-        ),
-        host_key_checking=_none_is_none(found.get("stricthostkeychecking")),
-        algorithms=sshalgorithms.configured(found),
-        send_env=tuple(found.get("sendenv", ())),
-        set_env=tuple((w.partition("=")[0], w.partition("=")[2]) for w in found.get("setenv", ())),
-    )
+    return sshtarget.target_from(config.lookup(spec.host), spec)
 
 
 def resolve_targets(config_path: str | None, specs: Iterable[HostSpec]) -> list[SshTarget]:
@@ -240,60 +206,3 @@ def jump_host(loaded: LoadedConfig, jump: str) -> SshTarget:
     host, _, port = rest.partition(":")
     spec = HostSpec(host=host, gpus=1, user=user or None, port=int(port) if port else None)
     return resolve_in(loaded, [spec])[0]
-
-
-def _config_number(
-    found: Mapping[str, Any], alias: str, key: str, default: float | None, kind: limits.Number
-) -> Any:
-    """A number from the SSH config, in the range the command line allows (int("abc") was a
-    traceback, ConnectTimeout nan a hang)."""
-    text = found.get(key)
-    if text is None:
-        return default
-    try:
-        return kind(str(text).strip())
-    except UsageError:
-        raise UsageError(
-            f"SSH config, host {alias}: {key} {limits.shown(str(text))}: use {kind.allowed}"
-        ) from None
-
-
-def identity_files(found: Mapping[str, Any], connection: Connection) -> list[str]:
-    """The config's IdentityFile paths as ssh expands them (as written where it cannot)."""
-    return [ssh_path(value, connection)[0] for value in found.get("identityfile", [])]
-
-
-def known_hosts_files(found: Mapping[str, Any], connection: Connection) -> list[str]:
-    """The config's UserKnownHostsFile paths (several, space-separated) as ssh expands them."""
-    value = found.get("userknownhostsfile")
-    names = value.split() if value else list(DEFAULT_KNOWN_HOSTS)
-    return [str(Path(ssh_path(name, connection)[0])) for name in names]
-
-
-def global_known_hosts_files(found: Mapping[str, Any]) -> tuple[str, ...]:
-    """The config's GlobalKnownHostsFile paths, as ssh expands them: a leading ``~`` only.
-
-    ``ssh -vvv`` (OpenSSH 9.2) for ``GlobalKnownHostsFile ~/g /tmp/gk_%h``: "fopen
-    /root/g", "fopen /tmp/gk_%h" (no token is expanded there, unlike UserKnownHostsFile).
-    """
-    value = found.get("globalknownhostsfile")
-    return tuple(tilde(name) for name in value.split()) if value else GLOBAL_KNOWN_HOSTS
-
-
-def _proxy_command(value: str | None, connection: Connection) -> str | None:
-    """``ProxyCommand`` with its tokens expanded as ssh expands them (sshtokens.ssh_command)."""
-    command, why = ssh_command(_none_is_none(value) or "", connection)
-    if why is not None:
-        raise UsageError(f"SSH config, host {connection.alias}: ProxyCommand {command}: {why}")
-    return command or None
-
-
-def _none_is_none(value: str | None) -> str | None:
-    return None if value is None or value.lower() == "none" else value
-
-
-def _proxy_jump(value: str | None) -> str | None:
-    if not value or value.lower() == "none":
-        return None
-    # Several comma-separated hops are kept as written; the transport chains them.
-    return ",".join(hop.strip() for hop in value.split(","))

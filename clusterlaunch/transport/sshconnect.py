@@ -1,9 +1,8 @@
 """Open paramiko connections: ProxyJump (one shared connection per first hop), retries.
 
-Host keys are always checked: ``strict`` refuses unknown keys, ``accept-new``
-records an unknown key in the user's known_hosts file, and a *changed* key is
-refused under both. A handshake the server dropped (sshd's ``MaxStartups``
-throttling a burst, a reset) is retried with backoff, a bounded number of times.
+Host keys are always checked: ``strict`` refuses unknown keys, ``accept-new`` records an unknown
+one in known_hosts, and a *changed* key is refused under both. A handshake the server dropped
+(sshd's ``MaxStartups``, a reset) is retried with backoff, a bounded number of times.
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ from clusterlaunch.transport import (
     sshoffer,
     sshproxy,
     sshsocket,
+    sshtarget,
 )
 from clusterlaunch.transport.identities import IdentityFiles, identity_files
 from clusterlaunch.transport.settings import SshSettings
@@ -156,7 +156,7 @@ def _try_client(
     if policy == "strict":
         client.set_missing_host_key_policy(hostkeys.StrictPolicy(origin))
     else:
-        files = target.known_hosts_files or (tilde(sshconfig.DEFAULT_KNOWN_HOSTS[0]),)
+        files = target.known_hosts_files or (tilde(sshtarget.DEFAULT_KNOWN_HOSTS[0]),)
         accept = hostkeys.AcceptNewPolicy(files[0], known_hosts.lock, target.hash_known_hosts)
         client.set_missing_host_key_policy(accept)
     timeout = target.connect_timeout or settings.connect_timeout

@@ -14,7 +14,7 @@ from typing import Any
 
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
-from clusterlaunch.transport import sshconfig
+from clusterlaunch.transport import sshtarget
 from clusterlaunch.transport.fanout import Failed, run_parallel
 
 _TIMEOUT_S = 30.0
@@ -64,11 +64,11 @@ def _resolve(config: str | None, spec: HostSpec, why: str) -> SshTarget:
     if done.returncode != 0:
         said = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
         raise UsageError(f"{why}: ssh -G {spec.host} failed: {said[0]}")
-    return sshconfig.target_from(parse_options(done.stdout.decode("utf-8", "replace")), spec)
+    return sshtarget.target_from(parse_options(done.stdout.decode("utf-8", "replace")), spec)
 
 
 def parse_options(text: str) -> dict[str, Any]:
-    """``ssh -G`` output as the option mapping :func:`sshconfig.target_from` reads."""
+    """``ssh -G`` output as the option mapping :func:`sshtarget.target_from` reads."""
     found: dict[str, Any] = {}
     for line in text.splitlines():
         key, _, value = line.partition(" ")

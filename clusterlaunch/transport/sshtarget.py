@@ -1,0 +1,111 @@
+"""An :class:`~clusterlaunch.core.model.SshTarget` from a host's resolved SSH options.
+
+The options come from paramiko's lookup of the files ssh reads
+(:mod:`clusterlaunch.transport.sshconfig`) or from ``ssh -G``
+(:mod:`clusterlaunch.transport.sshresolve`); here they become plain data, with
+every path and command expanded as ssh expands it for this connection
+(:mod:`clusterlaunch.transport.sshtokens`): the hosts file's ``user`` and ``port``
+win over the config, as ``ssh -l``/``-p`` do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from clusterlaunch.core import limits, sshalgorithms
+from clusterlaunch.core.defaults import GLOBAL_KNOWN_HOSTS
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.model import HostSpec, SshTarget
+from clusterlaunch.transport.sshtokens import Connection, ssh_command, ssh_path, tilde
+
+DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
+
+
+def target_from(found: Mapping[str, Any], spec: HostSpec) -> SshTarget:
+    """An SshTarget from resolved config options (paramiko's lookup, or ``ssh -G``)."""
+    hostname = found.get("hostname", spec.host)
+    port = spec.port or _config_number(found, spec.host, "port", 22, limits.SSH_PORT)
+    user = spec.user or found.get("user")
+    jump = _proxy_jump(found.get("proxyjump"))
+    connection = Connection(spec.host, hostname, port, user, found.get("hostkeyalias"), jump)
+    return SshTarget(
+        alias=spec.host,
+        hostname=hostname,
+        port=port,
+        user=user,
+        identity_files=tuple(identity_files(found, connection)),
+        identities_only=str(found.get("identitiesonly", "no")).lower() == "yes",
+        use_agent=str(found.get("identityagent", "")).lower() != "none",
+        address_family=str(found.get("addressfamily", "any")).lower(),
+        known_hosts_files=tuple(known_hosts_files(found, connection)),
+        global_known_hosts_files=global_known_hosts_files(found),
+        hash_known_hosts=str(found.get("hashknownhosts", "no")).lower() == "yes",
+        proxy_jump=jump,
+        proxy_command=_proxy_command(found.get("proxycommand"), connection),
+        connect_timeout=_config_number(
+            found, spec.host, "connecttimeout", None, limits.CONNECT_TIMEOUT
+        ),
+        host_key_checking=_none_is_none(found.get("stricthostkeychecking")),
+        algorithms=sshalgorithms.configured(found),
+        send_env=tuple(found.get("sendenv", ())),
+        set_env=tuple((w.partition("=")[0], w.partition("=")[2]) for w in found.get("setenv", ())),
+    )
+
+
+def _config_number(
+    found: Mapping[str, Any], alias: str, key: str, default: float | None, kind: limits.Number
+) -> Any:
+    """A number from the SSH config, in the range the command line allows (int("abc") was a
+    traceback, ConnectTimeout nan a hang)."""
+    text = found.get(key)
+    if text is None:
+        return default
+    try:
+        return kind(str(text).strip())
+    except UsageError:
+        raise UsageError(
+            f"SSH config, host {alias}: {key} {limits.shown(str(text))}: use {kind.allowed}"
+        ) from None
+
+
+def identity_files(found: Mapping[str, Any], connection: Connection) -> list[str]:
+    """The config's IdentityFile paths as ssh expands them (as written where it cannot)."""
+    return [ssh_path(value, connection)[0] for value in found.get("identityfile", [])]
+
+
+def known_hosts_files(found: Mapping[str, Any], connection: Connection) -> list[str]:
+    """The config's UserKnownHostsFile paths (several, space-separated) as ssh expands them."""
+    value = found.get("userknownhostsfile")
+    names = value.split() if value else list(DEFAULT_KNOWN_HOSTS)
+    return [str(Path(ssh_path(name, connection)[0])) for name in names]
+
+
+def global_known_hosts_files(found: Mapping[str, Any]) -> tuple[str, ...]:
+    """The config's GlobalKnownHostsFile paths, as ssh expands them: a leading ``~`` only.
+
+    ``ssh -vvv`` (OpenSSH 9.2) for ``GlobalKnownHostsFile ~/g /tmp/gk_%h``: "fopen
+    /root/g", "fopen /tmp/gk_%h" (no token is expanded there, unlike UserKnownHostsFile).
+    """
+    value = found.get("globalknownhostsfile")
+    return tuple(tilde(name) for name in value.split()) if value else GLOBAL_KNOWN_HOSTS
+
+
+def _proxy_command(value: str | None, connection: Connection) -> str | None:
+    """``ProxyCommand`` with its tokens expanded as ssh expands them (sshtokens.ssh_command)."""
+    command, why = ssh_command(_none_is_none(value) or "", connection)
+    if why is not None:
+        raise UsageError(f"SSH config, host {connection.alias}: ProxyCommand {command}: {why}")
+    return command or None
+
+
+def _none_is_none(value: str | None) -> str | None:
+    return None if value is None or value.lower() == "none" else value
+
+
+def _proxy_jump(value: str | None) -> str | None:
+    if not value or value.lower() == "none":
+        return None
+    # Several comma-separated hops are kept as written; the transport chains them.
+    return ",".join(hop.strip() for hop in value.split(","))
