@@ -27,6 +27,10 @@ GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
 """The known_hosts files every host's key is also looked up in when the SSH config names
 no ``GlobalKnownHostsFile`` (ssh's default: ``ssh -G``, OpenSSH 9.2)."""
 
+RSA_MINIMUM_BITS = 1024
+"""The smallest RSA key ssh uses or accepts from a server, whatever RequiredRSASize says
+(SSH_RSA_MINIMUM_MODULUS_SIZE; RequiredRSASize's default, ``ssh -G``, OpenSSH 9.2)."""
+
 SYSTEM_SSH_CONFIG = "/etc/ssh/ssh_config"
 """The system-wide client config ssh reads after ``~/.ssh/config`` (not under ``-F``)."""
 

@@ -102,6 +102,9 @@ class SshTarget:
     algorithms: tuple[tuple[str, str], ...] = ()
     """The config's algorithm lists that are set (``Ciphers``, ``MACs``, ``KexAlgorithms``,
     ``HostKeyAlgorithms``), as (keyword, value): see :mod:`clusterlaunch.core.sshalgorithms`."""
+    required_rsa_size: int = defaults.RSA_MINIMUM_BITS
+    """The config's ``RequiredRSASize`` (at least 1024): smaller RSA keys are not used,
+    nor accepted from the server."""
     send_env: tuple[str, ...] = ()
     """The config's ``SendEnv`` patterns, every line's, ``-PATTERN`` removals applied."""
     set_env: tuple[tuple[str, str], ...] = ()

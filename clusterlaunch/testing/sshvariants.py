@@ -20,6 +20,8 @@
   connection agreed on (:meth:`ciphers_used`).
 * ``accept_env``: sshd's ``AcceptEnv`` (Debian's sshd has ``LANG LC_*``): the
   variables a client's ``SendEnv``/``SetEnv`` may set in a session.
+* ``rsa_host_key``: every host also has an RSA host key of this many bits, the only
+  one known_hosts records, and the client config asks for RSA host keys only.
 * ``gssapi``: sshd takes Kerberos logins (``GSSAPIAuthentication``), with the
   keytab ``KRB5_KTNAME`` names when it starts (tests/kdc.py makes one).
 """
@@ -55,6 +57,7 @@ class SshVariantCluster(LoopbackCluster):
         log_ciphers: bool = False,
         accept_env: str | None = None,
         gssapi: bool = False,
+        rsa_host_key: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(n_hosts, base_dir, **kwargs)
@@ -68,6 +71,7 @@ class SshVariantCluster(LoopbackCluster):
         self.log_ciphers = log_ciphers
         self.accept_env = accept_env  # sshd's AcceptEnv patterns
         self.gssapi = gssapi
+        self.rsa_host_key = rsa_host_key  # bits of an RSA host key, the one clients get
         self.host_ca_key = self.base_dir / "host_ca"
         self.user_ca_key = self.base_dir / "user_ca"
         self.include_dir = self.base_dir / "ssh_config.d"
@@ -88,6 +92,8 @@ class SshVariantCluster(LoopbackCluster):
             self._edit_sshd(lambda text: text + "LogLevel DEBUG1\n")
         if self.accept_env:
             self._edit_sshd(lambda text: text + f"AcceptEnv {self.accept_env}\n")
+        if self.rsa_host_key:
+            self._rsa_host_keys(self.rsa_host_key)
         if self.gssapi:  # any key of the keytab (KRB5_KTNAME when started), not the host's
             gss = "GSSAPIAuthentication yes\nGSSAPIStrictAcceptorCheck no\n"
             self._edit_sshd(lambda text: text + gss)
@@ -138,6 +144,23 @@ class SshVariantCluster(LoopbackCluster):
             self._append(host.host_dir / "sshd_config", f"HostCertificate {cert}\n")
         ca = self.host_ca_key.with_suffix(".pub").read_text().split()[:2]
         self.known_hosts.write_text(f"@cert-authority * {ca[0]} {ca[1]}\n")
+
+    def _rsa_host_keys(self, bits: int) -> None:
+        """An RSA host key per host, the only key known_hosts records and clients ask for.
+
+        Only: paramiko puts the first key type known_hosts records for a host before
+        the config's HostKeyAlgorithms (client.py), so a known Ed25519 key was used.
+        """
+        known = []
+        for host in self.hosts:
+            key = host.host_dir / "ssh_host_rsa_key"
+            _run(["ssh-keygen", "-q", "-t", "rsa", "-b", str(bits), "-N", "", "-f", str(key)])
+            self._append(host.host_dir / "sshd_config", f"HostKey {key}\n")
+            public = " ".join(Path(f"{key}.pub").read_text().split()[:2])
+            known.append(f"[{host.addr}]:{host.port} {public}\n")
+        self.known_hosts.write_text("".join(known))
+        wanted = "Host *\n    HostKeyAlgorithms rsa-sha2-512,rsa-sha2-256\n"
+        self.ssh_config.write_text(wanted + self.ssh_config.read_text())
 
     def _sign_client(self) -> None:
         _keygen(self.user_ca_key)

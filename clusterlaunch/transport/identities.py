@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import paramiko
 
-from clusterlaunch.transport import sshauth
+from clusterlaunch.core.errors import HostKeyError
+from clusterlaunch.transport import sshauth, sshoffer
 from clusterlaunch.transport.sshtokens import ssh_home
 
 if TYPE_CHECKING:
@@ -59,14 +60,13 @@ class IdentityFiles:
         self._lock = threading.Lock()
         self._found: dict[tuple[str, Any, Any], paramiko.PKey | paramiko.SSHException] = {}
 
-    def client(
-        self, accepted: tuple[str, ...] | None = None, identities_only: bool = False
-    ) -> paramiko.SSHClient:
-        """A paramiko client that takes its identity files' keys from here and offers
-        keys as ssh does (:mod:`clusterlaunch.transport.sshauth`): only those whose type
-        ``accepted`` holds (``PubkeyAcceptedAlgorithms``), with ``IdentitiesOnly`` only
-        the agent's keys that a configured file names."""
-        return _Client(self, accepted, identities_only)
+    def client(self, target: SshTarget) -> paramiko.SSHClient:
+        """A paramiko client for ``target`` that takes its identity files' keys from here
+        and offers keys as ssh does (:mod:`clusterlaunch.transport.sshauth`): only those
+        of the types ``PubkeyAcceptedAlgorithms`` accepts, no RSA key smaller than
+        ``RequiredRSASize``, with ``IdentitiesOnly`` only the agent's keys that a
+        configured file names."""
+        return _Client(self, target)
 
     def key(self, filename: str, klass: Any, passphrase: Any, read: _Read) -> paramiko.PKey:
         """The key ``read(filename, klass, passphrase)`` gave the first time it was asked."""
@@ -85,13 +85,30 @@ class IdentityFiles:
 
 
 class _Client(paramiko.SSHClient):
-    def __init__(
-        self, identities: IdentityFiles, accepted: tuple[str, ...] | None, identities_only: bool
-    ) -> None:
+    def __init__(self, identities: IdentityFiles, target: SshTarget) -> None:
         super().__init__()
+        self._alias = target.alias
         self._identities = identities
-        self._accepted = accepted
-        self._identities_only = identities_only
+        self._accepted = sshoffer.accepted_pubkeys(target)
+        self._identities_only = target.identities_only
+        self._rsa_bits = target.required_rsa_size
+
+    def connect(self, *args: Any, **kwargs: Any) -> None:
+        try:
+            super().connect(*args, **kwargs)
+        except Exception as exc:
+            # paramiko raises a bare Exception ("TODO: REPLACEME ...") when known_hosts
+            # records an RSA key first for the host and HostKeyAlgorithms has no RSA
+            # algorithm: it cannot choose the host key as ssh would. One line, not a
+            # traceback.
+            if "what even is this key type" not in str(exc):
+                raise
+            raise HostKeyError(
+                self._alias,
+                "known_hosts records an RSA key for it first and HostKeyAlgorithms names no "
+                "RSA algorithm: paramiko cannot choose the host key as ssh does; use "
+                "--ssh-client openssh",
+            ) from None
 
     def _auth(
         self,
@@ -115,7 +132,8 @@ class _Client(paramiko.SSHClient):
         candidates = sshauth.ordered(agent_keys, files, blobs, self._identities_only)
         transport = self.get_transport()
         assert transport is not None  # connect() calls _auth on its transport
-        sshauth.authenticate(transport, username, candidates, self._load, self._accepted)
+        accepted = sshauth.Accepted(self._accepted, self._rsa_bits)
+        sshauth.authenticate(transport, username, candidates, self._load, accepted)
 
     def _load(self, filename: str) -> paramiko.PKey:
         """An identity file's key, as paramiko reads one: each key type in turn."""

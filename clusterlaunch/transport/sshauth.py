@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import paramiko
 
@@ -24,6 +25,25 @@ from clusterlaunch.transport import sshoffer
 
 Candidate = paramiko.PKey | str
 """An agent's key, or an identity file not yet read."""
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """Which keys ssh would log in with: ``PubkeyAcceptedAlgorithms`` (None: not set)
+    and ``RequiredRSASize``."""
+
+    types: tuple[str, ...] | None
+    rsa_bits: int
+
+    def refusal(self, name: str, key: paramiko.PKey) -> str | None:
+        """Why ssh would not offer ``key`` (from ``name``), or None."""
+        kind = key.get_name()
+        if not sshoffer.key_accepted(self.types, key):
+            return f"{name}: ssh offers no {kind} key (PubkeyAcceptedAlgorithms)"
+        bits = (getattr(key, "inner_key", None) or key).get_bits()  # an agent's: its key's
+        if kind.startswith("ssh-rsa") and 0 < bits < self.rsa_bits:  # 0: size unknown
+            return f"{name}: an RSA key of {bits} bits, fewer than RequiredRSASize {self.rsa_bits}"
+        return None
 
 
 def ordered(
@@ -65,7 +85,7 @@ def authenticate(
     username: str,
     candidates: Sequence[Candidate],
     load: Callable[[str], paramiko.PKey],
-    accepted: tuple[str, ...] | None,
+    accepted: Accepted,
 ) -> None:
     """Log in with the first candidate the server takes; AuthenticationException if none."""
     failure: paramiko.SSHException | None = None
@@ -73,11 +93,9 @@ def authenticate(
         name = candidate if isinstance(candidate, str) else "the agent's key"
         try:
             key = load(candidate) if isinstance(candidate, str) else candidate
-            if not sshoffer.key_accepted(accepted, key):
-                kind = key.get_name()
-                failure = paramiko.AuthenticationException(
-                    f"{name}: ssh offers no {kind} key (PubkeyAcceptedAlgorithms)"
-                )
+            refused = accepted.refusal(name, key)
+            if refused is not None:
+                failure = paramiko.AuthenticationException(refused)
                 continue
             if transport.auth_publickey(username, key):
                 # Partly accepted: the server wants another method too (a password, a
@@ -89,7 +107,7 @@ def authenticate(
         except paramiko.SSHException as exc:  # this key failed: ssh goes on to the next
             failure = exc
     if failure is None:
-        which = " of a type PubkeyAcceptedAlgorithms accepts" if accepted else ""
+        which = " of a type PubkeyAcceptedAlgorithms accepts" if accepted.types else ""
         failure = paramiko.AuthenticationException(
             f"no key{which} to offer (IdentityFile, else ssh's default files; the agent)"
         )

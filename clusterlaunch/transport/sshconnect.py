@@ -148,7 +148,7 @@ def _try_client(
     identities: IdentityFiles,
     sock: sshsocket.TunnelSocket | paramiko.ProxyCommand | socket.socket | None,
 ) -> paramiko.SSHClient:
-    client = identities.client(sshoffer.accepted_pubkeys(target), target.identities_only)
+    client = identities.client(target)
     # paramiko has no public setter for the read-only ("system") key set; the
     # attribute has been there since paramiko 1.x. Shared: parsed once per run.
     client._system_host_keys = known_hosts.keys_for(target)  # type: ignore[attr-defined]

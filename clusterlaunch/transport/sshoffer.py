@@ -17,6 +17,7 @@ from typing import Any
 import paramiko
 
 from clusterlaunch.core import sshalgorithms
+from clusterlaunch.core.errors import HostKeyError
 from clusterlaunch.core.model import SshTarget
 
 # keyword -> (paramiko's list of what it supports, SecurityOptions' attribute)
@@ -78,6 +79,36 @@ def offers(algorithms: Iterable[tuple[str, str]]) -> dict[str, tuple[str, ...]]:
     }
 
 
+def _checked_start(
+    transport: paramiko.Transport, target: SshTarget, host_keys: tuple[str, ...] | None
+) -> Callable[..., None]:
+    """``transport.start_client``, host keys as ssh takes them.
+
+    Only the config's ``HostKeyAlgorithms`` are offered: paramiko's client puts the
+    type known_hosts records first for the host in front of them (client.py), one
+    the config may leave out. A server's RSA host key smaller than
+    ``RequiredRSASize`` is refused before it is looked up or recorded (ssh: "Bad
+    server host key: Invalid key length").
+    """
+    start = transport.start_client
+
+    def start_client(*args: Any, **kwargs: Any) -> None:
+        if host_keys is not None:
+            options = transport.get_security_options()
+            options.key_types = tuple(name for name in options.key_types if name in host_keys)
+        start(*args, **kwargs)
+        key = transport.get_remote_server_key()
+        bits = key.get_bits()
+        if key.get_name().startswith("ssh-rsa") and bits < target.required_rsa_size:
+            raise HostKeyError(
+                target.alias,
+                f"the server's RSA host key has {bits} bits, fewer than RequiredRSASize "
+                f"{target.required_rsa_size}: ssh refuses it (give the host a larger key)",
+            )
+
+    return start_client
+
+
 def transport_factory(target: SshTarget) -> Callable[..., paramiko.Transport]:
     """paramiko's Transport for ``target``, offering what its config asks for."""
     chosen = {"ciphers": default_offer("ciphers"), **offers(target.algorithms)}
@@ -91,6 +122,9 @@ def transport_factory(target: SshTarget) -> Callable[..., paramiko.Transport]:
         if pubkeys is not None:  # an RSA key signs with the first of these the server takes
             plain = (name.removesuffix(_CERT) for name in pubkeys)
             transport._preferred_pubkeys = tuple(dict.fromkeys(plain))  # type: ignore[attr-defined]
+        host_keys = chosen.get("hostkeyalgorithms")
+        checked = _checked_start(transport, target, host_keys)
+        transport.start_client = checked  # type: ignore[method-assign]
         return transport
 
     return make

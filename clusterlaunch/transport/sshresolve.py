@@ -26,6 +26,7 @@ _KEPT = (
     "userknownhostsfile",
     "globalknownhostsfile",
     "identitiesonly",
+    "requiredrsasize",
 )
 _KEPT_UNLESS_NONE = ("proxyjump", "proxycommand", "connecttimeout")
 _STRICT = {"true": "yes", "false": "no", "yes": "yes", "no": "no", "accept-new": "accept-new"}

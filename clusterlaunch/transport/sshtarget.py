@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterlaunch.core import limits, sshalgorithms
-from clusterlaunch.core.defaults import GLOBAL_KNOWN_HOSTS
+from clusterlaunch.core.defaults import GLOBAL_KNOWN_HOSTS, RSA_MINIMUM_BITS
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import HostSpec, SshTarget
 from clusterlaunch.transport.sshtokens import Connection, ssh_command, ssh_path, tilde
@@ -49,6 +49,10 @@ def target_from(found: Mapping[str, Any], spec: HostSpec) -> SshTarget:
         ),
         host_key_checking=_none_is_none(found.get("stricthostkeychecking")),
         algorithms=sshalgorithms.configured(found),
+        required_rsa_size=max(
+            RSA_MINIMUM_BITS,
+            _config_number(found, spec.host, "requiredrsasize", 0, limits.RSA_SIZE),
+        ),
         send_env=tuple(found.get("sendenv", ())),
         set_env=tuple((w.partition("=")[0], w.partition("=")[2]) for w in found.get("setenv", ())),
     )

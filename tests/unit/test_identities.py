@@ -11,6 +11,7 @@ from unittest import mock
 import paramiko
 import pytest
 
+from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport.identities import IdentityFiles
 
 
@@ -24,7 +25,7 @@ def ed25519_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _quiet_client(identities: IdentityFiles) -> Any:
-    client = identities.client()
+    client = identities.client(SshTarget(alias="n0", hostname="10.0.0.1"))
     client._log = lambda *args: None  # paramiko logs through the connection's transport
     return client
 
