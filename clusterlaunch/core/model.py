@@ -105,6 +105,8 @@ class SshTarget:
     required_rsa_size: int = defaults.RSA_MINIMUM_BITS
     """The config's ``RequiredRSASize`` (at least 1024): smaller RSA keys are not used,
     nor accepted from the server."""
+    forward_agent: bool = False
+    """The config's ``ForwardAgent yes``."""
     send_env: tuple[str, ...] = ()
     """The config's ``SendEnv`` patterns, every line's, ``-PATTERN`` removals applied."""
     set_env: tuple[tuple[str, str], ...] = ()

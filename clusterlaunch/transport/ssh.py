@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import paramiko
+import paramiko.agent
 
 from clusterlaunch.core.errors import TransportError
+from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import sshsocket
 from clusterlaunch.transport.settings import SshSettings
 
@@ -122,17 +125,19 @@ class SshConnection:
 
     def __init__(
         self,
-        host: str,
+        target: SshTarget,
         clients: list[paramiko.SSHClient],
         settings: SshSettings,
         on_close: Callable[[], None] | None = None,
-        environment: Mapping[str, str] | None = None,
     ) -> None:
-        self.host = host
+        self.host = target.alias
         self._clients = clients  # the target's client last, jump hosts before it
         self._settings = settings
         self._on_close = on_close  # releases a shared jump host
-        self._environment = dict(environment or {})  # SendEnv/SetEnv: before each command
+        # What ssh asks of every session before its command, from the host's SSH config:
+        # SendEnv/SetEnv ("env" requests, without a reply) and ForwardAgent.
+        self._environment = target.sent_environment(os.environ)
+        self._forward_agent = target.forward_agent
         self._last_answer = time.monotonic()
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
@@ -191,8 +196,10 @@ class SshConnection:
         try:
             channel = self._transport.open_session(window_size=WINDOW, max_packet_size=1 << 15)
             self._channels.append(channel)
-            if self._environment:  # "env" requests without a reply, as ssh sends them
+            if self._environment:
                 channel.update_environment(self._environment)
+            if self._forward_agent:  # the agent $SSH_AUTH_SOCK names, as ssh forwards it
+                paramiko.agent.AgentRequestHandler(channel)
             channel.exec_command(command)
             if stdin:
                 channel.sendall(stdin)

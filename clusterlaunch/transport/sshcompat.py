@@ -113,6 +113,10 @@ def blocker(
         if value.lower() in ("yes", "ask"):
             where = config.where(keyword, target.alias, value)
             return f"{where}: {_spelled(keyword)} {value}: {why}"
+    forward = str(found.get("forwardagent", "no"))
+    if forward.lower() not in ("yes", "no", "true", "false"):  # a socket, or ${VAR}
+        where = config.where("forwardagent", target.alias, forward)
+        return f"{where}: ForwardAgent {forward}: paramiko forwards only $SSH_AUTH_SOCK's agent"
     agent = _agent_blocker(target, found, config)
     if agent is not None:
         return agent

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import socket
 import threading
 import time
@@ -81,8 +80,7 @@ def connect(
             pool.release(hops[0])
         raise
     release = None if pool is None else functools.partial(pool.release, hops[0])
-    environment = target.sent_environment(os.environ)  # as ssh sends it, each session
-    connection = SshConnection(target.alias, clients, settings, release, environment)
+    connection = SshConnection(target, clients, settings, release)
     connection.start_keepalive()
     return connection
 

@@ -38,6 +38,7 @@ def target_from(found: Mapping[str, Any], spec: HostSpec) -> SshTarget:
         identity_files=tuple(identity_files(found, connection)),
         identities_only=str(found.get("identitiesonly", "no")).lower() == "yes",
         use_agent=str(found.get("identityagent", "")).lower() != "none",
+        forward_agent=str(found.get("forwardagent", "no")).lower() in ("yes", "true"),
         address_family=str(found.get("addressfamily", "any")).lower(),
         known_hosts_files=tuple(known_hosts_files(found, connection)),
         global_known_hosts_files=global_known_hosts_files(found),

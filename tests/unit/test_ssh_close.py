@@ -6,6 +6,7 @@ from __future__ import annotations
 import paramiko
 import pytest
 
+from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport.settings import SshSettings
 from clusterlaunch.transport.ssh import SshConnection, SshProcess, close_quietly
 
@@ -29,7 +30,9 @@ def test_a_hop_that_fails_to_close_stops_nothing(error: BaseException) -> None:
     closed: list[str] = []
     released: list[int] = []
     clients = [_Client("jump", closed), _Client("target", closed, error)]
-    connection = SshConnection("t", clients, SshSettings(), lambda: released.append(1))  # type: ignore[arg-type]
+    connection = SshConnection(
+        SshTarget(alias="t", hostname="h"), clients, SshSettings(), lambda: released.append(1)
+    )  # type: ignore[arg-type]
     connection.close()
     connection.close()
     assert closed == ["target", "jump"] and released == [1]

@@ -81,6 +81,7 @@ def test_a_matching_cert_authority_is_refused_unless_a_plain_key_is_known(tmp_pa
         ("Host *\n  BindAddress 10.0.0.5\n", ":2: BindAddress 10.0.0.5: paramiko's"),
         ("Host *\n  BindInterface ib0\n", ":2: BindInterface ib0: paramiko's"),
         ("Host *\n  CheckHostIP yes\n", ":2: CheckHostIP yes: paramiko does not check"),
+        ("Host *\n  ForwardAgent ~/.other/agent.sock\n", ":2: ForwardAgent ~/.other/agent.sock"),
         ("Host n0\n  VerifyHostKeyDNS ask\n", ":2: VerifyHostKeyDNS ask: paramiko cannot"),
         ("Host *\n  PubkeyAcceptedAlgorithms sk-ssh-ed25519@openssh.com\n", ":2: PubkeyAccepted"),
         ("Host *\n  IdentityAgent ~/.1password/agent.sock\n", ":2: IdentityAgent ~/.1password"),
