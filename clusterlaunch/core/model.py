@@ -97,6 +97,8 @@ class SshTarget:
     proxy_jump: str | None = None
     proxy_command: str | None = None
     connect_timeout: float | None = None
+    connection_attempts: int = 1
+    """The config's ``ConnectionAttempts``: TCP connects tried, a second apart."""
     host_key_checking: str | None = None
     """The config's ``StrictHostKeyChecking``, used when ``--host-key-policy`` is not given."""
     algorithms: tuple[tuple[str, str], ...] = ()

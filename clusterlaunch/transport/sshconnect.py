@@ -160,7 +160,7 @@ def _try_client(
     timeout = target.connect_timeout or settings.connect_timeout
     try:
         if sock is None:  # a direct connection: our socket, for its options (sshsocket)
-            sock = sshsocket.dial(target.hostname, target.port, timeout, target.address_family)
+            sock = sshsocket.dial_target(target, timeout)
         client.connect(
             # The name paramiko checks known_hosts by (our socket is already connected):
             # lowercased, as ssh checks and records it.

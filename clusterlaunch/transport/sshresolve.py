@@ -27,6 +27,7 @@ _KEPT = (
     "globalknownhostsfile",
     "identitiesonly",
     "requiredrsasize",
+    "connectionattempts",
 )
 _KEPT_UNLESS_NONE = ("proxyjump", "proxycommand", "connecttimeout")
 _STRICT = {"true": "yes", "false": "no", "yes": "yes", "no": "no", "accept-new": "accept-new"}

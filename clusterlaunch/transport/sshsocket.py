@@ -27,6 +27,8 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
+from clusterlaunch.core.model import SshTarget
+
 if TYPE_CHECKING:
     import paramiko
 
@@ -77,12 +79,32 @@ def last_read(sock: object) -> float | None:
 _FAMILIES = {"inet": socket.AF_INET, "inet6": socket.AF_INET6}
 
 
-def dial(host: str, port: int, timeout: float, family: str = "any") -> socket.socket:
-    """A connected TCP socket to ``host:port``: each address in turn, as ssh and paramiko do.
+def dial_target(target: SshTarget, timeout: float) -> socket.socket:
+    """A connected TCP socket to ``target``, as its SSH config says (AddressFamily,
+    ConnectionAttempts)."""
+    family, attempts = target.address_family, target.connection_attempts
+    return dial(target.hostname, target.port, timeout, family, attempts)
 
-    Raises the first address's error when none answers (``socket.gaierror``
-    when the name does not resolve).
-    """
+
+def dial(
+    host: str, port: int, timeout: float, family: str = "any", attempts: int = 1
+) -> socket.socket:
+    """A connected TCP socket to ``host:port``, tried ``attempts`` times a second apart
+    (ssh's ``ConnectionAttempts``, ssh_connect_direct), a name that does not resolve
+    (``socket.gaierror``) at once."""
+    for _ in range(attempts - 1):
+        try:
+            return _dial_once(host, port, timeout, family)
+        except socket.gaierror:
+            raise
+        except OSError:
+            time.sleep(1.0)  # as ssh: "Trying again..." after a second
+    return _dial_once(host, port, timeout, family)
+
+
+def _dial_once(host: str, port: int, timeout: float, family: str) -> socket.socket:
+    """Each address of ``host`` in turn, as ssh and paramiko do; the first address's
+    error when none answers."""
     errors: list[OSError] = []
     wanted = _FAMILIES.get(family, 0)  # AddressFamily: ssh dials only those addresses
     for found, kind, proto, _, address in socket.getaddrinfo(

@@ -48,6 +48,9 @@ def target_from(found: Mapping[str, Any], spec: HostSpec) -> SshTarget:
         connect_timeout=_config_number(
             found, spec.host, "connecttimeout", None, limits.CONNECT_TIMEOUT
         ),
+        connection_attempts=_config_number(
+            found, spec.host, "connectionattempts", 1, limits.CONNECTION_ATTEMPTS
+        ),
         host_key_checking=_none_is_none(found.get("stricthostkeychecking")),
         algorithms=sshalgorithms.configured(found),
         required_rsa_size=max(
