@@ -21,7 +21,7 @@ from typing import Any
 from clusterlaunch.core import sshalgorithms
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import SshTarget
-from clusterlaunch.transport import kerberos, sshoffer
+from clusterlaunch.transport import kerberos, sshoffer, sshrefused
 from clusterlaunch.transport.hostkeys import KnownHosts
 from clusterlaunch.transport.sshconfig import LoadedConfig, jump_host, read_ssh_config
 from clusterlaunch.transport.sshtokens import Connection, ssh_path, tilde
@@ -86,37 +86,15 @@ def blocker(
     if exec_line is not None:
         return f"{exec_line.where}: Match exec: paramiko cannot evaluate it as ssh does"
     found = config.parsed.lookup(target.alias)
-    for keyword, why in (
-        ("certificatefile", "paramiko ignores CertificateFile"),
-        ("pkcs11provider", "paramiko cannot use a PKCS#11 token"),
-        ("hostkeyalias", "paramiko ignores HostKeyAlias"),
-        ("revokedhostkeys", "paramiko cannot refuse revoked keys"),
-        ("knownhostscommand", "paramiko cannot run KnownHostsCommand"),
-        ("bindaddress", "paramiko's connections cannot choose their source address"),
-        ("bindinterface", "paramiko's connections cannot choose their interface"),
-    ):
-        value = found.get(keyword)
-        if value and str(value).lower() != "none":
-            where = config.where(keyword, target.alias, str(value))
-            return f"{where}: {_spelled(keyword)} {value}: {why}"
+    settings = sshrefused.refused(found, lambda key, value: config.where(key, target.alias, value))
+    if settings is not None:
+        return settings
     algorithms = sshalgorithms.configured(found)
     for keyword, names in sshoffer.offers(algorithms).items():
         if not names:
             value = dict(algorithms)[keyword]
             where = config.where(keyword, target.alias, value)
             return f"{where}: {_spelled(keyword)} {value}: paramiko has none of these"
-    for keyword, why in (
-        ("checkhostip", "paramiko does not check the key recorded for the address"),
-        ("verifyhostkeydns", "paramiko cannot check SSHFP records in the DNS"),
-    ):
-        value = str(found.get(keyword, "no"))
-        if value.lower() in ("yes", "ask"):
-            where = config.where(keyword, target.alias, value)
-            return f"{where}: {_spelled(keyword)} {value}: {why}"
-    forward = str(found.get("forwardagent", "no"))
-    if forward.lower() not in ("yes", "no", "true", "false"):  # a socket, or ${VAR}
-        where = config.where("forwardagent", target.alias, forward)
-        return f"{where}: ForwardAgent {forward}: paramiko forwards only $SSH_AUTH_SOCK's agent"
     agent = _agent_blocker(target, found, config)
     if agent is not None:
         return agent
@@ -206,24 +184,15 @@ def _connection(target: SshTarget) -> Connection:
 
 def _spelled(keyword: str) -> str:
     return {
-        "certificatefile": "CertificateFile",
         "identityfile": "IdentityFile",
         "userknownhostsfile": "UserKnownHostsFile",
-        "pkcs11provider": "PKCS11Provider",
-        "hostkeyalias": "HostKeyAlias",
         "gssapiauthentication": "GSSAPIAuthentication",
         "gssapikeyexchange": "GSSAPIKeyExchange",
-        "revokedhostkeys": "RevokedHostKeys",
-        "knownhostscommand": "KnownHostsCommand",
-        "bindaddress": "BindAddress",
-        "bindinterface": "BindInterface",
         "ciphers": "Ciphers",
         "macs": "MACs",
         "kexalgorithms": "KexAlgorithms",
         "hostkeyalgorithms": "HostKeyAlgorithms",
         "pubkeyacceptedalgorithms": "PubkeyAcceptedAlgorithms",
-        "checkhostip": "CheckHostIP",
-        "verifyhostkeydns": "VerifyHostKeyDNS",
     }[keyword]
 
 

@@ -82,6 +82,9 @@ def test_a_matching_cert_authority_is_refused_unless_a_plain_key_is_known(tmp_pa
         ("Host *\n  BindInterface ib0\n", ":2: BindInterface ib0: paramiko's"),
         ("Host *\n  CheckHostIP yes\n", ":2: CheckHostIP yes: paramiko does not check"),
         ("Host *\n  ForwardAgent ~/.other/agent.sock\n", ":2: ForwardAgent ~/.other/agent.sock"),
+        ("Host *\n  HostbasedAuthentication yes\n", ":2: HostbasedAuthentication yes: ssh"),
+        ("Host n0\n  PubkeyAuthentication no\n", ":2: PubkeyAuthentication no: ssh offers"),
+        ("Host *\n  PreferredAuthentications password\n", ":2: PreferredAuthentications"),
         ("Host n0\n  VerifyHostKeyDNS ask\n", ":2: VerifyHostKeyDNS ask: paramiko cannot"),
         ("Host *\n  PubkeyAcceptedAlgorithms sk-ssh-ed25519@openssh.com\n", ":2: PubkeyAccepted"),
         ("Host *\n  IdentityAgent ~/.1password/agent.sock\n", ":2: IdentityAgent ~/.1password"),
@@ -199,5 +202,9 @@ def test_an_identity_agent_paramiko_can_ask_is_not_refused(
 
 
 def test_settings_at_ssh_defaults_are_not_refused(tmp_path: Path) -> None:
-    config = "Host *\n  CheckHostIP no\n  VerifyHostKeyDNS no\n  GSSAPIAuthentication no\n"
+    config = (
+        "Host *\n  CheckHostIP no\n  VerifyHostKeyDNS no\n  GSSAPIAuthentication no\n"
+        "  HostbasedAuthentication no\n  PubkeyAuthentication yes\n  ForwardAgent yes\n"
+        "  PreferredAuthentications gssapi-with-mic,publickey,password\n"
+    )
     _check(tmp_path, _target(tmp_path), config)
