@@ -47,6 +47,7 @@ from clusterlaunch.testing import (
 )
 from clusterlaunch.testing.loopback import SSHD
 from clusterlaunch.testing.sshd import loopback_addrs
+from tests.cluster.support import ssh_agent
 from tests.netns import NetnsCluster, netns_unavailable_reason
 from tests.slurm.real import MARKS as REAL_SLURM_MARKS
 
@@ -215,6 +216,14 @@ def sim_cluster_factory(tmp_path: Path) -> Iterator[Callable[..., LoopbackCluste
     """``make(n_hosts, **kwargs) -> LoopbackCluster`` (started); all stopped at teardown."""
     _require_sshd()
     yield from _factory(tmp_path, _start_loopback)
+
+
+@pytest.fixture
+def ssh_agent_sock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An ssh-agent of the test's own (no keys yet), named by ``SSH_AUTH_SOCK``."""
+    with ssh_agent(tmp_path / "agent.sock") as sock:
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+        yield sock
 
 
 @pytest.fixture(scope="session")

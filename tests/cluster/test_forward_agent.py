@@ -7,29 +7,21 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.cluster.support import run_cli, ssh_agent, write_hosts
+from tests.cluster.support import run_cli, write_hosts
 
 pytestmark = [pytest.mark.cluster]
 
 LIST = "ssh-add -l; echo status=$?"
 
 
-@pytest.fixture
-def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    with ssh_agent(tmp_path / "agent.sock") as sock:
-        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
-        yield sock
-
-
 @pytest.mark.parametrize("client", ["paramiko", "openssh"])
 @pytest.mark.parametrize("forward", ["yes", "no"])
 def test_the_agent_reaches_the_job_as_ssh_forwards_it(
-    sim_cluster_factory, tmp_path: Path, agent: Path, forward: str, client: str
+    sim_cluster_factory, tmp_path: Path, ssh_agent_sock: Path, forward: str, client: str
 ) -> None:
     cluster = sim_cluster_factory(1)
     subprocess.run(["ssh-add", "-q", str(cluster.client_key)], check=True, capture_output=True)

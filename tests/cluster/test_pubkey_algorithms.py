@@ -11,13 +11,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from clusterlaunch.testing import LoopbackCluster
-from tests.cluster.support import exec_echo_hi, ssh_agent, write_hosts
+from tests.cluster.support import exec_echo_hi, write_hosts
 
 pytestmark = [pytest.mark.cluster]
 
@@ -30,13 +29,6 @@ def _config(cluster: LoopbackCluster, tmp_path: Path, extra: str, agent: bool) -
     config = tmp_path / "ssh_config"
     config.write_text(f"Host *\n    {extra}\n" + text)
     return config
-
-
-@pytest.fixture
-def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    with ssh_agent(tmp_path / "agent.sock") as sock:
-        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
-        yield sock
 
 
 @pytest.mark.parametrize("client", ["paramiko", "openssh"])
@@ -56,7 +48,7 @@ def test_only_accepted_key_types_log_in(
 ) -> None:  # fmt: skip
     cluster = sim_cluster_factory(1)
     if source == "agent":
-        request.getfixturevalue("agent")
+        request.getfixturevalue("ssh_agent_sock")
         added = subprocess.run(["ssh-add", str(cluster.client_key)], capture_output=True)
         assert added.returncode == 0, added.stderr
     config = _config(cluster, tmp_path, accepted, agent=source == "agent")

@@ -13,22 +13,14 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from clusterlaunch.testing import SshVariantCluster
-from tests.cluster.support import exec_echo_hi, ssh_agent, write_hosts
+from tests.cluster.support import exec_echo_hi, write_hosts
 
 pytestmark = [pytest.mark.cluster]
-
-
-@pytest.fixture
-def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    with ssh_agent(tmp_path / "agent.sock") as sock:
-        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
-        yield sock
 
 
 def _key(path: Path, passphrase: str = "") -> Path:
@@ -68,7 +60,7 @@ def _exec(config: Path, tmp_path: Path, client: str) -> subprocess.CompletedProc
 
 @pytest.mark.parametrize("client", ["paramiko", "openssh"])
 def test_the_agents_key_logs_in_before_a_files(
-    sim_cluster_factory, tmp_path: Path, agent: Path, client: str
+    sim_cluster_factory, tmp_path: Path, ssh_agent_sock: Path, client: str
 ) -> None:
     """Both keys are authorized; ssh logs in with the agent's (the paramiko client
     logged in with the file's)."""
@@ -91,7 +83,7 @@ def test_the_agents_key_logs_in_before_a_files(
 
 @pytest.mark.parametrize("client", ["paramiko", "openssh"])
 def test_identities_only_uses_the_agent_for_a_configured_key(
-    sim_cluster_factory, tmp_path: Path, agent: Path, client: str
+    sim_cluster_factory, tmp_path: Path, ssh_agent_sock: Path, client: str
 ) -> None:
     """IdentitiesOnly yes, the IdentityFile passphrase-protected, its key in the agent:
     ssh signs with the agent and asks no passphrase (the paramiko client asked no
