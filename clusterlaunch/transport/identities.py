@@ -89,9 +89,10 @@ class _Client(paramiko.SSHClient):
         super().__init__()
         self._alias = target.alias
         self._identities = identities
-        self._accepted = sshoffer.accepted_pubkeys(target)
+        self._accepted = sshauth.Accepted(
+            sshoffer.accepted_pubkeys(target), target.required_rsa_size
+        )
         self._identities_only = target.identities_only
-        self._rsa_bits = target.required_rsa_size
 
     def connect(self, *args: Any, **kwargs: Any) -> None:
         try:
@@ -132,8 +133,7 @@ class _Client(paramiko.SSHClient):
         candidates = sshauth.ordered(agent_keys, files, blobs, self._identities_only)
         transport = self.get_transport()
         assert transport is not None  # connect() calls _auth on its transport
-        accepted = sshauth.Accepted(self._accepted, self._rsa_bits)
-        sshauth.authenticate(transport, username, candidates, self._load, accepted)
+        sshauth.authenticate(transport, username, candidates, self._load, self._accepted)
 
     def _load(self, filename: str) -> paramiko.PKey:
         """An identity file's key, as paramiko reads one: each key type in turn."""
