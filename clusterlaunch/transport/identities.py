@@ -46,8 +46,10 @@ def identity_files(target: SshTarget) -> list[str]:
     if target.identity_files:
         # ssh skips a file that is not there ("no such identity") and goes on to the
         # next key and the agent; paramiko's client raised FileNotFoundError, and the
-        # host failed with "No such file or directory".
-        return [path for path in target.identity_files if os.path.isfile(path)]
+        # host failed with "No such file or directory". A ".pub" alone names an agent's
+        # key (under IdentitiesOnly, the one it may offer), as in ssh.
+        files = target.identity_files
+        return [path for path in files if any(os.path.isfile(p) for p in (path, path + ".pub"))]
     folder = os.path.join(ssh_home(), ".ssh")
     found = (os.path.join(folder, name) for name in DEFAULT_KEYS)
     return [path for path in found if os.path.isfile(path)]
@@ -137,6 +139,8 @@ class _Client(paramiko.SSHClient):
 
     def _load(self, filename: str) -> paramiko.PKey:
         """An identity file's key, as paramiko reads one: each key type in turn."""
+        if not os.path.isfile(filename):  # its .pub alone: usable only through the agent
+            raise paramiko.SSHException(f"{filename}: no such file (only its .pub)")
         failure = paramiko.SSHException(f"{filename}: not a key paramiko reads")
         for klass in (paramiko.RSAKey, paramiko.ECDSAKey, paramiko.Ed25519Key):
             try:

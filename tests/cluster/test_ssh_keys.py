@@ -111,3 +111,23 @@ def test_identities_only_uses_the_agent_for_a_configured_key(
     result = _exec(config, tmp_path, client)
     assert result.returncode == 0, result.stderr[-2000:]
     assert set(_logged_in_with(cluster, start)) == {_fingerprint(cluster.client_key)}
+
+
+@pytest.mark.parametrize("client", ["paramiko", "openssh"])
+def test_an_identity_file_present_only_as_its_pub_names_the_agents_key(
+    sim_cluster_factory, tmp_path: Path, ssh_agent_sock: Path, client: str
+) -> None:
+    """IdentitiesOnly yes, ``IdentityFile k`` with only ``k.pub`` on disk (the private key
+    in the agent alone, as a hardware-backed or 1Password setup keeps it): ssh signs with
+    the agent's key; the paramiko client had dropped the file and offered nothing."""
+    cluster = sim_cluster_factory(1, cls=SshVariantCluster, count_connections=True)
+    subprocess.run(["ssh-add", "-q", str(cluster.client_key)], check=True, capture_output=True)
+    public = tmp_path / "only_pub"
+    shutil.copy(f"{cluster.client_key}.pub", f"{public}.pub")
+    config = _config(cluster, tmp_path, [public], only=True)
+    by_ssh = subprocess.run(["ssh", "-F", str(config), "node0", "true"], capture_output=True)
+    assert by_ssh.returncode == 0, by_ssh.stderr  # the ground truth
+    start = _log_size(cluster)
+    result = _exec(config, tmp_path, client)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert set(_logged_in_with(cluster, start)) == {_fingerprint(cluster.client_key)}
