@@ -132,12 +132,12 @@ def read_ssh_config(path: str | None, system: str = SYSTEM_SSH_CONFIG) -> Loaded
     if not files:
         return LoadedConfig(path, SSHConfig())
     # ssh checks who may write ~/.ssh/config, not an -F file nor the system one.
-    texts = [read_text(name, checked=path is None and not is_system) for name, is_system in files]
+    first = read_text(files[0][0], checked=path is None and not files[0][1])
     lines = None
-    if len(files) > 1 or may_include(texts[0]):
+    if len(files) > 1 or may_include(first):  # the system file is read as it is flattened
         lines = tuple(_flattened(files))
     # Lines as the flattened ones are joined (splitlines: \r\n, \f and the rest too).
-    text = "\n".join(line.text for line in lines) if lines else "\n".join(texts[0].splitlines())
+    text = "\n".join(line.text for line in lines) if lines else "\n".join(first.splitlines())
     try:
         parsed = _parse(text)
     except (SSHException, ValueError) as exc:
