@@ -21,7 +21,7 @@ from typing import Any
 from clusterlaunch.core import sshalgorithms
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import SshTarget
-from clusterlaunch.transport import kerberos, sshoffer, sshrefused
+from clusterlaunch.transport import kerberos, sshoffer, sshrefused, sshtarget
 from clusterlaunch.transport.hostkeys import KnownHosts
 from clusterlaunch.transport.sshconfig import LoadedConfig, jump_host, read_ssh_config
 from clusterlaunch.transport.sshtokens import Connection, ssh_path, tilde
@@ -132,11 +132,12 @@ def _gssapi_blocker(
 ) -> str | None:
     """GSSAPI set while a ticket is held: ssh would log in with it (see :mod:`kerberos`)."""
     for keyword in ("gssapiauthentication", "gssapikeyexchange"):
-        if str(found.get(keyword, "no")).lower() == "yes" and seen.ticket is not None:
-            where = config.where(keyword, target.alias, "yes")
+        value = str(found.get(keyword, "no"))
+        if sshtarget.is_yes(value) and seen.ticket is not None:
+            where = config.where(keyword, target.alias, value)
             return (
-                f"{where}: {_spelled(keyword)} yes and {seen.ticket}: ssh would log in with "
-                "Kerberos; paramiko does not do GSSAPI here"
+                f"{where}: {_spelled(keyword)} {value} and {seen.ticket}: ssh would log in "
+                "with Kerberos; paramiko does not do GSSAPI here"
             )
     return None
 

@@ -172,15 +172,22 @@ def ssh_config_file(path: str | None) -> str | None:
     return None if path is None else config_path(path)
 
 
-def resolve_target(config: SSHConfig, spec: HostSpec) -> SshTarget:
-    """Combine a hosts-file entry with its SSH config block.
+def resolve_target(
+    config: SSHConfig, spec: HostSpec, loaded: LoadedConfig | None = None
+) -> SshTarget:
+    """Combine a hosts-file entry with its SSH config block (``loaded``: where its lines are).
 
     Like OpenSSH's ``-l``/``-p``, ``user`` and ``port`` from the hosts file win
     over the config.
     """
     if spec.host == LOCALHOST:
         return SshTarget(alias=LOCALHOST, hostname=LOCALHOST, port=0, user=spec.user)
-    return sshtarget.target_from(config.lookup(spec.host), spec)
+    where = None if loaded is None else functools.partial(_where_for, loaded, spec.host)
+    return sshtarget.target_from(config.lookup(spec.host), spec, where)
+
+
+def _where_for(loaded: LoadedConfig, alias: str, keyword: str, value: str) -> str:
+    return loaded.where(keyword, alias, value)
 
 
 def resolve_targets(config_path: str | None, specs: Iterable[HostSpec]) -> list[SshTarget]:
@@ -195,7 +202,7 @@ def resolve_in(loaded: LoadedConfig, specs: list[HostSpec]) -> list[SshTarget]:
         from clusterlaunch.transport import sshresolve
 
         return sshresolve.resolve_with_ssh(loaded.path, specs, exec_line.where)
-    return [resolve_target(loaded.parsed, spec) for spec in specs]
+    return [resolve_target(loaded.parsed, spec, loaded) for spec in specs]
 
 
 def jump_host(loaded: LoadedConfig, jump: str) -> SshTarget:

@@ -26,12 +26,12 @@ _KEPT = (
     "userknownhostsfile",
     "globalknownhostsfile",
     "identitiesonly",
+    "hashknownhosts",
+    "forwardagent",
     "requiredrsasize",
     "connectionattempts",
 )
 _KEPT_UNLESS_NONE = ("proxyjump", "proxycommand", "connecttimeout")
-_STRICT = {"true": "yes", "false": "no", "yes": "yes", "no": "no", "accept-new": "accept-new"}
-"""``ssh -G`` prints ``ask`` (the default) when unset: left out, so the default applies."""
 
 
 def resolve_with_ssh(config: str | None, specs: Sequence[HostSpec], why: str) -> list[SshTarget]:
@@ -78,8 +78,8 @@ def parse_options(text: str) -> dict[str, Any]:
             found.setdefault(key, []).append(value)
         elif key in _KEPT or (key in _KEPT_UNLESS_NONE and value != "none"):
             found[key] = value
-        elif key == "stricthostkeychecking" and value in _STRICT:
-            found[key] = _STRICT[value]
+        elif key == "stricthostkeychecking" and value != "ask":
+            found[key] = value  # ssh -G prints "ask", the default, when unset: the default applies
     # Identity files are left to ssh, which reads the same config (-G lists its
     # defaults too, which need not exist).
     return found

@@ -10,7 +10,7 @@ win over the config, as ``ssh -l``/``-p`` do.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +22,43 @@ from clusterlaunch.transport.sshtokens import Connection, ssh_command, ssh_path,
 
 DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
 
+Where = Callable[[str, str], str]
+"""``file:line`` of the line that set a keyword (lower case) to a value, for messages."""
 
-def target_from(found: Mapping[str, Any], spec: HostSpec) -> SshTarget:
-    """An SshTarget from resolved config options (paramiko's lookup, or ``ssh -G``)."""
+# OpenSSH's readconf.c, multistate_flag and multistate_strict_hostkey (any case):
+# ssh refuses a config with any other value ("unsupported option"). Read as
+# ``== "yes"``, ``IdentitiesOnly true`` offered every key and ``StrictHostKeyChecking
+# true`` accepted a new host key, where ssh offers one key and refuses the host.
+_FLAGS = {"yes": True, "true": True, "no": False, "false": False}
+_STRICT = {
+    "yes": "yes",
+    "true": "yes",
+    "ask": "ask",
+    "accept-new": "accept-new",
+    "no": "no",
+    "false": "no",
+    "off": "no",
+}
+_SPELLED = {
+    "identitiesonly": "IdentitiesOnly",
+    "hashknownhosts": "HashKnownHosts",
+    "stricthostkeychecking": "StrictHostKeyChecking",
+    "port": "Port",
+    "connecttimeout": "ConnectTimeout",
+    "connectionattempts": "ConnectionAttempts",
+    "requiredrsasize": "RequiredRSASize",
+}
+
+
+def target_from(found: Mapping[str, Any], spec: HostSpec, where: Where | None = None) -> SshTarget:
+    """An SshTarget from resolved config options (paramiko's lookup, or ``ssh -G``).
+
+    ``where`` names the line of a value ssh would refuse (``ssh -G``'s values were
+    read by ssh, which refuses such a config itself).
+    """
+    read = _Options(found, spec.host, where)
     hostname = found.get("hostname", spec.host)
-    port = spec.port or _config_number(found, spec.host, "port", 22, limits.SSH_PORT)
+    port = spec.port or read.number("port", 22, limits.SSH_PORT)
     user = spec.user or found.get("user")
     jump = _proxy_jump(found.get("proxyjump"))
     connection = Connection(spec.host, hostname, port, user, found.get("hostkeyalias"), jump)
@@ -36,46 +68,66 @@ def target_from(found: Mapping[str, Any], spec: HostSpec) -> SshTarget:
         port=port,
         user=user,
         identity_files=tuple(identity_files(found, connection)),
-        identities_only=str(found.get("identitiesonly", "no")).lower() == "yes",
+        identities_only=read.flag("identitiesonly"),
         use_agent=str(found.get("identityagent", "")).lower() != "none",
         forward_agent=str(found.get("forwardagent", "no")).lower() in ("yes", "true"),
         address_family=str(found.get("addressfamily", "any")).lower(),
         known_hosts_files=tuple(known_hosts_files(found, connection)),
         global_known_hosts_files=global_known_hosts_files(found),
-        hash_known_hosts=str(found.get("hashknownhosts", "no")).lower() == "yes",
+        hash_known_hosts=read.flag("hashknownhosts"),
         proxy_jump=jump,
         proxy_command=_proxy_command(found.get("proxycommand"), connection),
-        connect_timeout=_config_number(
-            found, spec.host, "connecttimeout", None, limits.CONNECT_TIMEOUT
-        ),
-        connection_attempts=_config_number(
-            found, spec.host, "connectionattempts", 1, limits.CONNECTION_ATTEMPTS
-        ),
-        host_key_checking=_none_is_none(found.get("stricthostkeychecking")),
+        connect_timeout=read.number("connecttimeout", None, limits.CONNECT_TIMEOUT),
+        connection_attempts=read.number("connectionattempts", 1, limits.CONNECTION_ATTEMPTS),
+        host_key_checking=read.host_key_checking(),
         algorithms=sshalgorithms.configured(found),
-        required_rsa_size=max(
-            RSA_MINIMUM_BITS,
-            _config_number(found, spec.host, "requiredrsasize", 0, limits.RSA_SIZE),
-        ),
+        required_rsa_size=max(RSA_MINIMUM_BITS, read.number("requiredrsasize", 0, limits.RSA_SIZE)),
         send_env=tuple(found.get("sendenv", ())),
         set_env=tuple((w.partition("=")[0], w.partition("=")[2]) for w in found.get("setenv", ())),
     )
 
 
-def _config_number(
-    found: Mapping[str, Any], alias: str, key: str, default: float | None, kind: limits.Number
-) -> Any:
-    """A number from the SSH config, in the range the command line allows (int("abc") was a
-    traceback, ConnectTimeout nan a hang)."""
-    text = found.get(key)
-    if text is None:
-        return default
-    try:
-        return kind(str(text).strip())
-    except UsageError:
-        raise UsageError(
-            f"SSH config, host {alias}: {key} {limits.shown(str(text))}: use {kind.allowed}"
-        ) from None
+def is_yes(value: object) -> bool:
+    """A flag's value as ssh reads it (``yes``/``true``, any case); anything else is not."""
+    return _FLAGS.get(str(value).strip().lower(), False)
+
+
+class _Options:
+    """A host's values read as ssh reads them; one ssh refuses is one line naming it."""
+
+    def __init__(self, found: Mapping[str, Any], alias: str, where: Where | None) -> None:
+        self._found, self._alias, self._where = found, alias, where
+
+    def flag(self, key: str) -> bool:
+        return self._chosen(key, _FLAGS, False, "yes or no")
+
+    def host_key_checking(self) -> str | None:
+        return self._chosen("stricthostkeychecking", _STRICT, None, "yes, accept-new or ask")
+
+    def number(self, key: str, default: float | None, kind: limits.Number) -> Any:
+        """A number in the range the command line allows (int("abc") was a traceback,
+        ConnectTimeout nan a hang)."""
+        text = self._found.get(key)
+        if text is None:
+            return default
+        try:
+            return kind(str(text).strip())
+        except UsageError:
+            raise self._refused(key, str(text), f"use {kind.allowed}") from None
+
+    def _chosen(self, key: str, table: Mapping[str, Any], default: Any, allowed: str) -> Any:
+        text = self._found.get(key)
+        if text is None:
+            return default
+        value = str(text).strip()
+        if value.lower() not in table:
+            raise self._refused(key, value, f"ssh refuses this value; use {allowed}")
+        return table[value.lower()]
+
+    def _refused(self, key: str, value: str, fix: str) -> UsageError:
+        place = self._where(key, value) if self._where else "SSH config"
+        spelled = _SPELLED.get(key, key)
+        return UsageError(f"{place}, host {self._alias}: {spelled} {limits.shown(value)}: {fix}")
 
 
 def identity_files(found: Mapping[str, Any], connection: Connection) -> list[str]:

@@ -75,12 +75,13 @@ TEXT = [
     (
         "ssh-config-timeout-nan",
         run("--ssh-config", "nan_timeout_config"),
-        "SSH config, host node0: connecttimeout 'nan': use a number of seconds from 1 to 3,600",
+        "nan_timeout_config:2, host node0: ConnectTimeout 'nan': "
+        "use a number of seconds from 1 to 3,600",
     ),
     (
         "ssh-config-port-word",
         run("--ssh-config", "word_port_config"),
-        "SSH config, host node0: port 'abc': use a TCP port from 1 to 65,535",
+        "word_port_config:2, host node0: Port 'abc': use a TCP port from 1 to 65,535",
     ),
     ("log-dir-empty", run("--log-dir", ""), "--log-dir '': give a non-empty value"),
     ("job-id-empty", run("--job-id", ""), "--job-id '': use 1-64 letters"),

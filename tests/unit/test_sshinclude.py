@@ -133,4 +133,5 @@ def test_ssh_G_output_maps_ask_to_the_default() -> None:
         "proxyjump none\nconnecttimeout none\nidentityfile ~/.ssh/id_rsa\n"
     )
     assert found == {"hostname": "10.0.0.5", "port": "2222", "user": "me"}
-    assert parse_options("stricthostkeychecking true\n") == {"stricthostkeychecking": "yes"}
+    # As ssh -G prints yes; read as ssh reads it (test_ssh_flags) by target_from.
+    assert parse_options("stricthostkeychecking true\n") == {"stricthostkeychecking": "true"}

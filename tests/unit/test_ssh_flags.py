@@ -1,0 +1,86 @@
+"""Yes/no keywords read as ssh reads them (``ssh -G`` is the ground truth).
+
+OpenSSH takes ``yes``, ``true``, ``no`` and ``false`` in any case (readconf.c's
+multistate_flag; StrictHostKeyChecking also ``ask``, ``accept-new`` and ``off``)
+and refuses a config with any other value. clusterlaunch compared with ``"yes"``:
+``IdentitiesOnly true`` offered every key, ``StrictHostKeyChecking true`` accepted
+a new host key, and ``IdentitiesOnly maybe`` was read as no.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.model import HostSpec, SshTarget
+from clusterlaunch.transport import sshconfig, sshresolve, sshtarget
+
+SPELLINGS = ["yes", "true", "TRUE", "Yes", "no", "false", "False", "NO"]
+STRICT_ONLY = ["off", "OFF", "accept-new", "ask"]
+SPEC = HostSpec(host="n0", gpus=1)
+
+
+def _by_ssh(config: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ssh", "-G", "-F", str(config), "n0"], capture_output=True, text=True)
+
+
+def _read(target: SshTarget) -> tuple[bool, bool, str]:
+    return target.identities_only, target.hash_known_hosts, target.key_policy(None)[0]
+
+
+def _config(tmp_path: Path, flags: str, strict: str) -> Path:
+    config = tmp_path / "config"
+    config.write_text(
+        f"Host n0\n  IdentitiesOnly {flags}\n  HashKnownHosts {flags}\n"
+        f"  StrictHostKeyChecking {strict}\n"
+    )
+    return config
+
+
+@pytest.mark.parametrize("value", SPELLINGS)
+def test_a_flag_is_read_as_ssh_reads_it(tmp_path: Path, value: str) -> None:
+    config = _config(tmp_path, value, value)
+    shown = _by_ssh(config)
+    assert shown.returncode == 0, shown.stderr
+    by_ssh = sshtarget.target_from(sshresolve.parse_options(shown.stdout), SPEC)
+    [ours] = sshconfig.resolve_targets(str(config), [SPEC])
+    assert _read(ours) == _read(by_ssh)
+    expected = value.lower() in ("yes", "true")
+    assert _read(ours) == (expected, expected, "strict" if expected else "accept-new")
+
+
+@pytest.mark.parametrize("value", STRICT_ONLY)
+def test_strict_host_key_checking_takes_ssh_values(tmp_path: Path, value: str) -> None:
+    config = _config(tmp_path, "no", value)
+    shown = _by_ssh(config)
+    assert shown.returncode == 0, shown.stderr
+    by_ssh = sshtarget.target_from(sshresolve.parse_options(shown.stdout), SPEC)
+    [ours] = sshconfig.resolve_targets(str(config), [SPEC])
+    assert ours.key_policy(None) == by_ssh.key_policy(None) or value == "ask"
+    # ssh -G prints "ask", its default, when unset too; read from the file it is strict.
+    expected = "strict" if value == "ask" else "accept-new"
+    assert ours.key_policy(None)[0] == expected
+
+
+@pytest.mark.parametrize(
+    ("flags", "strict", "line", "said"),
+    [
+        ("maybe", "yes", 2, "IdentitiesOnly 'maybe': ssh refuses this value; use yes or no"),
+        ("1", "yes", 2, "IdentitiesOnly '1': ssh refuses this value; use yes or no"),
+        ("yes", "none", 4, "StrictHostKeyChecking 'none': ssh refuses this value; use yes,"),
+    ],
+)
+def test_a_value_ssh_refuses_is_one_line_naming_the_line(
+    tmp_path: Path, flags: str, strict: str, line: int, said: str
+) -> None:
+    config = _config(tmp_path, flags, strict)
+    shown = _by_ssh(config)
+    assert shown.returncode == 255 and f"line {line}: unsupported option" in shown.stderr
+    with pytest.raises(UsageError) as raised:
+        sshconfig.resolve_targets(str(config), [SPEC])
+    message = str(raised.value)
+    assert message.startswith(f"{config}:{line}, host n0: {said}"), message
+    assert "\n" not in message
