@@ -22,6 +22,7 @@ srun                    slurm-client
 klist                   krb5-user
 /usr/sbin/krb5kdc       krb5-kdc
 /usr/sbin/kadmin.local  krb5-admin-server
+/usr/sbin/dnsmasq       dnsmasq-base
 "
 
 missing=("$@")

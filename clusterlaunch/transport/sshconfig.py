@@ -74,6 +74,16 @@ class LoadedConfig:
                     return line
         return None
 
+    @cached_property
+    def cname_rules(self) -> ConfigLine | None:
+        """The first ``CanonicalizePermittedCNAMEs`` line (ssh follows DNS aliases by it)."""
+        if "canonicalizepermittedcnames" not in self.text.lower():
+            return None
+        for line in self.lines:
+            if line.keyword == "canonicalizepermittedcnames" and line.value.lower() != "none":
+                return line
+        return None
+
     def where(self, keyword: str, alias: str, value: str) -> str:
         """``file:line`` of the ``keyword value`` line that applies to ``alias`` (best effort).
 
@@ -196,12 +206,15 @@ def resolve_targets(config_path: str | None, specs: Iterable[HostSpec]) -> list[
 
 
 def resolve_in(loaded: LoadedConfig, specs: list[HostSpec]) -> list[SshTarget]:
-    """``specs`` through ``loaded``: by ``ssh -G`` where a ``Match exec`` needs it."""
+    """``specs`` through ``loaded``: by ``ssh -G`` where only ssh can resolve them as ssh
+    does (a ``Match exec`` command; DNS aliases followed by CanonicalizePermittedCNAMEs)."""
     exec_line = loaded.match_exec
-    if exec_line is not None:
+    ssh_only = exec_line or loaded.cname_rules
+    if ssh_only is not None:
         from clusterlaunch.transport import sshresolve
 
-        return sshresolve.resolve_with_ssh(loaded.path, specs, exec_line.where)
+        said = "Match exec" if ssh_only is exec_line else "CanonicalizePermittedCNAMEs"
+        return sshresolve.resolve_with_ssh(loaded.path, specs, f"{ssh_only.where}: {said}")
     return [resolve_target(loaded.parsed, spec, loaded) for spec in specs]
 
 

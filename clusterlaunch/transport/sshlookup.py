@@ -34,6 +34,7 @@ from typing import Any
 
 from clusterlaunch.core.envpolicy import glob_regex
 from clusterlaunch.core.errors import UsageError
+from clusterlaunch.transport import sshcanonical
 from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHConfigDict
 from clusterlaunch.transport.sshinclude import split_line, words
 
@@ -46,6 +47,18 @@ class _Blocks(SSHConfig):
     def __init__(self, blocks: list[dict[str, Any]]) -> None:
         super().__init__()
         self._config = blocks
+
+    def lookup(self, hostname: str) -> SSHConfigDict:
+        """paramiko's two passes, the second under the name ssh canonicalizes to
+        (:mod:`clusterlaunch.transport.sshcanonical`) where the config asks for it."""
+        options = self._lookup(hostname=hostname)  # type: ignore[attr-defined]
+        if "hostname" not in options:
+            options["hostname"] = hostname
+        if not sshcanonical.enabled(options):
+            return self._lookup(hostname, options, canonical=False, final=True)  # type: ignore[attr-defined]
+        host = sshcanonical.canonical_host(options, hostname)
+        options["hostname"] = host
+        return self._lookup(host, options, canonical=True, final=True)  # type: ignore[attr-defined]
 
     def _does_match(self, match_list: list[Any], *rest: Any) -> Any:
         # paramiko looks up the local user for every block, Match or not.

@@ -62,7 +62,7 @@ def _resolve(config: str | None, spec: HostSpec, why: str) -> SshTarget:
             start_new_session=True,  # a Ctrl-C reaches us; we stop it
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UsageError(f"{why}: Match exec needs ssh -G to resolve {spec.host}: {exc}") from None
+        raise UsageError(f"{why} needs ssh -G to resolve {spec.host}: {exc}") from None
     if done.returncode != 0:
         said = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
         raise UsageError(f"{why}: ssh -G {spec.host} failed: {said[0]}")

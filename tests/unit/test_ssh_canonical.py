@@ -1,0 +1,133 @@
+"""Host names canonicalized as ssh canonicalizes them, against ``ssh -G`` in a mount
+namespace whose resolver is a DNS server of the test's own (tests/dns.py).
+
+paramiko's lookup canonicalized the name given instead of HostName and wrote the
+result over HostName (``alias1``, HostName ``n1``: reached as ``alias1``), and
+canonicalized hosts behind a jump host, which ssh leaves to the proxy (``gpu2``:
+another block's Port applied).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import dns
+
+pytestmark = pytest.mark.skipif(dns.why_not() is not None, reason=dns.why_not() or "")
+
+NAMES = {
+    "vm.cl.test": "127.0.0.5",
+    "gpu1.cl.test": "127.0.0.6",
+    "gpu2.cl.test": "127.0.0.7",
+    "n1.cl.test": "127.0.0.8",
+    "two.sub.cl.test": "127.0.0.9",
+}
+
+_OURS = """
+import json, pwd, os, sys
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.model import HostSpec
+from clusterlaunch.transport import sshconfig
+try:
+    [t] = sshconfig.resolve_targets(sys.argv[2], [HostSpec(host=sys.argv[1], gpus=1)])
+except UsageError as exc:
+    print(json.dumps(str(exc)))
+else:
+    user = t.user or pwd.getpwuid(os.getuid()).pw_name  # None: ssh's default, the local user
+    print(json.dumps([t.hostname, t.port, user, t.proxy_jump]))
+"""
+
+CONFIGS = {
+    "yes": (
+        "CanonicalizeHostname yes\nCanonicalDomains nope.test cl.test\n"
+        "Host gpu2\n  ProxyJump vm\nHost alias1\n  HostName n1\nHost alias2\n  HostName %h-x\n"
+        "Host *.cl.test\n  User canonuser\n  Port 2201\nHost gpu*\n  User gpuuser\n"
+        "Match canonical host n1.cl.test\n  User matched\n",
+        ["vm", "VM", "gpu1", "gpu2", "gpu3", "gpu1.cl.test", "alias1", "alias2", "10.1.2.3"],
+    ),
+    "always": (
+        "CanonicalizeHostname always\nCanonicalDomains cl.test\n"
+        "Host gpu2\n  ProxyJump vm\nHost *.cl.test\n  Port 2201\n",
+        ["gpu2", "vm"],
+    ),
+    "max dots": (
+        "CanonicalizeHostname yes\nCanonicalDomains cl.test\nCanonicalizeMaxDots 0\n"
+        "Host *.cl.test\n  Port 2201\n",
+        ["vm", "two.sub"],
+    ),
+    "none ends the list": (
+        "CanonicalizeHostname yes\nCanonicalDomains none\nHost *.cl.test\n  Port 2201\n",
+        ["vm"],
+    ),
+    "a second pass under HostName": (
+        "CanonicalizeHostname yes\nHost a1\n  HostName box\nHost box\n  Port 2301\n",
+        ["a1"],
+    ),
+    "not asked for": ("CanonicalDomains cl.test\nHost *.cl.test\n  Port 2201\n", ["vm"]),
+    "CNAMEs, by ssh -G": (
+        "CanonicalizeHostname yes\nCanonicalDomains cl.test\n"
+        "CanonicalizePermittedCNAMEs *.cl.test:*.cl.test\nHost n1.cl.test\n  Port 2222\n",
+        ["web", "vm"],
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def in_dns(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    with dns.resolver(
+        tmp_path_factory.mktemp("dns"), NAMES, {"web.cl.test": "n1.cl.test"}
+    ) as prefix:
+        yield prefix
+
+
+def _by_ssh(prefix: list[str], config: Path, alias: str) -> list[object]:
+    argv = [*prefix, "ssh", "-G", "-F", str(config), alias]
+    shown = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout
+    options = dict(line.split(" ", 1) for line in shown.splitlines() if " " in line)
+    jump = None if options.get("proxyjump", "none") == "none" else options["proxyjump"]
+    return [options["hostname"], int(options["port"]), options["user"], jump]
+
+
+def _ours(prefix: list[str], config: Path, alias: str) -> object:
+    argv = [*prefix, sys.executable, "-c", _OURS, alias, str(config)]
+    return json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
+
+
+@pytest.mark.parametrize(
+    ("case", "alias"),
+    [(case, alias) for case, (_, aliases) in CONFIGS.items() for alias in aliases],
+)
+def test_a_host_resolves_as_ssh_resolves_it(
+    tmp_path: Path, in_dns: list[str], case: str, alias: str
+) -> None:
+    config = tmp_path / "config"
+    config.write_text(CONFIGS[case][0])
+    assert _ours(in_dns, config, alias) == _by_ssh(in_dns, config, alias)
+
+
+def test_the_alias_is_not_written_over_hostname(tmp_path: Path, in_dns: list[str]) -> None:
+    config = tmp_path / "config"
+    config.write_text(CONFIGS["yes"][0])
+    assert _ours(in_dns, config, "alias1")[:2] == ["n1.cl.test", 2201]  # type: ignore[index]
+    assert _ours(in_dns, config, "gpu2")[:2] == ["gpu2", 22]  # type: ignore[index]
+
+
+def test_fallback_local_no_fails_as_ssh_fails(tmp_path: Path, in_dns: list[str]) -> None:
+    config = tmp_path / "config"
+    config.write_text(
+        "CanonicalizeHostname yes\nCanonicalDomains cl.test\nCanonicalizeFallbackLocal no\n"
+    )
+    argv = [*in_dns, "ssh", "-G", "-F", str(config), "missing"]
+    by_ssh = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert by_ssh.returncode == 255 and 'Could not resolve host "missing"' in by_ssh.stderr
+    assert _ours(in_dns, config, "missing") == (
+        "SSH config, host missing: could not resolve host 'missing' in CanonicalDomains "
+        "cl.test, and CanonicalizeFallbackLocal is no (ssh fails there too)"
+    )
+    assert _ours(in_dns, config, "vm")[0] == "vm.cl.test"  # type: ignore[index]
