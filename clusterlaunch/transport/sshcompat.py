@@ -63,7 +63,7 @@ def _chain_blocker(
     target: SshTarget, config: LoadedConfig, known_hosts: KnownHosts, seen: Seen
 ) -> str | None:
     """The target's blocker, or one of its jump hosts' (named as such)."""
-    if config.match_exec is None and target.proxy_jump:
+    if config.ssh_only is None and target.proxy_jump:
         for hop in target.proxy_jump.split(","):
             why = blocker(jump_host(config, hop), config, known_hosts, seen)
             if why is not None:
@@ -82,9 +82,8 @@ def blocker(
     ``seen`` keeps what is found once for every target (key types, a ticket).
     """
     seen = Seen() if seen is None else seen
-    exec_line = config.match_exec
-    if exec_line is not None:
-        return f"{exec_line.where}: Match exec: paramiko cannot evaluate it as ssh does"
+    if config.ssh_only is not None:
+        return f"{config.ssh_only}: paramiko cannot evaluate it as ssh does"
     found = config.parsed.lookup(target.alias)
     settings = sshrefused.refused(found, lambda key, value: config.where(key, target.alias, value))
     if settings is not None:

@@ -27,11 +27,35 @@ from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
 from clusterlaunch.transport import sshtarget
 from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHException
-from clusterlaunch.transport.sshinclude import ConfigLine, flatten, may_include, read_text, words
+from clusterlaunch.transport.sshinclude import (
+    ConfigLine,
+    flatten,
+    match_pairs,
+    may_include,
+    read_text,
+    words,
+)
 from clusterlaunch.transport.sshlookup import IndexedSshConfig
 from clusterlaunch.transport.sshtokens import tilde
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
+
+
+_PARAMIKO_MATCHES = frozenset(
+    ("all", "canonical", "final", "host", "originalhost", "user", "localuser")
+)
+"""The Match criteria paramiko's matcher evaluates as ssh does."""
+
+
+@dataclass(frozen=True)
+class SshOnly:
+    """A config line only ssh evaluates as ssh does: ``what`` names it in messages."""
+
+    line: ConfigLine
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.line.where}: {self.what}"
 
 
 @dataclass(frozen=True)
@@ -60,28 +84,26 @@ class LoadedConfig:
         return tuple(flatten(self.files[0])) if self.files else ()
 
     @cached_property
-    def match_exec(self) -> ConfigLine | None:
-        """The first ``Match ... exec`` line (only ssh can evaluate it as ssh does).
+    def ssh_only(self) -> SshOnly | None:
+        """The first line only ssh evaluates as ssh does, and what it says.
 
-        Found once: it is asked for every host, and a scan per host was O(hosts²).
+        A ``Match`` with ``exec``, or with a criterion paramiko's matcher does not know
+        (``localnetwork``, ``tagged``, ``version``: OpenSSH 9.4 and later), which it took
+        as matching every host; ``CanonicalizePermittedCNAMEs``, DNS aliases followed
+        into the host name. Found once: it is asked for every host, and a scan per host
+        was O(hosts²).
         """
-        if "match" not in self.text.lower():
+        lowered = self.text.lower()
+        if "match" not in lowered and "canonicalizepermittedcnames" not in lowered:
             return None  # no line to look at
         for line in self.lines:
             if line.keyword == "match":
-                criteria = words(line.value, line.where)
-                if any(word.lstrip("!").lower() == "exec" for word in criteria[::2]):
-                    return line
-        return None
-
-    @cached_property
-    def cname_rules(self) -> ConfigLine | None:
-        """The first ``CanonicalizePermittedCNAMEs`` line (ssh follows DNS aliases by it)."""
-        if "canonicalizepermittedcnames" not in self.text.lower():
-            return None
-        for line in self.lines:
-            if line.keyword == "canonicalizepermittedcnames" and line.value.lower() != "none":
-                return line
+                for pair in match_pairs(words(line.value, line.where)):
+                    criterion = pair[0].lstrip("!").lower()
+                    if criterion not in _PARAMIKO_MATCHES:
+                        return SshOnly(line, f"Match {criterion}")
+            elif line.keyword == "canonicalizepermittedcnames" and line.value.lower() != "none":
+                return SshOnly(line, "CanonicalizePermittedCNAMEs")
         return None
 
     def where(self, keyword: str, alias: str, value: str) -> str:
@@ -206,15 +228,12 @@ def resolve_targets(config_path: str | None, specs: Iterable[HostSpec]) -> list[
 
 
 def resolve_in(loaded: LoadedConfig, specs: list[HostSpec]) -> list[SshTarget]:
-    """``specs`` through ``loaded``: by ``ssh -G`` where only ssh can resolve them as ssh
-    does (a ``Match exec`` command; DNS aliases followed by CanonicalizePermittedCNAMEs)."""
-    exec_line = loaded.match_exec
-    ssh_only = exec_line or loaded.cname_rules
-    if ssh_only is not None:
+    """``specs`` through ``loaded``: by ``ssh -G`` where only ssh resolves them as ssh
+    does (:attr:`LoadedConfig.ssh_only`)."""
+    if loaded.ssh_only is not None:
         from clusterlaunch.transport import sshresolve
 
-        said = "Match exec" if ssh_only is exec_line else "CanonicalizePermittedCNAMEs"
-        return sshresolve.resolve_with_ssh(loaded.path, specs, f"{ssh_only.where}: {said}")
+        return sshresolve.resolve_with_ssh(loaded.path, specs, str(loaded.ssh_only))
     return [resolve_target(loaded.parsed, spec, loaded) for spec in specs]
 
 

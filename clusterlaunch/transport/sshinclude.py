@@ -183,11 +183,11 @@ def _criteria(header: ConfigLine) -> tuple[str, ...]:
 
 def _merge(outer: tuple[str, ...], inner: tuple[str, ...]) -> tuple[str, ...]:
     """Both conditions at once; ``all`` drops out next to any other criterion."""
-    pairs = [pair for pair in (*_pairs(outer), *_pairs(inner)) if pair != ("all",)]
+    pairs = [pair for pair in (*match_pairs(outer), *match_pairs(inner)) if pair != ("all",)]
     return tuple(word for pair in pairs for word in pair) or ("all",)
 
 
-def _pairs(criteria: tuple[str, ...]) -> list[tuple[str, ...]]:
+def match_pairs(criteria: tuple[str, ...] | list[str]) -> list[tuple[str, ...]]:
     """Match criteria as (keyword, argument) pairs; ``all``/``canonical``/``final`` stand alone."""
     pairs: list[tuple[str, ...]] = []
     rest = list(criteria)

@@ -54,11 +54,6 @@ RULES: tuple[tuple[str, Callable[[str], bool], str], ...] = (
         "ssh offers no key, and paramiko logs in with keys only",
     ),
     ("ForwardAgent", _socket, "paramiko forwards only the agent $SSH_AUTH_SOCK names"),
-    (
-        "CanonicalizePermittedCNAMEs",
-        _set,
-        "ssh follows DNS aliases (CNAMEs) into the host name; paramiko cannot",
-    ),
 )
 
 

@@ -85,7 +85,6 @@ def test_dns_aliases_are_followed_by_ssh_or_refused(canonical, tmp_path: Path, c
         assert result.stdout == "[web] hi\n"
     else:
         assert result.returncode == 2 and result.stdout == ""
-        assert f"{config}:3: CanonicalizePermittedCNAMEs *.cl.test:*.cl.test: ssh follows" in (
-            result.stderr
-        ), result.stderr
+        said = f"{config}:3: CanonicalizePermittedCNAMEs: paramiko cannot evaluate it as ssh does"
+        assert said in result.stderr, result.stderr
         assert "use --ssh-client openssh" in result.stderr

@@ -89,6 +89,11 @@ def test_a_matching_cert_authority_is_refused_unless_a_plain_key_is_known(tmp_pa
         ("Host *\n  PubkeyAcceptedAlgorithms sk-ssh-ed25519@openssh.com\n", ":2: PubkeyAccepted"),
         ("Host *\n  IdentityAgent ~/.1password/agent.sock\n", ":2: IdentityAgent ~/.1password"),
         ("Host *\n  IdentityAgent /run/a_%j\n", ":2: IdentityAgent /run/a_%j: %j is"),
+        # Criteria of OpenSSH 9.4+: paramiko applied their blocks to every host.
+        ("Match localnetwork 10.0.0.0/8\n  Port 2\n", ":1: Match localnetwork: paramiko"),
+        ("Host n0\nMatch final !tagged x\n  Port 2\n", ":2: Match tagged: paramiko cannot"),
+        ('Match final exec "true"\n  Port 2\n', ":1: Match exec: paramiko cannot evaluate"),
+        ("CanonicalizePermittedCNAMEs *.a:*.b\n", ":1: CanonicalizePermittedCNAMEs: paramiko"),
     ],
 )
 def test_settings_paramiko_cannot_honour_are_named(

@@ -11,6 +11,7 @@ import paramiko
 import pytest
 
 from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.model import HostSpec
 from clusterlaunch.transport import paramikoconfig, sshconfig
 from clusterlaunch.transport.sshinclude import flatten
 from clusterlaunch.transport.sshlookup import IndexedSshConfig
@@ -40,10 +41,10 @@ def test_a_config_reads_the_same_with_or_without_its_lines(tmp_path: Path, text:
 def test_match_exec_is_found_without_an_include(tmp_path: Path) -> None:
     path = tmp_path / "config"
     path.write_text('Host a\n    Port 1\nmatch HOST a EXEC "test -e /"\n    User x\n')
-    found = sshconfig.read_ssh_config(str(path)).match_exec
-    assert found is not None and found.where == f"{path}:3"
+    found = sshconfig.read_ssh_config(str(path)).ssh_only
+    assert str(found) == f"{path}:3: Match exec"
     path.write_text("Host matching\n    User x\n")  # the word, but no Match line
-    assert sshconfig.read_ssh_config(str(path)).match_exec is None
+    assert sshconfig.read_ssh_config(str(path)).ssh_only is None
 
 
 def test_a_config_is_parsed_once_per_content_includes_too(tmp_path: Path) -> None:
@@ -128,3 +129,24 @@ def test_a_jump_host_of_a_match_exec_config_is_resolved_by_ssh(tmp_path: Path) -
     jump = sshconfig.jump_host(sshconfig.read_ssh_config(str(path)), "u@j:2200")
     assert (jump.hostname, jump.port, jump.user) == ("10.0.0.9", 2200, "u")
     assert sshconfig.jump_host(sshconfig.read_ssh_config(str(path)), "j").user == "x"
+
+
+@pytest.mark.parametrize(
+    "criteria", ["localnetwork 10.0.0.0/8", "tagged x", "final exec true", "version OpenSSH_9*"]
+)
+def test_a_match_only_ssh_evaluates_is_resolved_by_ssh(tmp_path: Path, criteria: str) -> None:
+    """paramiko's matcher took criteria it does not know as matching every host (Port 2
+    for n0 here); ``ssh -G`` decides, and its refusal (OpenSSH 9.2: "Bad Match
+    condition") is one line naming the config's line."""
+    path = tmp_path / "config"
+    path.write_text(f"Match {criteria}\n    Port 2\nHost n0\n    HostName 10.0.0.1\n")
+    spec = HostSpec(host="n0", gpus=1)
+    by_ssh = subprocess.run(["ssh", "-G", "-F", str(path), "n0"], capture_output=True, text=True)
+    if by_ssh.returncode != 0:
+        said = by_ssh.stderr.strip().splitlines()[-1]
+        with pytest.raises(UsageError) as refused:
+            sshconfig.resolve_targets(str(path), [spec])
+        assert str(refused.value).startswith(f"{path}:1: Match ") and said in str(refused.value)
+    else:
+        port = int(dict(line.split(" ", 1) for line in by_ssh.stdout.splitlines())["port"])
+        assert sshconfig.resolve_targets(str(path), [spec])[0].port == port

@@ -106,8 +106,8 @@ def test_match_exec_is_found_and_resolution_goes_through_ssh(tmp_path: Path) -> 
     config = tmp_path / "config"
     config.write_text('Host n*\n    User u\nMatch host n1 exec "true"\n    Port 2200\n')
     loaded = sshconfig.read_ssh_config(str(config))
-    found = loaded.match_exec
-    assert found is not None and found.where == f"{config}:3"
+    found = loaded.ssh_only
+    assert str(found) == f"{config}:3: Match exec"
     # ssh -G runs the exec as ssh would: n1 gets the port, n2 does not.
     assert _resolve(config, "n1") == ("n1", 2200, "u")
     assert _resolve(config, "n2") == ("n2", 22, "u")
