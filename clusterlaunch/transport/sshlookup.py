@@ -47,10 +47,12 @@ class _Blocks(SSHConfig):
     def __init__(self, blocks: list[dict[str, Any]]) -> None:
         super().__init__()
         self._config = blocks
+        self._alias = ""
 
     def lookup(self, hostname: str) -> SSHConfigDict:
         """paramiko's two passes, the second under the name ssh canonicalizes to
         (:mod:`clusterlaunch.transport.sshcanonical`) where the config asks for it."""
+        self._alias = hostname
         options = self._lookup(hostname=hostname)  # type: ignore[attr-defined]
         if "hostname" not in options:
             options["hostname"] = hostname
@@ -60,9 +62,13 @@ class _Blocks(SSHConfig):
         options["hostname"] = host
         return self._lookup(host, options, canonical=True, final=True)  # type: ignore[attr-defined]
 
-    def _does_match(self, match_list: list[Any], *rest: Any) -> Any:
-        # paramiko looks up the local user for every block, Match or not.
-        return super()._does_match(match_list, *rest) if match_list else []  # type: ignore[misc]
+    def _does_match(self, match_list: list[Any], _target: str, *rest: Any) -> Any:
+        # paramiko looks up the local user for every block, Match or not. Its target is
+        # what "originalhost" matches: in the pass after canonicalization ssh matches the
+        # name given, where paramiko matched the canonical name.
+        if not match_list:
+            return []
+        return super()._does_match(match_list, self._alias, *rest)  # type: ignore[misc]
 
     def _tokenize(self, config: Any, target_hostname: str, key: str, value: str) -> Any:
         # For each value it may expand, even one without a token, paramiko asks for the

@@ -69,6 +69,11 @@ CONFIGS = {
         "CanonicalizeHostname yes\nHost a1\n  HostName box\nHost box\n  Port 2301\n",
         ["a1"],
     ),
+    "originalhost is the name given": (
+        "CanonicalizeHostname yes\nCanonicalDomains cl.test\n"
+        "Match canonical originalhost gpu1\n  Port 2400\nHost *.cl.test\n  Port 2201\n",
+        ["gpu1", "gpu2"],
+    ),
     "not asked for": ("CanonicalDomains cl.test\nHost *.cl.test\n  Port 2201\n", ["vm"]),
     "CNAMEs, by ssh -G": (
         "CanonicalizeHostname yes\nCanonicalDomains cl.test\n"
