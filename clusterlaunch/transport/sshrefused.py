@@ -54,6 +54,11 @@ RULES: tuple[tuple[str, Callable[[str], bool], str], ...] = (
         "ssh offers no key, and paramiko logs in with keys only",
     ),
     ("ForwardAgent", _socket, "paramiko forwards only the agent $SSH_AUTH_SOCK names"),
+    (
+        "ProxyUseFdpass",
+        _yes,
+        "ssh takes a connected socket from the ProxyCommand; paramiko reads its output",
+    ),
 )
 
 

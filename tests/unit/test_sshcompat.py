@@ -89,6 +89,7 @@ def test_a_matching_cert_authority_is_refused_unless_a_plain_key_is_known(tmp_pa
         ("Host *\n  PubkeyAcceptedAlgorithms sk-ssh-ed25519@openssh.com\n", ":2: PubkeyAccepted"),
         ("Host *\n  IdentityAgent ~/.1password/agent.sock\n", ":2: IdentityAgent ~/.1password"),
         ("Host *\n  IdentityAgent /run/a_%j\n", ":2: IdentityAgent /run/a_%j: %j is"),
+        ("Host *\n  ProxyUseFdpass yes\n", ":2: ProxyUseFdpass yes: ssh takes a connected"),
         # Criteria of OpenSSH 9.4+: paramiko applied their blocks to every host.
         ("Match localnetwork 10.0.0.0/8\n  Port 2\n", ":1: Match localnetwork: paramiko"),
         ("Host n0\nMatch final !tagged x\n  Port 2\n", ":2: Match tagged: paramiko cannot"),
@@ -210,6 +211,6 @@ def test_settings_at_ssh_defaults_are_not_refused(tmp_path: Path) -> None:
     config = (
         "Host *\n  CheckHostIP no\n  VerifyHostKeyDNS no\n  GSSAPIAuthentication no\n"
         "  HostbasedAuthentication no\n  PubkeyAuthentication yes\n  ForwardAgent yes\n"
-        "  PreferredAuthentications gssapi-with-mic,publickey,password\n"
+        "  PreferredAuthentications gssapi-with-mic,publickey,password\n  ProxyUseFdpass no\n"
     )
     _check(tmp_path, _target(tmp_path), config)
