@@ -47,8 +47,9 @@ def identity_files(target: SshTarget) -> list[str]:
         # ssh skips a file that is not there ("no such identity") and goes on to the
         # next key and the agent; paramiko's client raised FileNotFoundError, and the
         # host failed with "No such file or directory". A ".pub" alone names an agent's
-        # key (under IdentitiesOnly, the one it may offer), as in ssh.
-        files = target.identity_files
+        # key (under IdentitiesOnly, the one it may offer), as in ssh. "none" names no
+        # file (ssh.c skips it), and being configured, keeps the defaults out.
+        files = [path for path in target.identity_files if path.lower() != "none"]
         return [path for path in files if any(os.path.isfile(p) for p in (path, path + ".pub"))]
     folder = os.path.join(ssh_home(), ".ssh")
     found = (os.path.join(folder, name) for name in DEFAULT_KEYS)

@@ -149,6 +149,8 @@ def _identity_blocker(
 ) -> str | None:
     """An identity file paramiko cannot use, or a path it cannot name as ssh would."""
     for identity in target.identity_files:
+        if identity.lower() == "none":
+            continue  # no file (identities.identity_files)
         if identity not in kinds:
             kinds[identity] = key_type(identity)
         kind = kinds[identity]

@@ -99,6 +99,24 @@ def test_keys_offered_are_the_ones_ssh_offers(
     ]
 
 
+def test_identity_file_none_names_no_file_and_keeps_the_defaults_out(
+    moved_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``IdentityFile none``: ssh offers no file's key (ssh.c skips the word) and adds no
+    default, so only the agent's keys; a file called ``none`` here was read as a key."""
+    real_home = tmp_path / "real"
+    (real_home / ".ssh").mkdir(parents=True)
+    (real_home / ".ssh" / "id_ed25519").write_text("a key\n")
+    monkeypatch.setattr(identities, "ssh_home", lambda: str(real_home))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "none").write_text("not a key\n")
+    config = tmp_path / "config"
+    config.write_text("Host nokey\n    IdentityFile none\n")
+    [target] = sshconfig.resolve_targets(str(config), [HostSpec(host="nokey", gpus=1)])
+    assert _identities_of("nokey", config) == ["none"]  # no default joins it
+    assert identities.identity_files(target) == []
+
+
 def _identities_of(host: str, config: Path) -> list[str]:
     argv = ["ssh", "-G", "-F", str(config), host]
     lines = subprocess.run(argv, capture_output=True, text=True).stdout.splitlines()
