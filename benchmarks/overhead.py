@@ -54,6 +54,10 @@ TARGET_S = 0.2
 """Issue 17: at most this much over torchrun by hand (was 0.5 s before the preflight fold)."""
 OVERHEAD_ROUNDS = 11
 """Recorded rounds per job at least (unless --quick): see the module's docstring."""
+ABORT_RETRIES = 2
+"""Times a round is run again where torch aborted at a rank's exit (paired_round)."""
+TORCH_ABORT = ("terminate called without an active exception", "(SIGABRT)")
+"""What a job says when torch aborts at interpreter exit (see troubleshooting)."""
 JOB_ENV = {"OMP_NUM_THREADS": "1"}
 """Set on both hosts both ways of starting (see the module's docstring)."""
 JOBS = {
@@ -209,17 +213,10 @@ def run_job(bench: Bench, job: str) -> list[Result]:
     hosts = str(bench.hosts_file(2, python=str(timed_python(bench))))
     rounds = bench.repeat if bench.quick else max(bench.repeat, OVERHEAD_ROUNDS)
     for index in bench.rounds(f"{NAME} {job}", repeat=rounds):
-        measured: dict[str, tuple[float, float, float]] = {}
-        for which in rotate(["clusterlaunch", "ssh"], index):
-            if which == "ssh":
-                measured[which] = by_hand(bench, job)
-                continue
-            seconds, before, after, done = by_clusterlaunch(bench, job, hosts)
-            measured[which] = (seconds, before, after)
-            if index >= 0:
-                cl.extra.setdefault("peak_rss_kib", []).append(done.peak_rss_kib)
-                cl.extra.setdefault("local_cpu_s", []).append(round(done.cpu_s, 4))
+        measured, done = paired_round(bench, job, hosts, index, cl)
         if index >= 0:
+            cl.extra.setdefault("peak_rss_kib", []).append(done.peak_rss_kib)
+            cl.extra.setdefault("local_cpu_s", []).append(round(done.cpu_s, 4))
             for which, (seconds, before, after) in measured.items():
                 (cl if which == "clusterlaunch" else hand).samples.append(seconds)
                 parts[which][0].samples.append(before)
@@ -231,6 +228,32 @@ def run_job(bench: Bench, job: str) -> list[Result]:
         argv = bench.cl("run", "--master-port", port, *job_args, profile_as=f"{NAME}-{job}")
         bench.run(argv).check()
     return [cl, hand, *parts["clusterlaunch"], *parts["ssh"]]
+
+
+def paired_round(
+    bench: Bench, job: str, hosts: str, index: int, cl: Result
+) -> tuple[dict[str, tuple[float, float, float]], Timed]:
+    """One round, both ways in ``rotate`` order; run again, both ways, where torch aborted
+    at a rank's exit (``TORCH_ABORT``: the DDP script, as pytorch/examples writes it,
+    does not guard against it, by hand or not). Repeated rounds are listed in
+    ``cl.extra["repeated_rounds"]``."""
+    repeated = 0
+    while True:
+        measured: dict[str, tuple[float, float, float]] = {}
+        try:
+            for which in rotate(["clusterlaunch", "ssh"], index):
+                if which == "ssh":
+                    measured[which] = by_hand(bench, job)
+                    continue
+                seconds, before, after, done = by_clusterlaunch(bench, job, hosts)
+                measured[which] = (seconds, before, after)
+            return measured, done
+        except BenchError as error:
+            if repeated == ABORT_RETRIES or not any(m in str(error) for m in TORCH_ABORT):
+                raise
+        repeated += 1
+        bench.log(f"{NAME} {job}: round {index}: torch aborted at a rank's exit; again")
+        cl.extra.setdefault("repeated_rounds", []).append(index)
 
 
 def phase_results(job: str) -> dict[str, tuple[Result, Result]]:

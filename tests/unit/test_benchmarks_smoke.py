@@ -218,3 +218,49 @@ def test_the_timing_wrapper_times_torchrun_as_either_node_starts_it(tmp_path: Pa
     assert [line.split()[0] for line in log.read_text().splitlines()] == [
         "start", "end", "start", "end",
     ]  # fmt: skip
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    def log(self, message: str) -> None:
+        self.said.append(message)
+
+
+def test_a_round_torch_aborted_at_exit_is_run_again_both_ways(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The DDP script's rank may abort at interpreter exit (torch, by hand or not): the
+    round is run again, both ways, and listed; any other failure ends the measurement."""
+    calls: list[str] = []
+    aborts = iter([True, False])
+
+    def by_hand(bench: object, job: str) -> tuple[float, float, float]:
+        calls.append("ssh")
+        if next(aborts):
+            raise BenchError("torchrun over ssh exited [0, 1]; node1: exitcode : -6 (SIGABRT)")
+        return (2.0, 0.2, 0.01)
+
+    def by_clusterlaunch(bench: object, job: str, hosts: str) -> tuple[float, ...]:
+        calls.append("clusterlaunch")
+        return (2.1, 0.25, 0.02, "done")
+
+    monkeypatch.setattr(overhead, "by_hand", by_hand)
+    monkeypatch.setattr(overhead, "by_clusterlaunch", by_clusterlaunch)
+    cl = Result("k", "g", "label", "s")
+    bench = _Log()
+    measured, done = overhead.paired_round(bench, "ddp", "hosts", 1, cl)  # type: ignore[arg-type]
+    assert measured == {"clusterlaunch": (2.1, 0.25, 0.02), "ssh": (2.0, 0.2, 0.01)}
+    assert done == "done"  # the finished clusterlaunch command (its peak RSS, its CPU)
+    # Round 1 starts by hand; it aborted, so the whole round ran again, both ways.
+    assert calls == ["ssh", "ssh", "clusterlaunch"]
+    assert cl.extra["repeated_rounds"] == [1] and len(bench.said) == 1
+
+    def fails(bench: object, job: str) -> tuple[float, float, float]:
+        raise BenchError("torchrun over ssh exited [1, 0]; node0: address already in use")
+
+    monkeypatch.setattr(overhead, "by_hand", fails)
+    with pytest.raises(BenchError, match="address already in use"):
+        overhead.paired_round(bench, "ddp", "hosts", 2, cl)  # type: ignore[arg-type]
+    assert cl.extra["repeated_rounds"] == [1]
