@@ -25,7 +25,7 @@ from functools import cached_property
 from clusterlaunch.core.defaults import SYSTEM_SSH_CONFIG
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
-from clusterlaunch.transport import sshtarget
+from clusterlaunch.transport import sshkeywords, sshtarget
 from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHException
 from clusterlaunch.transport.sshinclude import (
     ConfigLine,
@@ -105,6 +105,11 @@ class LoadedConfig:
             elif line.keyword == "canonicalizepermittedcnames" and line.value.lower() != "none":
                 return SshOnly(line, "CanonicalizePermittedCNAMEs")
         return None
+
+    @cached_property
+    def unknown_keyword(self) -> ConfigLine | None:
+        """The first line whose keyword no ssh knows (:mod:`.sshkeywords`), or None."""
+        return sshkeywords.unknown(self.text, lambda: self.lines)
 
     def where(self, keyword: str, alias: str, value: str) -> str:
         """``file:line`` of the ``keyword value`` line that applies to ``alias`` (best effort).
@@ -229,12 +234,26 @@ def resolve_targets(config_path: str | None, specs: Iterable[HostSpec]) -> list[
 
 def resolve_in(loaded: LoadedConfig, specs: list[HostSpec]) -> list[SshTarget]:
     """``specs`` through ``loaded``: by ``ssh -G`` where only ssh resolves them as ssh
-    does (:attr:`LoadedConfig.ssh_only`)."""
+    does (:attr:`LoadedConfig.ssh_only`). A config ssh refuses is refused here."""
+    _check_keywords(loaded, specs)
     if loaded.ssh_only is not None:
         from clusterlaunch.transport import sshresolve
 
         return sshresolve.resolve_with_ssh(loaded.path, specs, str(loaded.ssh_only))
     return [resolve_target(loaded.parsed, spec, loaded) for spec in specs]
+
+
+def _check_keywords(loaded: LoadedConfig, specs: list[HostSpec]) -> None:
+    """A keyword no ssh knows: the local ssh's verdict (:mod:`.sshkeywords`)."""
+    line = loaded.unknown_keyword
+    remote = [spec.host for spec in specs if spec.host != LOCALHOST]
+    if line is None or not remote:
+        return
+    from clusterlaunch.transport import sshresolve
+
+    error = sshkeywords.refused(line, sshresolve.refusal(loaded.path, remote[0]))
+    if error is not None:
+        raise error
 
 
 def jump_host(loaded: LoadedConfig, jump: str) -> SshTarget:

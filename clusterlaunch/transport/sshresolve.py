@@ -69,6 +69,25 @@ def _resolve(config: str | None, spec: HostSpec, why: str) -> SshTarget:
     return sshtarget.target_from(parse_options(done.stdout.decode("utf-8", "replace")), spec)
 
 
+def refusal(config: str | None, host: str) -> str | None:
+    """What ``ssh -G`` says where it refuses the config for ``host`` (its last line), or
+    None: accepted, or ssh could not be run (then nothing can be asked)."""
+    argv = ["ssh", "-G", *(["-F", config] if config is not None else []), "--", host]
+    try:
+        done = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=_TIMEOUT_S
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode == 0:
+        return None
+    said = done.stderr.decode("utf-8", "replace").strip().splitlines() or [
+        f"exit {done.returncode}"
+    ]
+    # "FILE: line N: Bad configuration option: x" says more than "terminating, 1 bad ...".
+    return next((line for line in said if " line " in line), said[-1])
+
+
 def parse_options(text: str) -> dict[str, Any]:
     """``ssh -G`` output as the option mapping :func:`sshtarget.target_from` reads."""
     found: dict[str, Any] = {}

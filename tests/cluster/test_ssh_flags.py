@@ -98,3 +98,23 @@ def test_a_value_ssh_refuses_stops_before_any_host_is_contacted(
         "ssh refuses this value; use yes or no"
     )
     assert cluster.connections_to("node0") == before
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_keyword_ssh_does_not_know_stops_before_any_host_is_contacted(
+    sim_cluster_factory, tmp_path: Path, client: str
+) -> None:
+    """``StrictHostKeyCheckng yes`` (a typo): ssh refuses the config; the paramiko client
+    read past it and trusted a new host key. Now both clients refuse, in ssh's words."""
+    cluster = sim_cluster_factory(1, cls=SshVariantCluster, count_connections=True)
+    config = _spelled(cluster, tmp_path, "StrictHostKeyChecking", "yes")
+    config.write_text(config.read_text().replace("StrictHostKeyChecking", "StrictHostKeyCheckng"))
+    cluster.known_hosts.write_text("")
+    assert "Bad configuration option: stricthostkeycheckng" in _ssh(config).stderr
+    before = cluster.connections_to("node0")
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    result = exec_echo_hi(client, hosts, config=config)
+    assert result.returncode == 2 and result.stdout == ""
+    assert "StrictHostKeyCheckng: ssh refuses this config" in result.stderr, result.stderr
+    assert cluster.connections_to("node0") == before
+    assert cluster.known_hosts.read_text() == ""
