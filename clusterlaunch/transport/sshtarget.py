@@ -10,6 +10,7 @@ win over the config, as ``ssh -l``/``-p`` do.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,9 @@ _STRICT = {
     "false": "no",
     "off": "no",
 }
+_SSH_TIME = re.compile(r"(?:\d+[smhdwSMHDW]?)+")
+_TIME_PART = re.compile(r"(\d+)([smhdwSMHDW]?)")
+_TIME_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 _SPELLED = {
     "identitiesonly": "IdentitiesOnly",
     "hashknownhosts": "HashKnownHosts",
@@ -77,7 +81,7 @@ def target_from(found: Mapping[str, Any], spec: HostSpec, where: Where | None = 
         hash_known_hosts=read.flag("hashknownhosts"),
         proxy_jump=jump,
         proxy_command=_proxy_command(found.get("proxycommand"), connection),
-        connect_timeout=read.number("connecttimeout", None, limits.CONNECT_TIMEOUT),
+        connect_timeout=read.seconds("connecttimeout", limits.CONNECT_TIMEOUT),
         connection_attempts=read.number("connectionattempts", 1, limits.CONNECTION_ATTEMPTS),
         host_key_checking=read.host_key_checking(),
         algorithms=sshalgorithms.configured(found),
@@ -114,6 +118,25 @@ class _Options:
             return kind(str(text).strip())
         except UsageError:
             raise self._refused(key, str(text), f"use {kind.allowed}") from None
+
+    def seconds(self, key: str, kind: limits.Number) -> float | None:
+        """A time as ssh writes it (``90``, ``1m30s``, ``2h``: readconf's convtime), in the
+        range the command line allows; ``0`` (ssh: no timeout of its own) and unset are
+        None, the command line's default. ``ConnectTimeout 1m`` was refused, for both
+        clients, where ssh waits a minute."""
+        text = self._found.get(key)
+        if text is None:
+            return None
+        written = value = str(text).strip()
+        if _SSH_TIME.fullmatch(written):
+            total = sum(int(n) * _TIME_UNITS[u.lower()] for n, u in _TIME_PART.findall(written))
+            if total == 0:
+                return None
+            value = str(total)
+        try:
+            return float(kind(value))
+        except UsageError:
+            raise self._refused(key, written, f"use {kind.allowed}") from None
 
     def _chosen(self, key: str, table: Mapping[str, Any], default: Any, allowed: str) -> Any:
         text = self._found.get(key)

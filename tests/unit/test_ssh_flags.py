@@ -84,3 +84,29 @@ def test_a_value_ssh_refuses_is_one_line_naming_the_line(
     message = str(raised.value)
     assert message.startswith(f"{config}:{line}, host n0: {said}"), message
     assert "\n" not in message
+
+
+@pytest.mark.parametrize("value", ["30", "1m", "1m30s", "90S", "1h", "0"])
+def test_connect_timeout_is_read_as_ssh_reads_a_time(tmp_path: Path, value: str) -> None:
+    """readconf's convtime: ``1m30s`` is 90 seconds. It was refused ("use a number of
+    seconds"), for both clients, where ssh waits that long; 0 (ssh: no timeout of its
+    own) leaves the command line's default."""
+    config = tmp_path / "config"
+    config.write_text(f"Host n0\n  ConnectTimeout {value}\n")
+    shown = _by_ssh(config)
+    assert shown.returncode == 0, shown.stderr
+    by_ssh = sshtarget.target_from(sshresolve.parse_options(shown.stdout), SPEC)
+    [ours] = sshconfig.resolve_targets(str(config), [SPEC])
+    assert ours.connect_timeout == by_ssh.connect_timeout
+    seconds = int(dict(line.split(" ", 1) for line in shown.stdout.splitlines())["connecttimeout"])
+    assert ours.connect_timeout == (seconds or None)
+
+
+def test_a_time_outside_the_range_names_its_line(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.write_text("Host n0\n  ConnectTimeout 2h\n")
+    with pytest.raises(UsageError) as refused:
+        sshconfig.resolve_targets(str(config), [SPEC])
+    assert str(refused.value) == (
+        f"{config}:2, host n0: ConnectTimeout '2h': use a number of seconds from 1 to 3,600"
+    )
