@@ -1,9 +1,12 @@
 """Resolve hosts with ``ssh -G``: for configs only the OpenSSH client can evaluate.
 
 ``Match exec`` runs a command to decide whether a block applies; paramiko
-would need the ``invoke`` package and still run it differently from ssh. So
-for such a config, each host's options come from ``ssh -G`` (which prints the
-options ssh would use, without connecting), one process per host, in parallel.
+would need the ``invoke`` package and still run it differently from ssh. Nor
+does paramiko know newer Match criteria or follow DNS aliases
+(:attr:`~clusterlaunch.transport.sshconfig.LoadedConfig.ssh_only`). So for such a
+config, each host's options come from ``ssh -G`` (which prints the options ssh
+would use, without connecting), one process per host, in parallel. ``ssh -G``
+also gives the verdict on a keyword no table here knows (:func:`refusal`).
 """
 
 from __future__ import annotations
@@ -64,28 +67,32 @@ def _resolve(config: str | None, spec: HostSpec, why: str) -> SshTarget:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UsageError(f"{why} needs ssh -G to resolve {spec.host}: {exc}") from None
     if done.returncode != 0:
-        said = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
-        raise UsageError(f"{why}: ssh -G {spec.host} failed: {said[0]}")
+        raise UsageError(f"{why}: ssh -G {spec.host} failed: {_said(done)}")
     return sshtarget.target_from(parse_options(done.stdout.decode("utf-8", "replace")), spec)
 
 
 def refusal(config: str | None, host: str) -> str | None:
-    """What ``ssh -G`` says where it refuses the config for ``host`` (its last line), or
-    None: accepted, or ssh could not be run (then nothing can be asked)."""
+    """What ``ssh -G`` says where it refuses the config for ``host``, or None: accepted,
+    or ssh could not be run (then nothing can be asked)."""
     argv = ["ssh", "-G", *(["-F", config] if config is not None else []), "--", host]
     try:
         done = subprocess.run(
-            argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=_TIMEOUT_S
+            argv,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=_TIMEOUT_S,
+            start_new_session=True,  # a Ctrl-C reaches us; we stop it
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if done.returncode == 0:
-        return None
-    said = done.stderr.decode("utf-8", "replace").strip().splitlines() or [
-        f"exit {done.returncode}"
-    ]
-    # "FILE: line N: Bad configuration option: x" says more than "terminating, 1 bad ...".
-    return next((line for line in said if " line " in line), said[-1])
+    return _said(done) if done.returncode else None
+
+
+def _said(done: subprocess.CompletedProcess[bytes]) -> str:
+    """ssh's complaint: "FILE: line N: Bad configuration option: x" where it names a line
+    (it says more than its last, "terminating, 1 bad configuration options")."""
+    said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    return next((line for line in said if " line " in line), said[-1] if said else "no output")
 
 
 def parse_options(text: str) -> dict[str, Any]:

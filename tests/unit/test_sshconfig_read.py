@@ -143,7 +143,7 @@ def test_a_match_only_ssh_evaluates_is_resolved_by_ssh(tmp_path: Path, criteria:
     spec = HostSpec(host="n0", gpus=1)
     by_ssh = subprocess.run(["ssh", "-G", "-F", str(path), "n0"], capture_output=True, text=True)
     if by_ssh.returncode != 0:
-        said = by_ssh.stderr.strip().splitlines()[-1]
+        said = next(line for line in by_ssh.stderr.splitlines() if " line 1: " in line)
         with pytest.raises(UsageError) as refused:
             sshconfig.resolve_targets(str(path), [spec])
         assert str(refused.value).startswith(f"{path}:1: Match ") and said in str(refused.value)
