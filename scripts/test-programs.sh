@@ -23,6 +23,7 @@ klist                   krb5-user
 /usr/sbin/krb5kdc       krb5-kdc
 /usr/sbin/kadmin.local  krb5-admin-server
 /usr/sbin/dnsmasq       dnsmasq-base
+xauth                   xauth
 "
 
 missing=("$@")

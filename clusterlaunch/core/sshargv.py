@@ -22,10 +22,12 @@ if TYPE_CHECKING:  # model.py renders its plans with core/commands.py, which use
     from clusterlaunch.core.model import SshTarget
 
 # What a command session never wants from the user's config: port forwards
-# (a second client would fight over the ports), a RemoteCommand (ssh refuses
-# one next to a command), a LocalCommand, a terminal.
+# (a second client would fight over the ports), X11 (every rank drawing on the
+# launching laptop; pdsh passes -x too), a RemoteCommand (ssh refuses one next
+# to a command), a LocalCommand, a terminal.
 _SESSION_ONLY = [
     "-T",
+    "-x",
     "-o",
     "ClearAllForwardings=yes",
     "-o",

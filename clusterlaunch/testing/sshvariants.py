@@ -24,6 +24,8 @@
   one known_hosts records, and the client config asks for RSA host keys only.
 * ``gssapi``: sshd takes Kerberos logins (``GSSAPIAuthentication``), with the
   keytab ``KRB5_KTNAME`` names when it starts (tests/kdc.py makes one).
+* ``x11``: sshd forwards X11 for a client that asks (``ForwardX11``), setting the
+  session's ``DISPLAY`` (it needs ``xauth`` on the host).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class SshVariantCluster(LoopbackCluster):
         accept_env: str | None = None,
         gssapi: bool = False,
         rsa_host_key: int | None = None,
+        x11: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(n_hosts, base_dir, **kwargs)
@@ -72,6 +75,7 @@ class SshVariantCluster(LoopbackCluster):
         self.accept_env = accept_env  # sshd's AcceptEnv patterns
         self.gssapi = gssapi
         self.rsa_host_key = rsa_host_key  # bits of an RSA host key, the one clients get
+        self.x11 = x11  # sshd forwards X11 where a client asks (xauth on the host)
         self.host_ca_key = self.base_dir / "host_ca"
         self.user_ca_key = self.base_dir / "user_ca"
         self.include_dir = self.base_dir / "ssh_config.d"
@@ -94,6 +98,8 @@ class SshVariantCluster(LoopbackCluster):
             self._edit_sshd(lambda text: text + f"AcceptEnv {self.accept_env}\n")
         if self.rsa_host_key:
             self._rsa_host_keys(self.rsa_host_key)
+        if self.x11:
+            self._edit_sshd(lambda text: text + "X11Forwarding yes\nX11UseLocalhost yes\n")
         if self.gssapi:  # any key of the keytab (KRB5_KTNAME when started), not the host's
             gss = "GSSAPIAuthentication yes\nGSSAPIStrictAcceptorCheck no\n"
             self._edit_sshd(lambda text: text + gss)

@@ -278,7 +278,7 @@ TARGET = SshTarget(
 
 # Never from the user's config for a command session: forwards, RemoteCommand, LocalCommand, a tty.
 SESSION_ONLY = [
-    "-T", "-o", "ClearAllForwardings=yes", "-o", "RemoteCommand=none",
+    "-T", "-x", "-o", "ClearAllForwardings=yes", "-o", "RemoteCommand=none",
     "-o", "PermitLocalCommand=no",
 ]  # fmt: skip
 
