@@ -24,6 +24,7 @@ from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import kerberos, sshoffer, sshrefused, sshtarget
 from clusterlaunch.transport.hostkeys import KnownHosts
 from clusterlaunch.transport.sshconfig import LoadedConfig, jump_host, read_ssh_config
+from clusterlaunch.transport.sshkeywords import spelled
 from clusterlaunch.transport.sshtokens import Connection, ssh_path, tilde
 
 FIX = "use --ssh-client openssh"
@@ -93,7 +94,7 @@ def blocker(
         if not names:
             value = dict(algorithms)[keyword]
             where = config.where(keyword, target.alias, value)
-            return f"{where}: {_spelled(keyword)} {value}: paramiko has none of these"
+            return f"{where}: {spelled(keyword)} {value}: paramiko has none of these"
     agent = _agent_blocker(target, found, config)
     if agent is not None:
         return agent
@@ -135,7 +136,7 @@ def _gssapi_blocker(
         if sshtarget.is_yes(value) and seen.ticket is not None:
             where = config.where(keyword, target.alias, value)
             return (
-                f"{where}: {_spelled(keyword)} {value} and {seen.ticket}: ssh would log in "
+                f"{where}: {spelled(keyword)} {value} and {seen.ticket}: ssh would log in "
                 "with Kerberos; paramiko does not do GSSAPI here"
             )
     return None
@@ -173,7 +174,7 @@ def _unexpandable_path(
             why = ssh_path(written, connection)[1]
             if why is not None:
                 where = config.where(keyword, target.alias, value)
-                return f"{where}: {_spelled(keyword)} {written}: {why}"
+                return f"{where}: {spelled(keyword)} {written}: {why}"
     return None
 
 
@@ -182,20 +183,6 @@ def _connection(target: SshTarget) -> Connection:
     return Connection(
         target.alias, target.hostname, target.port, target.user, None, target.proxy_jump
     )
-
-
-def _spelled(keyword: str) -> str:
-    return {
-        "identityfile": "IdentityFile",
-        "userknownhostsfile": "UserKnownHostsFile",
-        "gssapiauthentication": "GSSAPIAuthentication",
-        "gssapikeyexchange": "GSSAPIKeyExchange",
-        "ciphers": "Ciphers",
-        "macs": "MACs",
-        "kexalgorithms": "KexAlgorithms",
-        "hostkeyalgorithms": "HostKeyAlgorithms",
-        "pubkeyacceptedalgorithms": "PubkeyAcceptedAlgorithms",
-    }[keyword]
 
 
 def key_type(identity: str) -> str | None:

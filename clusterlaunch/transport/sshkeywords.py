@@ -23,39 +23,45 @@ from collections.abc import Callable, Iterable
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.transport.sshinclude import ConfigLine
 
-KNOWN = frozenset(
-    """
-    host match include addkeystoagent addressfamily batchmode bindaddress bindinterface
-    canonicaldomains canonicalizefallbacklocal canonicalizehostname canonicalizemaxdots
-    canonicalizepermittedcnames casignaturealgorithms certificatefile channeltimeout
-    checkhostip ciphers clearallforwardings compression connectionattempts connecttimeout
-    controlmaster controlpath controlpersist dynamicforward enableescapecommandline
-    enablesshkeysign escapechar exitonforwardfailure fingerprinthash forkafterauthentication
-    forwardagent forwardx11 forwardx11timeout forwardx11trusted gatewayports
-    globalknownhostsfile hashknownhosts hostbasedacceptedalgorithms hostbasedauthentication
-    hostbasedkeytypes hostkeyalgorithms hostkeyalias hostname identitiesonly identityagent
-    identityfile identityfile2 ignoreunknown ipqos kbdinteractiveauthentication
-    kbdinteractivedevices kexalgorithms knownhostscommand localcommand localforward loglevel
-    logverbose macs nohostauthenticationforlocalhost numberofpasswordprompts
-    obscurekeystroketiming passwordauthentication permitlocalcommand permitremoteopen
-    pkcs11provider port preferredauthentications proxycommand proxyjump proxyusefdpass
-    pubkeyacceptedalgorithms pubkeyacceptedkeytypes pubkeyauthentication refuseconnection
-    rekeylimit remotecommand remoteforward requesttty requiredrsasize revokedhostkeys
-    securitykeyprovider sendenv serveralivecountmax serveraliveinterval sessiontype setenv
-    smartcarddevice stdinnull streamlocalbindmask streamlocalbindunlink
-    stricthostkeychecking syslogfacility tag tcpkeepalive tunnel tunneldevice updatehostkeys
-    user userknownhostsfile verifyhostkeydns visualhostkey warnweakcrypto xauthlocation
-    protocol cipher fallbacktorsh globalknownhostsfile2 rhostsauthentication
-    userknownhostsfile2 useroaming usersh useprivilegedport afstokenpassing
-    kerberosauthentication kerberostgtpassing rsaauthentication rhostsrsaauthentication
-    compressionlevel challengeresponseauthentication skeyauthentication tisauthentication
-    dsaauthentication keepalive useblacklistedkeys versionaddendum
-    gssapiauthentication gssapidelegatecredentials gssapikeyexchange gssapiclientidentity
-    gssapiserveridentity gssapirenewalforcesrekey gssapitrustdns gssapikexalgorithms
-    usekeychain hpndisabled hpnbuffersize tcprcvbufpoll tcprcvbuf noneenabled noneswitch
-    """.split()  # noqa: SIM905 (a list literal of 150 words is 150 lines)
-)
+_SPELLINGS = """
+    Host Match Include AddKeysToAgent AddressFamily BatchMode BindAddress BindInterface
+    CanonicalDomains CanonicalizeFallbackLocal CanonicalizeHostname CanonicalizeMaxDots
+    CanonicalizePermittedCNAMEs CASignatureAlgorithms CertificateFile ChannelTimeout
+    CheckHostIP Ciphers ClearAllForwardings Compression ConnectionAttempts ConnectTimeout
+    ControlMaster ControlPath ControlPersist DynamicForward EnableEscapeCommandline
+    EnableSSHKeysign EscapeChar ExitOnForwardFailure FingerprintHash ForkAfterAuthentication
+    ForwardAgent ForwardX11 ForwardX11Timeout ForwardX11Trusted GatewayPorts
+    GlobalKnownHostsFile HashKnownHosts HostbasedAcceptedAlgorithms HostbasedAuthentication
+    HostbasedKeyTypes HostKeyAlgorithms HostKeyAlias HostName IdentitiesOnly IdentityAgent
+    IdentityFile IdentityFile2 IgnoreUnknown IPQoS KbdInteractiveAuthentication
+    KbdInteractiveDevices KexAlgorithms KnownHostsCommand LocalCommand LocalForward LogLevel
+    LogVerbose MACs NoHostAuthenticationForLocalhost NumberOfPasswordPrompts
+    ObscureKeystrokeTiming PasswordAuthentication PermitLocalCommand PermitRemoteOpen
+    PKCS11Provider Port PreferredAuthentications ProxyCommand ProxyJump ProxyUseFdpass
+    PubkeyAcceptedAlgorithms PubkeyAcceptedKeyTypes PubkeyAuthentication RefuseConnection
+    RekeyLimit RemoteCommand RemoteForward RequestTTY RequiredRSASize RevokedHostKeys
+    SecurityKeyProvider SendEnv ServerAliveCountMax ServerAliveInterval SessionType SetEnv
+    SmartcardDevice StdinNull StreamLocalBindMask StreamLocalBindUnlink
+    StrictHostKeyChecking SyslogFacility Tag TCPKeepAlive Tunnel TunnelDevice UpdateHostKeys
+    User UserKnownHostsFile VerifyHostKeyDNS VisualHostKey WarnWeakCrypto XAuthLocation
+    Protocol Cipher FallBackToRsh GlobalKnownHostsFile2 RhostsAuthentication
+    UserKnownHostsFile2 UseRoaming UseRsh UsePrivilegedPort AFSTokenPassing
+    KerberosAuthentication KerberosTGTPassing RSAAuthentication RhostsRSAAuthentication
+    CompressionLevel ChallengeResponseAuthentication SkeyAuthentication TISAuthentication
+    DSAAuthentication KeepAlive UseBlacklistedKeys VersionAddendum
+    GSSAPIAuthentication GSSAPIDelegateCredentials GSSAPIKeyExchange GSSAPIClientIdentity
+    GSSAPIServerIdentity GSSAPIRenewalForcesRekey GSSAPITrustDNS GSSAPIKexAlgorithms
+    UseKeychain HPNDisabled HPNBufferSize TcpRcvBufPoll TcpRcvBuf NoneEnabled NoneSwitch
+"""
+_SPELLED = {name.lower(): name for name in _SPELLINGS.split()}
+KNOWN = frozenset(_SPELLED)
 """Every client keyword some OpenSSH (or a common patch of it) knows, in lower case."""
+
+
+def spelled(keyword: str) -> str:
+    """A keyword (lower case, as parsed) as ssh_config(5) spells it, for messages."""
+    return _SPELLED.get(keyword, keyword)
+
 
 _KEYWORD = re.compile(r"(?m)^[ \t]*([A-Za-z][A-Za-z0-9]*)")
 """A line's keyword (``Keyword value`` or ``Keyword=value``); comments start with ``#``."""

@@ -19,6 +19,7 @@ from clusterlaunch.core import limits, sshalgorithms
 from clusterlaunch.core.defaults import GLOBAL_KNOWN_HOSTS, RSA_MINIMUM_BITS
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import HostSpec, SshTarget
+from clusterlaunch.transport.sshkeywords import spelled
 from clusterlaunch.transport.sshtokens import Connection, ssh_command, ssh_path, tilde
 
 DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
@@ -43,15 +44,6 @@ _STRICT = {
 _SSH_TIME = re.compile(r"(?:\d+[smhdwSMHDW]?)+")
 _TIME_PART = re.compile(r"(\d+)([smhdwSMHDW]?)")
 _TIME_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
-_SPELLED = {
-    "identitiesonly": "IdentitiesOnly",
-    "hashknownhosts": "HashKnownHosts",
-    "stricthostkeychecking": "StrictHostKeyChecking",
-    "port": "Port",
-    "connecttimeout": "ConnectTimeout",
-    "connectionattempts": "ConnectionAttempts",
-    "requiredrsasize": "RequiredRSASize",
-}
 
 
 def target_from(found: Mapping[str, Any], spec: HostSpec, where: Where | None = None) -> SshTarget:
@@ -149,8 +141,8 @@ class _Options:
 
     def _refused(self, key: str, value: str, fix: str) -> UsageError:
         place = self._where(key, value) if self._where else "SSH config"
-        spelled = _SPELLED.get(key, key)
-        return UsageError(f"{place}, host {self._alias}: {spelled} {limits.shown(value)}: {fix}")
+        named = f"{spelled(key)} {limits.shown(value)}"
+        return UsageError(f"{place}, host {self._alias}: {named}: {fix}")
 
 
 def identity_files(found: Mapping[str, Any], connection: Connection) -> list[str]:
