@@ -25,14 +25,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from clusterlaunch.core.errors import UsageError
+from clusterlaunch.transport.sshkeywords import flag
 
-_ON = ("yes", "true", "always")
 _FAMILIES = {"inet": socket.AF_INET, "inet6": socket.AF_INET6}
 
 
 def enabled(options: Mapping[str, Any]) -> bool:
     """``CanonicalizeHostname`` is on (ssh then reads the config a second time)."""
-    return str(options.get("canonicalizehostname", "no")).lower() in _ON
+    value = options.get("canonicalizehostname", "no")
+    return flag(value) is True or str(value).lower() == "always"
 
 
 def canonical_host(options: Mapping[str, Any], alias: str) -> str:
@@ -53,7 +54,7 @@ def canonical_host(options: Mapping[str, Any], alias: str) -> str:
         found = _with_domains(host, options)
     if found is not None:
         return found
-    if str(options.get("canonicalizefallbacklocal", "yes")).lower() in ("no", "false"):
+    if flag(options.get("canonicalizefallbacklocal", "yes")) is False:
         domains = options.get("canonicaldomains") or "none"
         raise UsageError(
             f"SSH config, host {alias}: could not resolve host {host!r} in CanonicalDomains "

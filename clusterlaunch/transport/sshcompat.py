@@ -21,10 +21,10 @@ from typing import Any
 from clusterlaunch.core import sshalgorithms
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import SshTarget
-from clusterlaunch.transport import kerberos, sshoffer, sshrefused, sshtarget
+from clusterlaunch.transport import kerberos, sshoffer, sshrefused
 from clusterlaunch.transport.hostkeys import KnownHosts
 from clusterlaunch.transport.sshconfig import LoadedConfig, jump_host, read_ssh_config
-from clusterlaunch.transport.sshkeywords import spelled
+from clusterlaunch.transport.sshkeywords import flag, spelled
 from clusterlaunch.transport.sshtokens import Connection, ssh_path, tilde
 
 FIX = "use --ssh-client openssh"
@@ -133,7 +133,7 @@ def _gssapi_blocker(
     """GSSAPI set while a ticket is held: ssh would log in with it (see :mod:`kerberos`)."""
     for keyword in ("gssapiauthentication", "gssapikeyexchange"):
         value = str(found.get(keyword, "no"))
-        if sshtarget.is_yes(value) and seen.ticket is not None:
+        if flag(value) is True and seen.ticket is not None:
             where = config.where(keyword, target.alias, value)
             return (
                 f"{where}: {spelled(keyword)} {value} and {seen.ticket}: ssh would log in "

@@ -58,6 +58,17 @@ KNOWN = frozenset(_SPELLED)
 """Every client keyword some OpenSSH (or a common patch of it) knows, in lower case."""
 
 
+FLAGS = {"yes": True, "true": True, "no": False, "false": False}
+"""ssh's yes/no values, in any case (readconf.c's multistate_flag): ssh refuses a config
+with another value where it wants one of these ("unsupported option")."""
+
+
+def flag(value: object) -> bool | None:
+    """A yes/no value as ssh reads it: True, False, or None where it is neither (a path,
+    ``ask``, ``always``)."""
+    return FLAGS.get(str(value).strip().lower())
+
+
 def spelled(keyword: str) -> str:
     """A keyword (lower case, as parsed) as ssh_config(5) spells it, for messages."""
     return _SPELLED.get(keyword, keyword)

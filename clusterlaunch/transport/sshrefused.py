@@ -11,21 +11,23 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from clusterlaunch.transport.sshkeywords import flag
+
 
 def _set(value: str) -> bool:
     return value.lower() != "none"
 
 
 def _yes(value: str) -> bool:
-    return value.lower() in ("yes", "ask", "true")
+    return flag(value) is True or value.lower() == "ask"  # VerifyHostKeyDNS ask
 
 
 def _no(value: str) -> bool:
-    return value.lower() in ("no", "false")
+    return flag(value) is False
 
 
 def _socket(value: str) -> bool:
-    return value.lower() not in ("yes", "no", "true", "false")  # a socket path, or ${VAR}
+    return flag(value) is None  # a socket path, or ${VAR}
 
 
 def _without_keys(value: str) -> bool:

@@ -19,7 +19,7 @@ from clusterlaunch.core import limits, sshalgorithms
 from clusterlaunch.core.defaults import GLOBAL_KNOWN_HOSTS, RSA_MINIMUM_BITS
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import HostSpec, SshTarget
-from clusterlaunch.transport.sshkeywords import spelled
+from clusterlaunch.transport.sshkeywords import FLAGS, flag, spelled
 from clusterlaunch.transport.sshtokens import Connection, ssh_command, ssh_path, tilde
 
 DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
@@ -27,11 +27,10 @@ DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
 Where = Callable[[str, str], str]
 """``file:line`` of the line that set a keyword (lower case) to a value, for messages."""
 
-# OpenSSH's readconf.c, multistate_flag and multistate_strict_hostkey (any case):
-# ssh refuses a config with any other value ("unsupported option"). Read as
-# ``== "yes"``, ``IdentitiesOnly true`` offered every key and ``StrictHostKeyChecking
-# true`` accepted a new host key, where ssh offers one key and refuses the host.
-_FLAGS = {"yes": True, "true": True, "no": False, "false": False}
+# Yes/no values as ssh reads them (sshkeywords.FLAGS), and multistate_strict_hostkey
+# (any case): ssh refuses a config with any other value. Read as ``== "yes"``,
+# ``IdentitiesOnly true`` offered every key and ``StrictHostKeyChecking true`` accepted
+# a new host key, where ssh offers one key and refuses the host.
 _STRICT = {
     "yes": "yes",
     "true": "yes",
@@ -66,7 +65,7 @@ def target_from(found: Mapping[str, Any], spec: HostSpec, where: Where | None = 
         identity_files=tuple(identity_files(found, connection)),
         identities_only=read.flag("identitiesonly"),
         use_agent=str(found.get("identityagent", "")).lower() != "none",
-        forward_agent=str(found.get("forwardagent", "no")).lower() in ("yes", "true"),
+        forward_agent=flag(found.get("forwardagent")) is True,  # else no, or a socket
         address_family=str(found.get("addressfamily", "any")).lower(),
         known_hosts_files=tuple(known_hosts_files(found, connection)),
         global_known_hosts_files=global_known_hosts_files(found),
@@ -83,11 +82,6 @@ def target_from(found: Mapping[str, Any], spec: HostSpec, where: Where | None = 
     )
 
 
-def is_yes(value: object) -> bool:
-    """A flag's value as ssh reads it (``yes``/``true``, any case); anything else is not."""
-    return _FLAGS.get(str(value).strip().lower(), False)
-
-
 class _Options:
     """A host's values read as ssh reads them; one ssh refuses is one line naming it."""
 
@@ -95,7 +89,7 @@ class _Options:
         self._found, self._alias, self._where = found, alias, where
 
     def flag(self, key: str) -> bool:
-        return self._chosen(key, _FLAGS, False, "yes or no")
+        return self._chosen(key, FLAGS, False, "yes or no")
 
     def host_key_checking(self) -> str | None:
         return self._chosen("stricthostkeychecking", _STRICT, None, "yes, accept-new or ask")
