@@ -51,19 +51,10 @@ def resolve_with_ssh(config: str | None, specs: Sequence[HostSpec], why: str) ->
 def _resolve(config: str | None, spec: HostSpec, why: str) -> SshTarget:
     if spec.host == LOCALHOST:
         return SshTarget(alias=LOCALHOST, hostname=LOCALHOST, port=0, user=spec.user)
-    argv = ["ssh", "-G", *(["-F", config] if config is not None else [])]
-    if spec.port:
-        argv += ["-p", str(spec.port)]
-    if spec.user:
-        argv += ["-l", spec.user]
+    options = ["-p", str(spec.port)] if spec.port else []
+    options += ["-l", spec.user] if spec.user else []
     try:
-        done = subprocess.run(
-            [*argv, "--", spec.host],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=_TIMEOUT_S,
-            start_new_session=True,  # a Ctrl-C reaches us; we stop it
-        )
+        done = _ssh_g(config, spec.host, options)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UsageError(f"{why} needs ssh -G to resolve {spec.host}: {exc}") from None
     if done.returncode != 0:
@@ -74,18 +65,25 @@ def _resolve(config: str | None, spec: HostSpec, why: str) -> SshTarget:
 def refusal(config: str | None, host: str) -> str | None:
     """What ``ssh -G`` says where it refuses the config for ``host``, or None: accepted,
     or ssh could not be run (then nothing can be asked)."""
-    argv = ["ssh", "-G", *(["-F", config] if config is not None else []), "--", host]
     try:
-        done = subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=_TIMEOUT_S,
-            start_new_session=True,  # a Ctrl-C reaches us; we stop it
-        )
+        done = _ssh_g(config, host)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return _said(done) if done.returncode else None
+
+
+def _ssh_g(
+    config: str | None, host: str, options: Sequence[str] = ()
+) -> subprocess.CompletedProcess[bytes]:
+    """``ssh -G [-F config] OPTIONS -- host``, run to its end."""
+    argv = ["ssh", "-G", *(["-F", config] if config is not None else []), *options, "--", host]
+    return subprocess.run(
+        argv,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=_TIMEOUT_S,
+        start_new_session=True,  # a Ctrl-C reaches us; we stop it
+    )
 
 
 def _said(done: subprocess.CompletedProcess[bytes]) -> str:
