@@ -249,11 +249,19 @@ def _check_keywords(loaded: LoadedConfig, specs: list[HostSpec]) -> None:
     remote = [spec.host for spec in specs if spec.host != LOCALHOST]
     if line is None or not remote:
         return
-    from clusterlaunch.transport import sshresolve
-
-    error = sshkeywords.refused(line, sshresolve.refusal(loaded.path, remote[0]))
+    error = sshkeywords.refused(line, _ssh_refusal(loaded.path, loaded.text, remote[0]))
     if error is not None:
         raise error
+
+
+@functools.lru_cache(maxsize=16)
+def _ssh_refusal(path: str | None, text: str, host: str) -> str | None:
+    """``ssh -G``'s verdict on a config (keyed by its ``text`` too: an edited one is asked
+    again), once: the paramiko client's check resolves a jump host again for every
+    target behind it (sshcompat), which asked ssh once per target."""
+    from clusterlaunch.transport import sshresolve
+
+    return sshresolve.refusal(path, host)
 
 
 def jump_host(loaded: LoadedConfig, jump: str) -> SshTarget:

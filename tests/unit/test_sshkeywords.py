@@ -11,7 +11,7 @@ import pytest
 
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import HostSpec
-from clusterlaunch.transport import sshconfig, sshkeywords
+from clusterlaunch.transport import sshconfig, sshkeywords, sshresolve
 
 SPEC = HostSpec(host="n0", gpus=1)
 
@@ -73,3 +73,20 @@ def test_without_ssh_nothing_can_be_asked_and_nothing_is_refused(
     config.write_text("Host n0\n    FooBar 1\n")
     monkeypatch.setenv("PATH", str(tmp_path / "no-programs-here"))
     assert sshconfig.resolve_targets(str(config), [SPEC])[0].hostname == "n0"
+
+
+def test_ssh_is_asked_once_per_config_and_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A keyword this table lacks and ssh accepts (a newer OpenSSH's, here Port taken out
+    of the table): the paramiko client's check resolves a jump host again for every target
+    behind it, and each asked ssh again."""
+    monkeypatch.setattr(sshkeywords, "KNOWN", sshkeywords.KNOWN - {"port"})
+    asked: list[str] = []
+    real = sshresolve.refusal
+    monkeypatch.setattr(sshresolve, "refusal", lambda *a: asked.append(a[1]) or real(*a))
+    config = tmp_path / "config"
+    config.write_text("Host jump\n    Port 2222\n")
+    loaded = sshconfig.read_ssh_config(str(config))
+    assert [sshconfig.jump_host(loaded, "jump").port for _ in range(3)] == [2222] * 3
+    assert asked == ["jump"]
