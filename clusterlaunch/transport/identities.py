@@ -43,17 +43,21 @@ def identity_files(target: SshTarget) -> list[str]:
     ``IdentitiesOnly`` and no IdentityFile it offered no key at all, where ssh
     offers its defaults.
     """
-    if target.identity_files:
+    if target.identity_files:  # "none" among them too: it keeps the defaults out
         # ssh skips a file that is not there ("no such identity") and goes on to the
         # next key and the agent; paramiko's client raised FileNotFoundError, and the
         # host failed with "No such file or directory". A ".pub" alone names an agent's
-        # key (under IdentitiesOnly, the one it may offer), as in ssh. "none" names no
-        # file (ssh.c skips it), and being configured, keeps the defaults out.
-        files = [path for path in target.identity_files if path.lower() != "none"]
+        # key (under IdentitiesOnly, the one it may offer), as in ssh.
+        files = configured_files(target)
         return [path for path in files if any(os.path.isfile(p) for p in (path, path + ".pub"))]
     folder = os.path.join(ssh_home(), ".ssh")
     found = (os.path.join(folder, name) for name in DEFAULT_KEYS)
     return [path for path in found if os.path.isfile(path)]
+
+
+def configured_files(target: SshTarget) -> list[str]:
+    """The config's IdentityFile paths; ``none`` names no file (ssh.c skips the word)."""
+    return [path for path in target.identity_files if path.lower() != "none"]
 
 
 class IdentityFiles:

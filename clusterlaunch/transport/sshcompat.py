@@ -23,6 +23,7 @@ from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import kerberos, sshoffer, sshrefused
 from clusterlaunch.transport.hostkeys import KnownHosts
+from clusterlaunch.transport.identities import configured_files
 from clusterlaunch.transport.sshconfig import LoadedConfig, jump_host, read_ssh_config
 from clusterlaunch.transport.sshkeywords import flag, spelled
 from clusterlaunch.transport.sshtokens import Connection, ssh_path, tilde
@@ -149,9 +150,7 @@ def _identity_blocker(
     kinds: dict[str, str | None],
 ) -> str | None:
     """An identity file paramiko cannot use, or a path it cannot name as ssh would."""
-    for identity in target.identity_files:
-        if identity.lower() == "none":
-            continue  # no file (identities.identity_files)
+    for identity in configured_files(target):
         if identity not in kinds:
             kinds[identity] = key_type(identity)
         kind = kinds[identity]
