@@ -28,6 +28,7 @@ from benchmarks import (
     fanout,
     firstcommand,
     idle,
+    libraries,
     overhead,
     report,
     scale,
@@ -38,7 +39,8 @@ from benchmarks import (
 from benchmarks.core import MISS, Result, format_table, summary_counts
 from benchmarks.env import REPO, Bench
 
-_ORDER = (fanout, firstcommand, cpu, idle, throughput, teardown, sigkill, overhead, scale, clients)
+_ORDER: tuple[ModuleType, ...] = (fanout, firstcommand, cpu, libraries, idle, throughput)
+_ORDER += (teardown, sigkill, overhead, scale, clients)
 MEASUREMENTS: dict[str, ModuleType] = {module.NAME: module for module in _ORDER}
 DEFAULT_REPEAT = 5
 

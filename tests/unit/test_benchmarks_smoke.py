@@ -194,6 +194,28 @@ def test_the_clients_comparison_is_part_of_the_main_harness() -> None:
     assert ratio == pytest.approx(4.0 / 2.5)
 
 
+def test_the_libraries_rows_compare_each_library_with_paramiko_by_hand() -> None:
+    """``--only libraries``: CPU per connection at 32, import CPU apart, ratios to paramiko."""
+    from benchmarks import __main__ as harness
+    from benchmarks import libraries, sshlibs_client
+
+    assert harness.MEASUREMENTS["libraries"] is libraries
+    assert set(libraries.LIBRARIES) == set(sshlibs_client.LIBRARIES) == set(libraries.WHAT)
+    one = {"cpu_s": 0.004, "import_cpu_s": 0.07, "wall_s": 0.1, "statuses": [0]}
+    many = {"cpu_s": 0.064, "import_cpu_s": 0.08, "wall_s": 0.5, "statuses": [0] * 32}
+    cheap = dict(many, cpu_s=0.032)
+    rows = {
+        row.key: row
+        for row in libraries._rows("paramiko", [(one, many)])
+        + libraries._rows("libssh2", [(one, cheap)])
+    }
+    assert rows["libraries.paramiko"].samples == [pytest.approx(2.0)]  # ms per connection
+    assert rows["libraries.paramiko"].role == "baseline"
+    assert rows["libraries.paramiko.import"].samples == [pytest.approx(80.0)]
+    assert rows["libraries.libssh2"].extra["one_host_cpu_ms"] == [4.0]
+    assert ratio_to_baseline(rows["libraries.libssh2"], rows) == pytest.approx(0.5)
+
+
 def test_overhead_phases_come_from_the_wrapper_log(tmp_path: Path) -> None:
     log = tmp_path / "torchrun-times"
     log.write_text("start 100.25\nstart 100.5\nend 104.0\nend 104.75\n")
