@@ -203,6 +203,25 @@ def with_libssh2(spec: Spec) -> Callable[[], list[int]]:
     return lambda: by_threads(one, spec)
 
 
+def wait_for_all(processes: list[Any]) -> None:
+    """Until every process has finished: each read when its descriptor is, as the
+    controller's read loop does (asking every process on every wake-up would
+    make the wait grow with the square of the hosts)."""
+    import select
+
+    poller = select.poll()
+    pending = {fd: process for process in processes for fd in process.waitables()}
+    for fd in pending:
+        poller.register(fd, select.POLLIN)
+    while pending:
+        for fd, _ in poller.poll(50):
+            process = pending[fd]
+            process.read()  # clears the descriptor once everything is read
+            if process.finished():
+                poller.unregister(fd)
+                del pending[fd]
+
+
 def with_clusterlaunch(spec: Spec) -> Callable[[], list[int]]:
     """clusterlaunch's paramiko transport, as ``exec`` connects and starts.
 
@@ -210,7 +229,6 @@ def with_clusterlaunch(spec: Spec) -> Callable[[], list[int]]:
     library, and the hosts resolved through the SSH config: both before the clock.
     """
     import importlib
-    import select
 
     from clusterlaunch.core.model import HostSpec
     from clusterlaunch.transport import SshSettings, close_all, connect_all
@@ -228,8 +246,7 @@ def with_clusterlaunch(spec: Spec) -> Callable[[], list[int]]:
         if problems:
             raise SystemExit(f"clusterlaunch could not connect: {problems}")
         processes = [connection.start("true") for connection in connections.values()]
-        while not all(process.finished() for process in processes):
-            select.select([fd for p in processes for fd in p.waitables()], [], [], 0.05)
+        wait_for_all(processes)
         statuses = [process.exit_status() for process in processes]
         close_all(connections)
         return [-1 if status is None else status for status in statuses]
