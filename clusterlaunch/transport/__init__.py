@@ -97,16 +97,20 @@ def _connect_paramiko(
 ) -> tuple[dict[str, Connection], list[HostProblem]]:
     from clusterlaunch.transport import hostkeys, sshcompat, sshconnect
     from clusterlaunch.transport.identities import IdentityFiles
+    from clusterlaunch.transport.keepalive import KeepaliveLoop
 
     known_hosts, identities = hostkeys.KnownHosts(), IdentityFiles()  # read once, for all
     sshcompat.check_paramiko_can_connect(targets, settings.config_path, known_hosts)
     jumps = sshconnect.JumpPool(settings, known_hosts, identities, note)
+    keepalives = KeepaliveLoop(settings.keepalive_interval)  # one thread for all connections
 
     def open_one(target: SshTarget) -> Connection:
         if target.is_local:
             connection: Connection = LocalConnection()
         else:
-            connection = sshconnect.connect(target, settings, known_hosts, identities, jumps, note)
+            connection = sshconnect.connect(
+                target, settings, known_hosts, identities, jumps, note, keepalives
+            )
         progress(target.alias)
         return connection
 

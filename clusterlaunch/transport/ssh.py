@@ -13,7 +13,7 @@ import paramiko.agent
 
 from clusterlaunch.core.errors import TransportError
 from clusterlaunch.core.model import SshTarget
-from clusterlaunch.transport import sshsocket
+from clusterlaunch.transport import keepalive, sshsocket
 from clusterlaunch.transport.settings import SshSettings
 
 # OpenSSH's own session window (CHAN_SES_WINDOW_DEFAULT). A larger one let sshd queue up
@@ -108,11 +108,13 @@ class SshConnection:
     """One authenticated SSH connection, with a keepalive that notices dead peers.
 
     paramiko's own keepalive sends packets without waiting for answers, so a
-    silent partition is never noticed; here a thread asks the server for a
-    reply every ``keepalive_interval`` and the host counts as lost when none
-    came for ``dead_after`` seconds. As with OpenSSH's ServerAliveInterval, a
-    server whose data arrived within the interval is not asked: anything it
-    sends proves it alive (the socket under the connection notes its reads:
+    silent partition is never noticed; here the server is asked for a reply
+    every ``keepalive_interval`` (:mod:`~clusterlaunch.transport.keepalive`: one
+    thread for every connection of a run) and the host counts as lost when
+    nothing came for ``dead_after`` seconds. As with OpenSSH's
+    ServerAliveInterval, a server whose data arrived within the interval is not
+    asked: anything it sends proves it alive, the replies included (the socket
+    under the connection notes its reads:
     :func:`~clusterlaunch.transport.sshsocket.last_read`).
 
     Nor is a connection on which nothing runs (no open session or SFTP
@@ -140,7 +142,7 @@ class SshConnection:
         self._forward_agent = target.forward_agent
         self._last_answer = time.monotonic()
         self._closed = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._keepalives: keepalive.KeepaliveLoop | None = None
         self._channels: list[paramiko.Channel] = []  # what ran here: busy while one is open
 
     @property
@@ -150,33 +152,31 @@ class SshConnection:
             raise TransportError(self.host, "connection closed")
         return transport
 
-    def start_keepalive(self) -> None:
-        """Begin answering-keepalive checks (call once)."""
-        self._thread = threading.Thread(
-            target=self._keepalive, name=f"keepalive-{self.host}", daemon=True
-        )
-        self._thread.start()
+    def start_keepalive(self, loop: keepalive.KeepaliveLoop | None = None) -> None:
+        """Begin answered-keepalive checks (call once), in ``loop`` or a loop of its own."""
+        self._keepalives = loop or keepalive.KeepaliveLoop(self._settings.keepalive_interval)
+        self._keepalives.add(id(self), self._keepalive_round)
 
-    def _keepalive(self) -> None:
-        interval = self._settings.keepalive_interval
-        while not self._closed.wait(interval):
-            if not self._busy():
-                self._last_answer = time.monotonic()  # idle: its silence is not counted
-                continue
-            try:
-                transport = self._transport
-                heard = sshsocket.last_read(transport.sock)
-                if heard is not None and time.monotonic() - heard < interval:
-                    self._last_answer = max(self._last_answer, heard)
-                    continue
-                # OpenSSH answers unknown global requests with a failure reply:
-                # any answer proves the peer is alive. Blocks while it is not.
-                transport.global_request("keepalive@openssh.com", wait=True)
-            except (TransportError, *CONNECTION_ERRORS):
-                return
-            if not transport.is_active():
-                return
-            self._last_answer = time.monotonic()
+    def _keepalive_round(self) -> None:
+        """Note what the server sent since the last round; ask it if it has been silent.
+
+        Silent is half an interval: the answer to the last round's request
+        arrives just after that round, and a whole interval would leave every
+        other round unasked (the last answer up to two intervals old, not one).
+        """
+        now = time.monotonic()
+        if not self._busy():
+            self._last_answer = now  # idle: its silence is not counted
+            return
+        try:
+            transport = self._transport
+            heard = sshsocket.last_read(transport.sock)
+            if heard is not None:
+                self._last_answer = max(self._last_answer, heard)
+            if now - self._last_answer >= self._settings.keepalive_interval / 2:
+                keepalive.ask(transport)
+        except (TransportError, *CONNECTION_ERRORS):
+            return  # gone: alive() says so
 
     def _busy(self) -> bool:
         """Whether a command or SFTP session is open here (read by the keepalive thread)."""
@@ -225,6 +225,8 @@ class SshConnection:
         if self._closed.is_set():
             return
         self._closed.set()
+        if self._keepalives is not None:
+            self._keepalives.discard(id(self))
         for client in reversed(self._clients):
             close_quietly(client)
         if self._on_close is not None:

@@ -31,6 +31,7 @@ from clusterlaunch.transport import (
     sshtarget,
 )
 from clusterlaunch.transport.identities import IdentityFiles, identity_files
+from clusterlaunch.transport.keepalive import KeepaliveLoop
 from clusterlaunch.transport.settings import SshSettings
 from clusterlaunch.transport.ssh import CONNECTION_ERRORS, SshConnection, close_quietly
 from clusterlaunch.transport.sshtokens import tilde
@@ -51,8 +52,9 @@ def connect(
     identities: IdentityFiles,
     jumps: JumpPool | None = None,
     note: Callable[[str], None] | None = None,
+    keepalives: KeepaliveLoop | None = None,
 ) -> SshConnection:
-    """Authenticate to ``target`` (through its ProxyJump hops) and start the keepalive.
+    """Authenticate to ``target`` (through its ProxyJump hops), keepalives in ``keepalives``.
 
     The first hop comes from ``jumps``: one connection to it, shared by every
     target behind it. Later hops of a chain (``a,b``) are this target's own.
@@ -81,7 +83,7 @@ def connect(
         raise
     release = None if pool is None else functools.partial(pool.release, hops[0])
     connection = SshConnection(target, clients, settings, release)
-    connection.start_keepalive()
+    connection.start_keepalive(keepalives)
     return connection
 
 

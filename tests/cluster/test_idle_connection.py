@@ -24,6 +24,7 @@ from clusterlaunch.transport import (
     SshSettings,
     close_all,
     connect_all,
+    keepalive,
     sshsocket,
 )
 from clusterlaunch.transport.sshconfig import resolve_targets
@@ -46,13 +47,14 @@ def _keepalive_requests(connection: Connection, monkeypatch: pytest.MonkeyPatch)
     """When ``connection``'s keepalive asked the server for a reply, from now on."""
     transport = connection._transport  # type: ignore[attr-defined]
     asked: list[float] = []
-    ask = transport.global_request
+    ask = keepalive.ask
 
-    def counted(*args: object, **kwargs: object) -> object:
-        asked.append(time.monotonic())
-        return ask(*args, **kwargs)
+    def counted(asked_of: paramiko.Transport) -> bool:
+        if asked_of is transport:
+            asked.append(time.monotonic())
+        return ask(asked_of)
 
-    monkeypatch.setattr(transport, "global_request", counted)
+    monkeypatch.setattr(keepalive, "ask", counted)
     return asked
 
 
@@ -165,3 +167,32 @@ def test_keepalives_ask_only_while_a_command_runs(
         assert connection.alive()
     finally:
         close_all(connections)
+
+
+def test_answers_keep_a_silent_host_alive_and_one_thread_asks_them_all(
+    sim_cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    """The keepalive requests are sent without waiting; their answers, read by paramiko's
+    reader, are what keeps a silent host alive (here past four times ``dead_after``).
+    One thread asks for every connection of a run, and ends once they are closed."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1), ("node2", 1)])
+    targets = resolve_targets(str(sim_cluster.ssh_config), load_inventory(hosts).hosts)
+    settings = SshSettings(
+        config_path=str(sim_cluster.ssh_config), keepalive_interval=0.25, dead_after=1.0
+    )
+    before = set(threading.enumerate())  # another test's loop may still be ending
+    connections, problems = connect_all(targets, settings)
+    try:
+        assert not problems
+        silent = [connection.start("sleep 4; echo late") for connection in connections.values()]
+        for _ in range(14):  # 3.5 s of silence, looked at every 0.25 s
+            time.sleep(0.25)
+            assert all(connection.alive() for connection in connections.values())
+        askers = [t for t in set(threading.enumerate()) - before if t.name == "keepalive"]
+        assert len(askers) == 1
+        for process in silent:
+            assert _stdout_to_the_end(process) == b"late\n" and process.exit_status() == 0
+    finally:
+        close_all(connections)
+    askers[0].join(timeout=5)
+    assert not askers[0].is_alive()
