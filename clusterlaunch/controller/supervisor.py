@@ -240,7 +240,7 @@ class Supervisor:
     def _awake(self) -> bool:
         """Note the time; False for a while after we were suspended (Ctrl-Z, SIGSTOP).
 
-        While we were stopped, so were the keepalive threads: the hosts' silence
+        While we were stopped, so was the keepalive thread: the hosts' silence
         was ours. Called right before every liveness judgement, so a stop at
         any point of the loop is noticed before it could be misread.
         """
