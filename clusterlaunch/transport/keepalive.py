@@ -66,28 +66,30 @@ class KeepaliveLoop:
 
     def __init__(self, interval: float) -> None:
         self.interval = interval
-        self._members: dict[int, Callable[[], None]] = {}
+        self._members: set[Callable[[], None]] = set()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def add(self, key: int, keepalive_round: Callable[[], None]) -> None:
-        """Call ``keepalive_round`` every interval until :meth:`discard` of ``key``."""
+    def add(self, keepalive_round: Callable[[], None]) -> None:
+        """Call ``keepalive_round`` every interval until it is discarded."""
         with self._lock:
-            self._members[key] = keepalive_round
+            self._members.add(keepalive_round)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="keepalive", daemon=True)
                 self._thread.start()
 
-    def discard(self, key: int) -> None:
-        """Stop calling the member ``key`` (nothing if it is not one)."""
+    def discard(self, keepalive_round: Callable[[], None]) -> None:
+        """Stop calling ``keepalive_round`` (nothing if it is not a member). A bound
+        method equals every other of the same object and function, so the one given to
+        :meth:`add` need not be kept."""
         with self._lock:
-            self._members.pop(key, None)
+            self._members.discard(keepalive_round)
 
     def _run(self) -> None:
         while True:
             time.sleep(self.interval)
             with self._lock:
-                rounds = list(self._members.values())
+                rounds = list(self._members)
                 if not rounds:
                     self._thread = None
                     return

@@ -155,7 +155,7 @@ class SshConnection:
     def start_keepalive(self, loop: keepalive.KeepaliveLoop | None = None) -> None:
         """Begin answered-keepalive checks (call once), in ``loop`` or a loop of its own."""
         self._keepalives = loop or keepalive.KeepaliveLoop(self._settings.keepalive_interval)
-        self._keepalives.add(id(self), self._keepalive_round)
+        self._keepalives.add(self._keepalive_round)
 
     def _keepalive_round(self) -> None:
         """Note what the server sent since the last round; ask it if it has been silent.
@@ -226,7 +226,7 @@ class SshConnection:
             return
         self._closed.set()
         if self._keepalives is not None:
-            self._keepalives.discard(id(self))
+            self._keepalives.discard(self._keepalive_round)
         for client in reversed(self._clients):
             close_quietly(client)
         if self._on_close is not None:

@@ -58,21 +58,41 @@ def test_one_thread_calls_every_member_each_round_and_ends_without_members() -> 
     def counter(name: str) -> None:
         calls[name] += 1
 
+    def count_a() -> None:
+        counter("a")
+
+    def count_b() -> None:
+        counter("b")
+
     before = set(threading.enumerate())
-    loop.add(1, lambda: counter("a"))
-    loop.add(2, lambda: counter("b"))
+    loop.add(count_a)
+    loop.add(count_b)
     started = [t for t in set(threading.enumerate()) - before if t.name == "keepalive"]
     assert len(started) == 1
     time.sleep(0.3)
-    loop.discard(1)
+    loop.discard(count_a)
     seen_a = calls["a"]
     time.sleep(0.2)
     assert seen_a >= 3 and calls["a"] == seen_a and calls["b"] > seen_a
-    loop.discard(2)
-    loop.discard(2)  # twice: nothing
+    loop.discard(count_b)
+    loop.discard(count_b)  # twice: nothing
     started[0].join(timeout=2)
     assert not started[0].is_alive()
-    loop.add(3, lambda: counter("a"))  # a member after the end starts a new thread
+    loop.add(count_a)  # a member after the end starts a new thread
     time.sleep(0.2)
     assert calls["a"] > seen_a
-    loop.discard(3)
+    loop.discard(count_a)
+
+
+class _Member:
+    def round(self) -> None:
+        """A connection's round, given to the loop as a bound method."""
+
+
+def test_a_bound_method_is_discarded_by_an_equal_one() -> None:
+    """SshConnection adds ``self._keepalive_round`` and discards it at close by a new
+    bound method of the same object: equal, so the member leaves."""
+    loop, member = keepalive.KeepaliveLoop(60.0), _Member()
+    loop.add(member.round)
+    loop.discard(member.round)
+    assert not loop._members
