@@ -51,17 +51,23 @@ def resolver(
             break
     else:
         raise RuntimeError("dnsmasq did not start on any address tried")
-    conf = tmp_path / "resolv.conf"
-    conf.write_text(f"nameserver {addr}\noptions timeout:1 attempts:1\n")
-    script = 'mount --bind "$1" /etc/resolv.conf && shift && exec "$@"'
-    prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"]
-    prefix.append(str(conf))
+    prefix = namespace_prefix(tmp_path, addr)
     try:
         _check(prefix, names)
         yield prefix
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def namespace_prefix(tmp_path: Path, addr: str, timeout_s: int = 1) -> list[str]:
+    """The argv prefix that runs a command whose resolver is ``addr``:53 alone, asked once
+    per query with ``timeout_s`` to answer."""
+    conf = tmp_path / "resolv.conf"
+    conf.write_text(f"nameserver {addr}\noptions timeout:{timeout_s} attempts:1\n")
+    script = 'mount --bind "$1" /etc/resolv.conf && shift && exec "$@"'
+    prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"]
+    return [*prefix, str(conf)]
 
 
 def _start(tmp_path: Path, records: list[str], addr: str) -> subprocess.Popen[bytes] | None:

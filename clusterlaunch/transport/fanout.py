@@ -70,6 +70,18 @@ def run_parallel(
     return results
 
 
+def every_result(
+    func: Callable[[T], R], items: Sequence[T], limit: int, name: str = "fanout"
+) -> list[R]:
+    """:func:`run_parallel`'s results; where a call failed, the first failure in item
+    order is raised, as a loop over the items would have raised it."""
+    results = run_parallel(func, items, limit, name)
+    for result in results:
+        if isinstance(result, Failed):
+            raise result.error
+    return results  # type: ignore[return-value]  # no Failed among them
+
+
 def sleep_in_slices(seconds: float) -> None:
     """``time.sleep`` in short slices, for the main thread. The kernel may hand
     SIGINT to any thread (a connection's, still closing); Python then runs the

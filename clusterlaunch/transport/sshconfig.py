@@ -22,10 +22,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
-from clusterlaunch.core.defaults import SYSTEM_SSH_CONFIG
+from clusterlaunch.core.defaults import FANOUT, SYSTEM_SSH_CONFIG
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
 from clusterlaunch.transport import sshkeywords, sshtarget
+from clusterlaunch.transport.fanout import every_result
 from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHException
 from clusterlaunch.transport.sshinclude import (
     ConfigLine,
@@ -105,6 +106,12 @@ class LoadedConfig:
             elif line.keyword == "canonicalizepermittedcnames" and line.value.lower() != "none":
                 return SshOnly(line, "CanonicalizePermittedCNAMEs")
         return None
+
+    @cached_property
+    def canonicalizes(self) -> bool:
+        """A line names ``CanonicalizeHostname``: a host's lookup may then ask the DNS
+        (once per ``CanonicalDomains`` entry until one resolves)."""
+        return "canonicalizehostname" in self.text.lower()
 
     @cached_property
     def unknown_keyword(self) -> ConfigLine | None:
@@ -240,6 +247,12 @@ def resolve_in(loaded: LoadedConfig, specs: list[HostSpec]) -> list[SshTarget]:
         from clusterlaunch.transport import sshresolve
 
         return sshresolve.resolve_with_ssh(loaded.path, specs, str(loaded.ssh_only))
+    if loaded.canonicalizes and len(specs) > 1:
+        # Every host's DNS queries at once, as one ssh per host would send them: one
+        # after another, 64 hosts took 64 times the resolver's answer, or its timeout.
+        return every_result(
+            lambda spec: resolve_target(loaded.parsed, spec, loaded), specs, FANOUT, "resolve"
+        )
     return [resolve_target(loaded.parsed, spec, loaded) for spec in specs]
 
 

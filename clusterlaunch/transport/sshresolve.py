@@ -18,7 +18,7 @@ from typing import Any
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
 from clusterlaunch.transport import sshtarget
-from clusterlaunch.transport.fanout import Failed, run_parallel
+from clusterlaunch.transport.fanout import every_result
 
 _TIMEOUT_S = 30.0
 """``Match exec`` commands are the user's; give them time, but not forever."""
@@ -39,13 +39,7 @@ _KEPT_UNLESS_NONE = ("proxyjump", "proxycommand", "connecttimeout")
 
 def resolve_with_ssh(config: str | None, specs: Sequence[HostSpec], why: str) -> list[SshTarget]:
     """Every host resolved by ``ssh -G [-F config]`` (``why``: the line that needs it)."""
-    results = run_parallel(lambda spec: _resolve(config, spec, why), specs, 16, "ssh-G")
-    targets = []
-    for result in results:
-        if isinstance(result, Failed):
-            raise result.error
-        targets.append(result)
-    return targets
+    return every_result(lambda spec: _resolve(config, spec, why), specs, 16, "ssh-G")
 
 
 def _resolve(config: str | None, spec: HostSpec, why: str) -> SshTarget:

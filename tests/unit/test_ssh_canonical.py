@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import dns
+from tests import dns, dnsgate
 
 pytestmark = pytest.mark.skipif(dns.why_not() is not None, reason=dns.why_not() or "")
 
@@ -41,6 +41,14 @@ except UsageError as exc:
 else:
     user = t.user or pwd.getpwuid(os.getuid()).pw_name  # None: ssh's default, the local user
     print(json.dumps([t.hostname, t.port, user, t.proxy_jump]))
+"""
+
+_EVERY = """
+import json, sys
+from clusterlaunch.core.model import HostSpec
+from clusterlaunch.transport import sshconfig
+specs = [HostSpec(host=host, gpus=1) for host in sys.argv[2:]]
+print(json.dumps([t.hostname for t in sshconfig.resolve_targets(sys.argv[1], specs)]))
 """
 
 CONFIGS = {
@@ -136,3 +144,19 @@ def test_fallback_local_no_fails_as_ssh_fails(tmp_path: Path, in_dns: list[str])
         "cl.test, and CanonicalizeFallbackLocal is no (ssh fails there too)"
     )
     assert _ours(in_dns, config, "vm")[0] == "vm.cl.test"  # type: ignore[index]
+
+
+def test_every_host_is_looked_up_at_once(tmp_path: Path) -> None:
+    """Canonicalizing asks the DNS for each host: at once, as one ssh per host would.
+    The server answers no query before every host's name was asked; looked up one
+    after another, the first lookup timed out and that host kept its short name (and
+    64 hosts took 64 times the resolver's answer, or its timeout)."""
+    names = {f"h{index}.cl.test": f"127.0.0.{20 + index}" for index in range(8)}
+    config = tmp_path / "config"
+    config.write_text("CanonicalizeHostname yes\nCanonicalDomains cl.test\n")
+    aliases = [name.split(".")[0] for name in names]
+    with dnsgate.gathering_resolver(tmp_path, names, timeout_s=5) as (prefix, server):
+        argv = [*prefix, sys.executable, "-c", _EVERY, str(config), *aliases]
+        said = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(said.stdout) == list(names)
+    assert server.most_held == len(names)
