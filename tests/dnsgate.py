@@ -15,6 +15,7 @@ import os
 import socket
 import struct
 import threading
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,7 +32,8 @@ class GatheringServer:
     def __init__(self, sock: socket.socket, names: Mapping[str, str]) -> None:
         self._sock = sock
         self._names = {name.lower(): addr for name, addr in names.items()}
-        self._asked: set[str] = set()
+        self.asked: Counter[str] = Counter()
+        """How many times each name's A record was asked for."""
         self._held: list[tuple[bytes, object]] = []
         self.most_held = 0
         """The most A queries held at once: every name's, where they were asked at once."""
@@ -47,10 +49,10 @@ class GatheringServer:
             name, qtype = _question(query)
             self._held.append((query, peer))
             if qtype == _A:
-                self._asked.add(name)
+                self.asked[name] += 1
                 held = sum(_question(kept)[1] == _A for kept, _ in self._held)
                 self.most_held = max(self.most_held, held)
-            if self._asked >= self._names.keys():
+            if self.asked.keys() >= self._names.keys():
                 for held, to in self._held:
                     self._sock.sendto(_answer(held, self._names), to)
                 self._held.clear()

