@@ -19,7 +19,6 @@ waited ~40 ms on a delayed ACK. ``ssh`` waits the second 40 ms too.
 
 from __future__ import annotations
 
-import select
 import subprocess
 import time
 
@@ -28,6 +27,7 @@ import paramiko
 from benchmarks.core import Result
 from benchmarks.env import Bench
 from benchmarks.processes import BenchError
+from benchmarks.sshlibs_client import wait_for_all
 from clusterlaunch.core.model import HostSpec
 from clusterlaunch.transport import SshSettings, hostkeys, sshconnect
 from clusterlaunch.transport.identities import IdentityFiles
@@ -48,8 +48,7 @@ def by_clusterlaunch(bench: Bench, host: str) -> tuple[float, float]:
     connected = time.perf_counter()
     try:
         process = connection.start("true")
-        while not process.finished():
-            select.select(process.waitables(), [], [], 0.05)
+        wait_for_all([process])  # read as it is readable, as the controller's read loop does
         if process.exit_status() != 0:
             raise BenchError(f"true on {host} exited {process.exit_status()}")
         done = time.perf_counter()
