@@ -204,22 +204,20 @@ def with_libssh2(spec: Spec) -> Callable[[], list[int]]:
 
 
 def wait_for_all(processes: list[Any]) -> None:
-    """Until every process has finished: each read when its descriptor is, as the
-    controller's read loop does (asking every process on every wake-up would
-    make the wait grow with the square of the hosts)."""
-    import select
+    """Until every process has finished, read by the controller's own read loop
+    (``readloop.read_round``): each when its descriptor is readable, and asked whether
+    it has finished only then (asking every process on every wake-up would make the
+    wait grow with the square of the hosts)."""
+    from clusterlaunch.controller.readloop import read_round
 
-    poller = select.poll()
-    pending = {fd: process for process in processes for fd in process.waitables()}
-    for fd in pending:
-        poller.register(fd, select.POLLIN)
-    while pending:
-        for fd, _ in poller.poll(50):
-            process = pending[fd]
-            process.read()  # clears the descriptor once everything is read
-            if process.finished():
-                poller.unregister(fd)
-                del pending[fd]
+    running = dict(enumerate(processes))
+
+    def take(key: int, out: bytes, err: bytes) -> None:
+        if running[key].finished():
+            del running[key]
+
+    while running:
+        read_round(list(running.items()), 0.05, take, everyone=False)
 
 
 def with_clusterlaunch(spec: Spec) -> Callable[[], list[int]]:
@@ -236,6 +234,7 @@ def with_clusterlaunch(spec: Spec) -> Callable[[], list[int]]:
 
     for module in ("hostkeys", "identities", "sshcompat", "sshconnect"):
         importlib.import_module(f"clusterlaunch.transport.{module}")
+    importlib.import_module("clusterlaunch.controller.readloop")  # wait_for_all's
 
     specs = [HostSpec(host=host["alias"], gpus=1) for host in spec["hosts"]]
     targets = resolve_targets(spec["ssh_config"], specs)
