@@ -44,8 +44,7 @@ def resolver(
     IPv4 address) and ``cnames`` (alias -> name), and nothing else."""
     records = [f"--host-record={name},{addr}" for name, addr in names.items()]
     records += [f"--cname={alias},{name}" for alias, name in (cnames or {}).items()]
-    for attempt in range(20):
-        addr = f"127.53.{os.getpid() % 250}.{(next(_TRIES) + attempt) % 250 + 1}"
+    for addr in server_addresses():
         server = _start(tmp_path, records, addr)
         if server is not None:
             break
@@ -58,6 +57,14 @@ def resolver(
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def server_addresses(tries: int = 20) -> Iterator[str]:
+    """Addresses of 127.0.0.0/8 for a test's DNS server to try in turn (a taken one,
+    another worker's, is passed over by the caller): this process's range, by its PID,
+    and none tried before in it, so two servers of one test run never collide."""
+    for attempt in range(tries):
+        yield f"127.53.{os.getpid() % 250}.{(next(_TRIES) + attempt) % 250 + 1}"
 
 
 def namespace_prefix(tmp_path: Path, addr: str, timeout_s: int = 1) -> list[str]:

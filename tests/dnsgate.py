@@ -10,8 +10,6 @@ Made the resolver of a mount namespace as :mod:`tests.dns` does; root only
 
 from __future__ import annotations
 
-import itertools
-import os
 import socket
 import struct
 import threading
@@ -22,7 +20,6 @@ from pathlib import Path
 
 from tests import dns
 
-_ADDRS = itertools.count()
 _A, _IN = 1, 1
 
 
@@ -68,8 +65,7 @@ def gathering_resolver(
 ) -> Iterator[tuple[list[str], GatheringServer]]:
     """The argv prefix of a namespace whose resolver is a :class:`GatheringServer`."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    for attempt in range(20):
-        addr = f"127.54.{os.getpid() % 250}.{(next(_ADDRS) + attempt) % 250 + 1}"
+    for addr in dns.server_addresses():
         try:
             sock.bind((addr, 53))
             break
