@@ -29,6 +29,7 @@ from clusterlaunch.core.model import JobPlan, NodePlan
 from clusterlaunch.core.setupguard import OVERDUE_S, SetupGuard
 from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.base import Connection
+from clusterlaunch.transport.fanout import every_result
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,8 @@ def diagnose(
             if run.process is not None:
                 run.report.exit_status = run.process.exit_status()
                 run.process.close()
-    return DoctorResult([_check(run, skews) for run in runs], throughput)
+    where = reached_by_address([run.report.node.addr for run in runs], settings.fanout)
+    return DoctorResult([_check(run, skews, where) for run in runs], throughput)
 
 
 def _after(seconds: float) -> float:
@@ -159,18 +161,29 @@ def _throughput(
     return result
 
 
-def _check(run: ProbeRun, skews: Mapping[str, tuple[float, float]]) -> HostCheck:
+def _check(
+    run: ProbeRun,
+    skews: Mapping[str, tuple[float, float]],
+    where: Mapping[str, tuple[str, ...]],
+) -> HostCheck:
     node = run.report.node
     facts = run.stages.get("facts")
     skew = skews.get(node.host)
     return HostCheck(
         host=node.host,
-        reached_at=reached_at(node.addr),
+        reached_at=where[node.addr],
         facts=facts,
         problem=None if facts is not None else _why_silent(run),
         skew=skew if skew is not None and skew[1] >= 0 else None,
         pairs=(run.stages.get("pairs") or {}).get("results"),
     )
+
+
+def reached_by_address(addrs: Sequence[str], fanout: int) -> dict[str, tuple[str, ...]]:
+    """:func:`reached_at` for every address, looked up at once (at most ``fanout``): one
+    after another, a resolver's delay was paid once per host."""
+    unique = list(dict.fromkeys(addrs))
+    return dict(zip(unique, every_result(reached_at, unique, fanout, "resolve"), strict=True))
 
 
 def reached_at(addr: str) -> tuple[str, ...]:
