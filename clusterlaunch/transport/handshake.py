@@ -8,6 +8,10 @@ more among 64 handshakes' own threads). The packetizer reads that flag only
 between reads of its socket, which wake at least every 0.1 s while the
 connection is being set up (paramiko's own socket timeout then): a deadline
 read at the same place times the handshake out as the timer did.
+
+Its time is the connect timeout (``--connect-timeout``, the config's
+``ConnectTimeout``), which the CLI documents as covering the connection, the
+banners and authentication; paramiko's own 15 s cut a longer one short.
 """
 
 from __future__ import annotations
@@ -44,12 +48,15 @@ class HandshakeDeadline:
 
 
 def timed_by_deadline(
-    make: Callable[..., paramiko.Transport],
+    make: Callable[..., paramiko.Transport], seconds: float | None = None
 ) -> Callable[..., paramiko.Transport]:
-    """``make``'s transports, their handshake timed by a :class:`HandshakeDeadline`."""
+    """``make``'s transports, their handshake timed by a :class:`HandshakeDeadline` of
+    ``seconds`` (default: paramiko's own)."""
 
     def make_timed(*args: Any, **kwargs: Any) -> paramiko.Transport:
         transport = make(*args, **kwargs)
+        if seconds is not None:
+            transport.handshake_timeout = seconds
         deadline = HandshakeDeadline()
         packetizer = transport.packetizer
         packetizer.start_handshake = deadline.start_handshake  # type: ignore[method-assign]

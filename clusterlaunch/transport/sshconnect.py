@@ -23,6 +23,7 @@ from clusterlaunch.transport import (
     handshake,
     hostkeys,
     hostnames,
+    paramikofailure,
     sshconfig,
     sshfailure,
     sshoffer,
@@ -160,6 +161,7 @@ def _try_client(
         accept = hostkeys.AcceptNewPolicy(files[0], known_hosts.lock, target.hash_known_hosts)
         client.set_missing_host_key_policy(accept)
     timeout = target.connect_timeout or settings.connect_timeout
+    began = time.monotonic()
     try:
         if sock is None:  # a direct connection: our socket, for its options (sshsocket)
             sock = sshsocket.dial_target(target, timeout)
@@ -178,7 +180,9 @@ def _try_client(
             auth_timeout=timeout,
             # A TunnelSocket is a Channel but for noting its reads; the stubs know no such.
             sock=sock,  # type: ignore[arg-type]
-            transport_factory=handshake.timed_by_deadline(sshoffer.transport_factory(target)),
+            transport_factory=handshake.timed_by_deadline(
+                sshoffer.transport_factory(target), timeout
+            ),
         )
     except HostKeyError:
         close_quietly(client)
@@ -198,8 +202,9 @@ def _try_client(
         close_quietly(client)
         if ended is not None:  # not the server: the proxy is gone, and says why
             raise TransportError(target.alias, ended) from None
-        message = _network_message(target, exc, timeout)
-        if _is_transient(exc):
+        waited = time.monotonic() - began >= timeout
+        message = paramikofailure.network_message(target, exc, timeout, waited)
+        if paramikofailure.is_transient(exc, waited):
             raise _Transient(message) from None
         raise TransportError(target.alias, message) from None
     transport = client.get_transport()
@@ -210,33 +215,6 @@ def _try_client(
         # host-second). Data still wakes it at once.
         transport.sock.settimeout(IDLE_WAKE_S)
     return client
-
-
-def _is_transient(exc: BaseException) -> bool:
-    """The server dropped us during the handshake (sshd's MaxStartups does), or reset."""
-    if isinstance(exc, ConnectionResetError | EOFError):
-        return True
-    text = str(exc)
-    return "Error reading SSH protocol banner" in text or "No existing session" in text
-
-
-def _network_message(target: SshTarget, exc: BaseException, timeout: float) -> str:
-    where = f"{target.hostname}:{target.port}"
-    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError) and exc.errors:
-        # paramiko wraps the per-address socket errors; the first one says why.
-        exc = next(iter(exc.errors.values()))
-    if isinstance(exc, socket.timeout | TimeoutError):
-        return f"no answer from {where} within {timeout:g} s"
-    if isinstance(exc, ConnectionRefusedError):
-        return f"connection refused by {where} (is sshd listening on that port?)"
-    if isinstance(exc, socket.gaierror):
-        return f"cannot resolve {target.hostname!r}"
-    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
-        return f"cannot connect to {where}: {exc}"
-    if "No existing session" in str(exc) or "Error reading SSH protocol banner" in str(exc):
-        via = f" (through ProxyCommand {target.proxy_command!r})" if target.proxy_command else ""
-        return f"no SSH handshake with {where}{via}: the server or the proxy did not answer"
-    return f"{where}: {exc or type(exc).__name__}"
 
 
 @dataclass

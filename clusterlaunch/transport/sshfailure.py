@@ -19,7 +19,6 @@ from clusterlaunch.core.model import SshTarget
 _TRANSIENT = (
     "kex_exchange_identification",
     "Connection reset by peer",
-    "banner exchange",
     "Connection closed by",
     "ssh_exchange_identification",
 )
@@ -68,8 +67,10 @@ def classify(target: SshTarget, said: str, policy_override: str | None) -> Failu
         return Failure(f"connection refused by {where} (is sshd listening on that port?)")
     if "Could not resolve hostname" in text:
         return Failure(f"cannot resolve {target.hostname!r}")
-    if "banner exchange" in text:  # the server accepted, then said nothing in time
-        return Transient(f"no SSH handshake with {where}: {last}")
+    if "banner exchange" in text:  # the server accepted, then said nothing in time:
+        # final, as ssh takes it (no retry after a whole ConnectTimeout; paramikofailure)
+        said_so = next(line for line in lines if "banner exchange" in line)
+        return Failure(f"no SSH handshake with {where}: the server did not answer ({said_so})")
     if "timed out" in text:
         return Failure(f"no answer from {where}: {last}")
     if "Permission denied" in text:
