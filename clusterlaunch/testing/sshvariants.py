@@ -15,7 +15,7 @@
 * ``count_connections``: sshd at ``LogLevel VERBOSE``, which logs a ``Connection
   from`` line for every TCP connection it accepts (:meth:`connections_to` counts
   them): how many connections a host really saw, by the server's own account.
-* ``ciphers``: sshd offers only these ciphers (``Ciphers``).
+* ``ciphers``, ``macs``: sshd offers only these ciphers (``Ciphers``), MACs (``MACs``).
 * ``log_ciphers``: sshd at ``LogLevel DEBUG1``, which logs the cipher each
   connection agreed on (:meth:`ciphers_used`).
 * ``accept_env``: sshd's ``AcceptEnv`` (Debian's sshd has ``LANG LC_*``): the
@@ -56,6 +56,7 @@ class SshVariantCluster(LoopbackCluster):
         default_kex: bool = False,
         count_connections: bool = False,
         ciphers: str | None = None,
+        macs: str | None = None,
         log_ciphers: bool = False,
         accept_env: str | None = None,
         gssapi: bool = False,
@@ -71,6 +72,7 @@ class SshVariantCluster(LoopbackCluster):
         self.default_kex = default_kex
         self.count_connections = count_connections
         self.ciphers = ciphers
+        self.macs = macs
         self.log_ciphers = log_ciphers
         self.accept_env = accept_env  # sshd's AcceptEnv patterns
         self.gssapi = gssapi
@@ -92,6 +94,8 @@ class SshVariantCluster(LoopbackCluster):
             self._edit_sshd(lambda text: text + "LogLevel VERBOSE\n")
         if self.ciphers:
             self._edit_sshd(lambda text: text + f"Ciphers {self.ciphers}\n")
+        if self.macs:
+            self._edit_sshd(lambda text: text + f"MACs {self.macs}\n")
         if self.log_ciphers:
             self._edit_sshd(lambda text: text + "LogLevel DEBUG1\n")
         if self.accept_env:

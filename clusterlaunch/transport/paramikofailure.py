@@ -47,7 +47,22 @@ def network_message(target: SshTarget, exc: BaseException, timeout: float, waite
         if waited:
             return f"no SSH handshake with {where}{via} within {timeout:g} s: {who} did not answer"
         return f"no SSH handshake with {where}{via}: {who} hung up"
+    keyword = next((k for mark, k in _NO_COMMON.items() if mark in str(exc)), None)
+    if keyword is not None:
+        return (
+            f"{where}: no {keyword} in common with the server ({exc}), as ssh would find "
+            f"none; if you trust the server, add one of its own to the SSH config: {keyword} +NAME"
+        )
     return f"{where}: {str(exc) or type(exc).__name__}"
+
+
+_NO_COMMON = {
+    "no acceptable ciphers": "Ciphers",
+    "no acceptable macs": "MACs",
+    "no acceptable kex": "KexAlgorithms",
+    "no acceptable host key": "HostKeyAlgorithms",
+}
+"""paramiko's words where the key exchange found nothing in common -> the list to widen."""
 
 
 def _in_handshake(exc: BaseException) -> bool:

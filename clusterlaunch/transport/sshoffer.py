@@ -1,6 +1,7 @@
 """What paramiko offers in the key exchange: the SSH config's ``Ciphers``, ``MACs``,
-``KexAlgorithms`` and ``HostKeyAlgorithms`` as ssh reads them, and AES-GCM first where
-the config names no cipher; and which keys it may log in with
+``KexAlgorithms`` and ``HostKeyAlgorithms`` as ssh reads them, ssh's own lists where it
+names none (never paramiko's wider ones), and AES-GCM first where the config names no
+cipher; and which keys it may log in with
 (``PubkeyAcceptedAlgorithms``: :func:`key_accepted`).
 
 AES-GCM's MAC is part of the cipher: paramiko's default, aes-ctr with HMAC-SHA2,
@@ -45,9 +46,13 @@ def supported(keyword: str) -> tuple[str, ...]:
 
 
 def default_offer(keyword: str) -> tuple[str, ...]:
-    """What paramiko offers when the config says nothing (ciphers: AES-GCM first; keys:
-    ssh's default, which leaves SHA-1 ``ssh-rsa`` out)."""
+    """What paramiko offers when the config says nothing: what ssh offers then, of what
+    paramiko has (ciphers: AES-GCM first; keys: ssh's default, which leaves SHA-1
+    ``ssh-rsa`` out)."""
     names = supported(keyword)
+    ssh_offers = sshalgorithms.SSH_DEFAULTS.get(keyword)
+    if ssh_offers is not None:
+        names = tuple(name for name in names if sshalgorithms.also_named(name, ssh_offers))
     if keyword == "ciphers":
         return tuple(sorted(names, key=lambda name: "-gcm@" not in name))
     if keyword == PUBKEYS:
@@ -119,7 +124,8 @@ def _checked_start(
 
 def transport_factory(target: SshTarget) -> Callable[..., paramiko.Transport]:
     """paramiko's Transport for ``target``, offering what its config asks for."""
-    chosen = {"ciphers": default_offer("ciphers"), **offers(target.algorithms)}
+    defaults = {keyword: default_offer(keyword) for keyword in _LISTS}
+    chosen = {**defaults, **offers(target.algorithms)}
     pubkeys = chosen.pop(PUBKEYS, None)
 
     def make(*args: Any, **kwargs: Any) -> paramiko.Transport:
