@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -50,9 +51,45 @@ class ConfigLine:
         return f"{self.path}:{self.lineno}"
 
 
+_COMMANDS = ("proxycommand", "localcommand", "remotecommand", "knownhostscommand")
+"""Keywords whose value is the rest of the line as written, ``#`` and all (readconf.c)."""
+_KEYWORD = re.compile(r"[ \t]*([^ \t=]*)[ \t]*=?")
+"""A line's keyword and what separates it from the value (readconf.c's strdelim)."""
+
+
+def strip_comment(text: str) -> str:
+    """``text`` without its trailing comment: from a ``#`` that starts a word outside
+    quotes, as ssh splits a line (argv_split; ``User alice # me`` is alice, ``Host a#b``
+    is a#b). paramiko kept the comment: ``Host n1 # was n0`` matched n0 too, and ``User
+    alice # me`` logged in as "alice # me". A command keeps its ``#`` (ssh runs it)."""
+    if "#" not in text:
+        return text
+    head = _KEYWORD.match(text)
+    assert head is not None  # the pattern matches any text
+    if not head[1] or head[1].startswith("#") or head[1].lower() in _COMMANDS:
+        return text
+    quote, escaped, word_starts = "", False, True
+    for index in range(head.end(), len(text)):
+        char, between = text[index], False
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif quote:
+            quote = "" if char == quote else quote
+        elif char in "\"'":
+            quote = char
+        elif char == "#" and word_starts:
+            return text[:index].rstrip()
+        else:
+            between = char in " \t"
+        word_starts = between
+    return text
+
+
 def split_line(text: str) -> tuple[str, str]:
     """(keyword in lower case, value) of a config line; ``("", "")`` for blanks and comments."""
-    stripped = text.strip()
+    stripped = strip_comment(text).strip()
     if not stripped or stripped.startswith("#"):
         return "", ""
     head = stripped.replace("=", " ", 1) if "=" in stripped.split(None, 1)[0] else stripped

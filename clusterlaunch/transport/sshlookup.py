@@ -36,7 +36,7 @@ from clusterlaunch.core.envpolicy import glob_regex
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.transport import sshcanonical
 from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHConfigDict
-from clusterlaunch.transport.sshinclude import split_line, words
+from clusterlaunch.transport.sshinclude import split_line, strip_comment, words
 
 _WILDCARDS = frozenset("*?[!")
 
@@ -156,6 +156,7 @@ def _for_paramiko(lines: Iterable[str]) -> Iterable[str]:
     ``sendenv_N :V`` (``:`` keeps paramiko from stripping quotes that open and close
     the value), and ``Match final all`` as ``Match final``."""
     for number, line in enumerate(lines):
+        line = strip_comment(line)  # (a str search where the line has no "#")
         # Only such lines are split: splitting all 3,072 lines of a 256-host config
         # added 1.35 ms to its 5.1 ms parse, in every command's start.
         if not line.lstrip()[:7].lower().startswith(("sendenv", "setenv", "match")):

@@ -1,0 +1,66 @@
+"""Comments at the end of SSH config lines, read as ssh reads them (``ssh -G`` is the
+ground truth): a ``#`` that starts a word outside quotes ends the line, except in a
+command (``ProxyCommand``), which ssh runs as written. paramiko kept them:
+``Host node1 # was node0`` matched node0 too (a wrong host), ``User alice # me``
+logged in as "alice # me", and ``Port 22 # c`` was refused."""
+
+from __future__ import annotations
+
+import getpass
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.core.model import HostSpec, SshTarget
+from clusterlaunch.transport import sshconfig, sshresolve, sshtarget
+
+CONFIG = """\
+Host node1 # was also node0 before the move
+    HostName 10.0.0.13
+Host node0  # the first
+    HostName 10.0.0.12 # fabric address
+    User alice # me
+    Port 2222\t#c
+    IdentityFile "/keys/a #b" # quoted, then a comment
+    IdentityFile /keys/c#d
+    SendEnv FOO #BAR
+    SetEnv A="x #y" #z
+    ProxyCommand nc %h %p # ssh runs this as written
+    StrictHostKeyChecking yes # strict
+Host a#b
+    User hashed
+"""
+
+
+def _fields(target: SshTarget) -> tuple[object, ...]:
+    """What ``ssh -G`` shows as clusterlaunch keeps it (identity files: below; ssh -G
+    leaves out files that do not exist, and its user is the local one when unset)."""
+    return (
+        target.hostname, target.user or getpass.getuser(), target.port,
+        target.proxy_command, target.send_env, target.set_env, target.key_policy(None),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("alias", ["node0", "node1", "a#b", "was"])
+def test_trailing_comments_are_read_as_ssh_reads_them(tmp_path: Path, alias: str) -> None:
+    config = tmp_path / "config"
+    config.write_text(CONFIG)
+    spec = HostSpec(host=alias, gpus=1)
+    shown = subprocess.run(["ssh", "-G", "-F", str(config), alias], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    by_ssh = sshtarget.target_from(sshresolve.parse_options(shown.stdout), spec)
+    [ours] = sshconfig.resolve_targets(str(config), [spec])
+    assert _fields(ours) == _fields(by_ssh)
+
+
+def test_what_the_comments_would_have_changed(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.write_text(CONFIG)
+    node0, node1 = sshconfig.resolve_targets(
+        str(config), [HostSpec(host="node0", gpus=1), HostSpec(host="node1", gpus=1)]
+    )
+    assert (node0.hostname, node0.user, node0.port) == ("10.0.0.12", "alice", 2222)
+    assert node0.identity_files[:2] == ("/keys/a #b", "/keys/c#d")
+    assert node0.proxy_command == "nc 10.0.0.12 2222 # ssh runs this as written"
+    assert node1.hostname == "10.0.0.13"
