@@ -41,7 +41,7 @@ def canonical_host(options: Mapping[str, Any], alias: str) -> str:
 
     ``options``: the first pass's (HostName as written); ``alias``: the name given.
     """
-    host = _expanded(str(options.get("hostname", alias)), alias).lower()
+    host = resolved_host(options, alias)
     direct = all(_unset(options.get(key)) for key in ("proxycommand", "proxyjump"))
     mode = str(options.get("canonicalizehostname")).lower()
     if (not direct and mode != "always") or _is_address(host):
@@ -61,6 +61,13 @@ def canonical_host(options: Mapping[str, Any], alias: str) -> str:
             f"{domains}, and CanonicalizeFallbackLocal is no (ssh fails there too)"
         )
     return host
+
+
+def resolved_host(options: Mapping[str, Any], alias: str) -> str:
+    """The host name after the first pass, as ssh reads the second under it: HostName
+    (``%h`` expanded; the name given where there is none), lowercased unless an address."""
+    host = _expanded(str(options.get("hostname", alias)), alias)
+    return host if _is_address(host) else host.lower()
 
 
 def _with_domains(host: str, options: Mapping[str, Any]) -> str | None:

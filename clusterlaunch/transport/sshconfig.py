@@ -27,7 +27,7 @@ from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
 from clusterlaunch.transport import sshkeywords, sshtarget
 from clusterlaunch.transport.fanout import every_result
-from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHException
+from clusterlaunch.transport.paramikoconfig import SSHException
 from clusterlaunch.transport.sshinclude import (
     ConfigLine,
     flatten,
@@ -65,7 +65,7 @@ class LoadedConfig:
 
     path: str | None
     """``--ssh-config``'s file (ssh's ``-F``: the only one read); None: ssh's defaults."""
-    parsed: SSHConfig
+    parsed: IndexedSshConfig
     text: str = ""
     """What was parsed: the files, with their Includes expanded."""
     flattened: tuple[ConfigLine, ...] | None = None
@@ -174,7 +174,7 @@ def read_ssh_config(path: str | None, system: str = SYSTEM_SSH_CONFIG) -> Loaded
         files = [(config_path(None), False), (system, True)]
     files = [(name, is_system) for name, is_system in files if os.path.exists(name)]
     if not files:
-        return LoadedConfig(path, SSHConfig())
+        return LoadedConfig(path, IndexedSshConfig())
     # ssh checks who may write ~/.ssh/config, not an -F file nor the system one.
     first = read_text(files[0][0], checked=path is None and not files[0][1])
     lines = None
@@ -217,17 +217,17 @@ def ssh_config_file(path: str | None) -> str | None:
 
 
 def resolve_target(
-    config: SSHConfig, spec: HostSpec, loaded: LoadedConfig | None = None
+    config: IndexedSshConfig, spec: HostSpec, loaded: LoadedConfig | None = None
 ) -> SshTarget:
     """Combine a hosts-file entry with its SSH config block (``loaded``: where its lines are).
 
     Like OpenSSH's ``-l``/``-p``, ``user`` and ``port`` from the hosts file win
-    over the config.
+    over the config; ``user`` is what ``Match user`` sees, as ssh's ``-l`` is.
     """
     if spec.host == LOCALHOST:
         return SshTarget(alias=LOCALHOST, hostname=LOCALHOST, port=0, user=spec.user)
     where = None if loaded is None else functools.partial(_where_for, loaded, spec.host)
-    return sshtarget.target_from(config.lookup(spec.host), spec, where)
+    return sshtarget.target_from(config.lookup(spec.host, user=spec.user), spec, where)
 
 
 def _where_for(loaded: LoadedConfig, alias: str, keyword: str, value: str) -> str:
@@ -278,10 +278,8 @@ def _ssh_refusal(path: str | None, text: str, host: str) -> str | None:
 
 
 def jump_host(loaded: LoadedConfig, jump: str) -> SshTarget:
-    """Resolve a ``ProxyJump`` value (``[user@]host[:port]``) through the same config, as
-    its targets are (a ``Match exec`` config through paramiko was a traceback: paramiko
+    """Resolve a ``ProxyJump`` hop (:func:`.sshtarget.split_hop`) through the same config,
+    as its targets are (a ``Match exec`` config through paramiko was a traceback: paramiko
     cannot run the command)."""
-    user, _, rest = jump.rpartition("@")
-    host, _, port = rest.partition(":")
-    spec = HostSpec(host=host, gpus=1, user=user or None, port=int(port) if port else None)
-    return resolve_in(loaded, [spec])[0]
+    user, host, port = sshtarget.split_hop(jump)
+    return resolve_in(loaded, [HostSpec(host=host, gpus=1, user=user, port=port)])[0]

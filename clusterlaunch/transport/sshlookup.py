@@ -16,7 +16,9 @@ left as written for :mod:`clusterlaunch.transport.sshtokens` to expand as ssh
 does). A config that canonicalizes host names (a second pass under another name)
 is looked up the plain way.
 
-``SendEnv`` and ``SetEnv`` come out as ssh reads them, where paramiko's parser
+A lookup reads the config in ssh's passes (:meth:`_Blocks.lookup`), and ``ProxyJump``
+and ``ProxyCommand`` as ssh takes them, the first applying line of either
+(:func:`proxies_of`). ``SendEnv`` and ``SetEnv`` come out as ssh reads them, where paramiko's parser
 keeps one line per block and strips the quotes around a whole value: ssh adds
 every applying SendEnv line's patterns in file order (``-PATTERN`` removes
 earlier ones) and takes the first applying SetEnv line whole. Each such line is
@@ -29,7 +31,7 @@ from __future__ import annotations
 import heapq
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from clusterlaunch.core.envpolicy import glob_regex
@@ -42,28 +44,50 @@ _WILDCARDS = frozenset("*?[!")
 
 
 class _Blocks(SSHConfig):
-    """paramiko's matching over a given list of blocks."""
+    """paramiko's matching over the blocks ``select`` gives for each pass's name."""
 
-    def __init__(self, blocks: list[dict[str, Any]], canonical: dict[str, str]) -> None:
+    def __init__(
+        self,
+        select: Callable[[str], list[dict[str, Any]]],
+        canonical: dict[str, str],
+        final_pass: bool,
+    ) -> None:
         super().__init__()
-        self._config = blocks
+        self._select = select
         self._alias = ""
         self._canonical = canonical  # name given -> canonical name: see IndexedSshConfig
+        self._final_pass = final_pass  # the config has a Match final: see lookup
 
-    def lookup(self, hostname: str) -> SSHConfigDict:
-        """paramiko's two passes, the second under the name ssh canonicalizes to
-        (:mod:`clusterlaunch.transport.sshcanonical`) where the config asks for it."""
+    def lookup(self, hostname: str, user: str | None = None) -> SSHConfigDict:
+        """ssh's passes (ssh.c): the first under the name given; a second only where the
+        config has a ``Match final`` or canonicalizes (:mod:`.sshcanonical`), under the
+        host name the first resolved to: its ``Host`` patterns match that name, and
+        ``Match final`` and ``Match canonical`` match both. paramiko always read a
+        second pass under the name given: a ``Match host ADDR`` block above the
+        ``HostName ADDR`` line applied where ssh's did not, and under Fedora's ``Match
+        final all`` a ``Host 10.1.*`` block did not apply where ssh's did."""
         self._alias = hostname
-        options = self._lookup(hostname=hostname)  # type: ignore[attr-defined]
+        self._config = self._select(hostname)
+        given = SSHConfigDict(user=user) if user else None  # ssh -l: set before the config
+        options = self._lookup(hostname=hostname, options=given)  # type: ignore[attr-defined]
         if "hostname" not in options:
             options["hostname"] = hostname
-        if not sshcanonical.enabled(options):
-            return self._lookup(hostname, options, canonical=False, final=True)  # type: ignore[attr-defined]
-        host = self._canonical.get(hostname)
-        if host is None:
-            host = self._canonical[hostname] = sshcanonical.canonical_host(options, hostname)
+        if sshcanonical.enabled(options):
+            host = self._canonical.get(hostname)
+            if host is None:
+                first = {**options, **proxies_of(options)}
+                host = self._canonical[hostname] = sshcanonical.canonical_host(first, hostname)
+        elif self._final_pass:
+            host = sshcanonical.resolved_host(options, hostname)
+        else:
+            return self._expand_variables(options, hostname)
         options["hostname"] = host
+        self._config = self._select(host)
         return self._lookup(host, options, canonical=True, final=True)  # type: ignore[attr-defined]
+
+    def _expand_variables(self, config: Any, _target: str) -> Any:
+        # %n is the name given (ssh's host_arg), also after a pass under another name.
+        return super()._expand_variables(config, self._alias)  # type: ignore[misc]
 
     def _does_match(self, match_list: list[Any], _target: str, *rest: Any) -> Any:
         # paramiko looks up the local user for every block, Match or not. Its target is
@@ -107,6 +131,7 @@ class IndexedSshConfig(SSHConfig):
         self._literal: dict[str, list[int]] | None = None
         self._always: list[int] = []
         self._plain = False
+        self._final_pass = False
         # Each name's canonical name, asked of the DNS once (as one ssh asks once): the
         # paramiko client's check looks every host up again, which asked again, one
         # host after another.
@@ -116,39 +141,48 @@ class IndexedSshConfig(SSHConfig):
         """paramiko's parse, each SendEnv/SetEnv line under a numbered keyword of its own."""
         super().parse(_for_paramiko(file_obj))
 
-    def lookup(self, hostname: str) -> SSHConfigDict:
+    def lookup(self, hostname: str, user: str | None = None) -> SSHConfigDict:
         """The options for ``hostname`` as paramiko's lookup gives them (ControlPath
-        unexpanded; SendEnv and SetEnv as ssh reads them)."""
-        blocks: list[dict[str, Any]] = self._config  # type: ignore[attr-defined]
+        unexpanded; SendEnv and SetEnv as ssh reads them); ``user``: given as ssh's
+        ``-l`` gives it (it wins, and ``Match user`` sees it)."""
         if self._literal is None:
-            self._index(blocks)
+            self._index(self._config)  # type: ignore[attr-defined]
+        found = _Blocks(self._applicable, self._canonical, self._final_pass).lookup(hostname, user)
+        return _environment(found, hostname)
+
+    def _applicable(self, name: str) -> list[dict[str, Any]]:
+        """The blocks that can apply to ``name``, in file order (all of them where
+        canonicalized names may differ from the one asked for)."""
+        blocks: list[dict[str, Any]] = self._config  # type: ignore[attr-defined]
         if self._plain:
-            return _environment(_Blocks(blocks, self._canonical).lookup(hostname), hostname)
+            return blocks
         assert self._literal is not None
-        wanted = heapq.merge(self._literal.get(hostname, ()), self._always)
-        blocks = [blocks[i] for i in wanted]
-        return _environment(_Blocks(blocks, self._canonical).lookup(hostname), hostname)
+        return [blocks[i] for i in heapq.merge(self._literal.get(name, ()), self._always)]
 
     def _index(self, blocks: list[dict[str, Any]]) -> None:
         # Built aside and published with ``_literal`` last: one parsed config is shared
         # (``sshconfig.read_ssh_config``), and two threads may index it at once.
         literal: dict[str, list[int]] = {}
         always: list[int] = []
-        plain = False
+        plain = final = False
         for index, block in enumerate(blocks):
             if "canonicalizehostname" in block["config"]:
                 plain = True  # a second pass under another name: no shortcuts
+            if any(c["type"] == "final" and not c["negate"] for c in block.get("matches", ())):
+                final = True  # ssh reads twice (readconf.c: want_final_pass)
             patterns = block.get("host")
             if patterns and not any(_WILDCARDS.intersection(p) for p in patterns):
                 for name in dict.fromkeys(patterns):
                     literal.setdefault(name, []).append(index)
             else:
                 always.append(index)
-        self._always, self._plain = always, plain
+        self._always, self._plain, self._final_pass = always, plain, final
         self._literal = literal
 
 
-_NUMBERED = re.compile(r"(sendenv|setenv)_(\d+)\Z")
+_IN_ORDER = ("sendenv", "setenv", "proxyjump", "proxycommand")
+"""Keywords read in their lines' order across blocks, each line under a numbered key."""
+_NUMBERED = re.compile(r"(sendenv|setenv|proxyjump|proxycommand)_(\d+)\Z")
 
 
 def _for_paramiko(lines: Iterable[str]) -> Iterable[str]:
@@ -159,11 +193,11 @@ def _for_paramiko(lines: Iterable[str]) -> Iterable[str]:
         line = strip_comment(line)  # (a str search where the line has no "#")
         # Only such lines are split: splitting all 3,072 lines of a 256-host config
         # added 1.35 ms to its 5.1 ms parse, in every command's start.
-        if not line.lstrip()[:7].lower().startswith(("sendenv", "setenv", "match")):
+        if not line.lstrip()[:12].lower().startswith(("sendenv", "setenv", "match", "proxy")):
             yield line
             continue
         keyword, value = split_line(line)
-        if keyword in ("sendenv", "setenv"):
+        if keyword in _IN_ORDER:
             yield f"{keyword}_{number:06d} :{value}"
         elif keyword == "match" and _all_among_others(value):
             yield "Match " + " ".join(word for word in value.split() if word.lower() != "all")
@@ -185,10 +219,14 @@ def _environment(found: SSHConfigDict, alias: str) -> SSHConfigDict:
     numbered = sorted(
         (int(match[2]), match[1], key) for key in list(found) if (match := _NUMBERED.match(key))
     )
+    found.update(proxies_of(found))  # type: ignore[arg-type]  # None: as paramiko gives none
     send: list[str] = []
     set_: list[str] | None = None
     for _, keyword, key in numbered:
-        said = words(str(found.pop(key))[1:], f"SSH config, host {alias}")
+        value = found.pop(key)
+        if keyword.startswith("proxy"):
+            continue
+        said = words(str(value)[1:], f"SSH config, host {alias}")
         if keyword == "sendenv":
             for pattern in said:
                 if pattern.startswith("-"):
@@ -203,6 +241,32 @@ def _environment(found: SSHConfigDict, alias: str) -> SSHConfigDict:
     if set_:
         found["setenv"] = set_  # type: ignore[assignment]
     return found
+
+
+def proxies_of(found: Mapping[str, Any]) -> dict[str, str | None]:
+    """``ProxyJump`` and ``ProxyCommand`` from a lookup's numbered lines, in order, as ssh
+    (OpenSSH 9.2's readconf.c) takes them: whichever comes first wins, where paramiko
+    kept both and the client took the jump host (``ProxyCommand none`` then a
+    ``Host *`` block's ``ProxyJump``: ssh connects directly). ``ProxyJump none``
+    stops later jumps, not a later ProxyCommand."""
+    lines = sorted(
+        (int(match[2]), match[1], str(value)[1:])
+        for key, value in found.items()
+        if (match := _NUMBERED.match(key)) and match[1].startswith("proxy")
+    )
+    chosen: dict[str, str | None] = {}
+    for _, keyword, value in lines:
+        if value[:1] == value[-1:] == '"' and len(value) > 1:
+            value = value[1:-1]  # paramiko's reading of a quoted value, kept
+        if keyword == "proxycommand" and "proxycommand" not in chosen:
+            chosen[keyword] = None if value.lower() == "none" else value
+        elif keyword == "proxyjump" and not chosen:
+            chosen[keyword] = value
+            if value.lower() != "none":
+                chosen["proxycommand"] = None  # set: a later ProxyCommand is ignored
+    if (chosen.get("proxyjump") or "none").lower() != "none":
+        chosen.pop("proxycommand")  # (not a value: paramiko never gave one here)
+    return chosen
 
 
 def _set_env(said: list[str], alias: str) -> list[str]:

@@ -176,5 +176,30 @@ def _none_is_none(value: str | None) -> str | None:
 def _proxy_jump(value: str | None) -> str | None:
     if not value or value.lower() == "none":
         return None
-    # Several comma-separated hops are kept as written; the transport chains them.
-    return ",".join(hop.strip() for hop in value.split(","))
+    # Several comma-separated hops are kept as written (an ssh:// URI as ssh -G shows
+    # it); the transport chains them.
+    return ",".join(_plain_hop(hop.strip()) for hop in value.split(","))
+
+
+def _plain_hop(hop: str) -> str:
+    if not hop.lower().startswith("ssh://"):
+        return hop
+    user, host, port = split_hop(hop)
+    host = f"[{host}]" if ":" in host else host
+    return f"{user + '@' if user else ''}{host}{f':{port}' if port else ''}"
+
+
+def split_hop(jump: str) -> tuple[str | None, str, int | None]:
+    """(user, host, port) of one ``ProxyJump`` hop as ssh reads it (readconf.c's
+    parse_jump): ``[user@]host[:port]``, ``[user@][v6addr][:port]``, or the URI form
+    ``ssh://[user@]host[:port]``, which was read as the user "ssh:"."""
+    text = jump[6:].rstrip("/") if jump.lower().startswith("ssh://") else jump
+    user, _, rest = text.rpartition("@")
+    if rest.startswith("["):
+        host, _, after = rest[1:].partition("]")
+        port = after.removeprefix(":")
+    else:
+        host, _, port = rest.partition(":")
+    if not host or (port and not port.isdigit()) or (port and not 0 < int(port) < 65536):
+        raise UsageError(f"SSH config: ProxyJump {jump!r}: ssh refuses it; use [user@]host[:port]")
+    return user or None, host, int(port) if port else None

@@ -1,0 +1,129 @@
+"""How many times ssh reads its config, under which name, and which of two exclusive
+settings wins, read as ssh reads them (``ssh -G`` is the ground truth).
+
+paramiko read every config twice under the name given. ssh reads it a second time
+only for a ``Match final`` (Fedora's and RHEL's system file has ``Match final all``)
+or canonicalization, and then matches ``Host`` patterns against the host name the
+first pass resolved. ``user:`` in the hosts file is ssh's ``-l``: ``Match user``
+sees it. Of ``ProxyJump`` and ``ProxyCommand`` the first applying line wins.
+"""
+
+from __future__ import annotations
+
+import getpass
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.model import HostSpec, SshTarget
+from clusterlaunch.transport import sshconfig, sshresolve, sshtarget
+
+CASES = {
+    "Match host before its HostName, no second pass": (
+        "Match host 10.0.0.11\n  User alice\nHost node0\n  HostName 10.0.0.11\n",
+        "node0",
+    ),
+    "Match final: Host patterns see the HostName": (
+        "Host node0\n  HostName 10.0.0.12\nHost 10.0.0.*\n  User alice\n"
+        "Match final all\n  ServerAliveInterval 30\n",
+        "node0",
+    ),
+    "Match final: Match canonical matches too": (
+        "Match final all\n  Port 2201\nMatch canonical\n  User canon\n"
+        "Host n0\n  HostName 10.1.2.3\n",
+        "n0",
+    ),
+    "Match final: %h expanded and lowercased": (
+        "Host N0\n  HostName %h.Example.COM\nMatch final\n  Port 2203\n"
+        "Host n0.example.com\n  User low\n",
+        "N0",
+    ),
+    "ProxyCommand first": ("Host n0\n  ProxyCommand nc x %p\nHost *\n  ProxyJump j1\n", "n0"),
+    "ProxyCommand none first": ("Host n0\n  ProxyCommand none\nHost *\n  ProxyJump j1\n", "n0"),
+    "ProxyJump first": ("Host n0\n  ProxyJump j2\nHost *\n  ProxyCommand nc y %p\n", "n0"),
+    "ProxyJump none, then a ProxyCommand": (
+        "Host n0\n  ProxyJump none\nHost *\n  ProxyCommand nc z %p\n",
+        "n0",
+    ),
+    "ProxyJump none, then a ProxyJump": (
+        "Host n0\n  ProxyJump none\nHost *\n  ProxyJump j1\n",
+        "n0",
+    ),
+    "ProxyJump as an ssh:// URI": ("Host n0\n  ProxyJump ssh://u@j3:2200\n", "n0"),
+}
+
+
+def _fields(target: SshTarget) -> tuple[object, ...]:
+    return (
+        target.hostname, target.user or getpass.getuser(), target.port,
+        target.proxy_jump, target.proxy_command is not None,
+    )  # fmt: skip
+
+
+def _by_ssh(config: Path, spec: HostSpec) -> SshTarget:
+    user = ["-l", spec.user] if spec.user else []
+    argv = ["ssh", "-G", "-F", str(config), *user, spec.host]
+    shown = subprocess.run(argv, capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    return sshtarget.target_from(sshresolve.parse_options(shown.stdout), spec)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_config_is_read_in_the_passes_ssh_reads_it_in(tmp_path: Path, case: str) -> None:
+    text, alias = CASES[case]
+    config = tmp_path / "config"
+    config.write_text(text)
+    spec = HostSpec(host=alias, gpus=1)
+    [ours] = sshconfig.resolve_targets(str(config), [spec])
+    assert _fields(ours) == _fields(_by_ssh(config, spec))
+
+
+def test_the_cases_differ_where_paramiko_read_them_otherwise(tmp_path: Path) -> None:
+    found = {}
+    for case, (text, alias) in CASES.items():
+        config = tmp_path / f"config{len(found)}"
+        config.write_text(text)
+        [found[case]] = sshconfig.resolve_targets(str(config), [HostSpec(host=alias, gpus=1)])
+    assert found["Match host before its HostName, no second pass"].user is None
+    assert found["Match final: Host patterns see the HostName"].user == "alice"
+    assert found["Match final: Match canonical matches too"].user == "canon"
+    assert found["Match final: %h expanded and lowercased"].user == "low"
+    assert found["ProxyCommand none first"].proxy_jump is None
+    assert found["ProxyCommand first"].proxy_jump is None
+    assert found["ProxyJump as an ssh:// URI"].proxy_jump == "u@j3:2200"
+
+
+@pytest.mark.parametrize("user", ["alice", None])
+def test_the_hosts_file_user_is_what_match_user_sees(tmp_path: Path, user: str | None) -> None:
+    config = tmp_path / "config"
+    config.write_text(
+        "Match user alice\n  Port 2250\nHost node0\n  HostName 10.0.0.11\n  Port 2240\n"
+    )
+    spec = HostSpec(host="node0", gpus=1, user=user)
+    [ours] = sshconfig.resolve_targets(str(config), [spec])
+    assert _fields(ours) == _fields(_by_ssh(config, spec))
+    assert ours.port == (2250 if user == "alice" else 2240)
+
+
+@pytest.mark.parametrize(
+    ("hop", "split"),
+    [
+        ("j1", (None, "j1", None)),
+        ("u@j1:2200", ("u", "j1", 2200)),
+        ("ssh://u@j1:2200", ("u", "j1", 2200)),
+        ("ssh://j1", (None, "j1", None)),
+        ("u@[fe80::1]:22", ("u", "fe80::1", 22)),
+    ],
+)
+def test_a_jump_hop_is_split_as_ssh_splits_it(
+    hop: str, split: tuple[str | None, str, int | None]
+) -> None:
+    assert sshtarget.split_hop(hop) == split
+
+
+@pytest.mark.parametrize("hop", ["j1:port", "j1:0", "u@"])
+def test_a_hop_ssh_refuses_is_one_line(hop: str) -> None:
+    with pytest.raises(UsageError, match="ProxyJump"):
+        sshtarget.split_hop(hop)
