@@ -1,9 +1,8 @@
 """Host keys: known_hosts parsed once per run, the two policies, the changed-key message.
 
-Keys are always checked. ``strict`` refuses an unknown key; ``accept-new``
-records it (like OpenSSH's ``StrictHostKeyChecking accept-new``); a *changed*
-key is refused under both (paramiko raises ``BadHostKeyException`` before any
-policy is asked).
+Keys are always checked. ``strict`` refuses an unknown key; ``accept-new`` records it (like
+OpenSSH's ``StrictHostKeyChecking accept-new``); a *changed* key is refused under both (paramiko
+raises ``BadHostKeyException`` before any policy is asked).
 """
 
 from __future__ import annotations
@@ -21,14 +20,27 @@ from clusterlaunch.transport.hostnames import (
     host_matches,
     is_pattern_list,
     known_hosts_name,
+    ssh_host_name,
 )
 
 
-class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
-    """OpenSSH's ``StrictHostKeyChecking accept-new``: record unknown keys, refuse changed ones.
+def lookup_names(target: SshTarget) -> tuple[str, ...]:
+    """The names ssh looks ``target``'s key up by: off port 22 ``[host]:port``, then, where
+    that finds no key of the type, ``host`` ("checking without port identifier")."""
+    return tuple(dict.fromkeys((known_hosts_name(target), ssh_host_name(target))))
 
-    (A changed key never reaches a policy: paramiko raises BadHostKeyException.)
-    """
+
+def known_without_port(client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> bool:
+    """Whether ``key`` of a host unknown as ``[host]:port`` is on a line for ``host``: ssh then
+    accepts it, recording nothing; another key there leaves it unknown, not changed."""
+    if not hostname.startswith("["):
+        return False  # port 22: the plain name was the one looked up
+    keys = client._system_host_keys  # type: ignore[attr-defined]  # a TolerantHostKeys
+    return keys.known_at(hostname[1:].rsplit("]:", 1)[0], key) is not None
+
+
+class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
+    """OpenSSH's ``StrictHostKeyChecking accept-new``: record unknown keys."""
 
     def __init__(self, known_hosts: str, lock: threading.Lock, hashed: bool = False) -> None:
         self._path = Path(known_hosts)
@@ -38,6 +50,8 @@ class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
     def missing_host_key(
         self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
     ) -> None:
+        if known_without_port(client, hostname, key):
+            return
         name = paramiko.HostKeys.hash_host(hostname) if self._hashed else hostname
         line = f"{name} {key.get_name()} {key.get_base64()}\n"
         with self._lock:
@@ -56,11 +70,12 @@ class StrictPolicy(paramiko.MissingHostKeyPolicy):
     def missing_host_key(
         self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
     ) -> None:
-        raise HostKeyError(
-            hostname,
-            f"unknown host key ({self._origin}); add it to known_hosts "
-            "(ssh-keyscan) or connect once with --host-key-policy accept-new",
-        )
+        if not known_without_port(client, hostname, key):
+            raise HostKeyError(
+                hostname,
+                f"unknown host key ({self._origin}); add it to known_hosts "
+                "(ssh-keyscan) or connect once with --host-key-policy accept-new",
+            )
 
 
 @dataclass(frozen=True)
@@ -72,29 +87,23 @@ class Marker:
     where: str
     """``file:line``."""
 
-    def applies_to(self, target: SshTarget) -> bool:
-        """True when the line's host patterns match ``target`` as ssh names it."""
-        return host_matches(self.patterns, known_hosts_name(target))
-
 
 class TolerantHostKeys(paramiko.HostKeys):
     """paramiko's HostKeys, loaded the way ssh reads known_hosts.
 
-    paramiko's own ``load`` raised ``InvalidHostKey`` on a ``@cert-authority``
-    line, failing every connection, even to hosts with plain keys; ssh skips
-    lines it cannot use. Marker lines are kept aside (:attr:`markers`) so a
-    host they apply to can be refused by name instead of silently connected
-    to differently. Duplicate lines are not merged (paramiko's merge made
+    paramiko's own ``load`` raised ``InvalidHostKey`` on a ``@cert-authority`` line, failing
+    every connection, even to hosts with plain keys; ssh skips lines it cannot use. Marker lines
+    are kept aside (:attr:`markers`) so a host they apply to can be refused by name instead of
+    silently connected to differently. Duplicate lines are not merged (paramiko's merge made
     loading O(lines²)); any matching key is accepted, as in ssh.
 
-    Lines are indexed by their plain names, so a lookup (one per connection)
-    reads only the lines that can match: paramiko's scans every line, O(hosts²)
-    for a run whose file lists every host (1,024 lookups in a 1,024-line file:
-    232 ms of CPU; 4,096 would take ~3.7 s). Hashed names (``|1|``) can only be
-    tried one by one, as ssh does, and so can pattern lines (``*.cluster``,
-    ``!bastion,10.1.*``), which paramiko itself never matches: to it a host
-    that ssh finds under a pattern was unknown, so under ``accept-new`` a key
-    that ssh refuses as changed was recorded and used.
+    Lines are indexed by their plain names, so a lookup (one per connection) reads only the
+    lines that can match: paramiko's scans every line, O(hosts²) for a run whose file lists
+    every host (1,024 lookups in a 1,024-line file: 232 ms of CPU; 4,096 would take ~3.7 s).
+    Hashed names (``|1|``) can only be tried one by one, as ssh does, and so can pattern lines
+    (``*.cluster``, ``!bastion,10.1.*``), which paramiko itself never matches: to it a host that
+    ssh finds under a pattern was unknown, so under ``accept-new`` a key that ssh refuses as
+    changed was recorded and used.
     """
 
     def __init__(self) -> None:
@@ -249,17 +258,18 @@ class KnownHosts:
     def unusable_marker(self, target: SshTarget) -> Marker | None:
         """A marker line paramiko cannot honour for ``target``, or None.
 
-        ``@revoked``: paramiko cannot refuse a revoked key. ``@cert-authority``:
-        paramiko cannot check host certificates; it matters when no plain key
-        is known for the host (else paramiko checks that key, as ssh would),
-        and with accept-new paramiko would even record the plain key, bypassing
-        the CA.
+        ``@revoked``: paramiko cannot refuse a revoked key. ``@cert-authority``: paramiko
+        cannot check host certificates; it matters when no plain key is known for the host
+        (else paramiko checks that key, as ssh would), and with accept-new paramiko would even
+        record the plain key, bypassing the CA. Off port 22 the lines for plain ``host`` count
+        too, as ssh reads them when ``[host]:port`` has no key (:func:`known_without_port`).
         """
         keys = self.keys_for(target)
-        applying = [marker for marker in keys.markers if marker.applies_to(target)]
+        names = lookup_names(target)
+        applying = [m for m in keys.markers if any(host_matches(m.patterns, n) for n in names)]
         if not applying:
             return None  # most files have no marker
-        plain_key_known = keys.lookup(known_hosts_name(target)) is not None
+        plain_key_known = any(keys.lookup(name) is not None for name in names)
         for marker in applying:
             if marker.kind == "@revoked" or not plain_key_known:
                 return marker

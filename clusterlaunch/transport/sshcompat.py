@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import re
 import struct
 from collections.abc import Mapping, Sequence
 from functools import cached_property
@@ -118,12 +119,21 @@ def blocker(
     return None
 
 
+_AGENT_VARIABLE = re.compile(r"\$([A-Za-z0-9_]+)")
+"""``IdentityAgent $NAME``, the whole value (ssh.c, OpenSSH 9.2; readconf.c refuses
+``$`` followed by any other name, and ``${NAME}`` is a path's expansion)."""
+
+
 def _agent_blocker(target: SshTarget, found: Mapping[str, Any], config: LoadedConfig) -> str | None:
     """An IdentityAgent other than ``$SSH_AUTH_SOCK`` (or ``none``): paramiko's client
     asks only the agent that variable names (a laptop's 1Password or Secretive agent
     set by IdentityAgent was never asked, and other keys were offered)."""
     value = found.get("identityagent")
     if value is None or value.lower() == "none" or value == "SSH_AUTH_SOCK":
+        return None
+    legacy = _AGENT_VARIABLE.fullmatch(value)
+    # ssh.c's "legacy" $NAME: the agent NAME names, none if unset (so does paramiko's).
+    if legacy is not None and os.environ.get(legacy[1]) == os.environ.get("SSH_AUTH_SOCK"):
         return None
     connection = _connection(target)
     path, why = ssh_path(value, connection)

@@ -197,14 +197,31 @@ def test_master_and_session_argv() -> None:
         ssh_argv(target, config_file="/c", strict=True, connect_timeout=5, mux=Mux("/d%h"))
 
 
-@pytest.mark.parametrize("agent", ["none", "SSH_AUTH_SOCK", "${SSH_AUTH_SOCK}", "/run/agent.%u"])
+@pytest.mark.parametrize(
+    "agent",
+    ["none", "SSH_AUTH_SOCK", "${SSH_AUTH_SOCK}", "$SSH_AUTH_SOCK", "$SAME_AGENT", "/run/agent.%u"],
+)
 def test_an_identity_agent_paramiko_can_ask_is_not_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, agent: str
 ) -> None:
     monkeypatch.setenv("SSH_AUTH_SOCK", f"/run/agent.{pwd.getpwuid(os.getuid()).pw_name}")
+    monkeypatch.setenv("SAME_AGENT", os.environ["SSH_AUTH_SOCK"])  # ssh's "$NAME" form
     _check(tmp_path, _target(tmp_path), f"Host *\n  IdentityAgent {agent}\n")
     target = sshconfig.resolve_targets(str(tmp_path / "config"), [HostSpec("n0", 1)])[0]
     assert target.use_agent is (agent != "none")  # IdentityAgent none: no agent asked
+
+
+@pytest.mark.parametrize("agent", ["$OTHER_AGENT", "$UNSET_AGENT"])
+def test_an_identity_agent_variable_naming_another_agent_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, agent: str
+) -> None:
+    """ssh asks the agent ``$NAME`` names, none when NAME is unset; paramiko's is
+    ``$SSH_AUTH_SOCK``'s."""
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/run/agent.sock")
+    monkeypatch.setenv("OTHER_AGENT", "/run/other.sock")
+    monkeypatch.delenv("UNSET_AGENT", raising=False)
+    with pytest.raises(UsageError, match=rf"IdentityAgent \{agent}: paramiko asks only"):
+        _check(tmp_path, _target(tmp_path), f"Host *\n  IdentityAgent {agent}\n")
 
 
 def test_settings_at_ssh_defaults_are_not_refused(tmp_path: Path) -> None:
