@@ -38,15 +38,7 @@ def network_message(target: SshTarget, exc: BaseException, timeout: float, waite
     if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
         return f"cannot connect to {where}: {exc}"
     if _in_handshake(exc):
-        via, who = "", "the server"
-        if target.proxy_command:
-            via, who = (
-                f" (through ProxyCommand {target.proxy_command!r})",
-                "the server or the proxy",
-            )
-        if waited:
-            return f"no SSH handshake with {where}{via} within {timeout:g} s: {who} did not answer"
-        return f"no SSH handshake with {where}{via}: {who} hung up"
+        return _handshake_message(target, where, timeout if waited else None)
     keyword = next((k for mark, k in _NO_COMMON.items() if mark in str(exc)), None)
     if keyword is not None:
         return (
@@ -54,6 +46,17 @@ def network_message(target: SshTarget, exc: BaseException, timeout: float, waite
             f"none; if you trust the server, add one of its own to the SSH config: {keyword} +NAME"
         )
     return f"{where}: {str(exc) or type(exc).__name__}"
+
+
+def _handshake_message(target: SshTarget, where: str, waited: float | None) -> str:
+    """A handshake that ended (``waited``: None) or stayed silent for ``waited`` seconds."""
+    via, who = "", "the server"
+    if target.proxy_command:
+        via = f" (through ProxyCommand {target.proxy_command!r})"
+        who = "the server or the proxy"
+    if waited is not None:
+        return f"no SSH handshake with {where}{via} within {waited:g} s: {who} did not answer"
+    return f"no SSH handshake with {where}{via}: {who} hung up"
 
 
 _NO_COMMON = {
