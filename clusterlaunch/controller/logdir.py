@@ -71,6 +71,11 @@ class LogDir:
         handle = self._files.get(name) or self._create(name)
         handle.write(data)
 
+    def flush(self) -> None:
+        """Write out what every file holds so far (the files stay open)."""
+        for handle in self._files.values():
+            handle.flush()
+
     def close(self) -> None:
         """Flush and close every file; remove those that stayed empty. Idempotent."""
         for name, handle in self._files.items():

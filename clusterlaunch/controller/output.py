@@ -138,13 +138,14 @@ class OutputRouter:
                 self._emit_host(host, is_stderr, b"\n", True)
 
     def close(self) -> None:
-        """Flush the console and close log files."""
+        """Flush the console and the log files. The files stay open: they are their
+        opener's (one launch, or every attempt of a restarting job), which closes them."""
         self._begin()
         self._say_banner(final=True)
         self._console.out.flush()
         self._console.err.flush()
         if self._log_dir is not None:
-            self._log_dir.close()
+            self._log_dir.flush()
 
     def _buffer(self, key: object, is_stderr: bool) -> LineBuffer:
         buffer = self._buffers.get((key, is_stderr))

@@ -168,6 +168,22 @@ def test_a_rank_that_fails_every_time_runs_n_plus_1_attempts(sim_cluster, tmp_pa
     assert "restart 3" not in result.stderr
 
 
+@two_trainings
+def test_every_attempt_writes_the_same_log_dir(sim_cluster, tmp_path: Path) -> None:
+    """The log directory outlives each attempt: the first one's end closed it, and the
+    restart that followed was a traceback (LogDir.open() first) instead of attempt 2."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    logs = tmp_path / "logs"
+    argv = (*FAST, "--max-restarts", "2", "--log-dir", str(logs), str(hosts), "flaky.py")
+    result = run_cli("run", sim_cluster, *argv, "--fail-until", "1", "--sleep", "0", timeout=450)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert not any(line.startswith("Traceback") for line in result.stderr.splitlines())
+    said = (logs / "controller.log").read_text()
+    assert "attempt 1 failed" in said and "job succeeded in attempt 2" in said
+    rank1 = (logs / "rank-1.log").read_text()
+    assert rank1.index("rank 1 restart 0 world 2 up") < rank1.index("rank 1 restart 1 world 2 up")
+
+
 def _stderr_until(process: subprocess.Popen[bytes], needle: str) -> str:
     assert process.stderr is not None
     seen = []

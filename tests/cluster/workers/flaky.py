@@ -1,5 +1,6 @@
 """A job to restart: rank --fail-rank exits --code while CLUSTERLAUNCH_RESTART_COUNT is below
---fail-until (always, without it); every other rank, and every rank after that, sleeps.
+--fail-until (always, without it); every other rank, and every rank after that, sleeps
+--sleep seconds (600) and exits 0.
 
 No process group: each rank lives on its own, so a failure is that rank's alone.
 """
@@ -13,6 +14,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--fail-rank", type=int, default=1)
 parser.add_argument("--fail-until", type=int)
 parser.add_argument("--code", type=int, default=7)
+parser.add_argument("--sleep", type=float, default=600)
 args = parser.parse_args()
 count = int(os.environ.get("CLUSTERLAUNCH_RESTART_COUNT", "-1"))
 rank = int(os.environ["RANK"])
@@ -22,4 +24,4 @@ if rank == args.fail_rank and (args.fail_until is None or count < args.fail_unti
     time.sleep(0.5)  # the others are up: the failure ends a running job
     sys.stdout.flush()
     os._exit(args.code)
-time.sleep(600)
+time.sleep(args.sleep)
