@@ -99,6 +99,11 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
 
 def script_kind(args: argparse.Namespace) -> ScriptKind:
     """``-m``: a module; ``--no-python``: a program; else a file torchrun runs with python."""
+    if (args.script or "").startswith("-"):  # after "--": torchrun would take it as an option
+        raise UsageError(
+            f"{args.script}: torchrun reads a name that starts with '-' as an option; "
+            f"write ./{args.script}"
+        )
     if args.module:
         if not args.script:
             raise UsageError("-m: give the module after HOSTS: clusterlaunch check -m h.yaml pkg")

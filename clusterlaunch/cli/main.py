@@ -55,7 +55,7 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
     settings = cliargs.ssh_settings(args, inventory)
     note = (lambda line: console.say(f"clusterlaunch: {line}")) if args.verbose else None
     connections, problems = connect_all(targets, settings, args.fanout, note=note)
-    unanswered = [jobs.Unanswered(p.host, p.detail) for p in problems]
+    unanswered = [jobs.Unanswered(p.host, f"could not ask: {p.detail}") for p in problems]
     reachable = [spec for spec in inventory.hosts if spec.host in connections]
     limit = args.setup_timeout
     try:
@@ -63,7 +63,9 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
             found, missed = jobs.list_jobs(
                 reachable, targets, connections, args.python, limit, args.fanout
             )
-            text = render.jobs_json(found) if args.json else render.jobs_text(found, missed)
+            # "No jobs" only when every host answered, these and the unreachable ones.
+            asked = [*unanswered, *missed]
+            text = render.jobs_json(found) if args.json else render.jobs_text(found, asked)
             if text:
                 console.out.write(text.encode() + b"\n")
         else:

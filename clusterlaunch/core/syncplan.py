@@ -46,7 +46,9 @@ class IgnoreRules:
         for number, line in enumerate(lines, 1):
             try:
                 pathspec.GitIgnoreSpec.from_lines([line])
-            except ValueError as exc:  # located per line: pathspec does not say which
+            # Located per line: pathspec does not say which. A backwards range ([z-a])
+            # is re's error, not a ValueError.
+            except (ValueError, re.error) as exc:
                 raise UsageError(
                     f"{source}:{number}: {line!r}: {exc}; fix the pattern (gitignore "
                     "syntax) or delete the line"

@@ -100,6 +100,17 @@ def test_ps_and_kill_report_every_host_they_could_not_ask(sim_cluster, tmp_path:
         assert "no running job" not in result.stderr
 
 
+def test_ps_and_kill_report_a_host_they_could_not_reach(sim_cluster, tmp_path: Path) -> None:
+    """Unreachable is "could not ask" too, and ps says no more than the others answered."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1, {"port": 1})])
+    for command, extra in (("ps", []), ("kill", ["some-job"])):
+        result = run_cli(command, sim_cluster, str(hosts), *extra)
+        assert result.returncode == 2, result.stderr
+        refused = "clusterlaunch: error: node1: could not ask: connection refused by"
+        assert any(line.startswith(refused) for line in result.stderr.splitlines()), result.stderr
+        assert "no clusterlaunch jobs running on these hosts" not in result.stdout
+
+
 def test_ps_and_kill_find_a_job_whose_python_and_records_depend_on_setup(
     sim_cluster, tmp_path: Path
 ) -> None:

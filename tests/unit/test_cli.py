@@ -139,6 +139,7 @@ def assert_usage_error(code: int, out: str, err: str, fragment: str) -> None:
         ),
         (["run", "--dry-run", "--ranks", "x", "local.yaml", "train.py"], "use ranks and ranges"),
         (["run", "local.yaml", "nope.py"], "nope.py: no such script here"),
+        (["run", "--dry-run", "local.yaml", "--", "-s.py"], "write ./-s.py"),
         (["exec", "local.yaml"], "exec: give a command after --"),
         (["exec", "--dry-run", "local.yaml", "--"], "exec: give a command after --"),
         (

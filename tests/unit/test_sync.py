@@ -123,6 +123,13 @@ def test_bad_pattern_names_file_and_line() -> None:
         IgnoreRules("ok\n# fine\n\\\n", "proj/.clusterlaunchignore")
 
 
+@pytest.mark.parametrize("pattern", ["[z-a]", "**/[b-a]"])
+def test_a_backwards_range_names_file_and_line(pattern: str) -> None:
+    """pathspec raises re.error, not ValueError, for these: it was a traceback."""
+    with pytest.raises(UsageError, match=r"^.clusterlaunchignore:2: .*bad character range"):
+        IgnoreRules(f"data/\n{pattern}\n")
+
+
 def test_scan_source_prunes_keeps_links_and_modes(tmp_path: Path) -> None:
     (tmp_path / ".clusterlaunchignore").write_text("data/\n*.ckpt\n")
     for path in ("a/b/c.py", "data/x", ".git/HEAD", "m.ckpt", "run.sh", "naïve 'q'.txt"):
