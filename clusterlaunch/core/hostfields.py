@@ -189,6 +189,9 @@ def devices(
     field = where + ".devices"
     if not isinstance(raw, list) or any(as_int(d) is None or int(d) < 0 for d in raw):
         raise HostsFileError(path, line, field, f"must be a list of GPU indices, got {shown(raw)}")
+    if not raw:  # with gpus: auto it would start no process at all
+        fix = "list the device indices (devices: [0, 1]) or drop the key to use every device"
+        raise HostsFileError(path, line, field, f"is empty; {fix}")
     devices = tuple(int(d) for d in raw)
     if len(set(devices)) != len(devices):
         raise HostsFileError(path, line, field, f"lists a GPU twice: {list(devices)}")

@@ -24,6 +24,7 @@ from clusterlaunch.core.yamlines import (
     LineMap,
     YamlLimitError,
     describe_yaml_error,
+    first_number_form,
     key_line,
     load_yaml,
 )
@@ -102,6 +103,9 @@ def _parse_yaml(text: str, path: str) -> Inventory:
     except yaml.YAMLError as exc:
         line, problem = describe_yaml_error(exc, text)
         raise HostsFileError(path, line, "", problem) from None
+    number = first_number_form(data)  # before any field reads a number YAML changed
+    if number is not None:
+        raise HostsFileError(path, number[1].line, number[0], number[1].problem())
     if data is None:
         raise HostsFileError(path, None, "hosts", "the file is empty; list your hosts under hosts:")
     if not isinstance(data, dict):

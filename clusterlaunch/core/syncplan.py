@@ -46,9 +46,7 @@ class IgnoreRules:
         for number, line in enumerate(lines, 1):
             try:
                 pathspec.GitIgnoreSpec.from_lines([line])
-            # Located per line: pathspec does not say which. A backwards range ([z-a])
-            # is re's error, not a ValueError.
-            except (ValueError, re.error) as exc:
+            except (ValueError, re.error) as exc:  # per line: pathspec says not which
                 raise UsageError(
                     f"{source}:{number}: {line!r}: {exc}; fix the pattern (gitignore "
                     "syntax) or delete the line"

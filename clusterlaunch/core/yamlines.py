@@ -12,10 +12,15 @@ Python stack) and the document has at most
 its full size (a 368-byte alias bomb took 48 s and 3.2 GB). Events come from
 libyaml when PyYAML has it (1 MiB of ``x: 1`` lines: 1.2 s instead of 21 s);
 nodes are composed here, so the limits hold before anything is built.
+
+Integers must be plain decimal: an unquoted ``0755``, ``0x1F``, ``1:30:00``,
+``1_000`` or ``08`` becomes a :class:`NumberForm`, which the reader refuses.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -51,6 +56,68 @@ class LineMap(dict[str, Any]):
 
     line: int
     key_lines: dict[str, int]
+
+
+# The one integer form every YAML reader agrees on, and every one reads back as written.
+_DECIMAL = re.compile(r"0|-?[1-9][0-9]*")
+# Unquoted text YAML 1.1 keeps as text but YAML 1.2 (and people) read as a number.
+_NUMBER_TEXT = re.compile(r"[-+]?0(?:[0-9_]+|o_*[0-7][0-7_]*)")
+_SHOWN = 30  # characters of a number a message shows, so that it stays one line
+
+
+@dataclass(frozen=True, repr=False)
+class NumberForm:
+    """An unquoted integer not in plain decimal (``0755``, ``0x1F``, ``1:30:00``, ``08``).
+
+    Neither an ``int`` nor a ``str``, so no field validator takes it by mistake.
+    """
+
+    text: str
+    line: int
+    number: int | None  # what ``reader`` makes of it; None: too long to show
+    reader: str = "YAML"
+
+    def __str__(self) -> str:
+        return self.text  # as a mapping key it stays as written
+
+    __repr__ = __str__
+
+    def problem(self) -> str:
+        """The refusal: what YAML makes of it, and the two ways to write it."""
+        text = self.text if len(self.text) <= _SHOWN else self.text[: _SHOWN - 3] + "..."
+        known = self.number is not None
+        reads = f": {self.reader} reads it as {self.number}" if known else ""
+        decimal = f" ({self.number})" if known else ""
+        return (
+            f"{text} is not a plain decimal integer{reads}; "
+            f'quote it ("{text}") if it is text, or write the number in decimal{decimal}'
+        )
+
+
+def _yaml12_number(text: str) -> int | None:
+    """``08``, ``0o17``: what YAML 1.2 reads (``None``: too long to show)."""
+    digits = text.lstrip("+-").replace("_", "")
+    if len(digits) > _SHOWN:
+        return None
+    number = int(digits[2:], 8) if digits.startswith("0o") else int(digits)
+    return -number if text.startswith("-") else number
+
+
+def first_number_form(data: Any, field: str = "") -> tuple[str, NumberForm] | None:
+    """The first :class:`NumberForm` in ``data``, with its field (``hosts[0].env.A``)."""
+    if isinstance(data, NumberForm):
+        return field, data
+    if isinstance(data, dict):
+        items = [(f"{field}.{key}" if field else str(key), value) for key, value in data.items()]
+    elif isinstance(data, list | tuple):
+        items = [(f"{field}[{index}]", value) for index, value in enumerate(data)]
+    else:
+        return None
+    for name, value in items:
+        found = first_number_form(value, name)
+        if found is not None:
+            return found
+    return None
 
 
 class DuplicateKeyError(Exception):
@@ -139,6 +206,7 @@ def loader_class(events: type) -> type:
 
     Loader.add_constructor(Resolver.DEFAULT_MAPPING_TAG, _construct_line_map)
     Loader.add_constructor("tag:yaml.org,2002:str", _construct_text)
+    Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
     return Loader
 
 
@@ -146,7 +214,7 @@ def _line(event: Event) -> int:
     return 1 + (event.start_mark.line if event.start_mark is not None else 0)
 
 
-def _construct_text(loader: Any, node: ScalarNode) -> str:
+def _construct_text(loader: Any, node: ScalarNode) -> str | NumberForm:
     value = loader.construct_scalar(node)
     assert isinstance(value, str)
     # "\ud800" and "\0" escapes are valid YAML, but no host can be sent them.
@@ -154,7 +222,18 @@ def _construct_text(loader: Any, node: ScalarNode) -> str:
         raise ConstructorError(
             None, None, "a NUL or a lone surrogate (\\ud800-\\udfff) in a string", node.start_mark
         )
+    if not node.style and _NUMBER_TEXT.fullmatch(value):  # unquoted 08, 0o17
+        return NumberForm(value, node.start_mark.line + 1, _yaml12_number(value), "YAML 1.2")
     return value
+
+
+def _construct_int(loader: Any, node: ScalarNode) -> int | NumberForm:
+    number = loader.construct_yaml_int(node)
+    text = loader.construct_scalar(node)
+    if _DECIMAL.fullmatch(text):
+        return int(number)
+    shown = number if abs(number) < 10**_SHOWN else None
+    return NumberForm(text, node.start_mark.line + 1, shown)
 
 
 def _construct_line_map(loader: Any, node: MappingNode) -> Any:
