@@ -181,14 +181,14 @@ def _unexpandable_path(
 ) -> str | None:
     """An IdentityFile or UserKnownHostsFile path that OpenSSH versions name differently."""
     connection = _connection(target)
-    lines = [("identityfile", value) for value in found.get("identityfile", [])]
-    if found.get("userknownhostsfile"):  # one line, several paths
-        lines.append(("userknownhostsfile", str(found["userknownhostsfile"])))
-    for keyword, value in lines:
-        for written in value.split() if keyword == "userknownhostsfile" else [value]:
+    lines = [("identityfile", [value]) for value in found.get("identityfile", [])]
+    if found.get("userknownhostsfile"):  # one line, several paths (split by the lookup)
+        lines.append(("userknownhostsfile", list(found["userknownhostsfile"])))
+    for keyword, names in lines:
+        for written in names:
             why = ssh_path(written, connection)[1]
             if why is not None:
-                where = config.where(keyword, target.alias, value)
+                where = config.where(keyword, target.alias, " ".join(names))
                 return f"{where}: {spelled(keyword)} {written}: {why}"
     return None
 

@@ -34,6 +34,7 @@ from clusterlaunch.transport.sshinclude import (
     match_pairs,
     may_include,
     read_text,
+    ssh_words,
     words,
 )
 from clusterlaunch.transport.sshlookup import IndexedSshConfig
@@ -148,7 +149,9 @@ class LoadedConfig:
 
 def _same(line: ConfigLine, value: str) -> bool:
     written = line.value.strip().strip('"')
-    return written.lower() == value.lower() or tilde(written) == value
+    if written.lower() == value.lower() or tilde(written) == value:
+        return True
+    return " ".join(ssh_words(line.value)) == value  # quoted words, as the lookup split them
 
 
 def config_path(path: str | None) -> str:

@@ -29,13 +29,11 @@ from clusterlaunch.transport import (
     sshoffer,
     sshproxy,
     sshsocket,
-    sshtarget,
 )
 from clusterlaunch.transport.identities import IdentityFiles, identity_files
 from clusterlaunch.transport.keepalive import KeepaliveLoop
 from clusterlaunch.transport.settings import SshSettings
 from clusterlaunch.transport.ssh import CONNECTION_ERRORS, SshConnection, close_quietly
-from clusterlaunch.transport.sshtokens import tilde
 
 # paramiko logs a failed connection with a traceback; we report it in one line. Set where
 # paramiko first connects: the OpenSSH client never imports logging (4.2 ms of its start).
@@ -154,10 +152,11 @@ def _try_client(
     # attribute has been there since paramiko 1.x. Shared: parsed once per run.
     client._system_host_keys = known_hosts.keys_for(target)  # type: ignore[attr-defined]
     policy, origin = target.key_policy(settings.host_key_policy)
-    if policy == "strict":
-        client.set_missing_host_key_policy(hostkeys.StrictPolicy(origin))
+    if policy == "strict" or not target.known_hosts_files:  # none: nowhere to record, as ssh
+        why = origin if target.known_hosts_files else "UserKnownHostsFile none: no file to add to"
+        client.set_missing_host_key_policy(hostkeys.StrictPolicy(why))
     else:
-        files = target.known_hosts_files or (tilde(sshtarget.DEFAULT_KNOWN_HOSTS[0]),)
+        files = target.known_hosts_files
         accept = hostkeys.AcceptNewPolicy(files[0], known_hosts.lock, target.hash_known_hosts)
         client.set_missing_host_key_policy(accept)
     timeout = target.connect_timeout or settings.connect_timeout

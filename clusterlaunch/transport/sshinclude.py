@@ -87,6 +87,60 @@ def strip_comment(text: str) -> str:
     return text
 
 
+LISTS = ("userknownhostsfile", "globalknownhostsfile")
+"""Keywords of several file names, split by their reader (:func:`ssh_words`): paramiko
+took ``"/a" "b c"`` as one name (``/a" "b c``), a path with a space as two."""
+_SEVERAL = frozenset(
+    {"host", "match", "include", "sendenv", "setenv", "canonicaldomains", "localforward"}
+    | {"remoteforward", "permitremoteopen", "channeltimeout", "ignoreunknown", "logverbose"}
+    | {"canonicalizepermittedcnames", *_COMMANDS, *LISTS}
+)
+"""Keywords whose value is not one word (left as written by :func:`unquoted`)."""
+
+
+def ssh_words(text: str) -> list[str]:
+    """``text`` split as ssh splits a config line's arguments (misc.c's argv_split): quotes
+    group and are removed; a backslash escapes a quote, a backslash, or a space outside
+    quotes, and stays before anything else."""
+    words: list[str] = []
+    word: list[str] | None = None
+    quote, index = "", 0
+    while index < len(text):
+        char, after = text[index], text[index + 1 : index + 2]
+        index += 1
+        if char == "\\" and after and (after in "'\"\\" or (after == " " and not quote)):
+            char, index = after, index + 1
+        elif not quote and char in " \t":
+            if word is not None:
+                words.append("".join(word))
+            word = None
+            continue
+        elif char in "'\"" and quote in ("", char):
+            quote = "" if quote else char
+            word = word if word is not None else []
+            continue
+        word = (word if word is not None else []) + [char]
+    return words if word is None else [*words, "".join(word)]
+
+
+def unquoted(line: str) -> str:
+    """A line of one argument as ssh reads it, written as paramiko reads it: ``User
+    'alice'`` logged in as "'alice'", and ``HostName "10.0.0.1"x`` was a name to resolve."""
+    if "'" not in line and '"' not in line and "\\" not in line:
+        return line
+    keyword, value = split_line(line)
+    if not keyword or keyword in _SEVERAL:
+        return line
+    words = ssh_words(value)
+    if len(words) != 1 or '"' in words[0]:
+        return line  # ssh refuses extra arguments; paramiko's reading is left to the checks
+    return (
+        f'{keyword} "{words[0]}"'
+        if " " in words[0] or "\t" in words[0]
+        else f"{keyword} {words[0]}"
+    )
+
+
 def split_line(text: str) -> tuple[str, str]:
     """(keyword in lower case, value) of a config line; ``("", "")`` for blanks and comments."""
     stripped = strip_comment(text).strip()

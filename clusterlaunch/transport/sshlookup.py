@@ -38,7 +38,14 @@ from clusterlaunch.core.envpolicy import glob_regex
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.transport import sshcanonical
 from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHConfigDict
-from clusterlaunch.transport.sshinclude import split_line, strip_comment, words
+from clusterlaunch.transport.sshinclude import (
+    LISTS,
+    split_line,
+    ssh_words,
+    strip_comment,
+    unquoted,
+    words,
+)
 
 _WILDCARDS = frozenset("*?[!")
 
@@ -182,6 +189,8 @@ class IndexedSshConfig(SSHConfig):
 
 _IN_ORDER = ("sendenv", "setenv", "proxyjump", "proxycommand")
 """Keywords read in their lines' order across blocks, each line under a numbered key."""
+_SPLIT = ("sendenv", "setenv", "match", "proxy", "userknownhos", "globalknownh")
+"""Lines to split (a prefix of 12 characters at most: see _for_paramiko)."""
 _NUMBERED = re.compile(r"(sendenv|setenv|proxyjump|proxycommand)_(\d+)\Z")
 
 
@@ -190,15 +199,17 @@ def _for_paramiko(lines: Iterable[str]) -> Iterable[str]:
     ``sendenv_N :V`` (``:`` keeps paramiko from stripping quotes that open and close
     the value), and ``Match final all`` as ``Match final``."""
     for number, line in enumerate(lines):
-        line = strip_comment(line)  # (a str search where the line has no "#")
+        line = unquoted(strip_comment(line))  # (str searches where there is nothing to do)
         # Only such lines are split: splitting all 3,072 lines of a 256-host config
         # added 1.35 ms to its 5.1 ms parse, in every command's start.
-        if not line.lstrip()[:12].lower().startswith(("sendenv", "setenv", "match", "proxy")):
+        if not line.lstrip()[:12].lower().startswith(_SPLIT):
             yield line
             continue
         keyword, value = split_line(line)
         if keyword in _IN_ORDER:
             yield f"{keyword}_{number:06d} :{value}"
+        elif keyword in LISTS:
+            yield f"{keyword} :{value}"  # split by ssh_words, after the lookup
         elif keyword == "match" and _all_among_others(value):
             yield "Match " + " ".join(word for word in value.split() if word.lower() != "all")
         else:
@@ -220,6 +231,9 @@ def _environment(found: SSHConfigDict, alias: str) -> SSHConfigDict:
         (int(match[2]), match[1], key) for key in list(found) if (match := _NUMBERED.match(key))
     )
     found.update(proxies_of(found))  # type: ignore[arg-type]  # None: as paramiko gives none
+    for key in LISTS:
+        if key in found:  # a list, as identityfile
+            found[key] = ssh_words(str(found[key])[1:])  # type: ignore[assignment]
     send: list[str] = []
     set_: list[str] | None = None
     for _, keyword, key in numbered:

@@ -145,10 +145,21 @@ def identity_files(found: Mapping[str, Any], connection: Connection) -> list[str
 
 
 def known_hosts_files(found: Mapping[str, Any], connection: Connection) -> list[str]:
-    """The config's UserKnownHostsFile paths (several, space-separated) as ssh expands them."""
-    value = found.get("userknownhostsfile")
-    names = value.split() if value else list(DEFAULT_KNOWN_HOSTS)
-    return [str(Path(ssh_path(name, connection)[0])) for name in names]
+    """The config's UserKnownHostsFile paths as ssh expands them (none: ``none``)."""
+    names = _file_names(found, "userknownhostsfile") or list(DEFAULT_KNOWN_HOSTS)
+    return [str(Path(ssh_path(name, connection)[0])) for name in names if name != "none"]
+
+
+def _file_names(found: Mapping[str, Any], key: str) -> list[str]:
+    """A list of file names: the words the lookup split (sshlookup), or ``ssh -G``'s."""
+    value = found.get(key) or []
+    names = value.split() if isinstance(value, str) else list(value)
+    if "none" in names and len(names) > 1:  # ssh.c: fatal
+        raise UsageError(
+            f"SSH config, host {found.get('hostname')}: {spelled(key)}: "
+            "none appears with other entries; ssh refuses it"
+        )
+    return names
 
 
 def global_known_hosts_files(found: Mapping[str, Any]) -> tuple[str, ...]:
@@ -157,8 +168,8 @@ def global_known_hosts_files(found: Mapping[str, Any]) -> tuple[str, ...]:
     ``ssh -vvv`` (OpenSSH 9.2) for ``GlobalKnownHostsFile ~/g /tmp/gk_%h``: "fopen
     /root/g", "fopen /tmp/gk_%h" (no token is expanded there, unlike UserKnownHostsFile).
     """
-    value = found.get("globalknownhostsfile")
-    return tuple(tilde(name) for name in value.split()) if value else GLOBAL_KNOWN_HOSTS
+    names = _file_names(found, "globalknownhostsfile")
+    return tuple(tilde(name) for name in names if name != "none") if names else GLOBAL_KNOWN_HOSTS
 
 
 def _proxy_command(value: str | None, connection: Connection) -> str | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import HostSpec, SshTarget
 from clusterlaunch.transport import sshconfig, sshresolve, sshtarget
 
@@ -64,3 +65,45 @@ def test_what_the_comments_would_have_changed(tmp_path: Path) -> None:
     assert node0.identity_files[:2] == ("/keys/a #b", "/keys/c#d")
     assert node0.proxy_command == "nc 10.0.0.12 2222 # ssh runs this as written"
     assert node1.hostname == "10.0.0.13"
+
+
+QUOTED = """\
+Host node0
+    HostName 10.0.0.2"1"
+    User 'alice'
+    Port '2222'
+    IdentityFile "/keys/with space"
+    UserKnownHostsFile "/kh/first" '/kh/my second' /kh/third
+    GlobalKnownHostsFile "/kh/g lobal"
+Host node1
+    HostName "10.0.0.22"
+    UserKnownHostsFile none
+    GlobalKnownHostsFile none
+"""
+
+
+@pytest.mark.parametrize("alias", ["node0", "node1"])
+def test_quoted_values_are_read_as_ssh_reads_them(tmp_path: Path, alias: str) -> None:
+    """ssh removes quotes around (and inside) a word; paramiko kept them or, for a
+    whole value in double quotes, half of them (``"a" "b"`` was one name)."""
+    config = tmp_path / "config"
+    config.write_text(QUOTED)
+    spec = HostSpec(host=alias, gpus=1)
+    shown = subprocess.run(["ssh", "-G", "-F", str(config), alias], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    by_ssh = sshtarget.target_from(sshresolve.parse_options(shown.stdout), spec)
+    [ours] = sshconfig.resolve_targets(str(config), [spec])
+    assert _fields(ours) == _fields(by_ssh)
+    if alias == "node0":
+        assert ours.known_hosts_files == ("/kh/first", "/kh/my second", "/kh/third")
+        assert ours.global_known_hosts_files == ("/kh/g lobal",)
+        assert ours.identity_files[0] == "/keys/with space"
+    else:
+        assert ours.known_hosts_files == () and ours.global_known_hosts_files == ()
+
+
+def test_none_with_other_files_is_refused_as_ssh_refuses_it(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.write_text("Host node0\n    UserKnownHostsFile none /kh/other\n")
+    with pytest.raises(UsageError, match="UserKnownHostsFile: none appears with other entries"):
+        sshconfig.resolve_targets(str(config), [HostSpec(host="node0", gpus=1)])
