@@ -210,18 +210,28 @@ def _for_paramiko(lines: Iterable[str]) -> Iterable[str]:
             yield f"{keyword}_{number:06d} :{value}"
         elif keyword in LISTS:
             yield f"{keyword} :{value}"  # split by ssh_words, after the lookup
-        elif keyword == "match" and _all_among_others(value):
-            yield "Match " + " ".join(word for word in value.split() if word.lower() != "all")
+        elif keyword == "match":
+            yield "Match " + _criteria(value.split())
         else:
             yield line
 
 
-def _all_among_others(criteria: str) -> bool:
-    """``all`` next to other Match criteria (``final``, ``canonical``): ssh allows it there
-    and it adds nothing; paramiko refused the line ("Match does not allow 'all' mixed with
-    anything but 'canonical'"), and with it Fedora's and RHEL's system file."""
-    said = [word.lower() for word in criteria.split()]
-    return len(said) > 1 and "all" in said
+def _criteria(said: list[str]) -> str:
+    """A Match line's criteria as paramiko should read them, as ssh does.
+
+    ``all`` next to others (``final``, ``canonical``) adds nothing, and paramiko refused
+    the line ("Match does not allow 'all' mixed with anything but 'canonical'"), and
+    with it Fedora's and RHEL's system file. ``host`` and ``originalhost`` patterns
+    match in any case (match.c's match_hostname lowercases them): paramiko's did not,
+    and ``Match originalhost NODE0`` missed node0.
+    """
+    if len(said) > 1:
+        said = [word for word in said if word.lower() != "all"]
+    kept = []
+    for index, word in enumerate(said):
+        follows = said[index - 1].lower().lstrip("!") if index else ""
+        kept.append(word.lower() if follows in ("host", "originalhost") else word)
+    return " ".join(kept)
 
 
 def _environment(found: SSHConfigDict, alias: str) -> SSHConfigDict:

@@ -5,7 +5,8 @@ paramiko read every config twice under the name given. ssh reads it a second tim
 only for a ``Match final`` (Fedora's and RHEL's system file has ``Match final all``)
 or canonicalization, and then matches ``Host`` patterns against the host name the
 first pass resolved. ``user:`` in the hosts file is ssh's ``-l``: ``Match user``
-sees it. Of ``ProxyJump`` and ``ProxyCommand`` the first applying line wins.
+sees it. Of ``ProxyJump`` and ``ProxyCommand`` the first applying line wins. ``Match host``
+and ``originalhost`` patterns match in any case.
 """
 
 from __future__ import annotations
@@ -39,6 +40,14 @@ CASES = {
         "Host N0\n  HostName %h.Example.COM\nMatch final\n  Port 2203\n"
         "Host n0.example.com\n  User low\n",
         "N0",
+    ),
+    "Match originalhost in capitals": (
+        "Match originalhost NODE0\n  Port 2272\nHost node0\n  HostName 10.0.0.21\n  Port 2271\n",
+        "node0",
+    ),
+    "Match host in mixed case": (
+        "Match host NoDe*\n  User mixed\nHost node0\n  Port 2271\n",
+        "node0",
     ),
     "ProxyCommand first": ("Host n0\n  ProxyCommand nc x %p\nHost *\n  ProxyJump j1\n", "n0"),
     "ProxyCommand none first": ("Host n0\n  ProxyCommand none\nHost *\n  ProxyJump j1\n", "n0"),
@@ -90,6 +99,8 @@ def test_the_cases_differ_where_paramiko_read_them_otherwise(tmp_path: Path) -> 
     assert found["Match final: Host patterns see the HostName"].user == "alice"
     assert found["Match final: Match canonical matches too"].user == "canon"
     assert found["Match final: %h expanded and lowercased"].user == "low"
+    assert found["Match originalhost in capitals"].port == 2272
+    assert found["Match host in mixed case"].user == "mixed"
     assert found["ProxyCommand none first"].proxy_jump is None
     assert found["ProxyCommand first"].proxy_jump is None
     assert found["ProxyJump as an ssh:// URI"].proxy_jump == "u@j3:2200"
