@@ -70,9 +70,12 @@ def ssh_argv(
     ``config_file``: ssh's ``-F``; None, none: ssh reads its own defaults.
     """
     timeout = target.connect_timeout or connect_timeout
-    argv = ["ssh", *(["-F", config_file] if config_file is not None else []), "-p"]
-    argv.append(str(target.port))
-    if target.user:
+    argv = ["ssh", *(["-F", config_file] if config_file is not None else [])]
+    # Only what the hosts file gives, as -p/-l: ssh reads the rest from its config, and a
+    # config User given as -l is one its first pass's Match user blocks see, not ssh's.
+    if "port" in target.given:
+        argv += ["-p", str(target.port)]
+    if "user" in target.given and target.user:
         argv += ["-l", target.user]
     # No -i, no UserKnownHostsFile: ssh reads the config's lines itself and expands
     # them as its version does. An expanded path handed back was expanded again: a "%"

@@ -6,12 +6,11 @@ control socket appears, failed when it exits (its stderr, in a :mod:`sshlog` fil
 says why). Spawned from the main thread: with ``setpriv --pdeathsig`` the kernel
 ends a master when its spawning thread ends, so a killed controller leaves none.
 
-Transient failures (a reset during the handshake, a server that closed before
-its banner: sshd's ``MaxStartups`` does that to bursts of connections) are
-retried with backoff, a bounded number of times, each retry noted. Hosts
-behind a ProxyJump reach its first hop through one shared master connection to
-it (``ssh -W`` over it), so 64 targets make one bastion login; later hops of a
-chain (``ProxyJump a,b``) are each target's own, through that shared one.
+Transient failures (a reset during the handshake, a server that closed before its
+banner: sshd's ``MaxStartups`` does that to bursts) are retried with backoff, a
+bounded number of times, each retry noted. Hosts behind a ProxyJump reach its first
+hop through one shared master connection to it (``ssh -W`` over it), so 64 targets
+make one bastion login; later hops of a chain (``ProxyJump a,b``) are each target's.
 """
 
 from __future__ import annotations
@@ -138,13 +137,16 @@ def _plan(
     return [*jumps.values(), *masters]
 
 
+_TO = "[%h]:%p"  # as ssh's own ProxyJump writes it: "-W ::1:22" is a bad specification
+
+
 def _argv(master: _Master, settings: MasterSettings, mux: Mux) -> list[str]:
     target = master.target
     strict = target.key_policy(settings.policy_override)[0] == "strict"
     proxy = None
     if master.jump is not None:
         via = _argv(master.jump, settings, Mux(master.jump.socket))
-        proxy = commands.proxy_command([*via, "-W", "%h:%p", "--", master.jump.target.alias])
+        proxy = commands.proxy_command([*via, "-W", _TO, "--", master.jump.target.alias])
         for hop in master.hops:  # each later hop through the one before, per target
             proxy = _through(hop, proxy, settings)
     return ssh_argv(
@@ -159,11 +161,9 @@ def _argv(master: _Master, settings: MasterSettings, mux: Mux) -> list[str]:
 
 
 def _through(hop: SshTarget, proxy: str, settings: MasterSettings) -> str:
-    """A ProxyCommand that reaches ``%h:%p`` through ``hop``, itself reached by ``proxy``.
-
-    ``proxy`` becomes an option of the hop's ssh, inside the outer ProxyCommand: its
-    ``%`` doubled, so the outer ssh leaves ``%h:%p`` for the hop's ssh (its own address).
-    """
+    """A ProxyCommand that reaches ``%h:%p`` through ``hop``, itself reached by ``proxy``,
+    which is an option of the hop's ssh inside it: its ``%`` doubled, so the outer ssh
+    leaves ``%h:%p`` for the hop's ssh (its own address)."""
     argv = ssh_argv(
         hop,
         config_file=settings.config_file,
@@ -171,7 +171,7 @@ def _through(hop: SshTarget, proxy: str, settings: MasterSettings) -> str:
         connect_timeout=settings.connect_timeout,
         proxy_command=proxy.replace("%", "%%"),
     )
-    return commands.proxy_command([*argv, "-W", "%h:%p", "--", hop.alias])
+    return commands.proxy_command([*argv, "-W", _TO, "--", hop.alias])
 
 
 def _establish(

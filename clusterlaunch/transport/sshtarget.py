@@ -76,6 +76,7 @@ def target_from(found: Mapping[str, Any], spec: HostSpec, where: Where | None = 
         connection_attempts=read.number("connectionattempts", 1, limits.CONNECTION_ATTEMPTS),
         host_key_checking=read.host_key_checking(),
         algorithms=sshalgorithms.configured(found),
+        given=tuple(key for key in ("user", "port") if getattr(spec, key)),
         required_rsa_size=max(RSA_MINIMUM_BITS, read.number("requiredrsasize", 0, limits.RSA_SIZE)),
         send_env=tuple(found.get("sendenv", ())),
         set_env=tuple((w.partition("=")[0], w.partition("=")[2]) for w in found.get("setenv", ())),

@@ -72,10 +72,10 @@ def test_a_jump_chain_nests_each_later_hop_inside_the_shared_first_one(tmp_path:
     argv = sshmaster._argv(first, settings, sshmaster.Mux("sock"))
     proxy = argv[argv.index(next(w for w in argv if w.startswith("ProxyCommand=")))]
     outer = shlex.split(proxy.removeprefix("ProxyCommand="))
-    assert outer[-4:] == ["-W", "%h:%p", "--", "b"]  # the target's ssh expands this %h:%p
+    assert outer[-4:] == ["-W", "[%h]:%p", "--", "b"]  # the target's ssh expands this
     inner = next(w for w in outer if w.startswith("ProxyCommand=")).removeprefix("ProxyCommand=")
-    # Escaped once: the outer ssh turns %%h:%%p back into %h:%p for b's ssh.
-    assert shlex.split(inner)[-4:] == ["-W", "%%h:%%p", "--", "a"]
+    # Escaped once: the outer ssh turns [%%h]:%%p back into [%h]:%p for b's ssh.
+    assert shlex.split(inner)[-4:] == ["-W", "[%%h]:%%p", "--", "a"]
     assert f"ControlPath={jump.socket}" in inner
     control.release()
 

@@ -183,7 +183,7 @@ def test_master_and_session_argv() -> None:
         keepalive=Keepalive(1, 6),
     )
     assert master[master.index("ProxyJump=b") - 1] == "-o"
-    assert master[13:17] == ["-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=6"]
+    assert master[11:15] == ["-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=6"]
     assert "ControlMaster=yes" in master and "ControlPersist=no" in master
     assert "ControlPath=/run/d/0" in master and "StrictHostKeyChecking=yes" in master
     session = ssh_argv(

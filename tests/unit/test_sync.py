@@ -279,6 +279,7 @@ TARGET = SshTarget(
     identities_only=True,
     known_hosts_files=("/kh/known hosts", "/kh/other"),
     proxy_jump="jump@bastion:22",
+    given=("user", "port"),  # the hosts file's: -l and -p (the config's ssh reads itself)
     connect_timeout=2.5,
 )
 
@@ -300,7 +301,7 @@ def test_ssh_argv_repeats_every_setting_and_checks_host_keys() -> None:
     ]  # fmt: skip
     plain = SshTarget(alias="h", hostname="h")
     assert commands.ssh_argv(plain, config_file="/dev/null", strict=True, connect_timeout=10) == [
-        "ssh", "-F", "/dev/null", "-p", "22",
+        "ssh", "-F", "/dev/null",
         "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
         *SESSION_ONLY,
     ]  # fmt: skip
