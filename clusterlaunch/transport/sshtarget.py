@@ -11,6 +11,7 @@ win over the config, as ``ssh -l``/``-p`` do.
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ def target_from(found: Mapping[str, Any], spec: HostSpec, where: Where | None = 
     """
     read = _Options(found, spec.host, where)
     hostname = found.get("hostname", spec.host)
-    port = spec.port or read.number("port", 22, limits.SSH_PORT)
+    port = spec.port or read.number("port", 22, limits.SSH_PORT, _service)
     user = spec.user or found.get("user")
     jump = _proxy_jump(found.get("proxyjump"))
     connection = Connection(spec.host, hostname, port, user, found.get("hostkeyalias"), jump)
@@ -95,14 +96,20 @@ class _Options:
     def host_key_checking(self) -> str | None:
         return self._chosen("stricthostkeychecking", _STRICT, None, "yes, accept-new or ask")
 
-    def number(self, key: str, default: float | None, kind: limits.Number) -> Any:
+    def number(
+        self,
+        key: str,
+        default: float | None,
+        kind: limits.Number,
+        named: Callable[[str], int | None] = lambda _: None,
+    ) -> Any:
         """A number in the range the command line allows (int("abc") was a traceback,
-        ConnectTimeout nan a hang)."""
+        ConnectTimeout nan a hang); ``named``: the number a name stands for, or None."""
         text = self._found.get(key)
         if text is None:
             return default
         try:
-            return kind(str(text).strip())
+            return named(str(text).strip()) or kind(str(text).strip())
         except UsageError:
             raise self._refused(key, str(text), f"use {kind.allowed}") from None
 
@@ -215,3 +222,13 @@ def split_hop(jump: str) -> tuple[str | None, str, int | None]:
     if not host or (port and not port.isdigit()) or (port and not 0 < int(port) < 65536):
         raise UsageError(f"SSH config: ProxyJump {jump!r}: ssh refuses it; use [user@]host[:port]")
     return user or None, host, int(port) if port else None
+
+
+def _service(name: str) -> int | None:
+    """A port written as a service name (``Port ssh``), as ssh's a2port reads it."""
+    if not name or name.isdigit():
+        return None
+    try:
+        return socket.getservbyname(name, "tcp")
+    except OSError:
+        return None

@@ -49,6 +49,7 @@ CASES = {
         "Match host NoDe*\n  User mixed\nHost node0\n  Port 2271\n",
         "node0",
     ),
+    "Port as a service name": ("Host n0\n  Port ssh\n", "n0"),
     "ProxyCommand first": ("Host n0\n  ProxyCommand nc x %p\nHost *\n  ProxyJump j1\n", "n0"),
     "ProxyCommand none first": ("Host n0\n  ProxyCommand none\nHost *\n  ProxyJump j1\n", "n0"),
     "ProxyJump first": ("Host n0\n  ProxyJump j2\nHost *\n  ProxyCommand nc y %p\n", "n0"),
