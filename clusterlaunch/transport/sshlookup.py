@@ -16,35 +16,27 @@ left as written for :mod:`clusterlaunch.transport.sshtokens` to expand as ssh
 does). A config that canonicalizes host names (a second pass under another name)
 is looked up the plain way.
 
-A lookup reads the config in ssh's passes (:meth:`_Blocks.lookup`), and ``ProxyJump``
-and ``ProxyCommand`` as ssh takes them, the first applying line of either
-(:func:`proxies_of`). ``SendEnv`` and ``SetEnv`` come out as ssh reads them, where paramiko's parser
-keeps one line per block and strips the quotes around a whole value: ssh adds
-every applying SendEnv line's patterns in file order (``-PATTERN`` removes
-earlier ones) and takes the first applying SetEnv line whole. Each such line is
-parsed under a numbered keyword of its own, so paramiko's matching says which
-apply and the numbers give their order (:func:`_environment`).
+A lookup reads the config in ssh's passes (:meth:`_Blocks.lookup`). Keywords whose
+lines count in their order across blocks (``SendEnv``, ``SetEnv``, ``ProxyJump`` and
+``ProxyCommand``: paramiko kept one line per block, and both proxies) are parsed
+each line under a numbered keyword of its own, so paramiko's matching says which
+apply and the numbers give their order; :mod:`.sshordered` reads them back as ssh.
 """
 
 from __future__ import annotations
 
 import heapq
 import os
-import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from clusterlaunch.core.envpolicy import glob_regex
-from clusterlaunch.core.errors import UsageError
-from clusterlaunch.transport import sshcanonical
+from clusterlaunch.transport import sshcanonical, sshordered
 from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHConfigDict
 from clusterlaunch.transport.sshinclude import (
     LISTS,
     split_line,
-    ssh_words,
     strip_comment,
     unquoted,
-    words,
 )
 
 _WILDCARDS = frozenset("*?[!")
@@ -82,7 +74,7 @@ class _Blocks(SSHConfig):
         if sshcanonical.enabled(options):
             host = self._canonical.get(hostname)
             if host is None:
-                first = {**options, **proxies_of(options)}
+                first = {**options, **sshordered.proxies_of(options)}
                 host = self._canonical[hostname] = sshcanonical.canonical_host(first, hostname)
         elif self._final_pass:
             host = sshcanonical.resolved_host(options, hostname)
@@ -155,7 +147,7 @@ class IndexedSshConfig(SSHConfig):
         if self._literal is None:
             self._index(self._config)  # type: ignore[attr-defined]
         found = _Blocks(self._applicable, self._canonical, self._final_pass).lookup(hostname, user)
-        return _environment(found, hostname)
+        return sshordered.read_back(found, hostname)
 
     def _applicable(self, name: str) -> list[dict[str, Any]]:
         """The blocks that can apply to ``name``, in file order (all of them where
@@ -191,7 +183,6 @@ _IN_ORDER = ("sendenv", "setenv", "proxyjump", "proxycommand")
 """Keywords read in their lines' order across blocks, each line under a numbered key."""
 _SPLIT = ("sendenv", "setenv", "match", "proxy", "userknownhos", "globalknownh")
 """Lines to split (a prefix of 12 characters at most: see _for_paramiko)."""
-_NUMBERED = re.compile(r"(sendenv|setenv|proxyjump|proxycommand)_(\d+)\Z")
 
 
 def _for_paramiko(lines: Iterable[str]) -> Iterable[str]:
@@ -232,73 +223,3 @@ def _criteria(said: list[str]) -> str:
         follows = said[index - 1].lower().lstrip("!") if index else ""
         kept.append(word.lower() if follows in ("host", "originalhost") else word)
     return " ".join(kept)
-
-
-def _environment(found: SSHConfigDict, alias: str) -> SSHConfigDict:
-    """``found`` with its numbered lines as ``sendenv`` (patterns) and ``setenv``
-    (``NAME=VALUE`` words), as ssh's readconf.c builds them."""
-    numbered = sorted(
-        (int(match[2]), match[1], key) for key in list(found) if (match := _NUMBERED.match(key))
-    )
-    found.update(proxies_of(found))  # type: ignore[arg-type]  # None: as paramiko gives none
-    for key in LISTS:
-        if key in found:  # a list, as identityfile
-            found[key] = ssh_words(str(found[key])[1:])  # type: ignore[assignment]
-    send: list[str] = []
-    set_: list[str] | None = None
-    for _, keyword, key in numbered:
-        value = found.pop(key)
-        if keyword.startswith("proxy"):
-            continue
-        said = words(str(value)[1:], f"SSH config, host {alias}")
-        if keyword == "sendenv":
-            for pattern in said:
-                if pattern.startswith("-"):
-                    removed = re.compile(glob_regex(pattern[1:]))
-                    send = [kept for kept in send if not removed.fullmatch(kept)]
-                elif pattern not in send:
-                    send.append(pattern)
-        elif set_ is None:
-            set_ = _set_env(said, alias)
-    if send:
-        found["sendenv"] = send  # type: ignore[assignment]  # a list, as identityfile
-    if set_:
-        found["setenv"] = set_  # type: ignore[assignment]
-    return found
-
-
-def proxies_of(found: Mapping[str, Any]) -> dict[str, str | None]:
-    """``ProxyJump`` and ``ProxyCommand`` from a lookup's numbered lines, in order, as ssh
-    (OpenSSH 9.2's readconf.c) takes them: whichever comes first wins, where paramiko
-    kept both and the client took the jump host (``ProxyCommand none`` then a
-    ``Host *`` block's ``ProxyJump``: ssh connects directly). ``ProxyJump none``
-    stops later jumps, not a later ProxyCommand."""
-    lines = sorted(
-        (int(match[2]), match[1], str(value)[1:])
-        for key, value in found.items()
-        if (match := _NUMBERED.match(key)) and match[1].startswith("proxy")
-    )
-    chosen: dict[str, str | None] = {}
-    for _, keyword, value in lines:
-        if value[:1] == value[-1:] == '"' and len(value) > 1:
-            value = value[1:-1]  # paramiko's reading of a quoted value, kept
-        if keyword == "proxycommand" and "proxycommand" not in chosen:
-            chosen[keyword] = None if value.lower() == "none" else value
-        elif keyword == "proxyjump" and not chosen:
-            chosen[keyword] = value
-            if value.lower() != "none":
-                chosen["proxycommand"] = None  # set: a later ProxyCommand is ignored
-    if (chosen.get("proxyjump") or "none").lower() != "none":
-        chosen.pop("proxycommand")  # (not a value: paramiko never gave one here)
-    return chosen
-
-
-def _set_env(said: list[str], alias: str) -> list[str]:
-    """One SetEnv line's ``NAME=VALUE`` words (a name twice: the first, as ssh keeps it)."""
-    kept: dict[str, str] = {}
-    for word in said:
-        name, equals, _ = word.partition("=")
-        if not equals or not name:
-            raise UsageError(f"SSH config, host {alias}: SetEnv {word}: use NAME=VALUE")
-        kept.setdefault(name, word)
-    return list(kept.values())

@@ -231,10 +231,11 @@ def test_overlong_line_is_never_split_by_an_added_newline(
 
 
 def test_host_output_goes_to_controller_log_with_an_ending_newline(tmp_path: Path) -> None:
-    router, console, _ = make_router(tmp_path)
+    router, console, log_dir = make_router(tmp_path)
     router.host_output("h", False, b"torchrun says\nno newline")
     router.flush_host("h", [])
     router.close()
+    log_dir.close()  # its opener's to close (the launch, or the restart loop): not the router's
     out, _ = console_bytes(console)
     assert out == b"[h]      torchrun says\n[h]      no newline\n"
     log = (tmp_path / "logs" / "controller.log").read_bytes()
