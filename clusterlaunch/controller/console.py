@@ -13,6 +13,7 @@ from typing import Any, BinaryIO
 
 from clusterlaunch.core.errors import StopJob
 from clusterlaunch.core.exits import ExitStatus
+from clusterlaunch.core.lines import OpenLine
 
 
 class Console:
@@ -29,6 +30,27 @@ class Console:
     def __init__(self, out: BinaryIO | None = None, err: BinaryIO | None = None) -> None:
         self.out = GuardedStream(out or sys.stdout.buffer, "stdout")
         self.err = GuardedStream(err or sys.stderr.buffer, "stderr")
+        # On one terminal (or with 2>&1) stdout and stderr share their lines: a bar
+        # left on one is in the way of the other. Piped apart, each has its own.
+        out_line = OpenLine()
+        shared = _same_place(self.out, self.err)
+        self._lines = {self.out: out_line, self.err: out_line if shared else OpenLine()}
+
+    def open_line(self, stream: GuardedStream) -> OpenLine:
+        """Whose line the place ``stream`` shows is left in the middle of (see ``output.py``)."""
+        return self._lines[stream]
+
+    def end_line(
+        self, stream: GuardedStream | None = None, owner: object = None, stop: bool = True
+    ) -> None:
+        """End an unfinished line (not ``owner``'s) where ``stream`` (None: any) shows,
+        so that what is written next starts a line of its own."""
+        lines = self._lines.values() if stream is None else [self._lines[stream]]
+        for line in dict.fromkeys(lines):  # once each, when the streams share one
+            where = line.cut(owner)
+            if isinstance(where, GuardedStream):
+                where.write(b"\n", stop)
+                where.flush(stop)
 
     def color(self) -> bool:
         """Colour only for a terminal, and never when NO_COLOR is set."""
@@ -36,6 +58,7 @@ class Console:
 
     def say(self, text: str) -> None:
         """One of clusterlaunch's own lines on stderr; never raises (a closed stderr drops it)."""
+        self.end_line(self.err, stop=False)
         self.err.write(as_bytes(text) + b"\n", stop=False)
         self.err.flush(stop=False)
 
@@ -89,6 +112,17 @@ class GuardedStream:
             pass
         if stop:
             raise StopJob(ExitStatus.BROKEN_PIPE, f"{self.name} was closed (broken pipe)")
+
+
+def _same_place(out: GuardedStream, err: GuardedStream) -> bool:
+    """True when both streams reach one terminal, pipe or file (``2>&1``)."""
+    if out.stream is err.stream:
+        return True
+    try:
+        one, two = os.fstat(out.stream.fileno()), os.fstat(err.stream.fileno())
+    except (OSError, ValueError, AttributeError):  # a BytesIO has no descriptor
+        return False
+    return (one.st_dev, one.st_ino) == (two.st_dev, two.st_ino)
 
 
 def as_bytes(text: str) -> bytes:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
-from clusterlaunch.controller.console import Console
+from clusterlaunch.controller.console import Console, GuardedStream
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.status import StatusLine
 from clusterlaunch.core.lines import (
     LineBuffer,
+    OpenLine,
     Prefixes,
     TailKeeper,
     prefix_block,
@@ -43,6 +44,7 @@ class OutputRouter:
         self._filter = rank_filter
         self._log_dir = log_dir
         self._buffers: dict[tuple[object, bool], LineBuffer] = {}
+        self._log_line = OpenLine()  # controller.log's, as the console's (Console.open_line)
         self.tails = TailKeeper()
         self._quiet_hosts = False
         self.hidden_lines = 0
@@ -106,15 +108,18 @@ class OutputRouter:
         """clusterlaunch's own message, always to stderr."""
         line = f"clusterlaunch: {text}\n".encode()
         self._begin()
-        self._console.err.write(line)
-        self._console.err.flush()
-        self._log("controller.log", f"{_stamp()} ".encode() + line)
+        self._say(line, f"{_stamp()} ".encode() + line)
 
     def raw_stderr(self, data: bytes) -> None:
         """clusterlaunch's own lines, already prefixed (stack dumps): stderr and controller.log."""
+        self._say(data, data)
+
+    def _say(self, data: bytes, logged: bytes) -> None:
+        self._console.end_line(self._console.err)  # a rank's bar keeps its line, above ours
         self._console.err.write(data)
         self._console.err.flush()
-        self._log("controller.log", data)
+        self._end_log_line()
+        self._log("controller.log", logged)
 
     def flush_host(self, host: str, ranks: Iterable[int]) -> None:
         """A host ended: its unfinished last lines are passed on as they are.
@@ -142,6 +147,8 @@ class OutputRouter:
         opener's (one launch, or every attempt of a restarting job), which closes them."""
         self._begin()
         self._say_banner(final=True)
+        self._console.end_line()  # a lost host's bar: the shell's prompt starts a line
+        self._end_log_line()
         self._console.out.flush()
         self._console.err.flush()
         if self._log_dir is not None:
@@ -164,16 +171,15 @@ class OutputRouter:
         if self._filter is None or rank in self._filter:
             self._begin()
             self._say_banner(final=True)  # the ranks began: as many hosts as said it so far
-            stream = self._console.err if is_stderr else self._console.out
-            stream.write_pieces(prefixed_pieces(self._prefixes.rank(rank), block, continued))
-            stream.flush()
+            prefix = self._prefixes.rank(rank)
+            self._show((rank, is_stderr), is_stderr, prefix, block, continued)
 
     def _emit_host(self, host: str, is_stderr: bool, block: bytes, continued: bool) -> None:
         if not block:
             return
         self.tails.add(("host", host), block)
         if self._log_dir is not None:  # prefixed only when there is a log to write
-            self._log("controller.log", prefix_block(self._plain.host(host), block, continued))
+            self._log_host(host, is_stderr, block, continued)
         if self._quiet_hosts:
             self.hidden_lines += block.count(b"\n")
             return
@@ -183,9 +189,39 @@ class OutputRouter:
             if not block:
                 return
         self._begin()
-        stream = self._console.err if is_stderr else self._console.out
-        stream.write_pieces(prefixed_pieces(self._prefixes.host(host), block, continued))
+        self._show(
+            ("host", host, is_stderr), is_stderr, self._prefixes.host(host), block, continued
+        )
+
+    def _show(
+        self, owner: object, is_stderr: bool, prefix: bytes, block: bytes, continued: bool
+    ) -> None:
+        """``owner``'s block on the console, on a line of its own: each stream is split
+        into lines alone, so another's bar (``\\r``) may still hold the console's line."""
+        stream: GuardedStream = self._console.err if is_stderr else self._console.out
+        line = self._console.open_line(stream)
+        block, continued = line.resume(owner, block, continued)
+        if not block:  # the \n of a bar's line that another's output already ended
+            return
+        self._console.end_line(stream, owner)
+        stream.write_pieces(prefixed_pieces(prefix, block, continued))
         stream.flush()
+        line.wrote(owner, stream, block)
+
+    def _log_host(self, host: str, is_stderr: bool, block: bytes, continued: bool) -> None:
+        """A host's block in controller.log: hosts and messages meet there as on the console."""
+        owner = (host, is_stderr)
+        block, continued = self._log_line.resume(owner, block, continued)
+        if not block:
+            return
+        if self._log_line.cut(owner) is not None:
+            self._log("controller.log", b"\n")
+        self._log("controller.log", prefix_block(self._plain.host(host), block, continued))
+        self._log_line.wrote(owner, "controller.log", block)
+
+    def _end_log_line(self) -> None:
+        if self._log_line.cut() is not None:
+            self._log("controller.log", b"\n")
 
     def _say_banner(self, final: bool = False) -> None:
         note = None if self._fold is None else self._fold.note(final)

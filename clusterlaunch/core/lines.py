@@ -230,3 +230,40 @@ class TailKeeper:
         if key in self._open:
             found = [*found, self._open[key]][-self._keep :]
         return [line.decode("utf-8", "replace") for line in found]
+
+
+class OpenLine:
+    """Whose line one output is left in the middle of (a ``\\r`` redraw, a long line's piece).
+
+    Several writers share an output (the console, ``controller.log``), and
+    each stream's :class:`LineBuffer` knows only its own bytes. So that two
+    writers never share a line, another writer's unfinished line is ended
+    (:meth:`cut`) before anything else is written there; its owner's next
+    block then starts a line of its own (:meth:`resume`).
+    """
+
+    def __init__(self) -> None:
+        self._owner: object = None
+        self._where: object = None
+
+    def cut(self, owner: object = None) -> object:
+        """Forget the unfinished line unless it is ``owner``'s; where a newline must go, or None."""
+        if self._owner is None or self._owner == owner:
+            return None
+        where, self._owner, self._where = self._where, None, None
+        return where
+
+    def resume(self, owner: object, block: bytes, continued: bool) -> tuple[bytes, bool]:
+        """``owner``'s next block, and whether it goes on with the line shown last.
+
+        A ``continued`` block whose line was cut starts a new one: it gets its
+        prefix, and the ``\\n`` of a split ``\\r\\n`` is dropped (the cut ended it).
+        """
+        if not continued or self._owner == owner:
+            return block, continued
+        return (block[1:] if block.startswith(b"\n") else block), False
+
+    def wrote(self, owner: object, where: object, block: bytes) -> None:
+        """``owner`` wrote ``block`` to ``where``: a line is left open unless it ended."""
+        ended = block.endswith(b"\n")
+        self._owner, self._where = (None, None) if ended else (owner, where)
