@@ -15,6 +15,10 @@ from pathlib import Path
 
 from clusterlaunch.core.errors import ClusterlaunchError, UsageError
 from clusterlaunch.testing.slurm import STATE, SlurmDaemons, slurm_unavailable_reason, stop_recorded
+from clusterlaunch.testing.sshd import find_free_port
+
+SLURMCTLD_PORT = 6817
+"""Slurm's own slurmctld port: the sandbox's search starts there."""
 
 SUBDIR = "slurm"
 
@@ -29,7 +33,12 @@ def check() -> None:
 def start(directory: Path) -> SlurmDaemons:
     """munged, slurmctld and one slurmd for this machine, idle when this returns."""
     name = socket.gethostname()
-    daemons = SlurmDaemons(directory / SUBDIR, [(name, _address(name))], detached=True)
+    addr = _address(name)
+    # Ports of its own: Slurm's 6817/6818 may be a real Slurm's on this machine, or
+    # another sandbox's (which made the second one's slurmctld exit: address in use).
+    ctld = find_free_port([addr], start=SLURMCTLD_PORT)
+    ports = (ctld, find_free_port([addr], start=ctld + 1))
+    daemons = SlurmDaemons(directory / SUBDIR, [(name, addr)], detached=True, ports=ports)
     try:
         return daemons.start()
     except RuntimeError as exc:  # a daemon exited, or the node never became idle

@@ -62,7 +62,7 @@ KillWait=5
 SlurmdTimeout=10
 {nodes}
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
-"""
+{ports}"""
 
 
 def slurm_unavailable_reason(extra: Sequence[str] = ()) -> str | None:
@@ -93,12 +93,14 @@ class SlurmDaemons:
         cpus: int | None = None,
         detached: bool = False,
         cluster_id: str = "sandbox",
+        ports: tuple[int, int] | None = None,
     ) -> None:
         self.base = Path(base_dir).absolute()
         self.node_addrs = list(nodes)
         self.cpus = cpus or os.cpu_count() or 1
         self.detached = detached
         self.cluster_id = cluster_id
+        self.ports = ports  # slurmctld's and slurmd's; None: Slurm's own 6817 and 6818
         self.conf = self.base / "slurm.conf"
         self.munge_socket = self.base / "munge.socket"
         self._daemons: dict[str, tuple[subprocess.Popen[bytes], int | None]] = {}
@@ -156,8 +158,9 @@ class SlurmDaemons:
             (self.base / name / "spool").mkdir(parents=True, exist_ok=True)
         ctl_name, ctl_addr = self.node_addrs[0]
         fields = dict(cluster=self.cluster_id[:8], ctl_name=ctl_name, ctl_addr=ctl_addr,
-                      munge_socket=self.munge_socket, base=self.base,
-                      nodes=nodes.rstrip())  # fmt: skip
+                      munge_socket=self.munge_socket, base=self.base, nodes=nodes.rstrip(),
+                      ports="" if self.ports is None else
+                      "SlurmctldPort={}\nSlurmdPort={}\n".format(*self.ports))  # fmt: skip
         self.conf.write_text(_CONF.format(**fields))
 
     def start_slurmd(self, node: str) -> None:

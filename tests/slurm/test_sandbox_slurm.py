@@ -1,13 +1,17 @@
 """``clusterlaunch sandbox up --slurm``: a newcomer's real Slurm, tried as the printout says.
 
 Root and Slurm's packages, as the ``slurm_real`` tests; the daemons run on this
-machine itself (ports 6817/6818), one node named as the machine.
+machine itself, one node named as the machine, on ports of their own: the test
+holds Slurm's 6817 as a real Slurm (or a user's own sandbox) would, which made the
+sandbox's slurmctld exit ("Address already in use").
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
+import socket
 import subprocess
 from pathlib import Path
 
@@ -28,8 +32,12 @@ def sandbox(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_run_slurm_in_the_sandbox(tmp_path: Path) -> None:
     if reason := slurm_unavailable_reason():
         pytest.skip(f"a real Slurm cannot run here: {reason}")
-    up = sandbox(tmp_path, "up", "--hosts", "1", "--slurm")
-    assert up.returncode == 0, up.stderr
+    with contextlib.ExitStack() as held:
+        with contextlib.suppress(OSError):  # already taken: by a real Slurm, as meant
+            addr = socket.gethostbyname(socket.gethostname())
+            held.enter_context(socket.create_server((addr, 6817)))
+        up = sandbox(tmp_path, "up", "--hosts", "1", "--slurm")
+        assert up.returncode == 0, up.stderr
     state = tmp_path / "sbx" / "slurm" / STATE
     daemons = [pid for pid, _ in json.loads(state.read_text()).values()]
     try:
