@@ -93,7 +93,8 @@ def blocker(
     seen = Seen() if seen is None else seen
     if config.ssh_only is not None:
         return f"{config.ssh_only}: paramiko cannot evaluate it as ssh does"
-    found = config.parsed.lookup(target.alias)
+    given = target.user if "user" in target.given else None  # Match user sees it, as -l
+    found = config.parsed.lookup(target.alias, user=given)
     settings = sshrefused.refused(found, lambda key, value: config.where(key, target.alias, value))
     if settings is not None:
         return settings

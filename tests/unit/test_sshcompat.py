@@ -105,6 +105,20 @@ def test_settings_paramiko_cannot_honour_are_named(
     assert f"{tmp_path}/config{expected}" in str(refused.value)
 
 
+@pytest.mark.parametrize("given", [True, False])
+def test_the_hosts_file_user_is_the_one_match_user_sees_here_too(
+    tmp_path: Path, given: bool
+) -> None:
+    """The check reads the blocks the connection reads: ``user:`` is ssh's ``-l``."""
+    target = _target(tmp_path, user="alice", given=("user",) if given else ())
+    config = "Match user alice\n  CertificateFile /keys/alice-cert.pub\n"
+    if not given:  # the local user's blocks: nothing to refuse
+        _check(tmp_path, target, config)
+        return
+    with pytest.raises(UsageError, match=":2: CertificateFile"):
+        _check(tmp_path, target, config)
+
+
 def test_a_jump_host_needing_a_certificate_is_named(tmp_path: Path) -> None:
     (tmp_path / "known_hosts").write_text(f"@cert-authority bastion ssh-ed25519 {KEY}\n")
     target = _target(tmp_path, proxy_jump="bastion")
