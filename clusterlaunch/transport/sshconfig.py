@@ -260,7 +260,11 @@ def resolve_in(loaded: LoadedConfig, specs: list[HostSpec]) -> list[SshTarget]:
 
 
 def _check_keywords(loaded: LoadedConfig, specs: list[HostSpec]) -> None:
-    """A keyword no ssh knows: the local ssh's verdict (:mod:`.sshkeywords`)."""
+    """A keyword no ssh knows: the local ssh's verdict (:mod:`.sshkeywords`); a yes/no
+    keyword's other value, in any block (ssh refuses the whole file for it)."""
+    flagged = sshkeywords.bad_flag(loaded.text, lambda: loaded.lines)
+    if flagged is not None:
+        raise sshkeywords.refused_value(flagged)
     line = loaded.unknown_keyword
     remote = [spec.host for spec in specs if spec.host != LOCALHOST]
     if line is None or not remote:

@@ -12,6 +12,10 @@ vendor's keyword). Without ssh installed nothing can be asked, and nothing is
 refused. A keyword some ssh knows and this machine's does not (Apple's
 ``UseKeychain`` on Linux, OpenSSH 9.4's ``Tag`` on 9.2) passes as paramiko reads it:
 asking ssh for every config would cost each launch ~5 ms (a ``ssh -G``).
+
+A yes/no keyword with another value (``Compression maybe``) makes ssh refuse the
+whole config too, in whatever block it is: it is refused here by file and line
+(:func:`bad_flag`), where only the value in effect for a host was checked.
 """
 
 from __future__ import annotations
@@ -95,6 +99,31 @@ def unknown(text: str, lines: Callable[[], Iterable[ConfigLine]]) -> ConfigLine 
     return None
 
 
+_YES_OR_NO = """
+    BatchMode CheckHostIP ClearAllForwardings Compression EnableSSHKeysign ExitOnForwardFailure
+    ForkAfterAuthentication ForwardX11 ForwardX11Trusted GatewayPorts GSSAPIAuthentication
+    GSSAPIDelegateCredentials HashKnownHosts HostbasedAuthentication IdentitiesOnly
+    KbdInteractiveAuthentication NoHostAuthenticationForLocalhost PasswordAuthentication
+    PermitLocalCommand ProxyUseFdpass StdinNull StreamLocalBindUnlink TCPKeepAlive
+    VisualHostKey CanonicalizeFallbackLocal
+"""
+YES_OR_NO = frozenset(name.lower() for name in _YES_OR_NO.split())
+"""Keywords whose only values are yes and no (readconf.c's multistate_flag)."""
+_FLAG_LINE = re.compile(r"(?im)^[ \t]*(" + "|".join(YES_OR_NO) + r")(?:[ \t]*=[ \t]*|[ \t]+)(\S+)")
+
+
+def bad_flag(text: str, lines: Callable[[], Iterable[ConfigLine]]) -> ConfigLine | None:
+    """The first yes/no line of another value, in any block: ssh refuses the whole config
+    for it, where only the value in effect for a host was checked (``Compression maybe``
+    in another host's block passed)."""
+    if not any(flag(value) is None for _, value in _FLAG_LINE.findall(text)):
+        return None
+    for line in lines():
+        if line.keyword in YES_OR_NO and flag(line.value.split()[0] if line.value else "") is None:
+            return line
+    return None
+
+
 def _ignored(keyword: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(keyword, pattern) for pattern in patterns)
 
@@ -107,4 +136,12 @@ def refused(line: ConfigLine, said: str | None) -> UsageError | None:
     return UsageError(
         f"{line.where}: {keyword}: ssh refuses this config ({said}); correct the keyword, "
         "or name it in IgnoreUnknown"
+    )
+
+
+def refused_value(line: ConfigLine) -> UsageError:
+    """The error for a yes/no keyword's other value (:func:`bad_flag`)."""
+    value = line.value.split()[0] if line.value else ""
+    return UsageError(
+        f"{line.where}: {spelled(line.keyword)} {value!r}: ssh refuses this value; use yes or no"
     )

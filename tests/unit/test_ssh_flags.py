@@ -82,7 +82,9 @@ def test_a_value_ssh_refuses_is_one_line_naming_the_line(
     with pytest.raises(UsageError) as raised:
         sshconfig.resolve_targets(str(config), [SPEC])
     message = str(raised.value)
-    assert message.startswith(f"{config}:{line}, host n0: {said}"), message
+    # A yes/no keyword's value is checked in every block (ssh refuses the file): no host.
+    where = f"{config}:{line}" + ("" if "use yes or no" in said else ", host n0")
+    assert message.startswith(f"{where}: {said}"), message
     assert "\n" not in message
 
 
@@ -110,3 +112,20 @@ def test_a_time_outside_the_range_names_its_line(tmp_path: Path) -> None:
     assert str(refused.value) == (
         f"{config}:2, host n0: ConnectTimeout '2h': use a number of seconds from 1 to 3,600"
     )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Host n0\n  IdentitiesOnly yes\n  IdentitiesOnly maybe\n",
+        "Host other\n  Compression maybe\n",
+    ],
+    ids=["a later line of the same host", "another host's block"],
+)
+def test_a_yes_no_value_is_checked_in_every_block(tmp_path: Path, text: str) -> None:
+    """ssh refuses the whole config for it; only the value in effect was checked."""
+    config = tmp_path / "config"
+    config.write_text(text)
+    assert _by_ssh(config).returncode == 255  # the ground truth
+    with pytest.raises(UsageError, match=r":\d: \w+ 'maybe': ssh refuses this value; use yes"):
+        sshconfig.resolve_targets(str(config), [SPEC])
