@@ -71,6 +71,7 @@ class Copier:
             if task.method == SAME:
                 transfer = Transfer()
             elif task.method == RSYNC:
+                self._refuse_conflicts(node)
                 transfer = self._rsync(node)
             else:
                 sink = self._open(node)
@@ -111,6 +112,22 @@ class Copier:
             said = " | ".join(err.decode("utf-8", "replace").strip().splitlines()[-3:])
             raise TransportError(node.host, f"rsync exited with {process.returncode}: {said}")
         return parse_rsync_report(out)
+
+    def _refuse_conflicts(self, node: NodePlan) -> None:
+        """A host path of another type than the source's (a file, or a link to a dataset,
+        where the source has a directory): refused, as the SFTP copy refuses it. rsync
+        replaced it without a word, deleting the host's file. One listing per directory,
+        over SFTP; where the host has no SFTP, rsync goes on alone."""
+        try:
+            sink = self._open(node)
+        except TransportError:
+            return
+        try:
+            plan = plan_copy(self.tree, _survey(sink, sink.root(node.workdir), self.tree))
+        finally:
+            sink.close()
+        if plan.conflicts:
+            raise TransportError(node.host, "; ".join(plan.conflicts[:3]) + " (remove it there)")
 
     def _open(self, node: NodePlan) -> FileSink:
         with self._lock:

@@ -225,6 +225,34 @@ def test_failed_copy_fails_the_launch(
     assert not marker.exists()
 
 
+@pytest.mark.parametrize(("method", "env"), BOTH_METHODS)
+@pytest.mark.parametrize("kind", ["file", "link"])
+def test_a_host_path_of_another_type_is_kept_and_named(
+    sim_cluster, tmp_path: Path, method: str, env: dict[str, str] | None, kind: str
+) -> None:
+    """The source has a directory where the host has a file, or a link (to a dataset):
+    rsync replaced either without a word, deleting the host's file."""
+    project = make_project(tmp_path / "project")
+    (project / "ckpt").mkdir()
+    (project / "ckpt" / "x.txt").write_text("source\n")
+    dest, dataset = tmp_path / "dest", tmp_path / "dataset"
+    dest.mkdir()
+    dataset.mkdir()
+    if kind == "file":
+        (dest / "ckpt").write_text("the host's own\n")
+    else:
+        (dest / "ckpt").symlink_to(dataset)
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, {"workdir": str(dest)})])
+    result = run_in(project, sim_cluster, "exec", "--sync", str(hosts), "--", "true", env=env)
+    assert result.returncode == 2, result.stderr
+    said = rf"node0 +sync \({method}\) +ckpt is a {kind} on the host, not a directory"
+    assert re.search(said, result.stderr), result.stderr
+    if kind == "file":
+        assert (dest / "ckpt").read_text() == "the host's own\n"
+    else:
+        assert (dest / "ckpt").is_symlink() and list(dataset.iterdir()) == []
+
+
 @pytest.mark.torch
 def test_run_starts_the_synced_script(sim_cluster, tmp_path: Path) -> None:
     project = tmp_path / "project"
