@@ -29,6 +29,7 @@ from clusterlaunch.core.errors import JobOutcome, PreflightError
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.model import HostSpec, JobPlan, SshTarget
 from clusterlaunch.transport import close_all, connect_all
+from clusterlaunch.transport.base import Connection
 from clusterlaunch.transport.fanout import sleep_in_slices
 
 if TYPE_CHECKING:  # see launcher.py: exec imports no preflight module
@@ -68,14 +69,20 @@ def _attempts(
             f"attempt {restarts} failed ({outcome.reason}); restart {restarts} of "
             f"{rules.max_restarts} in {wait:g} s"
         )
-        sleep_in_slices(wait)  # Ctrl-C here raises StopJob: nothing runs anywhere now
-        left = None if deadline is None else deadline - time.monotonic()
+        # Ctrl-C here raises StopJob: nothing runs anywhere now. --timeout bounds the
+        # wait too: a 40 s backoff under --timeout 5 ended the job after 43 s.
+        left = _left(deadline)
+        sleep_in_slices(wait if left is None else max(0.0, min(wait, left)))
+        left = _left(deadline)
         if left is not None and left <= 0:
             reason = f"--timeout {request.timeout:g} s reached before restart {restarts}"
             say(f"job stopped: {reason}")
             return JobOutcome(ExitStatus.TIMEOUT, reason, stopped=True)
         attempt = replace(request, timeout=left)
-        outcome = _restart(attempt, restarts, console, log_dir, say, started)
+        try:
+            outcome = _restart(attempt, restarts, console, log_dir, say, started)
+        except _Ended as ended:  # too few hosts: the job ends, no further restart
+            return ended.outcome
     if restarts and outcome.exit_code == 0:
         say(f"job succeeded in attempt {restarts + 1} (after {restarts} restart(s))")
     return outcome
@@ -115,6 +122,8 @@ def _restart(
             plan = launcher.make_plan(request)
             if held is not None:
                 held.close()  # the last layout's agents: none of them gets a go
+            if request.sync:  # before the preflight, which looks for the script: a spare
+                _sync(request, plan, connections, console)  # had none, and was dropped
             held = launcher.hold(request, plan, connections, console)
             result = held.result
             if _killed_since(result, started):
@@ -130,31 +139,51 @@ def _restart(
             usable -= set(dropping)
             for host, why in sorted(dropping.items()):
                 say(f"restart {restart}: {host} failed the preflight, dropped: {why}")
-        if request.sync:
-            from clusterlaunch.controller.sync import scan_source, sync_workdirs
-
-            sync_workdirs(
-                plan, connections, scan_source(os.getcwd()), request.ssh, console, request.fanout
-            )
         request, plan = launcher.resolve(request, plan, result, log_dir)
         say(f"attempt {restart + 1}: {policy.layout_text(layout, plan.world_size)}")
         for host, reason in sorted(why_not.items()):
             say(f"attempt {restart + 1}: {host} not used: {reason}")
         return launcher.supervise(request, plan, connections, console, log_dir, held=held)
     except policy.TooFewHosts as exc:
-        return _too_few(restart, str(exc), say)
+        raise _Ended(_too_few(restart, str(exc), say)) from None
     except PreflightError as exc:  # --sync failed on a host of this attempt
-        return _too_few(restart, f"{exc}: {render.problems_text(exc.problems)}", say)
+        text = f"{exc}: {render.problems_text(exc.problems)}"
+        raise _Ended(_too_few(restart, text, say)) from None
     finally:
         if held is not None:
             held.close()  # no go: the agents end, nothing starts
         close_all(connections)
 
 
+def _sync(
+    request: launcher.JobRequest,
+    plan: JobPlan,
+    connections: Mapping[str, Connection],
+    console: Console,
+) -> None:
+    """``--sync`` to this attempt's hosts (those already in step: a quick check each)."""
+    from clusterlaunch.controller.sync import scan_source, sync_workdirs
+
+    sync_workdirs(plan, connections, scan_source(os.getcwd()), request.ssh, console, request.fanout)
+
+
 def _killed_since(result: PreflightResult, started: float) -> bool:
     """Whether some host says ``clusterlaunch kill`` was run for this job since it started."""
     times = [report.static.get("killed_at") or 0.0 for report in result.reports]
     return max(times, default=0.0) >= started
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else deadline - time.monotonic()
+
+
+class _Ended(Exception):
+    """An attempt that could not start, which ends the job (it was counted as a failed
+    attempt, and restarted until --max-restarts was used up)."""
+
+    def __init__(self, outcome: JobOutcome) -> None:
+        super().__init__(outcome.reason)
+        self.outcome = outcome
 
 
 def _too_few(restart: int, reason: str, say: Say) -> JobOutcome:

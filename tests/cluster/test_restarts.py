@@ -11,6 +11,7 @@ import concurrent.futures
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -21,6 +22,7 @@ import pytest
 from clusterlaunch.core.exits import ExitStatus
 from tests.cluster.support import (
     REPO,
+    WORKERS,
     cli_argv,
     rank_lines,
     run_cli,
@@ -182,6 +184,43 @@ def test_every_attempt_writes_the_same_log_dir(sim_cluster, tmp_path: Path) -> N
     assert "attempt 1 failed" in said and "job succeeded in attempt 2" in said
     rank1 = (logs / "rank-1.log").read_text()
     assert rank1.index("rank 1 restart 0 world 2 up") < rank1.index("rank 1 restart 1 world 2 up")
+
+
+@two_trainings
+def test_a_spare_gets_the_synced_code_before_its_preflight(sim_cluster, tmp_path: Path) -> None:
+    """--sync to a spare came after its preflight, which found no script there and dropped
+    it: the job ended with too few hosts. And too few hosts ends the job, not a restart."""
+    project, spare_dir, down = tmp_path / "project", tmp_path / "spare", tmp_path / "down"
+    project.mkdir()
+    shutil.copy(WORKERS / "flaky.py", project / "flaky.py")
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml",
+        [
+            ("node0", 1, {"workdir": str(project)}),
+            ("node1", 1, {"workdir": str(project), "setup": f"test ! -e {down}"}),
+            ("node2", 1, {"workdir": str(spare_dir), "spare": True}),
+        ],
+    )
+    argv = (*FAST, "--sync", "--max-restarts", "2", str(hosts), "flaky.py")
+    script = ("--fail-until", "1", "--sleep", "0", "--touch", str(down))
+    result = run_cli("run", sim_cluster, *argv, *script, timeout=450, cwd=project)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "job succeeded in attempt 2" in result.stderr
+    assert (spare_dir / "flaky.py").is_file()
+
+
+@two_trainings
+def test_too_few_hosts_at_a_restart_ends_the_job(sim_cluster, tmp_path: Path) -> None:
+    """It ended that attempt, and was restarted as a failed one until --max-restarts."""
+    down = tmp_path / "down"
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1, {"setup": f"test ! -e {down}"})]
+    )
+    argv = (*FAST, "--max-restarts", "3", "--min-hosts", "2", str(hosts), "flaky.py")
+    result = run_cli("run", sim_cluster, *argv, "--touch", str(down), timeout=450)
+    assert result.returncode == 255, result.stderr[-3000:]
+    assert result.stderr.count("only 1 usable host(s), --min-hosts is 2") == 1
+    assert "restart 2" not in result.stderr
 
 
 def _stderr_until(process: subprocess.Popen[bytes], needle: str) -> str:

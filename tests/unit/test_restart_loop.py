@@ -108,9 +108,24 @@ def test_ctrl_c_in_the_backoff_ends_the_loop(monkeypatch) -> None:
 
 def test_timeout_spent_in_the_backoff_stops_with_124(monkeypatch) -> None:
     fake = Fake(monkeypatch, [FAILED])
-    clock = iter([100.0, 200.0])
+    clock = iter([100.0, 149.5, 200.0])  # the deadline's start, before the wait, after it
     monkeypatch.setattr(loop.time, "monotonic", lambda: next(clock))
     outcome = fake.run(request(max_restarts=3, timeout=50))
     assert (outcome.exit_code, outcome.stopped) == (124, True)
     assert "job stopped: --timeout 50 s reached before restart 1" in fake.said
     assert fake.restarts == []
+    assert fake.waits == [0.5]  # the back-off (2 s) cut to what --timeout left: it ended late
+
+
+def test_an_attempt_that_cannot_start_ends_the_job(monkeypatch) -> None:
+    """Too few hosts at a restart: the job ends (255), not counted and restarted again."""
+    too_few = JobOutcome(255, "restart 1: only 1 usable host(s), --min-hosts is 2")
+
+    def cannot_start(base: JobRequest, restart: int, *rest: Any) -> JobOutcome:
+        fake.restarts.append(restart)
+        raise loop._Ended(too_few)
+
+    fake = Fake(monkeypatch, [FAILED])
+    monkeypatch.setattr(loop, "_restart", cannot_start)
+    assert fake.run(request(max_restarts=3)) is too_few
+    assert fake.restarts == [1]

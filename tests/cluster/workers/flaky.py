@@ -15,6 +15,7 @@ parser.add_argument("--fail-rank", type=int, default=1)
 parser.add_argument("--fail-until", type=int)
 parser.add_argument("--code", type=int, default=7)
 parser.add_argument("--sleep", type=float, default=600)
+parser.add_argument("--touch", help="a file the failing rank creates before it fails")
 args = parser.parse_args()
 count = int(os.environ.get("CLUSTERLAUNCH_RESTART_COUNT", "-1"))
 rank = int(os.environ["RANK"])
@@ -22,6 +23,8 @@ world = os.environ["WORLD_SIZE"]
 print(f"rank {rank} restart {count} world {world} up", flush=True)
 if rank == args.fail_rank and (args.fail_until is None or count < args.fail_until):
     time.sleep(0.5)  # the others are up: the failure ends a running job
+    if args.touch:
+        open(args.touch, "w").close()
     sys.stdout.flush()
     os._exit(args.code)
 time.sleep(args.sleep)
