@@ -78,6 +78,11 @@ def hosts(args: argparse.Namespace) -> tuple[Inventory, tuple[SshTarget, ...], s
     transport = args.transport or ("srun" if from_slurm else "ssh")
     if transport == "ssh":
         return inventory, tuple(resolve_targets(args.ssh_config, inventory.hosts)), transport
+    if getattr(args, "sync", False):  # rsync and SFTP go over SSH; srun carries no files
+        raise UsageError(
+            "--sync copies over SSH, and the job's steps start with srun: add --transport "
+            "ssh (the allocation's nodes over SSH), or use a workdir on a shared file system"
+        )
     if not from_slurm:
         require_in_allocation(inventory, os.environ)
     # Said once, before anything starts (not once per host by the preflight); a dry

@@ -159,6 +159,9 @@ class SftpFiles:
             raise TransportError(self.host, "cancelled") from None
         except CONNECTION_ERRORS as exc:
             self._discard(temporary)
+            if isinstance(exc, OSError) and exc.filename == local:  # here, not on the host
+                why = exc.strerror or str(exc)
+                raise TransportError(self.host, f"cannot read {local} here: {why}") from None
             raise self._fail("write", path, exc) from None
 
     def _check(self, sent: int, total: int) -> None:

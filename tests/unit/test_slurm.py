@@ -311,6 +311,20 @@ def test_no_srun_is_one_line_before_anything_starts(
     assert code == 0 and "srun --nodes=1" in out, err  # a dry run only shows the line
 
 
+@pytest.mark.parametrize("command", ["run", "exec"])
+def test_sync_over_srun_is_one_line_before_anything_starts(
+    allocation: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """rsync went to the nodes over SSH ("Connection refused" where only srun reaches them),
+    SFTP said "this transport cannot copy files", after the job had begun."""
+    tail = ["train.py"] if command == "run" else ["--", "true"]
+    code, out, err = run(capsys, command, "--sync", "slurm", *tail)
+    assert code == 2 and out == ""
+    assert (
+        err.startswith("clusterlaunch: error: --sync copies over SSH") and "--transport ssh" in err
+    )
+
+
 def test_hosts_file_over_srun(allocation: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (allocation / "hosts.yaml").write_text("hosts:\n  - {host: gpu02, gpus: 1}\n")
     code, out, err = run(
