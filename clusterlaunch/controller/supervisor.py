@@ -263,8 +263,9 @@ class Supervisor:
             # got Slurm's SIGTERM: the lost host is still the cause).
             host.lost = verdict.lost_without_report(host.status)
             if not self._teardown_started:
+                status = "no exit status" if host.status is None else f"exit {host.status}"
                 self.router.message(
-                    f"{host.node.host}: connection ended without a report (exit {host.status})"
+                    f"{host.node.host}: connection ended without a report ({status})"
                 )
             if host.lost and self.fail_fast:
                 self._set_stop(JobOutcome(ExitStatus.HOST_LOST, f"host {host.node.host} was lost"))
