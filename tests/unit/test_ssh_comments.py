@@ -43,16 +43,22 @@ def _fields(target: SshTarget) -> tuple[object, ...]:
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("alias", ["node0", "node1", "a#b", "was"])
-def test_trailing_comments_are_read_as_ssh_reads_them(tmp_path: Path, alias: str) -> None:
+def _same_as_ssh(tmp_path: Path, text: str, alias: str) -> SshTarget:
+    """``alias`` resolved through ``text`` here and by ``ssh -G``: the same; ours."""
     config = tmp_path / "config"
-    config.write_text(CONFIG)
+    config.write_text(text)
     spec = HostSpec(host=alias, gpus=1)
     shown = subprocess.run(["ssh", "-G", "-F", str(config), alias], capture_output=True, text=True)
     assert shown.returncode == 0, shown.stderr
     by_ssh = sshtarget.target_from(sshresolve.parse_options(shown.stdout), spec)
     [ours] = sshconfig.resolve_targets(str(config), [spec])
     assert _fields(ours) == _fields(by_ssh)
+    return ours
+
+
+@pytest.mark.parametrize("alias", ["node0", "node1", "a#b", "was"])
+def test_trailing_comments_are_read_as_ssh_reads_them(tmp_path: Path, alias: str) -> None:
+    _same_as_ssh(tmp_path, CONFIG, alias)
 
 
 def test_what_the_comments_would_have_changed(tmp_path: Path) -> None:
@@ -86,14 +92,7 @@ Host node1
 def test_quoted_values_are_read_as_ssh_reads_them(tmp_path: Path, alias: str) -> None:
     """ssh removes quotes around (and inside) a word; paramiko kept them or, for a
     whole value in double quotes, half of them (``"a" "b"`` was one name)."""
-    config = tmp_path / "config"
-    config.write_text(QUOTED)
-    spec = HostSpec(host=alias, gpus=1)
-    shown = subprocess.run(["ssh", "-G", "-F", str(config), alias], capture_output=True, text=True)
-    assert shown.returncode == 0, shown.stderr
-    by_ssh = sshtarget.target_from(sshresolve.parse_options(shown.stdout), spec)
-    [ours] = sshconfig.resolve_targets(str(config), [spec])
-    assert _fields(ours) == _fields(by_ssh)
+    ours = _same_as_ssh(tmp_path, QUOTED, alias)
     if alias == "node0":
         assert ours.known_hosts_files == ("/kh/first", "/kh/my second", "/kh/third")
         assert ours.global_known_hosts_files == ("/kh/g lobal",)
