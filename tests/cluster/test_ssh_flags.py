@@ -94,7 +94,7 @@ def test_a_value_ssh_refuses_stops_before_any_host_is_contacted(
     result = exec_echo_hi(client, hosts, config=config)
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        f"clusterlaunch: error: {config}:{line}, host node0: IdentitiesOnly 'maybe': "
+        f"clusterlaunch: error: {config}:{line}: IdentitiesOnly 'maybe': "
         "ssh refuses this value; use yes or no"
     )
     assert cluster.connections_to("node0") == before
