@@ -54,7 +54,7 @@ def target_from(found: Mapping[str, Any], spec: HostSpec, where: Where | None = 
     """
     read = _Options(found, spec.host, where)
     hostname = found.get("hostname", spec.host)
-    port = spec.port or read.number("port", 22, limits.SSH_PORT, _service)
+    port = spec.port or _service(found.get("port")) or read.number("port", 22, limits.SSH_PORT)
     user = spec.user or found.get("user")
     jump = _proxy_jump(found.get("proxyjump"))
     connection = Connection(spec.host, hostname, port, user, found.get("hostkeyalias"), jump)
@@ -96,20 +96,14 @@ class _Options:
     def host_key_checking(self) -> str | None:
         return self._chosen("stricthostkeychecking", _STRICT, None, "yes, accept-new or ask")
 
-    def number(
-        self,
-        key: str,
-        default: float | None,
-        kind: limits.Number,
-        named: Callable[[str], int | None] = lambda _: None,
-    ) -> Any:
+    def number(self, key: str, default: float | None, kind: limits.Number) -> Any:
         """A number in the range the command line allows (int("abc") was a traceback,
-        ConnectTimeout nan a hang); ``named``: the number a name stands for, or None."""
+        ConnectTimeout nan a hang)."""
         text = self._found.get(key)
         if text is None:
             return default
         try:
-            return named(str(text).strip()) or kind(str(text).strip())
+            return kind(str(text).strip())
         except UsageError:
             raise self._refused(key, str(text), f"use {kind.allowed}") from None
 
@@ -224,8 +218,9 @@ def split_hop(jump: str) -> tuple[str | None, str, int | None]:
     return user or None, host, int(port) if port else None
 
 
-def _service(name: str) -> int | None:
+def _service(value: object) -> int | None:
     """A port written as a service name (``Port ssh``), as ssh's a2port reads it."""
+    name = str(value or "").strip()
     if not name or name.isdigit():
         return None
     try:
