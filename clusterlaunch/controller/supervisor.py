@@ -261,12 +261,10 @@ class Supervisor:
             # No exit report: the agent never ran, or the host went away under it;
             # in teardown too (a failed Slurm node's srun ends after the other steps
             # got Slurm's SIGTERM: the lost host is still the cause).
+            host.status, said = verdict.unreported_end(host.status, host.setup.timed_out)
             host.lost = verdict.lost_without_report(host.status)
-            if not self._teardown_started:
-                status = "no exit status" if host.status is None else f"exit {host.status}"
-                self.router.message(
-                    f"{host.node.host}: connection ended without a report ({status})"
-                )
+            if said and not self._teardown_started:
+                self.router.message(f"{host.node.host}: {said}")
             if host.lost and self.fail_fast:
                 self._set_stop(JobOutcome(ExitStatus.HOST_LOST, f"host {host.node.host} was lost"))
         if host.code != 0 and self.fail_fast:

@@ -166,3 +166,16 @@ def lost_without_report(status: int | None) -> bool:
     python), a failure of its own.
     """
     return status in (None, ExitStatus.HOST_LOST, ExitStatus.OK)
+
+
+def unreported_end(status: int | None, setup_timed_out: bool) -> tuple[int | None, str | None]:
+    """A host's stream ended without the agent's exit record: its status, and what to say.
+
+    A setup stopped by its ``--setup-timeout`` watchdog took its shell with it
+    (SIGTERM: no status): that host is not lost, its command never started,
+    which is 2 as in ``run``'s preflight; the host's own line already said why.
+    """
+    if setup_timed_out:
+        return int(ExitStatus.USAGE), None
+    said = "no exit status" if status is None else f"exit {status}"
+    return status, f"connection ended without a report ({said})"

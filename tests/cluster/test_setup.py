@@ -119,6 +119,22 @@ def test_setup_past_its_timeout_fails_the_preflight_naming_the_host(
     assert "node1" in row and "setup did not finish within 2 s and was stopped" in row
 
 
+def test_exec_counts_a_setup_past_its_timeout_as_not_started_not_as_a_lost_host(
+    sim_cluster, tmp_path: Path
+) -> None:
+    # Its watchdog's SIGTERM took the shell with it, no status: this read as a
+    # lost host (255, "connection ended without a report").
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1, {"setup": STUCK})])
+    result = run_cli(
+        "exec", sim_cluster, "--setup-timeout", "2", str(hosts), "--", "echo", "ran", timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    assert "[node0] ran" in result.stdout and "[node1]" not in result.stdout
+    assert "[node1] clusterlaunch: setup did not finish within 2 s" in result.stderr
+    assert "1 of 2 host(s) failed: node1 (2)" in result.stderr
+    assert "without a report" not in result.stderr and "lost" not in result.stderr
+
+
 def test_a_slow_setup_is_announced(sim_cluster, tmp_path: Path) -> None:
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1, {"setup": "sleep 6"})])
     result = run_cli("check", sim_cluster, str(hosts), timeout=60)
