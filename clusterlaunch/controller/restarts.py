@@ -143,6 +143,7 @@ def _restart(
         say(f"attempt {restart + 1}: {policy.layout_text(layout, plan.world_size)}")
         for host, reason in sorted(why_not.items()):
             say(f"attempt {restart + 1}: {host} not used: {reason}")
+        _say_ranks_gone(request, plan.world_size or 0, restart, say)
         return launcher.supervise(request, plan, connections, console, log_dir, held=held)
     except policy.TooFewHosts as exc:
         raise _Ended(_too_few(restart, str(exc), say)) from None
@@ -165,6 +166,16 @@ def _sync(
     from clusterlaunch.controller.sync import scan_source, sync_workdirs
 
     sync_workdirs(plan, connections, scan_source(os.getcwd()), request.ssh, console, request.fanout)
+
+
+def _say_ranks_gone(request: launcher.JobRequest, world: int, restart: int, say: Say) -> None:
+    """A fewer-host attempt has fewer ranks: ``--ranks`` past its world shows nothing of them."""
+    gone = sorted(rank for rank in request.rank_filter or () if rank >= world)
+    if gone:
+        say(
+            f"attempt {restart + 1}: --ranks {render.rank_ranges(gone)} not shown: "
+            f"this attempt has rank(s) {render.rank_ranges(range(world))}"
+        )
 
 
 def _killed_since(result: PreflightResult, started: float) -> bool:

@@ -223,6 +223,25 @@ def test_too_few_hosts_at_a_restart_ends_the_job(sim_cluster, tmp_path: Path) ->
     assert "restart 2" not in result.stderr
 
 
+@two_trainings
+def test_ranks_past_a_shrunk_attempts_world_are_named_as_not_shown(
+    sim_cluster, tmp_path: Path
+) -> None:
+    """--ranks 1 after node1 was dropped: attempt 2 has rank 0 alone, and showed nothing."""
+    down = tmp_path / "down"
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1, {"setup": f"test ! -e {down}"})]
+    )
+    argv = (*FAST, "--max-restarts", "1", "--min-hosts", "1", "--ranks", "1", str(hosts))
+    script = ("flaky.py", "--fail-until", "1", "--sleep", "0", "--touch", str(down))
+    result = run_cli("run", sim_cluster, *argv, *script, timeout=450)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == "[r1 node1:0] rank 1 restart 0 world 2 up\n"
+    assert "clusterlaunch: attempt 2: --ranks 1 not shown: this attempt has rank(s) 0\n" in (
+        result.stderr
+    )
+
+
 def _stderr_until(process: subprocess.Popen[bytes], needle: str) -> str:
     assert process.stderr is not None
     seen = []
