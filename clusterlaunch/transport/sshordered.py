@@ -68,8 +68,9 @@ def proxies_of(found: Mapping[str, Any]) -> dict[str, str | None]:
     )
     chosen: dict[str, str | None] = {}
     for _, keyword, value in lines:
-        if value[:1] == value[-1:] == '"' and len(value) > 1:
-            value = value[1:-1]  # paramiko's reading of a quoted value, kept
+        if keyword == "proxyjump" and value[:1] == value[-1:] == '"' and len(value) > 1:
+            value = value[1:-1]  # one word, unquoted; a command is run as written:
+            # paramiko cut `"ssh" -W %h:%p "bastion"` to `ssh" -W %h:%p "bastion`
         if keyword == "proxycommand" and "proxycommand" not in chosen:
             chosen[keyword] = None if value.lower() == "none" else value
         elif keyword == "proxyjump" and not chosen:

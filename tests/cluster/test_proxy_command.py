@@ -33,3 +33,22 @@ def test_a_proxy_command_reaches_the_hosts_file_port_through_a_shell(
     result = exec_echo_hi(client, hosts, config=config)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout == "[node1] hi\n"
+
+
+@pytest.mark.parametrize("client", ["paramiko", "openssh"])
+def test_a_proxy_command_quoted_at_both_ends_runs_as_written(
+    sim_cluster_factory, tmp_path: Path, client: str
+) -> None:
+    """ssh runs the rest of the line as written; paramiko took a value that opens and
+    closes with a quote as quoted, and ran ``ssh" -F ... "node0``: no such command."""
+    cluster = sim_cluster_factory(2)
+    config = tmp_path / "ssh_config"
+    proxy = f'"ssh" -F {cluster.ssh_config} -W %h:%p "node0"'
+    config.write_text(f"Host node1\n    ProxyCommand {proxy}\n" + cluster.ssh_config.read_text())
+    ssh = ["ssh", "-F", str(config), "node1", "echo", "hi"]
+    by_ssh = subprocess.run(ssh, capture_output=True, text=True, timeout=60)
+    assert by_ssh.returncode == 0 and by_ssh.stdout == "hi\n", by_ssh.stderr  # ground truth
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node1", 1)])
+    result = exec_echo_hi(client, hosts, config=config)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout == "[node1] hi\n"
