@@ -261,10 +261,14 @@ def resolve_in(loaded: LoadedConfig, specs: list[HostSpec]) -> list[SshTarget]:
 
 def _check_keywords(loaded: LoadedConfig, specs: list[HostSpec]) -> None:
     """A keyword no ssh knows: the local ssh's verdict (:mod:`.sshkeywords`); a yes/no
-    keyword's other value, in any block (ssh refuses the whole file for it)."""
+    keyword's other value, or a second word where ssh takes one, in any block (ssh
+    refuses the whole file for them)."""
     flagged = sshkeywords.bad_flag(loaded.text, lambda: loaded.lines)
     if flagged is not None:
         raise sshkeywords.refused_value(flagged)
+    crowded = sshkeywords.extra_words(loaded.text, lambda: loaded.lines)
+    if crowded is not None:
+        raise sshkeywords.refused_words(crowded)
     line = loaded.unknown_keyword
     remote = [spec.host for spec in specs if spec.host != LOCALHOST]
     if line is None or not remote:

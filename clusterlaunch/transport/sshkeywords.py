@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Iterable
 
 from clusterlaunch.core.errors import UsageError
-from clusterlaunch.transport.sshinclude import ConfigLine
+from clusterlaunch.transport.sshinclude import ConfigLine, ssh_words
 
 _SPELLINGS = """
     Host Match Include AddKeysToAgent AddressFamily BatchMode BindAddress BindInterface
@@ -122,6 +122,44 @@ def bad_flag(text: str, lines: Callable[[], Iterable[ConfigLine]]) -> ConfigLine
         if line.keyword in YES_OR_NO and flag(line.value.split()[0] if line.value else "") is None:
             return line
     return None
+
+
+_ONE_ARGUMENT = """
+    user hostname port identityfile certificatefile identityagent hostkeyalias bindaddress
+    stricthostkeychecking connecttimeout connectionattempts serveraliveinterval
+    serveralivecountmax ciphers macs kexalgorithms hostkeyalgorithms casignaturealgorithms
+    pubkeyacceptedalgorithms preferredauthentications controlpath controlmaster
+    controlpersist addressfamily loglevel requesttty ignoreunknown tunnel escapechar
+    forwardagent verifyhostkeydns updatehostkeys canonicalizehostname canonicalizemaxdots
+    pkcs11provider sessiontype revokedhostkeys dynamicforward fingerprinthash
+    numberofpasswordprompts xauthlocation
+"""
+_ONE_WORD = YES_OR_NO | frozenset(_ONE_ARGUMENT.split())
+"""Keywords of one argument, each seen refused by OpenSSH 9.2's ``ssh -G`` with a second one
+("extra arguments at end of line"), in any block (not ProxyJump: 9.2 reads the rest of
+the line; nor RekeyLimit, IPQoS, AddKeysToAgent, which take two)."""
+_TWO_WORDS = re.compile(r"(?m)^[ \t]*([A-Za-z0-9]+)(?:[ \t]*=[ \t]*|[ \t]+)\S+[ \t]+[^\s#]")
+"""A line with two words after its keyword: one scan of the text (the keywords as
+alternatives in the pattern cost 7.4 ms for a 3,072-line config, this 0.3 ms)."""
+
+
+def extra_words(text: str, lines: Callable[[], Iterable[ConfigLine]]) -> ConfigLine | None:
+    """The first one-argument line with more (``User alice bob``): ssh refuses the whole
+    config, where paramiko logged in as "alice bob". A quoted value is one word."""
+    if not any(found[1].lower() in _ONE_WORD for found in _TWO_WORDS.finditer(text)):
+        return None  # (the lines are split only where a line may have two words)
+    for line in lines():
+        if line.keyword in _ONE_WORD and len(ssh_words(line.value)) > 1:
+            return line
+    return None
+
+
+def refused_words(line: ConfigLine) -> UsageError:
+    """The error for :func:`extra_words`' line."""
+    return UsageError(
+        f"{line.where}: {spelled(line.keyword)} {line.value}: ssh refuses a second word "
+        "here; quote a value with spaces, or remove the rest"
+    )
 
 
 def _ignored(keyword: str, patterns: list[str]) -> bool:
