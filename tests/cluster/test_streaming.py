@@ -213,13 +213,15 @@ def test_fail_fast_teardown_waits_for_output_still_arriving(sim_cluster, tmp_pat
     # node1 fails while node0 has tens of MiB on their way; the reader then
     # stalls for longer than teardown's own limit (--grace 1 + 3 s): what node0
     # wrote before it was stopped must still arrive, and its agent must confirm.
-    trigger = tmp_path / "fail-now"
+    trigger, done = tmp_path / "fail-now", tmp_path / "done"
+    done.mkdir()
     hosts = write_hosts(
         tmp_path / "hosts.yaml",
         [
             ("node0", 1, {"env": {"BURST_LABEL": "node0", "BURST_OUT": str(40 * MIB)}}),
             ("node1", 1, {"env": {"BURST_LABEL": "node1", "BURST_OUT": str(256 * 1024),
-                                  "BURST_EXIT": "3", "BURST_AFTER": str(trigger)}}),
+                                  "BURST_EXIT": "3", "BURST_AFTER": str(trigger),
+                                  "BURST_DONE": str(done)}}),
         ],
     )  # fmt: skip
     process = start_cli(
@@ -232,8 +234,15 @@ def test_fail_fast_teardown_waits_for_output_still_arriving(sim_cluster, tmp_pat
         chunk = process.stdout.read1(1 << 16)
         assert chunk, bytes(seen[-500:])
         seen += chunk
-        if len(seen) > MIB:
+        if len(seen) > MIB and not trigger.exists():
             trigger.touch()  # node0 is streaming now, with the channel and cap full
+            # Nothing read until node1 has written its burst (it exits right after): node0
+            # is held by the full console meanwhile, so however loaded this machine is, it
+            # cannot end first (it once did: the precondition below failed, under load).
+            deadline = time.monotonic() + 60
+            while not (done / "node1").exists():
+                assert time.monotonic() < deadline, "node1 never wrote its burst"
+                time.sleep(0.05)
     time.sleep(6)
     out = bytes(seen) + process.stdout.read()
     err = process.stderr.read()
