@@ -32,6 +32,7 @@ from clusterlaunch.core import render
 from clusterlaunch.core.errors import ClusterlaunchError, PreflightError, StopJob, UsageError
 from clusterlaunch.core.exits import ExitStatus, from_signal
 from clusterlaunch.core.hostfile import load_inventory
+from clusterlaunch.core.limits import one_line
 from clusterlaunch.core.restarts import dry_run_fields, dry_run_text
 from clusterlaunch.transport import close_all, connect_all
 from clusterlaunch.transport.sshconfig import resolve_targets
@@ -181,19 +182,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.say(f"clusterlaunch: {exc}; nothing was started\n{exc.table}")
         return ExitStatus.USAGE
     except UsageError as exc:
-        console.say(f"clusterlaunch: error: {exc}")
+        console.say(f"clusterlaunch: error: {one_line(str(exc))}")
         return ExitStatus.USAGE
     except StopJob as stop:
         if stop.exit_code != ExitStatus.BROKEN_PIPE:  # | head: leave as SIGPIPE would, quietly
             console.say(f"clusterlaunch: {stop.reason}")
         return stop.exit_code
     except ClusterlaunchError as exc:
-        console.say(f"clusterlaunch: error: {exc}")
+        console.say(f"clusterlaunch: error: {one_line(str(exc))}")
         return ExitStatus.FAILED
     except OSError as exc:
         # Last resort for a local failure nothing above expected; whatever was
         # started has been torn down by the finally blocks it passed through.
-        console.say(f"clusterlaunch: error: {_os_error_text(exc)}")
+        console.say(f"clusterlaunch: error: {one_line(_os_error_text(exc))}")
         return ExitStatus.FAILED
     finally:
         console.err.flush(stop=False)

@@ -182,12 +182,16 @@ FILES = [
     ("directory", "a-directory", "a-directory: cannot read it: Is a directory"),
     ("missing", "missing.yaml", "missing.yaml: no such file"),
     ("not-utf8", "latin1.yaml", "latin1.yaml:2: not UTF-8 text (byte 0xe9)"),
+    # A name's newline split the error in two lines; its escape drove the terminal.
+    ("newline-name", "bad\nname.yaml", "bad\\nname.yaml:2: hosts[0].gpus: must be auto or"),
+    ("escape-name", "no\x1b[31mred.yaml", "no\\x1b[31mred.yaml: no such file"),
 ]
 
 
 def _write_special_files(box: Sandbox) -> None:
     (box.root / "big.yaml").write_text(entry("a") + "#" * (1 << 20))
     (box.root / "latin1.yaml").write_bytes(b"hosts:\n  - {host: caf\xe9, gpus: 1}\n")
+    (box.root / "bad\nname.yaml").write_text("hosts:\n  - {host: node0, gpus: x}\n")
 
 
 @pytest.mark.parametrize(
