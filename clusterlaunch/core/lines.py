@@ -190,19 +190,31 @@ def _decorate(label: str, width: int, index: int, color: bool) -> bytes:
     return text + padding
 
 
+TAIL_LINE = 2000
+"""Bytes of one line the failure summary quotes: a rank's 3 MB line was quoted whole (on
+stderr and in controller.log), and each stream's unfinished line kept up to 4 MiB."""
+
+
+def _clipped(head: bytes, length: int) -> bytes:
+    """A line of ``length`` bytes that begins with ``head``, as the summary quotes it."""
+    if length <= TAIL_LINE:
+        return head
+    return head[:TAIL_LINE] + b" ... (%d bytes in all)" % length
+
+
 class TailKeeper:
-    """The last few lines of each stream, for the failure summary."""
+    """The last few lines of each stream, for the failure summary (each clipped)."""
 
     def __init__(self, keep: int = 20) -> None:
         self._keep = keep
         self._lines: dict[object, deque[bytes]] = {}
-        self._open: dict[object, bytes] = {}  # the line still being written, per key
+        self._open: dict[object, tuple[bytes, int]] = {}  # unfinished line: its start, length
 
     def add(self, key: object, block: bytes) -> None:
         """Remember the lines of a block (it may end inside a line: see :class:`LineBuffer`)."""
         if not block:
             return
-        open_line = self._open.pop(key, b"")
+        head, length = self._open.pop(key, (b"", 0))
         cut = block.rfind(b"\n") + 1
         if cut:
             lines = self._lines.setdefault(key, deque(maxlen=self._keep))
@@ -213,22 +225,21 @@ class TailKeeper:
                 start = block.rfind(b"\n", 0, start)
                 if start < 0:
                     break
+            pieces = block[start + 1 if start >= 0 else 0 : cut - 1].split(b"\n")
+            complete = [_clipped(piece, len(piece)) for piece in pieces]
             if start < 0:  # fewer lines than kept: the unfinished one begins the first
-                complete = (open_line + block[: cut - 1]).split(b"\n")
-            else:
-                complete = block[start + 1 : cut - 1].split(b"\n")
+                complete[0] = _clipped(head + pieces[0][:TAIL_LINE], length + len(pieces[0]))
             lines.extend(complete[-self._keep :])
-            open_line = b""
-        if cut < len(block) and len(open_line) < MAX_PARTIAL:
-            self._open[key] = open_line + block[cut : cut + MAX_PARTIAL - len(open_line)]
-        elif open_line:
-            self._open[key] = open_line
+            head, length = b"", 0
+        if cut < len(block):
+            rest = block[cut:]
+            self._open[key] = ((head + rest[:TAIL_LINE])[:TAIL_LINE], length + len(rest))
 
     def lines(self, key: object) -> list[str]:
         """Remembered lines of ``key`` (the unfinished one last), decoded for display."""
         found = list(self._lines.get(key, ()))
         if key in self._open:
-            found = [*found, self._open[key]][-self._keep :]
+            found = [*found, _clipped(*self._open[key])][-self._keep :]
         return [line.decode("utf-8", "replace") for line in found]
 
 

@@ -146,11 +146,32 @@ def test_tail_keeper_joins_pieces_and_shows_the_unfinished_line() -> None:
 
 
 def test_tail_keeper_bounds_an_endless_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(logs, "MAX_PARTIAL", 8)
+    monkeypatch.setattr(logs, "TAIL_LINE", 8)
     keeper = TailKeeper()
     for _ in range(100):
         keeper.add("r", b"abcdef")
-    assert keeper.lines("r") == ["abcdefab"]
+    assert keeper.lines("r") == ["abcdefab ... (600 bytes in all)"]
+    assert len(keeper._open["r"][0]) == 8  # what it holds, not only what it shows
+
+
+def test_tail_keeper_clips_long_lines_and_counts_their_bytes() -> None:
+    """A rank's 3 MB line was quoted whole in the failure summary (stderr, controller.log)."""
+    keeper = TailKeeper()
+    big = b"x" * 3_000_000
+    keeper.add("r", b"short\n" + big + b"\nafter\n")
+    keeper.add("r", b"y" * 1500)  # a long line over three blocks, then ended
+    keeper.add("r", b"y" * 1500)
+    keeper.add("r", b"y" * 1500 + b"\nlast")
+    assert keeper.lines("r") == [
+        "short",
+        "x" * logs.TAIL_LINE + " ... (3000000 bytes in all)",
+        "after",
+        "y" * logs.TAIL_LINE + " ... (4500 bytes in all)",
+        "last",
+    ]
+    exact = b"z" * logs.TAIL_LINE
+    keeper.add("s", exact + b"\n")
+    assert keeper.lines("s") == [exact.decode()]  # not clipped: nothing was left out
 
 
 # ----------------------------------------------------------------------------- FrameDecoder.finish
