@@ -24,7 +24,7 @@ from clusterlaunch.cli import parser as cliparser
 from clusterlaunch.cli import sandbox as sandboxargs
 from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.cli.heap import tune_heap
-from clusterlaunch.cli.passthrough import foreign_option, split_passthrough
+from clusterlaunch.cli.passthrough import dash_value, foreign_option, split_passthrough
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.launcher import check, make_plan
 from clusterlaunch.controller.restarts import run_job
@@ -169,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = cliparser.build_parser()
         words = sys.argv[1:] if argv is None else argv
         head, passthrough = split_passthrough(parser, words)
-        hint = foreign_option(parser, head)  # torchrun's, DeepSpeed's ... flags: say ours
+        hint = foreign_option(parser, head) or dash_value(head)  # torchrun's ... flags: ours
         if hint is not None:
             raise UsageError(hint)
         args = parser.parse_args(head)

@@ -100,3 +100,16 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
         if isinstance(action, argparse._SubParsersAction):
             return action.choices[name]
     raise KeyError(name)
+
+
+def dash_value(words: Sequence[str]) -> str | None:
+    """An option given ``--`` as its value (``--env=--``), or None.
+
+    argparse (3.11) turns that value into an empty list: a traceback for a
+    string option, a silently ignored one for a number (``--timeout=--``).
+    """
+    given = next((w for w in words if w.startswith("-") and w.endswith("=--")), None)
+    if given is None:
+        return None
+    option = given[: -len("=--")]
+    return f"{option}: '--' is not a value; give {option} its value, or leave it out"

@@ -54,6 +54,11 @@ def _numbers() -> list[tuple[str, list[str], str]]:
 
 
 TEXT = [
+    # argparse made '--' an empty list: a traceback, or (numbers) an option ignored.
+    ("dash-torchrun-args", run("--torchrun-args=--"), "--torchrun-args: '--' is not a value"),
+    ("dash-env", run("--env=--"), "--env: '--' is not a value"),
+    ("dash-timeout", run("--timeout=--"), "--timeout: '--' is not a value"),
+    ("dash-exec", ["exec", "--python=--", "hosts.yaml", "true"], "--python: '--' is not a value"),
     ("workdir-empty", run("--workdir", ""), "--workdir '': give a non-empty value"),
     ("workdir-blank", run("--workdir", "  "), "give a non-empty value"),
     ("workdir-bytes", run("--workdir", "/data/" + BAD), "--workdir '/data/\\xff': not valid UTF-8"),
