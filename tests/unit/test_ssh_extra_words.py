@@ -9,7 +9,6 @@ named with a space.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ import pytest
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import HostSpec
 from clusterlaunch.transport import sshconfig, sshkeywords
+from tests.unit.sshtruth import ssh_g
 
 SPEC = HostSpec(host="n0", gpus=1)
 TWO = {
@@ -47,10 +47,6 @@ TWO = {
 ONE_WORD = sorted(sshkeywords._ONE_WORD)
 
 
-def _by_ssh(config: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ssh", "-G", "-F", str(config), "n0"], capture_output=True, text=True)
-
-
 def _value(keyword: str) -> str:
     flags = ("stricthostkeychecking", "forwardagent", "verifyhostkeydns", "updatehostkeys")
     if keyword in sshkeywords.YES_OR_NO or keyword in (*flags, "canonicalizehostname"):
@@ -66,7 +62,7 @@ def test_a_second_word_is_refused_as_ssh_refuses_it_in_another_hosts_block(
 ) -> None:
     config = tmp_path / "config"
     config.write_text(f"Host n0\n  HostName 127.0.0.1\nHost other\n  {keyword} {_value(keyword)}\n")
-    shown = _by_ssh(config)
+    shown = ssh_g(config)
     assert shown.returncode != 0 and "extra arguments at end of line" in shown.stderr
     with pytest.raises(UsageError) as refused:
         sshconfig.resolve_targets(str(config), [SPEC])
@@ -94,7 +90,7 @@ def test_a_second_word_is_refused_as_ssh_refuses_it_in_another_hosts_block(
 def test_what_ssh_takes_as_one_word_passes(tmp_path: Path, line: str) -> None:
     config = tmp_path / "config"
     config.write_text(f"Host n0\n  HostName 127.0.0.1\n  {line}\n")
-    shown = _by_ssh(config)
+    shown = ssh_g(config)
     assert shown.returncode == 0, shown.stderr
     sshconfig.resolve_targets(str(config), [SPEC])  # no UsageError
 

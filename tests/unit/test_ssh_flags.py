@@ -9,7 +9,6 @@ a new host key, and ``IdentitiesOnly maybe`` was read as no.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,14 +16,11 @@ import pytest
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import HostSpec, SshTarget
 from clusterlaunch.transport import sshconfig, sshresolve, sshtarget
+from tests.unit.sshtruth import ssh_g
 
 SPELLINGS = ["yes", "true", "TRUE", "Yes", "no", "false", "False", "NO"]
 STRICT_ONLY = ["off", "OFF", "accept-new", "ask"]
 SPEC = HostSpec(host="n0", gpus=1)
-
-
-def _by_ssh(config: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ssh", "-G", "-F", str(config), "n0"], capture_output=True, text=True)
 
 
 def _read(target: SshTarget) -> tuple[bool, bool, str]:
@@ -43,7 +39,7 @@ def _config(tmp_path: Path, flags: str, strict: str) -> Path:
 @pytest.mark.parametrize("value", SPELLINGS)
 def test_a_flag_is_read_as_ssh_reads_it(tmp_path: Path, value: str) -> None:
     config = _config(tmp_path, value, value)
-    shown = _by_ssh(config)
+    shown = ssh_g(config)
     assert shown.returncode == 0, shown.stderr
     by_ssh = sshtarget.target_from(sshresolve.parse_options(shown.stdout), SPEC)
     [ours] = sshconfig.resolve_targets(str(config), [SPEC])
@@ -55,7 +51,7 @@ def test_a_flag_is_read_as_ssh_reads_it(tmp_path: Path, value: str) -> None:
 @pytest.mark.parametrize("value", STRICT_ONLY)
 def test_strict_host_key_checking_takes_ssh_values(tmp_path: Path, value: str) -> None:
     config = _config(tmp_path, "no", value)
-    shown = _by_ssh(config)
+    shown = ssh_g(config)
     assert shown.returncode == 0, shown.stderr
     by_ssh = sshtarget.target_from(sshresolve.parse_options(shown.stdout), SPEC)
     [ours] = sshconfig.resolve_targets(str(config), [SPEC])
@@ -77,7 +73,7 @@ def test_a_value_ssh_refuses_is_one_line_naming_the_line(
     tmp_path: Path, flags: str, strict: str, line: int, said: str
 ) -> None:
     config = _config(tmp_path, flags, strict)
-    shown = _by_ssh(config)
+    shown = ssh_g(config)
     assert shown.returncode == 255 and f"line {line}: unsupported option" in shown.stderr
     with pytest.raises(UsageError) as raised:
         sshconfig.resolve_targets(str(config), [SPEC])
@@ -95,7 +91,7 @@ def test_connect_timeout_is_read_as_ssh_reads_a_time(tmp_path: Path, value: str)
     own) leaves the command line's default."""
     config = tmp_path / "config"
     config.write_text(f"Host n0\n  ConnectTimeout {value}\n")
-    shown = _by_ssh(config)
+    shown = ssh_g(config)
     assert shown.returncode == 0, shown.stderr
     by_ssh = sshtarget.target_from(sshresolve.parse_options(shown.stdout), SPEC)
     [ours] = sshconfig.resolve_targets(str(config), [SPEC])
@@ -126,6 +122,6 @@ def test_a_yes_no_value_is_checked_in_every_block(tmp_path: Path, text: str) -> 
     """ssh refuses the whole config for it; only the value in effect was checked."""
     config = tmp_path / "config"
     config.write_text(text)
-    assert _by_ssh(config).returncode == 255  # the ground truth
+    assert ssh_g(config).returncode == 255  # the ground truth
     with pytest.raises(UsageError, match=r":\d: \w+ 'maybe': ssh refuses this value; use yes"):
         sshconfig.resolve_targets(str(config), [SPEC])

@@ -4,7 +4,6 @@ had read past a typo such as ``StrictHostKeyCheckng yes`` or ``ProxyJmp bastion`
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,19 +11,16 @@ import pytest
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import HostSpec
 from clusterlaunch.transport import sshconfig, sshkeywords, sshresolve
+from tests.unit.sshtruth import ssh_g
 
 SPEC = HostSpec(host="n0", gpus=1)
-
-
-def _by_ssh(config: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ssh", "-G", "-F", str(config), "n0"], capture_output=True, text=True)
 
 
 def test_every_keyword_this_ssh_prints_is_known(tmp_path: Path) -> None:
     """The table lets every option of the local ssh pass without asking it."""
     config = tmp_path / "config"
     config.write_text("Host n0\n    HostName 10.0.0.1\n")
-    printed = {line.split(" ", 1)[0].lower() for line in _by_ssh(config).stdout.splitlines()}
+    printed = {line.split(" ", 1)[0].lower() for line in ssh_g(config).stdout.splitlines()}
     assert len(printed) > 50 and printed <= sshkeywords.KNOWN, printed - sshkeywords.KNOWN
 
 
@@ -36,7 +32,7 @@ def test_a_keyword_ssh_does_not_know_is_refused_as_ssh_refuses_it(
 ) -> None:
     config = tmp_path / "config"
     config.write_text(f"Host n0\n    HostName 10.0.0.1\n    {line}\n")
-    by_ssh = _by_ssh(config)
+    by_ssh = ssh_g(config)
     keyword = line.replace("=", " ").split()[0]
     said = f"{config}: line 3: Bad configuration option: {keyword.lower()}"
     assert by_ssh.returncode == 255 and said in by_ssh.stderr
@@ -58,7 +54,7 @@ def test_a_keyword_ssh_does_not_know_is_refused_as_ssh_refuses_it(
 def test_ignore_unknown_as_ssh_reads_it(tmp_path: Path, text: str, accepted: bool) -> None:
     config = tmp_path / "config"
     config.write_text(text)
-    assert (_by_ssh(config).returncode == 0) is accepted
+    assert (ssh_g(config).returncode == 0) is accepted
     if accepted:
         assert sshconfig.resolve_targets(str(config), [SPEC])[0].hostname == "n0"
     else:
