@@ -169,7 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = cliparser.build_parser()
         words = sys.argv[1:] if argv is None else argv
         head, passthrough = split_passthrough(parser, words)
-        hint = foreign_option(parser, head) or dash_value(head)  # torchrun's ... flags: ours
+        # torchrun's, DeepSpeed's ... flags (say ours); an option given "--" as its value
+        hint = foreign_option(parser, head) or dash_value(head)
         if hint is not None:
             raise UsageError(hint)
         args = parser.parse_args(head)
