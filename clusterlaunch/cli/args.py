@@ -26,8 +26,6 @@ from clusterlaunch.core.torchrunargs import parse_torchrun_args
 from clusterlaunch.transport import SshSettings
 
 _ASCII_NUMBER = re.compile(r"[0-9]+")
-# Not beginning with "-": the hosts' programs would take "--job-id -x" for an option.
-_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def check_words(args: argparse.Namespace) -> None:
@@ -54,12 +52,8 @@ def check_words(args: argparse.Namespace) -> None:
     words = "COMMAND" if args.command == "exec" else "SCRIPT_ARGS"
     for word in args.passthrough:
         limits.sendable(words, word)
-    if args.job_id is not None and not _JOB_ID.fullmatch(args.job_id):
-        flag = "JOB_ID" if args.command in ("kill", "stacks") else "--job-id"
-        raise UsageError(
-            f"{flag} {limits.shown(args.job_id)}: use 1-64 letters, digits, '.', '_' or '-', "
-            "beginning with a letter or digit"
-        )
+    if args.job_id is not None:
+        limits.job_id("JOB_ID" if args.command in ("kill", "stacks") else "--job-id", args.job_id)
 
 
 def launch_options(args: argparse.Namespace) -> LaunchOptions:

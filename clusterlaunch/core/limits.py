@@ -114,6 +114,21 @@ def sendable(flag: str, value: str) -> str:
     return value
 
 
+# Not beginning with "-": the hosts' programs would take "--job-id -x" for an option. It
+# names remote paths and torchrun's log folder: "a/b" as --rdzv-id crashed torchrun.
+_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def job_id(flag: str, value: str) -> str:
+    """A job id (``--job-id``, torchrun's ``--rdzv-id``): what a file name may hold."""
+    if not _JOB_ID.fullmatch(value):
+        raise UsageError(
+            f"{flag} {shown(value)}: use 1-64 letters, digits, '.', '_' or '-', "
+            "beginning with a letter or digit"
+        )
+    return value
+
+
 def shown(value: str, limit: int = 80) -> str:
     """``value`` quoted for a one-line message: escapes for bytes, cut to ``limit`` characters."""
     text = repr(value)

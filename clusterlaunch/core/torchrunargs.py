@@ -1,9 +1,10 @@
 """What ``--torchrun-args`` may hold: torchrun's own options, minus those clusterlaunch sets.
 
-Two mistakes would otherwise pass silently: an option clusterlaunch owns, in
-any spelling torchrun accepts (:func:`owned_torchrun_option`), and a word
-that is no option's value: torchrun would take it for the training script and
-run it instead of SCRIPT, which would become its first argument.
+Mistakes that would otherwise pass to every host: an option clusterlaunch
+owns, in any spelling torchrun accepts (:func:`owned_torchrun_option`); a
+word that is no option's value (torchrun would take it for the training
+script and run it instead of SCRIPT, which would become its first argument);
+an option without its value; ``-h``; a run id no file may be named.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import re
 import shlex
 from collections.abc import Sequence
 
+from clusterlaunch.core import limits
 from clusterlaunch.core.errors import UsageError
 
 # torchrun options clusterlaunch sets itself; passing them would desynchronise
@@ -54,37 +56,83 @@ def parse_torchrun_args(text: str) -> tuple[str, ...]:
     except ValueError as exc:
         raise UsageError(f"--torchrun-args {text!r}: {exc}") from None
     for word in words:
-        flag = _script_flag(word)
-        if flag is not None:
-            raise UsageError(
-                f"--torchrun-args: {word} is clusterlaunch's own {flag}; write "
-                f"clusterlaunch run {flag} HOSTS {'MODULE' if flag == '-m' else 'PROGRAM'} ..."
-            )
-        owned = owned_torchrun_option(word)
-        if owned is not None:
-            raise UsageError(
-                f"--torchrun-args: {word} is set by clusterlaunch ({owned}); "
-                "change the hosts file or clusterlaunch's own flags instead"
-            )
-    stray = _stray_word(words)
-    if stray is not None:
-        raise UsageError(
-            f"--torchrun-args: {stray!r} is not an option or an option's value; torchrun "
-            "would run it as the script (the script goes after HOSTS)"
-        )
+        _refuse_spelling(word)
+    _check_values(words)
     return tuple(words)
 
 
-def _stray_word(words: Sequence[str]) -> str | None:
-    expects_value = False
+def _refuse_spelling(word: str) -> None:
+    """Refuse an option clusterlaunch owns, ``-m``/``--no-python``, help, or a cut ``--rdzv-id``."""
+    flag = _script_flag(word)
+    if flag is not None:
+        raise UsageError(
+            f"--torchrun-args: {word} is clusterlaunch's own {flag}; write "
+            f"clusterlaunch run {flag} HOSTS {'MODULE' if flag == '-m' else 'PROGRAM'} ..."
+        )
+    if _asks_help(word):  # torchrun would print it on every host and exit 0, starting nothing
+        raise UsageError(
+            f"--torchrun-args: {word} would print torchrun's help on every host and start "
+            "nothing; read it with python -m torch.distributed.run --help"
+        )
+    name = word.split("=", 1)[0].replace("_", "-")
+    if len(name) > len("--rdzv-") and name != RUN_ID_OPTION and RUN_ID_OPTION.startswith(name):
+        raise UsageError(f"--torchrun-args: {word}: write {RUN_ID_OPTION} in full")
+    owned = owned_torchrun_option(word)
+    if owned is not None:
+        raise UsageError(
+            f"--torchrun-args: {word} is set by clusterlaunch ({owned}); "
+            "change the hosts file or clusterlaunch's own flags instead"
+        )
+
+
+def _check_values(words: Sequence[str]) -> None:
+    """Every option has its value, every value follows its option, and a run id is a job id.
+
+    A missing value at the end made torchrun take SCRIPT for it; before another
+    option, torchrun failed on every host. ``--rdzv-id`` names torchrun's log
+    folder: an empty one gave every node its own random id (the job hung), and
+    ``a/b`` crashed torchrun.
+    """
+    waiting = None  # the option whose value comes next
     for word in words:
-        if expects_value:
-            expects_value = False
-        elif word.startswith("-") and len(word) > 1 and not _NUMBER.fullmatch(word):
-            expects_value = _takes_separate_value(word)
+        if waiting is not None:
+            if _is_option(word):
+                raise UsageError(f"--torchrun-args: {waiting} needs a value before {word}")
+            _check_value(waiting, word)
+            waiting = None
+        elif _is_option(word):
+            name, equals, value = word.partition("=")
+            if equals:
+                _check_value(name, value)
+            elif _takes_separate_value(word):
+                waiting = word
         else:
-            return word
-    return None
+            raise UsageError(
+                f"--torchrun-args: {word!r} is not an option or an option's value; torchrun "
+                "would run it as the script (the script goes after HOSTS)"
+            )
+    if waiting is not None:
+        raise UsageError(
+            f"--torchrun-args: {waiting} needs a value (torchrun would take the script for it)"
+        )
+
+
+def _is_option(word: str) -> bool:
+    return word.startswith("-") and len(word) > 1 and not _NUMBER.fullmatch(word)
+
+
+def _check_value(option: str, value: str) -> None:
+    if option.replace("_", "-") == RUN_ID_OPTION:
+        limits.job_id(f"--torchrun-args: {RUN_ID_OPTION}", value)
+
+
+def _asks_help(word: str) -> bool:
+    """``-h``, ``--help`` or a prefix argparse takes for it (``--he``), or ``-h`` bundled."""
+    if word.startswith("--"):
+        name = word.split("=", 1)[0]
+        return len(name) > 2 and "--help".startswith(name)
+    letters = word[1:] if word.startswith("-") else ""
+    return "h" in letters and set(letters) <= set(_SHORT_FLAGS)
 
 
 def _takes_separate_value(option: str) -> bool:

@@ -163,6 +163,20 @@ TORCHRUN = [
         ("--no_python", "--no_python is clusterlaunch's own --no-python"),
         ("--no-py", "--no-py is clusterlaunch's own --no-python"),
         (BAD, "--torchrun-args '\\xff': not valid UTF-8"),
+        # Each node made up its own run id (the job hung), or torchrun crashed on the '/'.
+        ("--rdzv-id=", "--torchrun-args: --rdzv-id '': use 1-64 letters"),
+        ("--rdzv-id ''", "--torchrun-args: --rdzv-id '': use 1-64 letters"),
+        ("--rdzv_id a/b", "--torchrun-args: --rdzv-id 'a/b': use 1-64 letters"),
+        ("--rdzv-id=-x", "--rdzv-id '-x': use 1-64 letters"),
+        ("--rdzv-i x", "--rdzv-i: write --rdzv-id in full"),
+        # torchrun took SCRIPT for the missing value, or failed on every host.
+        ("--max-restarts", "--max-restarts needs a value (torchrun would take the script"),
+        ("--role --max-restarts 1", "--role needs a value before --max-restarts"),
+        # torchrun printed its help on every host and exited 0.
+        ("-h", "-h would print torchrun's help on every host and start nothing"),
+        ("--help", "--help would print torchrun's help"),
+        ("--he", "--he would print torchrun's help"),
+        ("--max-restarts 1 -h", "-h would print torchrun's help"),
     ]
 ]
 
