@@ -73,6 +73,9 @@ TEXT = [
     ("env-rank", run("--env", "RANK=1"), "RANK is set by torchrun"),
     ("env-ssh", run("--env", "SSH_AUTH_SOCK=x"), "SSH_*"),
     ("env-cuda", run("--env", "CUDA_VISIBLE_DEVICES=0"), "devices:"),
+    # torchrun reads its options from PET_*: PET_STANDALONE=1 hung, PET_TEE=3 doubled lines.
+    ("env-pet-standalone", run("--env", "PET_STANDALONE=1"), "sets torchrun's --standalone"),
+    ("env-pet-tee", run("--env", "PET_TEE=3"), "PET_TEE sets torchrun's --tee; give"),
     ("env-bytes", run("--env", "A=" + BAD), "--env 'A=\\xff': not valid UTF-8"),
     ("forward-env-empty", run("--forward-env", ""), "--forward-env '': give a non-empty"),
     ("ssh-config-empty", run("--ssh-config", ""), "--ssh-config '': give a non-empty value"),
