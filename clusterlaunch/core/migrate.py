@@ -43,6 +43,9 @@ EXCLUDE = "use --exclude (the same syntax: worker-1:0)"
 DEVICES = "use devices: in the hosts file, or --include HOST:0,1"
 ENV = "use --env KEY=VALUE, --env-file FILE or --forward-env PATTERN"
 LOGS = "use --log-dir DIR: one rank-N.log per rank and controller.log"
+# torchrun's options clusterlaunch leaves to torchrun; {flag} is the flag as typed.
+TORCHRUN_VALUE = 'torchrun\'s own: pass it with --torchrun-args="{flag} VALUE"'
+TORCHRUN_FLAG = 'torchrun\'s own: pass it with --torchrun-args="{flag}"'
 
 TABLE: tuple[Flag, ...] = (
     *_rows(
@@ -53,11 +56,12 @@ TABLE: tuple[Flag, ...] = (
         ("--master_addr", MASTER_ADDR),
         ("--master_port", MASTER_PORT),
         (
-            "--rdzv-backend --rdzv_backend --rdzv-endpoint --rdzv_endpoint --standalone",
+            "--rdzv-backend --rdzv_backend --rdzv-endpoint --rdzv_endpoint --rdzv-conf "
+            "--rdzv_conf --standalone",
             "clusterlaunch uses static rendezvous on node 0; for one machine use host: localhost",
         ),
         (
-            "--rdzv_id",
+            "--rdzv-id --rdzv_id",
             'clusterlaunch uses the job id; pass your own with --torchrun-args="--rdzv-id X"',
         ),
         ("--max_restarts --monitor-interval --monitor_interval", RESTARTS),
@@ -65,6 +69,19 @@ TABLE: tuple[Flag, ...] = (
         ("--no_python", NO_PYTHON),
         ("--log_dir --redirects --tee -r -t", LOGS),
         ("--local-ranks-filter --local_ranks_filter", "use --ranks 0,4-7 (shown on the console)"),
+        ("--logs-specs --logs_specs", LOGS),
+        (
+            "--run-path --run_path",
+            "not supported: SCRIPT runs as python SCRIPT, as torchrun's default",
+        ),
+        (
+            "--start-method --start_method --role --local-addr --local_addr --event-log-handler "
+            "--event_log_handler --duplicate-stdout-filters --duplicate_stdout_filters "
+            "--duplicate-stderr-filters --duplicate_stderr_filters --numa-binding --numa_binding "
+            "--signals-to-handle --signals_to_handle --shutdown-timeout --shutdown_timeout",
+            TORCHRUN_VALUE,
+        ),
+        ("--virtual-local-rank --virtual_local_rank", TORCHRUN_FLAG),
     ),
     *_rows(
         "DeepSpeed",
@@ -113,7 +130,7 @@ def equivalent(word: str) -> str | None:
     """
     name = word.split("=", 1)[0]
     found = [flag for flag in TABLE if name in flag.flags]
-    texts = list(dict.fromkeys(flag.clusterlaunch for flag in found))
+    texts = list(dict.fromkeys(flag.clusterlaunch.format(flag=name) for flag in found))
     if not texts:
         return None
     if len(texts) == 1:
@@ -129,6 +146,6 @@ def markdown(rows: Iterable[Flag] = TABLE) -> str:
         parts += [f"### {tool}", "", f"| {tool} | clusterlaunch |", "| --- | --- |"]
         for flag in (f for f in rows if f.tool == tool):
             names = ", ".join(f"`{name}`" for name in flag.flags)
-            parts.append(f"| {names} | {flag.clusterlaunch} |")
+            parts.append(f"| {names} | {flag.clusterlaunch.format(flag='OPTION')} |")
         parts.append("")
     return "\n".join(parts)

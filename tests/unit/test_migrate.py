@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.cli.main import build_parser, main
-from clusterlaunch.cli.passthrough import foreign_option
+from clusterlaunch.cli.passthrough import _subparser, foreign_option
 from clusterlaunch.core import migrate
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "coming-from.md"
@@ -83,3 +83,41 @@ def test_unknown_flags_outside_the_table_keep_argparses_message(
     assert (
         err == "clusterlaunch: error: unrecognized arguments: --grace (see clusterlaunch --help)\n"
     )
+
+
+def test_every_torchrun_option_is_ours_or_gets_a_line() -> None:
+    """Ground truth: torch's own parser. An option torchrun users type that
+    clusterlaunch neither takes nor names got argparse's bare "unrecognized"."""
+    torchrun = pytest.importorskip("torch.distributed.run")
+    ours = {o for a in _subparser(build_parser(), "run")._actions for o in a.option_strings}
+    theirs = {o for a in torchrun.get_args_parser()._actions for o in a.option_strings}
+    assert len(theirs) > 50  # torch 2.13 has 59
+    missing = sorted(o for o in theirs if o not in ours and migrate.equivalent(o) is None)
+    assert missing == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["run", "--rdzv-id", "x", "hf", "t.py"], "--rdzv-id: clusterlaunch uses the job id; pass"),
+        (
+            ["run", "--role=r", "hf", "t.py"],
+            '--role: torchrun\'s own: pass it with --torchrun-args="--role VALUE"',
+        ),
+        (
+            ["run", "--start_method", "spawn", "hf", "t.py"],
+            '--torchrun-args="--start_method VALUE"',
+        ),
+        (["run", "--virtual-local-rank", "hf", "t.py"], '--torchrun-args="--virtual-local-rank"'),
+        (
+            ["run", "--rdzv-conf", "a=b", "hf", "t.py"],
+            "--rdzv-conf: clusterlaunch uses static rendezvous",
+        ),
+    ],
+)
+def test_torchruns_own_options_point_to_torchrun_args(
+    argv: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert line in err and err.count("\n") == 1, err
