@@ -26,6 +26,7 @@ from clusterlaunch.core.torchrunargs import parse_torchrun_args
 from clusterlaunch.transport import SshSettings
 
 _ASCII_NUMBER = re.compile(r"[0-9]+")
+_FORWARD_PATTERN = re.compile(r"[A-Za-z0-9_*?\[\]!^-]+")
 
 
 def check_words(args: argparse.Namespace) -> None:
@@ -44,6 +45,11 @@ def check_words(args: argparse.Namespace) -> None:
                 limits.text(flag, value, sent=is_sent)
     for pattern in args.forward_env:
         limits.text("--forward-env", pattern, sent=False)
+        if not _FORWARD_PATTERN.fullmatch(pattern):  # it could match no variable: silent
+            raise UsageError(
+                f"--forward-env {limits.shown(pattern)}: a pattern names variables to copy "
+                "(letters, digits, _ and the globs * ? [...]); to set one, use --env NAME=VALUE"
+            )
     for name in args.env_file:
         limits.text("--env-file", name, sent=False)
     for pair in args.env:

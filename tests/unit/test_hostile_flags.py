@@ -78,6 +78,10 @@ TEXT = [
     ("env-pet-tee", run("--env", "PET_TEE=3"), "PET_TEE sets torchrun's --tee; give"),
     ("env-bytes", run("--env", "A=" + BAD), "--env 'A=\\xff': not valid UTF-8"),
     ("forward-env-empty", run("--forward-env", ""), "--forward-env '': give a non-empty"),
+    # These could match no variable, and forwarded nothing, silently.
+    ("forward-env-assign", run("--forward-env", "T_*=x"), "to set one, use --env NAME=VALUE"),
+    ("forward-env-space", run("--forward-env", "A B"), "--forward-env 'A B': a pattern names"),
+    ("forward-env-dollar", run("--forward-env", "$HOME"), "a pattern names variables"),
     ("ssh-config-empty", run("--ssh-config", ""), "--ssh-config '': give a non-empty value"),
     ("ssh-config-missing", run("--ssh-config", "nope"), "--ssh-config nope: no such file"),
     (
