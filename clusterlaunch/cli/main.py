@@ -120,7 +120,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             extra = dry_run_fields(request.restarts, request.inventory.hosts, spares)
             text = render.plan_json(plan, extra)
         else:
-            text = render.plan_text(plan) + slurmargs.dry_run_note(request.transport)
+            text = render.plan_text(plan, torchrun=request.exec_argv is None)
+            text += slurmargs.dry_run_note(request.transport)
             text += dry_run_text(request.restarts, request.inventory.hosts, spares)
         console.out.write(text.encode() + b"\n")
         return ExitStatus.OK

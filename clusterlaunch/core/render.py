@@ -56,13 +56,20 @@ def job_line(plan: JobPlan) -> str:
     )
 
 
-def plan_text(plan: JobPlan) -> str:
-    """The dry-run view: rank table, then each host's exact command."""
-    header = job_line(plan)
-    if plan.master_port is None:
-        header += " (auto: a free port is chosen on node 0 at launch)"
+def plan_text(plan: JobPlan, *, torchrun: bool = True) -> str:
+    """The dry-run view: rank table, then each host's exact command.
+
+    ``exec`` (not ``torchrun``) runs one command a host: no ranks, world size or
+    master port to show, as its launch announces none.
+    """
+    if torchrun:
+        header = job_line(plan)
+        if plan.master_port is None:
+            header += " (auto: a free port is chosen on node 0 at launch)"
+    else:
+        header = f"job {plan.job_id}: {len(plan.nodes)} host(s), one command each"
     notes = [f"# {note}" for note in plan.notes]
-    if plan.world_size is None:
+    if plan.world_size is None and torchrun:
         notes.append(
             "# gpus: auto: each host's process count is its accelerator count, "
             "resolved at launch by the preflight"
@@ -75,12 +82,21 @@ def plan_text(plan: JobPlan) -> str:
         headers.insert(4, "devices")
         for row, node in zip(rows, plan.nodes, strict=True):
             row.insert(4, ",".join(map(str, node.devices)) if node.devices is not None else "all")
+    if not torchrun:
+        headers, rows = _without(headers, rows, ("nproc", "ranks"))
     parts = [header, *notes, "", table(headers, rows), ""]
     for node in plan.nodes:
         parts.append(f"# node {node.node_rank} ({node.host}):")
         parts.append(node.command)
         parts.append("")
     return "\n".join(parts)
+
+
+def _without(
+    headers: list[str], rows: list[list[object]], dropped: Sequence[str]
+) -> tuple[list[str], list[list[object]]]:
+    kept = [i for i, name in enumerate(headers) if name not in dropped]
+    return [headers[i] for i in kept], [[row[i] for i in kept] for row in rows]
 
 
 def _ranks(node: NodePlan) -> str:

@@ -418,6 +418,9 @@ def test_dry_run_exec(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for command in commands_:
         assert shlex.split(command)[-4:] == ["--", "sh", "-c", "echo $X"]
         assert "torch.distributed.run" not in command
+    # One command a host: no world size, master port or ranks, which exec has none of.
+    assert out.startswith("job j1: 2 host(s), one command each\n")
+    assert out.splitlines()[2].split() == ["node", "host", "addr", "workdir"]
 
 
 def test_dry_run_workdir_python_and_env(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
