@@ -116,7 +116,15 @@ TABLE: tuple[Flag, ...] = (
         ("-np -n", "use gpus: per host in the hosts file; the world size is their sum"),
         ("--hostfile -hostfile --machinefile -machinefile", HOSTFILE),
         ("-H --host -host", "write the hosts in a hosts file (gpu[01-04] works), give it as HOSTS"),
-        ("-npernode --npernode", NPROC),
+        ("-npernode --npernode -N -ppn", NPROC),
+        (
+            "-mca --mca",
+            "not needed: clusterlaunch starts torchrun, not MPI; NCCL and gloo read their "
+            "settings from variables (--env NCCL_SOCKET_IFNAME=eth0)",
+        ),
+        ("-bind-to --bind-to", 'use --torchrun-args="--numa-binding node" (CPUs near each GPU)'),
+        ("-map-by --map-by", "ranks follow the hosts file: node 0 takes ranks 0 to gpus-1"),
+        ("-oversubscribe --oversubscribe", "not needed: gpus: N may exceed a host's cores"),
         ("-x", ENV),
         ("-wdir --wdir", "use --workdir DIR or workdir: in the hosts file"),
     ),

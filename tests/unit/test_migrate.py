@@ -55,6 +55,10 @@ def test_every_tool_is_in_the_table() -> None:
         (["run", "--main_process_ip", "x", "hf", "t"], "--main_process_ip: use --master-addr"),
         (["run", "-np", "8", "hf", "t.py"], "-np: use gpus: per host in the hosts file"),
         (["run", "-x", "NCCL_DEBUG", "hf", "t.py"], "-x: use --env KEY=VALUE, --env-file FILE"),
+        # argparse read -mca as -m with 'ca' attached: "ignored explicit argument 'ca'".
+        (["run", "-mca", "btl", "tcp", "hf", "t.py"], "-mca: not needed: clusterlaunch starts"),
+        (["run", "-map-by", "node", "hf", "t.py"], "-map-by: ranks follow the hosts file"),
+        (["run", "-N", "2", "hf", "t.py"], "-N: use gpus: in the hosts file"),
     ],
 )
 def test_foreign_flags_get_one_line(
