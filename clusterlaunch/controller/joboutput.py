@@ -27,13 +27,20 @@ def job_ranks(plan: JobPlan, request: JobRequest) -> list[tuple[int, str, int]]:
     ]
 
 
+def host_logs(plan: JobPlan, request: JobRequest) -> dict[str, str]:
+    """``exec``'s file per host, ``node-N.log`` (its node rank: a name any host makes safe)."""
+    if request.exec_argv is None:
+        return {}  # a job's hosts print torchrun's own lines: controller.log has them
+    return {node.host: f"node-{node.node_rank}.log" for node in plan.nodes}
+
+
 def open_log_dir(plan: JobPlan, request: JobRequest) -> LogDir | None:
     """``--log-dir`` with this job's files created (UsageError if it cannot be)."""
     if not request.log_dir:
         return None
     log_dir = LogDir(request.log_dir)
     rank_logs = [f"rank-{rank}.log" for rank, _, _ in job_ranks(plan, request)]
-    log_dir.open([*rank_logs, "controller.log"])
+    log_dir.open([*rank_logs, *host_logs(plan, request).values(), "controller.log"])
     return log_dir
 
 
@@ -55,6 +62,7 @@ def make_router(
         plain_prefixes=Prefixes(ranks, hosts, color=False),
         status=status,
         fold_banner=request.exec_argv is None,  # exec prints its command's output as it is
+        host_logs=host_logs(plan, request),
     )
 
 

@@ -9,7 +9,7 @@ console itself is ``console.py``, the log files ``logdir.py``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from clusterlaunch.controller.console import Console, GuardedStream
 from clusterlaunch.controller.logdir import LogDir
@@ -37,12 +37,14 @@ class OutputRouter:
         plain_prefixes: Prefixes | None = None,
         status: StatusLine | None = None,
         fold_banner: bool = True,
+        host_logs: Mapping[str, str] | None = None,
     ) -> None:
         self._prefixes = prefixes
         self._plain = plain_prefixes or prefixes  # for files: no colour codes
         self._console = console
         self._filter = rank_filter
         self._log_dir = log_dir
+        self._host_logs = dict(host_logs or {})  # exec: node-N.log, each host's bytes as sent
         self._buffers: dict[tuple[object, bool], LineBuffer] = {}
         self._log_line = OpenLine()  # controller.log's, as the console's (Console.open_line)
         self.tails = TailKeeper()
@@ -140,7 +142,7 @@ class OutputRouter:
             block = buffer.flush()
             self._emit_host(host, is_stderr, block, buffer.continued)
             if buffer.line_open:
-                self._emit_host(host, is_stderr, b"\n", True)
+                self._emit_host(host, is_stderr, b"\n", True, to_file=False)
 
     def close(self) -> None:
         """Flush the console and the log files. The files stay open: they are their
@@ -174,12 +176,16 @@ class OutputRouter:
             prefix = self._prefixes.rank(rank)
             self._show((rank, is_stderr), is_stderr, prefix, block, continued)
 
-    def _emit_host(self, host: str, is_stderr: bool, block: bytes, continued: bool) -> None:
+    def _emit_host(
+        self, host: str, is_stderr: bool, block: bytes, continued: bool, to_file: bool = True
+    ) -> None:
         if not block:
             return
         self.tails.add(("host", host), block)
         if self._log_dir is not None:  # prefixed only when there is a log to write
             self._log_host(host, is_stderr, block, continued)
+            if to_file and host in self._host_logs:
+                self._log_dir.write(self._host_logs[host], block)
         if self._quiet_hosts:
             self.hidden_lines += block.count(b"\n")
             return

@@ -161,10 +161,12 @@ def test_exec_every_byte_arrives_through_a_stalled_reader(
     assert code == 3, err[-2000:]
     console = {**take_apart(out, True), **take_apart(err, True)}
     log = take_apart((logs / "controller.log").read_bytes(), True)
-    for host, (out_size, err_size, _) in sizes.items():
+    for node_rank, (host, (out_size, err_size, _)) in enumerate(sizes.items()):
+        node_log = take_apart((logs / f"node-{node_rank}.log").read_bytes(), False)
         for stream, size in ((b"o", out_size), (b"e", err_size)):
             tag = stream + host.encode()
             check_source(tag, payload(tag, size), console, log, exact=False)
+            check_source(tag, payload(tag, size), console, node_log, exact=True)  # as sent
     assert b"job failed: 1 of 3 host(s) failed: node1 (3)" in err
 
 
