@@ -24,6 +24,9 @@ klist                   krb5-user
 /usr/sbin/kadmin.local  krb5-admin-server
 /usr/sbin/dnsmasq       dnsmasq-base
 xauth                   xauth
+zsh                     zsh
+tcsh                    tcsh
+fish                    fish
 "
 
 missing=("$@")

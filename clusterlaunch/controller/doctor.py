@@ -62,7 +62,7 @@ def doctor_command(node: NodePlan, master_addr: str, nonce: str, settings: Docto
         "--timeout",
         f"{settings.pair_timeout:g}",
     ]
-    guard = SetupGuard(settings.setup_timeout, nonce)
+    guard = SetupGuard(settings.setup_timeout)
     return commands.shell_command(node.workdir, node.setup, node.env, argv, guard)
 
 

@@ -10,7 +10,6 @@ as a host without jobs.
 
 from __future__ import annotations
 
-import secrets
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ def jobctl_command(spec: HostSpec, python: str, args: Sequence[str], setup_timeo
     """
     size = len(program_payload("jobctl"))
     argv = [*commands.bootstrap_argv(commands.HostPath(python), "jobctl", size, site=False), *args]
-    guard = setupguard.SetupGuard(setup_timeout, secrets.token_hex(8))
+    guard = setupguard.SetupGuard(setup_timeout)
     return commands.shell_command(spec.workdir, spec.setup, spec.env, argv, guard)
 
 

@@ -28,7 +28,7 @@ def kill_setups(stuck: Sequence[tuple[Connection, SetupWatch]], wait: float = 5.
     for connection, watch in stuck:
         if watch.running and watch.pid is not None and not watch.killed:
             watch.killed = True
-            jobs[watch.host] = (connection, kill_command(watch.pid, watch.token))
+            jobs[watch.host] = (connection, kill_command(watch.pid, watch.start))
     if not jobs:
         return []
     results = Batch(jobs).wait(wait)

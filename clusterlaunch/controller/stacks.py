@@ -8,7 +8,6 @@ with the job's Python, so it finds py-spy where the job's environment has it.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -50,7 +49,7 @@ def node_command(node: NodePlan, job_id: str) -> str:
     python = commands.HostPath(node.python)
     argv = [*commands.bootstrap_argv(python, "jobctl", size, site=False), "stacks", job_id]
     argv += ["--timeout", str(DUMP_TIMEOUT_S)]
-    guard = setupguard.SetupGuard(node.setup_guard.timeout, secrets.token_hex(8))
+    guard = node.setup_guard
     return commands.shell_command(node.workdir, node.setup, node.env, argv, guard)
 
 

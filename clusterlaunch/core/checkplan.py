@@ -36,7 +36,7 @@ def probe_command(
     argv += _check_options(node, master_addr, listen_port, nonce, script, need_torch, script_kind)
     if job_id is not None:
         argv += ["--job-id", job_id, "--tail-dir", remote_log_dir(job_id, node.node_rank)]
-    guard = SetupGuard(setup_timeout, nonce)
+    guard = SetupGuard(setup_timeout)
     return commands.shell_command(node.workdir, node.setup, node.env, argv, guard)
 
 

@@ -77,6 +77,30 @@ def quote_argv(argv: Iterable[str]) -> str:
     return " ".join(quote_word(word) for word in argv)
 
 
+# What the login shell gets; the command itself comes first on stdin. sh, bash, zsh and
+# ksh (no $version) run it in the login shell itself, as sshd ran it before: what
+# .bashrc defined (conda, module) still works in setup:. tcsh and fish set $version:
+# they skip line 1 silently (single quotes, no $( ) they would parse) and give it to
+# /bin/sh; their own syntax broke on it ("Illegal variable name.", "fish: command
+# substitutions not allowed here"). No newline, backslash or "!" inside the quotes,
+# which csh and fish read otherwise. head -c reads no byte past the command.
+_ANY_LOGIN_SHELL = (
+    '[ -z "$version" ] && eval \'eval "$(head -c {size})"; exit\'\n'
+    "exec /bin/sh -c 'eval \"$(head -c {size})\"'"
+)
+
+
+def for_login_shell(command: str, stdin: bytes = b"") -> tuple[str, bytes]:
+    """``command`` as sent: the line any login shell runs alike, and the stdin to write.
+
+    The line reads ``command`` from the front of stdin (followed by ``stdin``)
+    and runs it with the login shell, or ``/bin/sh`` where that is tcsh, csh
+    or fish, so every command here may be POSIX sh, whatever the user's shell.
+    """
+    code = command.encode()
+    return _ANY_LOGIN_SHELL.format(size=len(code)), code + stdin
+
+
 def torchrun_argv(spec: TorchrunSpec) -> list[str]:
     """torchrun with static rendezvous and per-rank output files the agent tails."""
     port = AUTO_PORT if spec.master_port is None else str(spec.master_port)
@@ -150,7 +174,7 @@ def shell_command(
     if workdir:
         parts.append("cd -- " + quote_word(HostPath(workdir)))
     if setup:
-        parts.append(guarded(setup, guard or SetupGuard(SETUP_TIMEOUT_S, "clusterlaunch")))
+        parts.append(guarded(setup, guard or SetupGuard(SETUP_TIMEOUT_S)))
     assignments = [f"{name}={value}" for name, value in env.items()]
     parts.append("exec " + quote_argv(["env", *assignments, *argv] if assignments else argv))
     return " && ".join(parts)

@@ -186,7 +186,7 @@ def plan_job(
         agent_argv = _agent_argv(
             python, agent_size, job_id, node_rank, first_rank, options, exec_argv is None
         )
-        guard = SetupGuard(options.setup_timeout, job_id)
+        guard = SetupGuard(options.setup_timeout)
         nodes.append(
             NodePlan(
                 node_rank=node_rank,

@@ -29,29 +29,32 @@ MARK = b"@@setup@@ "
 SLOW_AFTER_S = 5.0  # a conda activate takes 1-3 s; past this the user hears why nothing moves
 SLOW_EVERY_S = 30.0
 OVERDUE_S = 5.0  # the controller's own bound, past the host's watchdog, should that fail
-_TOKEN = re.compile(r"[A-Za-z0-9._-]{1,128}")
+_START = re.compile(r"[0-9]{1,20}")
+
+
+def _start_time(pid: str) -> str:
+    """Shell code printing process ``pid``'s start time, in clock ticks since boot.
+
+    Field 22 of ``/proc/PID/stat``, counted after the ``) `` that ends the
+    command name (which may hold spaces): no recycled PID has ours. It replaced
+    a token looked for in ``/proc/PID/cmdline``: sent through
+    :func:`clusterlaunch.core.commands.for_login_shell`, the shell's command
+    line holds only that function's wrapper.
+    """
+    return "awk '{sub(/.*\\) /, \"\"); print $20}' /proc/" + pid + "/stat 2>/dev/null"
 
 
 @dataclass(frozen=True)
 class SetupGuard:
-    """How long a setup may run, and the token that identifies its shell.
-
-    ``token`` (a job id, a preflight nonce) ends up in the shell's
-    ``/proc/PID/cmdline``; :func:`kill_command` checks it before signalling,
-    so a recycled PID is never hit.
-    """
+    """How long a setup may run."""
 
     timeout: float
-    token: str
-
-    def __post_init__(self) -> None:
-        _check_token(self.token)
 
 
 def guarded(setup: str, guard: SetupGuard) -> str:
     """``setup`` as shell code that reports its PID and cannot hang or outlive us.
 
-    Before the setup the shell prints ``@@setup@@ pid=PID token=T limit=S``:
+    Before the setup the shell prints ``@@setup@@ pid=PID start=T limit=S``:
     sshd made it a session leader, so PID is also the process group of
     everything the setup starts. A watchdog in that group ends it after
     ``limit`` seconds (SIGTERM, SIGKILL 2 s later), controller or not. Ended
@@ -95,15 +98,15 @@ def guarded(setup: str, guard: SetupGuard) -> str:
     return (
         f"{{ ( {watchdog} ) </dev/null & __cl_w=$!; "
         "trap 'kill $__cl_w 2>/dev/null' EXIT; "
-        f"printf '{mark} pid=%s token=%s limit={limit}\\n' \"$$\" {guard.token}; "
+        f'printf \'{mark} pid=%s start=%s limit={limit}\\n\' "$$" "$({_start_time("$$")})"; '
         "{ " + setup.strip() + "\n} </dev/null >&2; __cl_s=$?; kill $__cl_w 2>/dev/null; "
         "trap - EXIT; [ $__cl_s -eq 0 ] || exit $__cl_s; } && "
         f"printf '{mark} done\\n'"
     )
 
 
-def kill_command(pid: int, token: str) -> str:
-    """End process group ``pid`` if its leader still runs our command (cmdline holds ``token``).
+def kill_command(pid: int, start: str) -> str:
+    """End process group ``pid`` if its leader is still our shell (started at ``start``).
 
     SIGTERM to the group now; SIGKILL to whatever is left 2 s later, from a
     detached ``sleep 2`` so that the answer comes at once (waiting for the
@@ -111,17 +114,17 @@ def kill_command(pid: int, token: str) -> str:
     """
     group = f"-- -{int(pid)}"
     return (
-        f"grep -qF -e {_check_token(token)} /proc/{int(pid)}/cmdline 2>/dev/null || exit 0; "
+        f'[ "$({_start_time(str(int(pid)))})" = {_check_start(start)} ] || exit 0; '
         f"kill -s TERM {group} 2>/dev/null || kill -s TERM {int(pid)}; "
         f"( sleep 2; kill -s KILL {group} ) </dev/null >/dev/null 2>&1 & exit 0"
     )
 
 
-def _check_token(token: str) -> str:
+def _check_start(start: str) -> str:
     # Inserted into shell code as it is: it must need no quoting.
-    if not _TOKEN.fullmatch(token):
-        raise ValueError(f"setup token {token!r}: letters, digits, '.', '_', '-' only")
-    return token
+    if not _START.fullmatch(start):
+        raise ValueError(f"setup start time {start!r}: digits only")
+    return start
 
 
 class SetupWatch:
@@ -138,7 +141,7 @@ class SetupWatch:
         self.host = host
         self.clock = clock
         self.pid: int | None = None
-        self.token = ""
+        self.start = ""  # the shell's start time (_start_time), checked before a kill
         self.limit = 0
         self.started_at: float | None = None
         self.done = not expected
@@ -184,9 +187,9 @@ class SetupWatch:
             self.done = True
         elif words[:1] == ["timeout"]:
             self.timed_out = True
-        elif fields.get("pid", "").isdigit() and _TOKEN.fullmatch(fields.get("token", "")):
+        elif fields.get("pid", "").isdigit() and _START.fullmatch(fields.get("start", "")):
             self.pid = int(fields["pid"])
-            self.token = fields["token"]
+            self.start = fields["start"]
             self.limit = int(fields["limit"]) if fields.get("limit", "").isdigit() else 0
             self.started_at = self.clock()
 

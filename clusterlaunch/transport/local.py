@@ -7,6 +7,7 @@ import os
 import pwd
 import subprocess
 
+from clusterlaunch.core.commands import for_login_shell
 from clusterlaunch.core.exits import shell_status
 from clusterlaunch.core.model import LOCALHOST
 
@@ -97,8 +98,9 @@ class LocalConnection:
 
     def start(self, command: str, stdin: bytes = b"") -> LocalProcess:
         """Run ``command`` with the login shell; ``stdin`` is written first."""
+        line, sent = for_login_shell(command, stdin)
         popen = subprocess.Popen(
-            [login_shell(), "-c", command],
+            [login_shell(), "-c", line],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -107,8 +109,7 @@ class LocalConnection:
             start_new_session=True,
         )
         process = LocalProcess(popen)
-        if stdin:
-            process.send(stdin)
+        process.send(sent)
         return process
 
     def alive(self) -> bool:

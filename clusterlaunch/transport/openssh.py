@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from clusterlaunch.core.commands import for_login_shell
 from clusterlaunch.core.errors import TransportError
 from clusterlaunch.transport.local import LocalProcess
 from clusterlaunch.transport.sshlog import MasterLog
@@ -134,10 +135,10 @@ class OpenSshConnection:
 
     def start(self, command: str, stdin: bytes = b"") -> LocalProcess:
         """Run ``command`` on the host over the master; ``stdin`` is written first."""
-        popen = self._spawn(["--", self.host, command])
+        line, sent = for_login_shell(command, stdin)
+        popen = self._spawn(["--", self.host, line])
         process = SessionProcess(popen, self)
-        if stdin:
-            process.send(stdin)
+        process.send(sent)
         return process
 
     def open_sftp(self) -> paramiko.SFTPClient:

@@ -42,6 +42,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 
+from clusterlaunch.core.commands import for_login_shell
 from clusterlaunch.core.errors import HostProblem, TransportError
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport.local import LocalProcess, login_shell
@@ -110,7 +111,8 @@ class SrunConnection:
         The agent (~58 KB) fits in the 64 KiB pipe buffer, so this write does not wait
         for the step to start.
         """
-        argv = srun_argv(self.host, command, login_shell(), self._srun)
+        line, sent = for_login_shell(command, stdin)
+        argv = srun_argv(self.host, line, login_shell(), self._srun)
         try:
             popen = subprocess.Popen(
                 argv,
@@ -125,8 +127,7 @@ class SrunConnection:
             raise TransportError(self.host, f"cannot run {self._srun}: {exc}") from None
         process = LocalProcess(popen)
         self._processes.append(process)
-        if stdin:
-            process.send(stdin)
+        process.send(sent)
         return process
 
     def alive(self) -> bool:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import paramiko
 import paramiko.agent
 
+from clusterlaunch.core.commands import for_login_shell
 from clusterlaunch.core.errors import TransportError
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import keepalive, sshsocket
@@ -200,9 +201,9 @@ class SshConnection:
                 channel.update_environment(self._environment)
             if self._forward_agent:  # the agent $SSH_AUTH_SOCK names, as ssh forwards it
                 paramiko.agent.AgentRequestHandler(channel)
-            channel.exec_command(command)
-            if stdin:
-                channel.sendall(stdin)
+            line, sent = for_login_shell(command, stdin)
+            channel.exec_command(line)
+            channel.sendall(sent)
         except CONNECTION_ERRORS as exc:
             raise TransportError(self.host, f"cannot start a command: {exc}") from None
         return SshProcess(channel)

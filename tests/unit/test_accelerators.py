@@ -90,7 +90,7 @@ def test_a_failing_tool_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def node(nproc: int | None, devices: tuple[int, ...] | None = None) -> NodePlan:
     target = SshTarget(alias="h", hostname="h")
-    guard = SetupGuard(SETUP_TIMEOUT_S, "t1")
+    guard = SetupGuard(SETUP_TIMEOUT_S)
     return NodePlan(
         0, "h", target, "h", nproc, 0, {}, "/w", "py", None, (), "", (), guard, devices=devices
     )

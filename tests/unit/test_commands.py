@@ -115,7 +115,7 @@ def test_quote_argv_round_trips_all_words() -> None:
 
 def test_shell_command_shapes() -> None:
     assert commands.shell_command(None, None, {}, ["echo", "hi"]) == "exec echo hi"
-    guard = SetupGuard(30, "tok")
+    guard = SetupGuard(30)
     assert (
         commands.shell_command("/w", "  source a.sh  \n", {"A": "1"}, ["echo"], guard)
         == f"cd -- /w && {guarded('  source a.sh  ', guard)} && exec env A=1 echo"
@@ -150,7 +150,7 @@ def test_a_shell_runs_the_words_as_given(shell: str, env: dict[str, str], tmp_pa
 
 def test_setup_is_inserted_as_shell_code() -> None:
     setup = "source '/opt/my env/bin/activate'; export X=$(hostname)"
-    command = commands.shell_command("/w", setup, {}, ["prog"], SetupGuard(30, "tok"))
+    command = commands.shell_command("/w", setup, {}, ["prog"], SetupGuard(30))
     # As written, in a group closed on its own line, stdin closed, stdout to stderr.
     assert f"{{ {setup}\n}} </dev/null >&2;" in command
     assert command.startswith("cd -- /w && { ( trap")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterlaunch.core import commands
 from clusterlaunch.core.errors import TransportError
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport.openssh import ControlDir, OpenSshConnection
@@ -100,7 +101,8 @@ def test_a_session_runs_the_client_that_was_looked_up_with_ssh_as_its_name(
     out = b""
     while not process.finished():
         out += process.read()[0]
-    assert out.decode().split() == [str(program), "-x", "--", "n0", "true"]
+    line = commands.for_login_shell("true")[0]  # the command itself goes on stdin
+    assert out.decode().split() == [str(program), "-x", "--", "n0", *line.split()]
     connection.close()
     master.kill()
     master.wait()

@@ -194,10 +194,10 @@ def test_full_plan_by_equality() -> None:
                     "source env.sh",
                     env0,
                     [*agent_words("python3", 0, 0), "--", *argv0],
-                    SetupGuard(SETUP_TIMEOUT_S, "j1"),  # the job id identifies its shell
+                    SetupGuard(SETUP_TIMEOUT_S),
                 ),
                 agent_argv=tuple(agent_words("python3", 0, 0)),
-                setup_guard=SetupGuard(SETUP_TIMEOUT_S, "j1"),
+                setup_guard=SetupGuard(SETUP_TIMEOUT_S),
                 devices=(1, 3),
             ),
             NodePlan(
@@ -216,7 +216,7 @@ def test_full_plan_by_equality() -> None:
                     CWD, None, env1, [*agent_words("/opt/py/bin/python", 1, 2), "--", *argv1]
                 ),
                 agent_argv=tuple(agent_words("/opt/py/bin/python", 1, 2)),
-                setup_guard=SetupGuard(SETUP_TIMEOUT_S, "j1"),
+                setup_guard=SetupGuard(SETUP_TIMEOUT_S),
             ),
         ),
     )
@@ -225,7 +225,7 @@ def test_full_plan_by_equality() -> None:
         "cd", "--", CWD, "&&", "exec", "env", f"{JOB_ID_VAR}={JOB}",
         *agent_words("/opt/py/bin/python", 1, 2), "--", *argv1,
     ]  # fmt: skip
-    setup = guarded("source env.sh", SetupGuard(SETUP_TIMEOUT_S, JOB))
+    setup = guarded("source env.sh", SetupGuard(SETUP_TIMEOUT_S))
     prefix = f"cd -- /w && {setup} && "
     assert job.nodes[0].command.startswith(prefix)
     assert shlex.split(job.nodes[0].command[len(prefix) :]) == [
@@ -670,7 +670,7 @@ def test_probe_command_uses_the_job_prefix() -> None:
         "--job-id", "job7", "--tail-dir", "/tmp/clusterlaunch-job7-n0",
     ]  # fmt: skip
     # The same setup guard as the job's, with the nonce as the shell's token.
-    setup = guarded("true", SetupGuard(42, "n0nce"))
+    setup = guarded("true", SetupGuard(42))
     assert command == f"cd -- '/w d' && {setup} && exec {commands.quote_argv(probe_argv)}"
     bare = probe_command(node, "10.0.0.1", None, "n", None, False, 1, 42)
     tail = ["--master-addr", "10.0.0.1", "--nonce", "n", "--timeout", "5"]

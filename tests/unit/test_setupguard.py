@@ -28,7 +28,11 @@ from clusterlaunch.core.setupguard import (
     kill_command,
 )
 
-SHELLS = [sh for sh in ("/bin/sh", "bash") if shutil.which(sh)]
+# Login shells a host may have: the commands reach them through for_login_shell, as the
+# transports send them (tcsh and fish give them to /bin/sh). Not ksh93: its watchdog
+# outlived a failed setup by up to its 1 s step (its wait is not cut short by the trapped
+# TERM), before for_login_shell as after.
+SHELLS = [sh for sh in ("/bin/sh", "bash", "zsh", "tcsh", "fish") if shutil.which(sh)]
 PROGRAM = [sys.executable, "-c", "import sys; print('PROGRAM GOT', sys.stdin.read())"]
 
 
@@ -46,16 +50,16 @@ class FakeClock:
 def test_reports_are_taken_out_and_the_rest_passes_through() -> None:
     clock = FakeClock()
     watch = SetupWatch("node1", expected=True, clock=clock)
-    stream = b"motd line\n" + MARK + b"pid=4242 token=cl-1.x limit=30\n" + MARK + b"done\nAGENT"
+    stream = b"motd line\n" + MARK + b"pid=4242 start=987654 limit=30\n" + MARK + b"done\nAGENT"
     assert watch.feed(stream) == b"motd line\nAGENT"
-    assert (watch.pid, watch.token, watch.limit, watch.started_at) == (4242, "cl-1.x", 30, 100.0)
+    assert (watch.pid, watch.start, watch.limit, watch.started_at) == (4242, "987654", 30, 100.0)
     assert watch.done and not watch.running
     assert watch.feed(b"\x00frames " + MARK) == b"\x00frames " + MARK  # after done: untouched
 
 
 def test_reports_split_anywhere_are_still_found() -> None:
     watch = SetupWatch("h", expected=True)
-    stream = b"chatty bashrc without newline" + MARK + b"pid=7 token=t limit=5\n"
+    stream = b"chatty bashrc without newline" + MARK + b"pid=7 start=1 limit=5\n"
     stream += MARK + b"done\n" + b"@@ rest"
     out = b"".join(watch.feed(stream[i : i + 1]) for i in range(len(stream)))
     assert out == b"chatty bashrc without newline@@ rest"
@@ -70,19 +74,19 @@ def test_partial_report_is_held_back_only_while_it_could_be_one() -> None:
 
 def test_host_without_setup_passes_everything() -> None:
     watch = SetupWatch("h", expected=False)
-    assert watch.feed(MARK + b"pid=1 token=t limit=1\n") == MARK + b"pid=1 token=t limit=1\n"
+    assert watch.feed(MARK + b"pid=1 start=1 limit=1\n") == MARK + b"pid=1 start=1 limit=1\n"
     assert watch.pid is None and not watch.running
 
 
 def test_a_report_with_a_bad_token_is_ignored() -> None:
     watch = SetupWatch("h", expected=True)
-    watch.feed(MARK + b"pid=12 token=$(x) limit=5\n")
+    watch.feed(MARK + b"pid=12 start=$(x) limit=5\n")
     assert watch.pid is None
 
 
 def test_timeout_report() -> None:
     watch = SetupWatch("h", expected=True)
-    watch.feed(MARK + b"pid=12 token=t limit=5\n" + MARK + b"timeout\n")
+    watch.feed(MARK + b"pid=12 start=1 limit=5\n" + MARK + b"timeout\n")
     assert watch.timed_out and watch.running  # never done: the shell is gone
 
 
@@ -90,7 +94,7 @@ def test_slow_setup_notices_after_5_s_then_every_30_s() -> None:
     clock = FakeClock()
     watch = SetupWatch("node1", expected=True, clock=clock)
     assert watch.notices() == []  # not started yet
-    watch.feed(MARK + b"pid=12 token=t limit=300\n")
+    watch.feed(MARK + b"pid=12 start=1 limit=300\n")
     clock.now += 4.9
     assert watch.notices() == []
     clock.now += 0.2
@@ -105,11 +109,10 @@ def test_slow_setup_notices_after_5_s_then_every_30_s() -> None:
     assert watch.notices() == [] and not watch.overdue()
 
 
-def test_tokens_and_timeouts_are_checked() -> None:
-    with pytest.raises(ValueError):
-        SetupGuard(5, "a b")
-    with pytest.raises(ValueError):
-        kill_command(5, "'")
+def test_start_times_and_timeouts_are_checked() -> None:
+    for bad in ("'", "12a", "", "1 2"):
+        with pytest.raises(ValueError):
+            kill_command(5, bad)
     assert SETUP_TIMEOUT("1") == 1.0
     for bad in ("0.5", "nan", "inf", "86401", "-1"):
         with pytest.raises(UsageError, match="--setup-timeout"):
@@ -120,14 +123,28 @@ def test_tokens_and_timeouts_are_checked() -> None:
 
 
 def _start(shell: str, setup: str, limit: float = 30) -> subprocess.Popen[bytes]:
-    command = commands.shell_command(None, setup, {}, PROGRAM, SetupGuard(limit, "tok-42"))
-    return subprocess.Popen(
-        [shell, "-c", command],
+    return _login_shell(shell, commands.shell_command(None, setup, {}, PROGRAM, SetupGuard(limit)))
+
+
+def _login_shell(shell: str, command: str) -> subprocess.Popen[bytes]:
+    """``command`` run as sshd runs a session's: ``SHELL -c LINE``, the command on stdin."""
+    line, code = commands.for_login_shell(command)
+    process = subprocess.Popen(
+        [shell, "-c", line],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,  # as sshd does: the shell leads its own process group
     )
+    assert process.stdin is not None
+    process.stdin.write(code)
+    process.stdin.flush()
+    return process
+
+
+def _start_time(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as handle:
+        return handle.read().rsplit(")", 1)[1].split()[19]
 
 
 def _group(pgid: int) -> list[int]:
@@ -175,10 +192,12 @@ def started() -> Iterator[list[subprocess.Popen[bytes]]]:
 def test_setup_gets_no_stdin_and_the_program_gets_all_of_it(shell: str, started: list) -> None:
     process = _start(shell, 'read line; echo setup read: "$line"; cat')
     started.append(process)
+    start = _start_time(process.pid)  # it waits for its stdin's end
     out, err = process.communicate(b"the program's payload", timeout=20)
     watch = SetupWatch("h", expected=True)
     assert watch.feed(out) == b"PROGRAM GOT the program's payload\n"
-    assert watch.pid == process.pid and watch.token == "tok-42" and watch.limit == 30
+    assert watch.pid == process.pid and watch.limit == 30
+    assert watch.start == start  # what kill_command checks
     assert watch.done and process.returncode == 0
     assert b"setup read: \n" in err  # the setup's stdout goes to stderr
 
@@ -257,7 +276,7 @@ def test_kill_command_ends_a_stuck_setup_at_once(shell: str, started: list) -> N
         time.sleep(0.02)
     assert len(_group(process.pid)) == 5
     begin = time.monotonic()
-    subprocess.run([shell, "-c", kill_command(watch.pid or 0, watch.token)], check=True, timeout=5)
+    assert _login_shell(shell, kill_command(watch.pid or 0, watch.start)).wait(timeout=5) == 0
     process.wait(timeout=5)
     left = _wait_gone(process.pid, 1.0)
     assert left == [], f"still running {time.monotonic() - begin:.2f} s after the kill: {left}"
@@ -268,6 +287,8 @@ def test_kill_command_spares_a_pid_that_runs_something_else(shell: str, started:
     process = _start(shell, "sleep 600")
     started.append(process)
     watch = _read_report(process)
-    subprocess.run([shell, "-c", kill_command(watch.pid or 0, "another-token")], timeout=5)
+    # The same PID started at another time: a recycled one, never signalled.
+    other = str(int(watch.start) + 1)
+    assert _login_shell(shell, kill_command(watch.pid or 0, other)).wait(timeout=5) == 0
     time.sleep(0.3)
     assert process.poll() is None and len(_group(process.pid)) >= 3

@@ -19,7 +19,7 @@ from clusterlaunch.core.setupguard import SetupWatch
 from clusterlaunch.testing.agentscript import Exit, FakeAgent, Hang, Interrupt, Pause, Raw, Step
 from clusterlaunch.testing.setuphost import SetupHost
 
-PID_LINE = b"@@setup@@ pid=%d token=j1 limit=300\n"
+PID_LINE = b"@@setup@@ pid=%d start=4321 limit=300\n"
 
 
 @dataclass
@@ -69,7 +69,7 @@ def test_a_pid_line_on_its_way_is_read_and_its_setup_killed() -> None:
     end_setups([known, late, silent], pump)
     assert len(pump.deadlines) == 1
     assert [len(p.connection.kills) for p in (known, late, silent)] == [1, 1, 0]
-    assert "-22" in late.connection.kills[0] and "j1" in late.connection.kills[0]
+    assert "-22" in late.connection.kills[0] and "= 4321 ]" in late.connection.kills[0]
 
 
 def test_nothing_is_read_when_every_setup_has_reported_or_ended() -> None:
@@ -125,7 +125,7 @@ def test_a_ctrl_c_before_the_pid_line_still_kills_that_setup() -> None:
     batch = _batch({"late": late})
     with pytest.raises(StopJob):
         wait_guarded(batch, 30, {"late"})
-    assert len(late.kills) == 1 and "-22" in late.kills[0] and "j1" in late.kills[0]
+    assert len(late.kills) == 1 and "-22" in late.kills[0] and "= 4321 ]" in late.kills[0]
     assert late.process.closed and not batch.running("late")
 
 

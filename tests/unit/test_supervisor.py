@@ -372,7 +372,7 @@ def test_what_a_host_says_outside_the_frames_is_shown_as_its_output() -> None:
 
 
 STUCK_SETUP = {"b": "sleep 599"}
-SETUP_PID = Raw(b"@@setup@@ pid=777 token=j1 limit=300\n")
+SETUP_PID = Raw(b"@@setup@@ pid=777 start=4321 limit=300\n")
 
 
 @pytest.mark.parametrize("pid_arrives", ["before the interrupt", "during the teardown"])
@@ -389,7 +389,7 @@ def test_an_interrupt_kills_a_setup_once_whenever_its_pid_arrives(pid_arrives: s
     assert run.outcome == JobOutcome(130, "interrupted (Ctrl-C)", stopped=True)
     host = run.hosts["b"]
     assert isinstance(host, SetupHost) and len(host.kills) == 1
-    assert "-777" in host.kills[0] and "j1" in host.kills[0]
+    assert "-777" in host.kills[0] and "= 4321 ]" in host.kills[0]
     assert "b: no confirmation that the job ended" in run.err  # it never answered; killed
 
 
