@@ -174,7 +174,8 @@ def check_local_script(
 
     Only when the hosts run the script from this very directory's contents:
     every workdir is this directory (the default), or ``--sync`` copies it
-    there; and only for a file torchrun opens, or a ``--no-python`` program
+    there; and only for a script torchrun runs with python (a file, a zipapp, a
+    directory with ``__main__.py``), or a ``--no-python`` program
     named by a path (without a ``/`` it is looked up in the hosts' PATH). A
     module (``-m``) may be installed on the hosts: the preflight checks it.
     """
@@ -183,12 +184,22 @@ def check_local_script(
     local = Path(here) / options.script
     if not same_dir or options.script_kind == "module":
         return
-    if options.script_kind == "file" and not local.is_file():
-        raise UsageError(
-            f"{options.script}: no such script here (the hosts run it from this directory)"
-        )
+    if options.script_kind == "file":
+        _check_script(options.script, local)
     if options.script_kind == "program" and "/" in options.script:
         if not local.is_file():
             raise UsageError(f"{options.script}: no such program here (--no-python)")
         if not os.access(local, os.X_OK):
             raise UsageError(f"{options.script}: not executable; chmod +x it (--no-python)")
+
+
+def _check_script(script: str, local: Path) -> None:
+    """What ``python SCRIPT`` runs: a file (a script, a zipapp) or a directory's ``__main__.py``."""
+    if local.is_dir():
+        if not (local / "__main__.py").is_file():
+            raise UsageError(
+                f"{script}: a directory without __main__.py here; python runs a directory "
+                "by its __main__.py (the hosts run it from this directory)"
+            )
+    elif not local.is_file():
+        raise UsageError(f"{script}: no such script here (the hosts run it from this directory)")

@@ -34,7 +34,9 @@ from clusterlaunch.controller.stall import StallWatch, watch_for_stalls
 from clusterlaunch.controller.status import StatusLine
 from clusterlaunch.controller.supervisor import Supervisor
 from clusterlaunch.core import accelerators, render
+from clusterlaunch.core.checkplan import check_command_sizes
 from clusterlaunch.core.errors import JobOutcome, PreflightError, UsageError
+from clusterlaunch.core.limits import MAX_RESTARTS
 from clusterlaunch.core.model import JobPlan
 from clusterlaunch.core.planner import plan_job
 from clusterlaunch.core.progress import PHASES, SYNC_PHASES
@@ -55,9 +57,13 @@ def make_plan(
     local_env: Mapping[str, str] | None = None,
     local_cwd: str | None = None,
 ) -> JobPlan:
-    """The plan for ``request``, made once: the dry run, the script check and the launch use it."""
+    """The plan for ``request``, made once: the dry run, the script check and the launch use it.
+
+    A command too long for the hosts' command lines is refused here, before any
+    host is contacted (it used to fail in the preflight, or reset the connection).
+    """
     restart = tuple(count_env(request.restart_count).items())  # with --max-restarts only
-    return plan_job(
+    plan = plan_job(
         request.inventory,
         request.targets,
         replace(request.options, env=(*request.options.env, *restart)),
@@ -68,6 +74,12 @@ def make_plan(
         exec_argv=request.exec_argv,
         local_python=sys.executable,
     )
+    # As if the restart count had all its digits: no restart may tip a command over.
+    count = request.restart_count
+    reserve = 0 if count is None else len(str(MAX_RESTARTS)) - len(str(count))
+    options, preflight = request.options, request.exec_argv is None
+    check_command_sizes(plan, options.script, options.script_kind, preflight, reserve)
+    return plan
 
 
 def connect(

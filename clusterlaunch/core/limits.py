@@ -29,6 +29,16 @@ MAX_PROCS_PER_HOST = 1_024
 MAX_WORLD_SIZE = 65_536
 """Ranks in one job (the sum of ``gpus``): 4,096 hosts of 16 GPUs."""
 
+MAX_COMMAND_BYTES = 131_071
+"""The longest command that starts a program on a host. Every transport hands it
+over as ONE argument: sshd to the login shell (``SHELL -c COMMAND``), the local
+and srun transports the same way, and the OpenSSH client also gets it in its own
+argv here. Linux takes at most MAX_ARG_STRLEN = 32 pages = 131,072 bytes per
+argument, its NUL included (more with pages over 4 KiB; less nowhere). Measured
+on the sandbox (sshd on loopback), both SSH clients: 131,071 bytes ran, 131,072
+failed ("Argument list too long", from the host's shell with paramiko, from
+this machine's exec of ssh with OpenSSH); at 2 MB sshd reset paramiko's connection."""
+
 MAX_RESTARTS = 1_000
 """``--max-restarts``: a job that failed a thousand times needs a person, not a loop."""
 

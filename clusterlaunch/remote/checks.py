@@ -70,6 +70,19 @@ def module_problem(name):
     return None
 
 
+def script_problem(path):
+    """Why ``python PATH`` could not run the directory ``path``, or None.
+
+    Python runs a file (a script, a zipapp) or a directory by its ``__main__.py``.
+    """
+    if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "__main__.py")):
+        return "script %r in %s is a directory without __main__.py; check the path" % (
+            path,
+            os.getcwd(),
+        )
+    return None
+
+
 def program_problem(name):
     """Why torchrun --no-python could not run ``name`` here (from the workdir, or PATH), or None."""
     import shutil  # here: only --no-python jobs need it
@@ -93,7 +106,8 @@ def static_checks(args):
     if args.need_torch:
         fields["torch"] = torch_version()
     if args.script:
-        fields["script_found"] = os.path.isfile(args.script)
+        fields["script_found"] = os.path.isfile(args.script) or os.path.isdir(args.script)
+        fields["script_problem"] = script_problem(args.script)
     if args.module:
         fields["script_problem"] = module_problem(args.module)
     if args.program:

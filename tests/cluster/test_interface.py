@@ -65,6 +65,32 @@ def test_the_preflight_checks_the_module_and_the_program(sim_cluster, tmp_path: 
     assert result.stderr.count("program 'no-such-program' not found in PATH") == 2
 
 
+def test_a_directory_and_a_zipapp_run_like_a_script(sim_cluster, tmp_path: Path) -> None:
+    """``python DIR`` runs DIR/__main__.py and ``python app.pyz`` the archive: torchrun does,
+    so neither the local check nor the hosts' preflight may refuse them."""
+    import zipapp
+
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "__main__.py").write_text(
+        f"import runpy, sys\nsys.path.insert(0, {str(WORKERS)!r})\n"
+        f"runpy.run_path({str(WORKERS / 'allreduce.py')!r}, run_name='__main__')\n"
+    )
+    zipapp.create_archive(app, tmp_path / "app.pyz")
+    (tmp_path / "empty").mkdir()
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 2)])
+    for script in (app, tmp_path / "app.pyz"):
+        result = run_cli("run", sim_cluster, str(hosts), str(script), "--lr", "1")
+        assert _outcome(result) == (0, [(0, "node0", 0), (1, "node1", 0), (2, "node1", 1)], "")
+        assert all("SUM=6" in text for *_, text in rank_lines(result.stdout)), result.stdout
+    # Another workdir: only the hosts' preflight can tell, and refuses on every host.
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, {"workdir": str(tmp_path)})])
+    result = run_cli("run", sim_cluster, str(hosts), "empty")
+    assert result.returncode == 2, result.stderr
+    assert "is a directory without __main__.py" in result.stderr
+    assert rank_lines(result.stdout) == []
+
+
 def show_env(result: Any) -> dict[int, dict[str, str | None]]:
     found = {}
     for rank, _, _, text in rank_lines(result.stdout):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -17,6 +18,7 @@ import pytest
 
 from clusterlaunch.core.defaults import CONNECT_TIMEOUT_S, PREFLIGHT_TIMEOUT_S
 from clusterlaunch.core.exits import ExitStatus
+from clusterlaunch.core.limits import MAX_COMMAND_BYTES
 from tests.cluster.support import (
     WORKERS,
     rank_lines,
@@ -288,6 +290,38 @@ def test_exec_streams_each_host_and_returns_the_exit_code(
         assert f"[{host}] err" in result.stderr.replace("  ", " ").replace("  ", " ")
     # Without --fail-fast every host runs to its end; the summary names the failures.
     assert "job failed: 1 of 2 host(s) failed: node1 (3)" in result.stderr
+
+
+@both_clients
+def test_the_longest_command_line_a_host_takes(sim_cluster, tmp_path: Path, client: str) -> None:
+    """MAX_COMMAND_BYTES runs over either client, one byte more is refused in one line.
+
+    Each client hands the command over as one argument (OpenSSH's ssh in its own
+    argv here, sshd to the login shell), at most 131,071 bytes on Linux: without
+    the check, one byte more failed on the hosts ("Argument list too long"), and
+    a few MB reset paramiko's connection.
+    """
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+
+    def exec_with(size: int) -> subprocess.CompletedProcess[str]:
+        # In pieces: this machine, too, starts no program with one argument of 128 KiB.
+        words = ["a" * 60_000] * (size // 60_000) + ["a" * (size % 60_000)]
+        script = 'n=0; for a; do n=$((n + ${#a})); done; echo "ok $n"'
+        argv = ["--ssh-client", client, str(hosts), "--", "sh", "-c", script, "sh", *words]
+        return run_cli("exec", sim_cluster, *argv)
+
+    for size in (2_000_000, 170_000):  # the last has the same three pieces as the longest
+        over = exec_with(size)
+        assert over.returncode == 2 and len(over.stderr.splitlines()) == 1, over.stderr
+    found = re.search(r"would be up to ([0-9,]+) bytes", over.stderr)
+    assert found is not None, over.stderr
+    longest = 170_000 - (int(found[1].replace(",", "")) - MAX_COMMAND_BYTES)
+    fits = exec_with(longest)
+    assert fits.returncode == 0, fits.stderr
+    assert fits.stdout.count(f"ok {longest}") == 2, fits.stdout
+    refused = exec_with(longest + 1)
+    assert refused.returncode == 2 and refused.stdout == "", refused.stderr
+    assert f"would be up to {MAX_COMMAND_BYTES + 1:,} bytes" in refused.stderr
 
 
 def test_exec_of_a_missing_command_exits_127(sim_cluster, tmp_path: Path) -> None:

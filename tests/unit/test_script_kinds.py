@@ -174,3 +174,35 @@ def test_node_0s_listener_answers_then_stops_with_its_thread() -> None:
     assert threading.active_count() == before
     assert listener.fileno() == -1  # closed
     probe.start_serving(None, b"n0nce", 5.0).stop()  # other nodes: nothing to stop
+
+
+def test_a_directory_with_main_or_a_zipapp_is_a_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``python DIR`` runs DIR/__main__.py and ``python app.pyz`` the zipapp: both are scripts,
+    for the local check and the hosts' preflight alike; a directory without one is neither."""
+    import zipapp
+
+    here = str(tmp_path)
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__main__.py").write_text("print('hi')\n")
+    zipapp.create_archive(tmp_path / "app", tmp_path / "app.pyz")
+    (tmp_path / "empty").mkdir()
+    for script in ("app", "app.pyz", "app/"):
+        plan, options = plan_for("file", script, here)
+        check_local_script(plan, options, cwd=here)
+    plan, options = plan_for("file", "empty", here)
+    with pytest.raises(UsageError, match=r"^empty: a directory without __main__\.py here; "):
+        check_local_script(plan, options, cwd=here)
+    monkeypatch.chdir(tmp_path)
+    for script in ("app", "app.pyz"):
+        assert probe.static_checks(_args(script))["script_found"] is True
+        assert probe.script_problem(script) is None
+    assert "'empty' in " in probe.script_problem("empty")
+    assert "is a directory without __main__.py" in probe.script_problem("empty")
+    assert probe.static_checks(_args("nope"))["script_found"] is False
+
+
+def _args(script: str) -> object:
+    fields = {"accelerator": None, "need_torch": False, "module": None, "program": None}
+    return type("Args", (), {**fields, "script": script, "job_id": None})()
