@@ -29,15 +29,19 @@ MAX_PROCS_PER_HOST = 1_024
 MAX_WORLD_SIZE = 65_536
 """Ranks in one job (the sum of ``gpus``): 4,096 hosts of 16 GPUs."""
 
-MAX_COMMAND_BYTES = 131_071
-"""The longest command that starts a program on a host. Every transport hands it
-over as ONE argument: sshd to the login shell (``SHELL -c COMMAND``), the local
-and srun transports the same way, and the OpenSSH client also gets it in its own
-argv here. Linux takes at most MAX_ARG_STRLEN = 32 pages = 131,072 bytes per
-argument, its NUL included (more with pages over 4 KiB; less nowhere). Measured
-on the sandbox (sshd on loopback), both SSH clients: 131,071 bytes ran, 131,072
-failed ("Argument list too long", from the host's shell with paramiko, from
-this machine's exec of ssh with OpenSSH); at 2 MB sshd reset paramiko's connection."""
+MAX_ARG_BYTES = 131_071
+"""The longest word a host's ``exec`` takes: one argument, or one ``NAME=VALUE`` of
+the job's environment. Linux's MAX_ARG_STRLEN is 32 pages = 131,072 bytes, its NUL
+included (more with pages over 4 KiB; less nowhere). Measured on the sandbox (sshd
+on loopback): a word of 131,071 bytes ran, 131,072 failed ("env: Argument list too
+long"). The command itself is not an argument: it travels on stdin
+(:func:`clusterlaunch.core.commands.for_login_shell`)."""
+
+MAX_EXEC_BYTES = 1 << 20
+"""What the job's words (arguments and environment) may take in all, each with its
+NUL and 8-byte pointer: half of Linux's usual ARG_MAX (a quarter of the 8 MiB stack,
+2 MiB), the other half left to the host's own environment (module systems make it
+large). Measured on the sandbox: 20 words of 100,000 bytes ran, 21 failed."""
 
 MAX_RESTARTS = 1_000
 """``--max-restarts``: a job that failed a thousand times needs a person, not a loop."""

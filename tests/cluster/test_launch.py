@@ -18,7 +18,7 @@ import pytest
 
 from clusterlaunch.core.defaults import CONNECT_TIMEOUT_S, PREFLIGHT_TIMEOUT_S
 from clusterlaunch.core.exits import ExitStatus
-from clusterlaunch.core.limits import MAX_COMMAND_BYTES
+from clusterlaunch.core.limits import MAX_ARG_BYTES, MAX_EXEC_BYTES
 from tests.cluster.support import (
     WORKERS,
     rank_lines,
@@ -293,35 +293,42 @@ def test_exec_streams_each_host_and_returns_the_exit_code(
 
 
 @both_clients
-def test_the_longest_command_line_a_host_takes(sim_cluster, tmp_path: Path, client: str) -> None:
-    """MAX_COMMAND_BYTES runs over either client, one byte more is refused in one line.
+def test_the_longest_words_a_host_takes(sim_cluster, tmp_path: Path, client: str) -> None:
+    """One word of MAX_ARG_BYTES, and words of MAX_EXEC_BYTES in all, run over either
+    client; one byte more is refused in one line, before any host is contacted.
 
-    Each client hands the command over as one argument (OpenSSH's ssh in its own
-    argv here, sshd to the login shell), at most 131,071 bytes on Linux: without
-    the check, one byte more failed on the hosts ("Argument list too long"), and
-    a few MB reset paramiko's connection.
+    The command goes on stdin (for_login_shell); the host's exec still takes 131,071
+    bytes a word ("env: Argument list too long" at 131,072) and ARG_MAX in all. Before,
+    the whole command was one argument: 131,071 bytes of it, and a few MB reset
+    paramiko's connection.
     """
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
 
-    def exec_with(size: int) -> subprocess.CompletedProcess[str]:
-        # In pieces: this machine, too, starts no program with one argument of 128 KiB.
-        words = ["a" * 60_000] * (size // 60_000) + ["a" * (size % 60_000)]
+    def exec_with(words: list[str]) -> subprocess.CompletedProcess[str]:
         script = 'n=0; for a; do n=$((n + ${#a})); done; echo "ok $n"'
         argv = ["--ssh-client", client, str(hosts), "--", "sh", "-c", script, "sh", *words]
         return run_cli("exec", sim_cluster, *argv)
 
-    for size in (2_000_000, 170_000):  # the last has the same three pieces as the longest
-        over = exec_with(size)
-        assert over.returncode == 2 and len(over.stderr.splitlines()) == 1, over.stderr
-    found = re.search(r"would be up to ([0-9,]+) bytes", over.stderr)
-    assert found is not None, over.stderr
-    longest = 170_000 - (int(found[1].replace(",", "")) - MAX_COMMAND_BYTES)
-    fits = exec_with(longest)
-    assert fits.returncode == 0, fits.stderr
-    assert fits.stdout.count(f"ok {longest}") == 2, fits.stdout
-    refused = exec_with(longest + 1)
-    assert refused.returncode == 2 and refused.stdout == "", refused.stderr
-    assert f"would be up to {MAX_COMMAND_BYTES + 1:,} bytes" in refused.stderr
+    def refused(result: subprocess.CompletedProcess[str]) -> str:
+        assert result.returncode == 2 and result.stdout == "", result.stderr
+        assert len(result.stderr.splitlines()) == 1, result.stderr
+        return result.stderr
+
+    fits = exec_with(["a" * MAX_ARG_BYTES])
+    assert fits.stdout.count(f"ok {MAX_ARG_BYTES}") == 2, fits.stderr
+    # One byte more: through the hosts file, as this machine starts no program with it.
+    big = {"env": {"BIG": "a" * (MAX_ARG_BYTES + 1 - len("BIG="))}}
+    write_hosts(hosts, [("node0", 1, big), ("node1", 1)])
+    assert "BIG's value is 131,072 bytes" in refused(exec_with([]))
+    write_hosts(hosts, [("node0", 1), ("node1", 1)])
+    piece = "a" * 100_000
+    found = re.search(r"take ([0-9,]+) bytes", refused(exec_with([piece] * 11)))
+    assert found is not None
+    others = int(found[1].replace(",", "")) - 11 * (100_000 + 9)  # each: NUL and pointer
+    last = "a" * (MAX_EXEC_BYTES - others - 10 * (100_000 + 9) - 9)
+    fits = exec_with([piece] * 10 + [last])
+    assert fits.stdout.count(f"ok {1_000_000 + len(last)}") == 2, fits.stderr
+    assert f"take {MAX_EXEC_BYTES + 1:,} bytes" in refused(exec_with([piece] * 10 + [last + "a"]))
 
 
 def test_exec_of_a_missing_command_exits_127(sim_cluster, tmp_path: Path) -> None:

@@ -151,7 +151,7 @@ def test_allreduce_over_srun(fake_slurm: FakeSlurm) -> None:
     assert sorted(s["host"] for s in steps) == ["node1", "node2"]
     for step in steps:
         assert_step_argv(step["argv"], step["host"])
-    agent = next(s["argv"][-1] for s in steps if s["host"] == "node2")
+    agent = next(s["command"] for s in steps if s["host"] == "node2")
     assert "--node-rank 1" in agent and "--master-addr 127.0.0.1" in agent
     assert fake_slurm.left_running(timeout=5.0) == []
 

@@ -1,8 +1,9 @@
-"""A command too long for a host's command line is refused before any host is contacted.
+"""Words too long for a host's ``exec`` are refused before any host is contacted.
 
-Every transport hands the command to a shell as one argument, which Linux
-limits to 131,071 bytes (core/limits.py, MAX_COMMAND_BYTES); the real limit is
-measured on simulated hosts in tests/cluster/test_launch.py.
+The command travels on stdin (commands.for_login_shell); what a host's ``exec``
+still limits is the job's words: one at most MAX_ARG_BYTES (Linux's
+MAX_ARG_STRLEN), all together at most MAX_EXEC_BYTES (half of the usual
+ARG_MAX). Measured on simulated hosts in tests/cluster/test_launch.py.
 """
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ import pytest
 
 from clusterlaunch.cli.main import main
 from clusterlaunch.controller import launcher
-from clusterlaunch.core.checkplan import check_command_sizes, checking_agent_command, command_size
+from clusterlaunch.core.checkplan import check_command_sizes, exec_words
 from clusterlaunch.core.errors import UsageError
-from clusterlaunch.core.limits import MAX_COMMAND_BYTES
+from clusterlaunch.core.limits import MAX_ARG_BYTES, MAX_EXEC_BYTES
 from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
 from clusterlaunch.core.planner import plan_job
 
-PIECE = "a" * 60_000
-"""One argument: this process could not start with one of 128 KiB either."""
+LONG = "a" * (MAX_ARG_BYTES + 1)
+PIECE = "a" * 100_000
+MANY = [PIECE] * 11  # 1.1 MB in all, each word fits
 
 
 @pytest.fixture
@@ -37,33 +39,47 @@ def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.parametrize(
-    "argv",
+    ("argv", "said"),
     [
-        ["run", "far.yaml", "train.py", PIECE, PIECE, PIECE],
-        ["run", "--env", f"BIG={PIECE}", "--env", f"HUGE={PIECE}{PIECE}", "far.yaml", "train.py"],
-        ["run", "--dry-run", "far.yaml", "train.py", PIECE, PIECE, PIECE],
-        ["check", "--env", f"BIG={PIECE}", "--env", f"HUGE={PIECE}{PIECE}", "far.yaml"],
-        ["exec", "far.yaml", "--", "echo", PIECE, PIECE, PIECE],
+        (["run", "far.yaml", "train.py", LONG], "an argument ('aaaaaaaaaaaa'...) is 131,072 bytes"),
+        (["run", "--env", f"BIG={LONG}", "far.yaml", "train.py"], "BIG's value is 131,076 bytes"),
+        (["run", "--dry-run", "far.yaml", "train.py", LONG], "is 131,072 bytes"),
+        (["check", "--env", f"BIG={LONG}", "far.yaml"], "BIG's value is 131,076 bytes"),
+        (["exec", "far.yaml", "--", "echo", LONG], "an argument ('aaaaaaaaaaaa'...)"),
+        (["run", "far.yaml", "train.py", *MANY], "and environment take 1,1"),
+        (["exec", "far.yaml", "--", "echo", *MANY], "allows 1,048,576 (half of Linux's"),
+        (
+            ["run", *(f"--env=V{i}={PIECE}" for i in range(11)), "far.yaml", "train.py"],
+            "(1,100,",  # the environment's share, named
+        ),
     ],
-    ids=["run-args", "run-env", "dry-run", "check-env", "exec-args"],
+    ids=[
+        "run-arg",
+        "run-env",
+        "dry-run",
+        "check-env",
+        "exec-arg",
+        "run-all",
+        "exec-all",
+        "env-all",
+    ],
 )
 def test_refused_in_one_line_before_any_host_is_contacted(
-    work: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+    work: Path, capsys: pytest.CaptureFixture[str], argv: list[str], said: str
 ) -> None:
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and "Traceback" not in err and len(err.splitlines()) == 1, err
-    assert err.startswith("clusterlaunch: error: unreachable.invalid: its command line would be ")
-    assert f"a host takes {MAX_COMMAND_BYTES:,} (Linux's limit on one argument)" in err
-    assert "pass large data in a file" in err
+    assert err.startswith("clusterlaunch: error: unreachable.invalid: "), err
+    assert said in err and "pass large data in a file" in err, err
 
 
-def _plan(size: int, exec_argv: bool, count: int | None = None) -> JobPlan:
-    """A two-host plan with a job argument of ``size`` bytes."""
+def _plan(words: list[str], exec_argv: bool, count: int | None = None) -> JobPlan:
+    """A two-host plan whose job has the arguments ``words``."""
     hosts = tuple(HostSpec(host=f"h{i}", gpus=1, workdir="/w") for i in range(2))
     targets = [SshTarget(alias=spec.host, hostname=spec.host) for spec in hosts]
     env = () if count is None else (("CLUSTERLAUNCH_RESTART_COUNT", str(count)),)
-    options = LaunchOptions(script="train.py", script_args=("x" * size,), env=env)
+    options = LaunchOptions(script="train.py", script_args=tuple(words), env=env)
     return plan_job(
         Inventory("h", hosts),
         targets,
@@ -72,40 +88,46 @@ def _plan(size: int, exec_argv: bool, count: int | None = None) -> JobPlan:
         local_env={},
         local_cwd="/w",
         agent_size=70_000,
-        exec_argv=("echo", "x" * size) if exec_argv else None,
+        exec_argv=("echo", *words) if exec_argv else None,
     )
 
 
 @pytest.mark.parametrize("exec_argv", [True, False], ids=["exec", "run"])
-def test_the_limit_is_the_longest_command_sent(exec_argv: bool) -> None:
-    """Counted: ``node.command`` for exec, the checking agent's command for run, the
-    latter with its preflight words (nonce, port, timeout) at their longest."""
-    plan = _plan(100, exec_argv)
-    for node in plan.nodes:
-        size = command_size(node, plan.master_addr, "train.py", "file", not exec_argv)
-        if exec_argv:
-            assert size == len(node.command)
-        else:
-            listen = 65535 if node.node_rank == 0 else None
-            agent = checking_agent_command(
-                node, plan.master_addr, listen, "f" * 16, "train.py", 1.23457e300, "file"
-            )
-            assert size == len(agent) > len(node.command)
-    longest = max(
-        command_size(n, plan.master_addr, "train.py", "file", not exec_argv) for n in plan.nodes
-    )
-    fits = _plan(100 + MAX_COMMAND_BYTES - longest, exec_argv)
+def test_one_word_may_have_exactly_the_limit(exec_argv: bool) -> None:
+    check_command_sizes(_plan(["a" * MAX_ARG_BYTES], exec_argv), "train.py", "file", not exec_argv)
+    with pytest.raises(UsageError, match="is 131,072 bytes, and a host takes 131,071"):
+        check_command_sizes(_plan([LONG], exec_argv), "train.py", "file", not exec_argv)
+
+
+def _total(plan: JobPlan, exec_argv: bool) -> int:
+    node = plan.nodes[0]
+    words = exec_words(node, plan.master_addr, "train.py", "file", not exec_argv)
+    words += [f"{name}={value}" for name, value in node.env.items()]
+    return sum(len(word.encode()) + 9 for word in words)
+
+
+@pytest.mark.parametrize("exec_argv", [True, False], ids=["exec", "run"])
+def test_all_words_may_take_exactly_the_limit(exec_argv: bool) -> None:
+    """Counted as execve counts them: each word, its NUL, its pointer; for run, the
+    checking agent's words (nonce, port, timeout) at their longest."""
+    base = _total(_plan([PIECE] * 10, exec_argv), exec_argv)
+    last = "a" * (MAX_EXEC_BYTES - base - 9)  # one word more: its bytes, NUL and pointer
+    fits = _plan([PIECE] * 10 + [last], exec_argv)
+    assert _total(fits, exec_argv) == MAX_EXEC_BYTES
     check_command_sizes(fits, "train.py", "file", not exec_argv)
-    over = _plan(101 + MAX_COMMAND_BYTES - longest, exec_argv)
-    with pytest.raises(UsageError, match=f"would be up to {MAX_COMMAND_BYTES + 1:,} bytes"):
-        check_command_sizes(over, "train.py", "file", not exec_argv)
+    with pytest.raises(UsageError, match="take 1,048,577 bytes"):
+        check_command_sizes(
+            _plan([PIECE] * 10 + [last + "a"], exec_argv), "train.py", "file", not exec_argv
+        )
 
 
 def test_room_is_kept_for_the_restart_counts_digits() -> None:
     """Restart 1,000 has 3 digits more than restart 0: that restart must fit as well."""
-    plan = _plan(100, True, count=0)
-    grown = MAX_COMMAND_BYTES - 3 - len(plan.nodes[0].command)
-    check_command_sizes(_plan(100 + grown, True, count=0), None, "file", False, reserve=3)
+    base = _total(_plan([PIECE] * 10, True, count=0), True)
+    last = "a" * (MAX_EXEC_BYTES - base - 9 - 3)
+    check_command_sizes(_plan([PIECE] * 10 + [last], True, count=0), None, "file", False, reserve=3)
     with pytest.raises(UsageError):
-        check_command_sizes(_plan(101 + grown, True, count=0), None, "file", False, reserve=3)
-    check_command_sizes(_plan(100 + grown, True, count=1000), None, "file", False)
+        check_command_sizes(
+            _plan([PIECE] * 10 + [last + "a"], True, count=0), None, "file", False, reserve=3
+        )
+    check_command_sizes(_plan([PIECE] * 10 + [last], True, count=1000), None, "file", False)
