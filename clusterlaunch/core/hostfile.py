@@ -24,10 +24,10 @@ from clusterlaunch.core.yamlines import (
     LineMap,
     YamlLimitError,
     describe_yaml_error,
-    first_number_form,
     key_line,
     load_yaml,
 )
+from clusterlaunch.core.yamlnumbers import first_number_form
 
 _ENTRY_EXAMPLE = "{host: gpu-a, gpus: 4}"
 TOP_KEYS: tuple[str, ...] = ("master_port", "master_addr", "ssh_client", "defaults", "hosts")
@@ -178,9 +178,9 @@ def _host_entries(
         raise HostsFileError(path, line, where + ".host", "missing; give the SSH destination")
     name = entry["host"]
     if not isinstance(name, str) or not name.strip():
-        got = hostfields.shown(name)
+        got = hostfields.got_text(entry, "host")
         raise HostsFileError(
-            path, key_line(entry, "host"), where + ".host", f"must be a host name, got {got}"
+            path, key_line(entry, "host"), where + ".host", f"must be a host name, {got}"
         )
     merged = {**defaults, **entry}
     if "gpus" not in merged:
