@@ -138,3 +138,44 @@ def test_env_file_errors_in_the_cli(work: Path, capsys: pytest.CaptureFixture[st
     )
     assert main(["run", "--dry-run", "--env-file", "nope.env", "h.yaml", "t.py"]) == 2
     assert capsys.readouterr().err == "clusterlaunch: error: nope.env: no such env file\n"
+
+
+FIX = "give the path of a KEY=VALUE file, absolute or relative to the hosts file's folder"
+
+
+def test_a_missing_env_file_is_the_hosts_file_lines_mistake(tmp_path: Path) -> None:
+    (tmp_path / "h.yaml").write_text(
+        "defaults:\n  gpus: 1\nhosts:\n  - host: a\n  - host: b\n    env_file: nope.env\n"
+    )
+    with pytest.raises(HostsFileError) as info:
+        load_inventory(str(tmp_path / "h.yaml"))
+    assert str(info.value) == (
+        f"{tmp_path / 'h.yaml'}:6: hosts[1].env_file: "
+        f"cannot read {tmp_path / 'nope.env'}: no such file; {FIX}"
+    )
+
+
+def test_an_env_file_that_is_a_folder_names_the_defaults_line(tmp_path: Path) -> None:
+    (tmp_path / "d.env").mkdir()
+    (tmp_path / "h.yaml").write_text(
+        "defaults:\n  env_file: d.env\nhosts:\n  - {host: a, gpus: 1}\n"
+    )
+    with pytest.raises(HostsFileError) as info:
+        load_inventory(str(tmp_path / "h.yaml"))
+    assert str(info.value) == (
+        f"{tmp_path / 'h.yaml'}:2: defaults.env_file: "
+        f"cannot read {tmp_path / 'd.env'}: Is a directory; {FIX}"
+    )
+
+
+def test_a_missing_env_file_in_the_cli_is_one_line_and_exit_2(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (work / "h.yaml").write_text("hosts:\n  - {host: localhost, gpus: 1, env_file: /no/x.env}\n")
+    assert main(["run", "--dry-run", "h.yaml", "t.py"]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == (
+        "",
+        f"clusterlaunch: error: h.yaml:2: hosts[0].env_file: cannot read /no/x.env: no such file; "
+        f"{FIX}\n",
+    )
