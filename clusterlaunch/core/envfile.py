@@ -21,6 +21,7 @@ from clusterlaunch.core.errors import HostsFileError
 MAX_ENV_FILE_BYTES = 1 << 20
 """1 MiB, as for a hosts file: a few hundred variables take a few KiB."""
 _MISSING = "no such file"
+_BLANKS = " \t"
 
 
 class UnreadableEnvFile(HostsFileError):
@@ -69,12 +70,15 @@ def parse_env_text(text: str, path: str) -> dict[str, str]:
     """The ``KEY=VALUE`` assignments of ``text``, in file order (``path`` is for messages)."""
     found: dict[str, str] = {}
     lines: dict[str, int] = {}
-    for number, raw in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
-        line = raw.strip()
+    for number, raw in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
+        # Lines end at \n only, as a shell and docker read them (str.splitlines would
+        # also end one at \f, \x1c or U+2028: one line, two variables); a CRLF
+        # file's \r goes, and only the shell's blanks are trimmed.
+        line = raw.removesuffix("\r").strip(_BLANKS)
         if not line or line.startswith("#"):
             continue
         if line.startswith("export ") or line.startswith("export\t"):
-            line = line[len("export") :].lstrip()
+            line = line[len("export") :].lstrip(_BLANKS)
         name, equals, value = line.partition("=")
         if not equals or not name:
             raise HostsFileError(path, number, "", f"expected KEY=VALUE, got {limits.shown(line)}")
@@ -85,7 +89,7 @@ def parse_env_text(text: str, path: str) -> dict[str, str]:
             raise HostsFileError(
                 path, number, name, f"is set twice (also at line {lines[name]}); keep one"
             )
-        value = _unquoted(value.rstrip("\r"))
+        value = _unquoted(value)
         if "\x00" in value:
             raise HostsFileError(path, number, name, "contains a NUL byte")
         found[name], lines[name] = value, number

@@ -126,7 +126,7 @@ def as_int(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
+    if isinstance(value, str) and _DIGITS.fullmatch(value.strip(" \t")):  # not U+2028
         return int(value)
     return None
 
