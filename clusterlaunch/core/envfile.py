@@ -13,11 +13,37 @@ Errors name the file and the line (``vars.env:3: expected KEY=VALUE, got
 
 from __future__ import annotations
 
+import os
+
 from clusterlaunch.core import envpolicy, limits
 from clusterlaunch.core.errors import HostsFileError
 
 MAX_ENV_FILE_BYTES = 1 << 20
 """1 MiB, as for a hosts file: a few hundred variables take a few KiB."""
+_MISSING = "no such file"
+_BLANKS = " \t"
+
+
+class UnreadableEnvFile(HostsFileError):
+    """The env file could not be opened; ``why``: the system's reason (``Is a directory``)."""
+
+    def __init__(self, name: str, why: str) -> None:
+        super().__init__(
+            name, None, "", "no such env file" if why == _MISSING else f"cannot read it: {why}"
+        )
+        self.why = why
+
+
+def named_in_hosts_file(name: str, path: str, line: int | None, field: str) -> dict[str, str]:
+    """The variables of ``env_file: NAME`` in hosts file ``path``: a relative ``name`` is
+    relative to the hosts file's directory. One it cannot open is that line's mistake."""
+    local = os.path.join(os.path.dirname(path), os.path.expanduser(name))
+    shown = name if os.path.isabs(name) else local
+    try:
+        return read_env_file(local, shown)
+    except UnreadableEnvFile as exc:
+        fix = "give the path of a KEY=VALUE file, absolute or relative to the hosts file's folder"
+        raise HostsFileError(path, line, field, f"cannot read {shown}: {exc.why}; {fix}") from None
 
 
 def read_env_file(path: str, shown_as: str | None = None) -> dict[str, str]:
@@ -27,9 +53,9 @@ def read_env_file(path: str, shown_as: str | None = None) -> dict[str, str]:
         with open(path, "rb") as handle:
             data = handle.read(MAX_ENV_FILE_BYTES + 1)
     except FileNotFoundError:
-        raise HostsFileError(name, None, "", "no such env file") from None
+        raise UnreadableEnvFile(name, _MISSING) from None
     except OSError as exc:
-        raise HostsFileError(name, None, "", f"cannot read it: {exc.strerror or exc}") from None
+        raise UnreadableEnvFile(name, exc.strerror or str(exc)) from None
     if len(data) > MAX_ENV_FILE_BYTES:
         raise HostsFileError(name, None, "", "larger than 1 MiB, the limit for an env file")
     try:
@@ -44,12 +70,15 @@ def parse_env_text(text: str, path: str) -> dict[str, str]:
     """The ``KEY=VALUE`` assignments of ``text``, in file order (``path`` is for messages)."""
     found: dict[str, str] = {}
     lines: dict[str, int] = {}
-    for number, raw in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
-        line = raw.strip()
+    for number, raw in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
+        # Lines end at \n only, as a shell and docker read them (str.splitlines would
+        # also end one at \f, \x1c or U+2028: one line, two variables); a CRLF
+        # file's \r goes, and only the shell's blanks are trimmed.
+        line = raw.removesuffix("\r").strip(_BLANKS)
         if not line or line.startswith("#"):
             continue
         if line.startswith("export ") or line.startswith("export\t"):
-            line = line[len("export") :].lstrip()
+            line = line[len("export") :].lstrip(_BLANKS)
         name, equals, value = line.partition("=")
         if not equals or not name:
             raise HostsFileError(path, number, "", f"expected KEY=VALUE, got {limits.shown(line)}")
@@ -60,7 +89,7 @@ def parse_env_text(text: str, path: str) -> dict[str, str]:
             raise HostsFileError(
                 path, number, name, f"is set twice (also at line {lines[name]}); keep one"
             )
-        value = _unquoted(value.rstrip("\r"))
+        value = _unquoted(value)
         if "\x00" in value:
             raise HostsFileError(path, number, name, "contains a NUL byte")
         found[name], lines[name] = value, number

@@ -15,7 +15,7 @@ from clusterlaunch.core import envpolicy
 from clusterlaunch.core.accelerators import NAMES as ACCELERATORS
 from clusterlaunch.core.errors import HostsFileError
 from clusterlaunch.core.limits import MAX_PROCS_PER_HOST
-from clusterlaunch.core.yamlines import key_line
+from clusterlaunch.core.yamlines import key_line, written
 
 _DIGITS = re.compile(r"[0-9]{1,18}")
 AUTO = "auto"
@@ -33,6 +33,16 @@ _SHORT.maxlist = _SHORT.maxdict = 4
 def shown(value: Any) -> str:
     """A value quoted for a one-line message, never longer than a line."""
     return _SHORT.repr(value)
+
+
+def got_text(mapping: Mapping[str, Any], key: str, fix: str = "") -> str:
+    """``got VALUE; FIX`` for a text field: the one rule for all of them. A value YAML read
+    as something else (``yes``: True, ``~``: None) is shown as written; the fix: quote it."""
+    value, text = shown(mapping[key]), written(mapping, key)
+    if text and len(text) <= _SHORT.maxstring:
+        reads = "" if text == value else f", which YAML reads as {value}"
+        return f'got {text}{reads}; write it in quotes ("{text}")'
+    return f"got {value}; {fix}" if fix else f"got {value}"
 
 
 def host_name_problem(name: str) -> str | None:
@@ -116,7 +126,7 @@ def as_int(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
+    if isinstance(value, str) and _DIGITS.fullmatch(value.strip(" \t")):  # not U+2028
         return int(value)
     return None
 
@@ -129,18 +139,13 @@ def env(mapping: Mapping[str, Any], path: str, field: str) -> dict[str, str]:
     if not isinstance(raw, dict):
         raise HostsFileError(path, line, field, "must be a mapping of NAME: value strings")
     result: dict[str, str] = {}
-    for key, value in raw.items():
-        why = envpolicy.refusal(str(key))
+    for key, value in raw.items():  # YAML keys are the text as written (yamlines)
+        why = envpolicy.refusal(key)
+        if why is None and (isinstance(value, bool) or not isinstance(value, str | int)):
+            why = "must be a string, " + got_text(raw, key, "write the value in quotes")
         if why is not None:
-            raise HostsFileError(path, key_line(raw, str(key)), f"{field}.{key}", why)
-        if isinstance(value, bool) or not isinstance(value, str | int):
-            raise HostsFileError(
-                path,
-                key_line(raw, str(key)),
-                f"{field}.{key}",
-                f"must be a string, got {shown(value)}; write the value in quotes",
-            )
-        result[str(key)] = str(value)
+            raise HostsFileError(path, key_line(raw, key), f"{field}.{key}", why)
+        result[key] = str(value)
     return result
 
 
@@ -243,8 +248,9 @@ def optional_str(mapping: Mapping[str, Any], key: str, path: str, field: str) ->
         return None
     value = mapping[key]
     if not isinstance(value, str) or not value.strip() or "\x00" in value:
+        got = got_text(mapping, key)
         raise HostsFileError(
-            path, key_line(mapping, key), field, f"must be a non-empty string, got {shown(value)}"
+            path, key_line(mapping, key), field, f"must be a non-empty string, {got}"
         )
     return value
 

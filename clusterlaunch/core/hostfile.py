@@ -7,7 +7,6 @@ the file, the line, the field and the fix; nothing here touches the network.
 from __future__ import annotations
 
 import difflib
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,10 +23,10 @@ from clusterlaunch.core.yamlines import (
     LineMap,
     YamlLimitError,
     describe_yaml_error,
-    first_number_form,
     key_line,
     load_yaml,
 )
+from clusterlaunch.core.yamlnumbers import first_number_form
 
 _ENTRY_EXAMPLE = "{host: gpu-a, gpus: 4}"
 TOP_KEYS: tuple[str, ...] = ("master_port", "master_addr", "ssh_client", "defaults", "hosts")
@@ -178,9 +177,9 @@ def _host_entries(
         raise HostsFileError(path, line, where + ".host", "missing; give the SSH destination")
     name = entry["host"]
     if not isinstance(name, str) or not name.strip():
-        got = hostfields.shown(name)
+        got = hostfields.got_text(entry, "host")
         raise HostsFileError(
-            path, key_line(entry, "host"), where + ".host", f"must be a host name, got {got}"
+            path, key_line(entry, "host"), where + ".host", f"must be a host name, {got}"
         )
     merged = {**defaults, **entry}
     if "gpus" not in merged:
@@ -219,12 +218,10 @@ def _host_entries(
 def _env(mapping: Mapping[str, Any], path: str, where: str) -> dict[str, str]:
     """``env_file:`` then ``env:`` of one block, ``env:`` winning; files are local,
     relative to the hosts file's directory."""
-    variables = {}
-    name = hostfields.optional_str(mapping, "env_file", path, where + ".env_file")
-    if name is not None:
-        local = os.path.join(os.path.dirname(path), os.path.expanduser(name))
-        shown = name if os.path.isabs(name) else local
-        variables = envfile.read_env_file(local, shown)
+    field = where + ".env_file"
+    name = hostfields.optional_str(mapping, "env_file", path, field)
+    line = key_line(mapping, "env_file")
+    variables = {} if name is None else envfile.named_in_hosts_file(name, path, line, field)
     return {**variables, **hostfields.env(mapping, path, where + ".env")}
 
 

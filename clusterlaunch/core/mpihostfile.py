@@ -25,6 +25,10 @@ LINE_FORM = "a hostfile line reads HOST [slots=N] [max_slots=N]"
 # hostfile line never does ("gpu1:4" and "fe80::1" have no space after ':').
 _YAML_START = re.compile(r"(---|%|[{\[\"']|-(\s|$)|[^\s:#]+\s*:(\s|$))")
 _HOROVOD = re.compile(r"([^\s:\[\]]+):([0-9]+)")
+# What separates words in Open MPI's hostfile lexer (WHITE [\f\t\v ]); anything else
+# unprintable stays in its word, and the host name rules refuse it.
+_BLANKS = " \t\f\v"
+_WORDS = re.compile(f"[{_BLANKS}]+")
 
 
 @dataclass(frozen=True)
@@ -43,25 +47,32 @@ def without_bom(text: str) -> str:
 
 def looks_like_yaml(text: str) -> bool:
     """True unless the first meaningful line reads like a hostfile line (an empty file: YAML)."""
-    for raw in without_bom(text).splitlines():
+    for raw in file_lines(text):
         line = strip_comment(raw)
         if line:
             return bool(_YAML_START.match(line))
     return True
 
 
+def file_lines(text: str) -> list[str]:
+    """The lines of ``text`` as Open MPI's lexer reads them: each ends at ``\\n`` only
+    (``str.splitlines`` also ends one at ``\\x1c`` or U+2028: one line, two hosts);
+    the ``\\r`` of a CRLF file goes, as DeepSpeed's Python reading drops it."""
+    return [line.removesuffix("\r") for line in without_bom(text).split("\n")]
+
+
 def strip_comment(line: str) -> str:
     """The line without its ``#`` comment and surrounding blanks."""
-    return line.split("#", 1)[0].strip()
+    return line.split("#", 1)[0].strip(_BLANKS)
 
 
 def parse_lines(text: str, path: str) -> list[MpiEntry]:
     """Every meaningful line of hostfile ``text`` (``path`` is for messages only)."""
     entries = []
-    for number, raw in enumerate(without_bom(text).splitlines(), start=1):
+    for number, raw in enumerate(file_lines(text), start=1):
         line = strip_comment(raw)
         if line:
-            name, *words = line.split()
+            name, *words = _WORDS.split(line)
             _check_name(name, path, number)
             entries.append(MpiEntry(name, _slots(words, path, number), number))
     return entries

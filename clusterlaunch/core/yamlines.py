@@ -14,13 +14,12 @@ libyaml when PyYAML has it (1 MiB of ``x: 1`` lines: 1.2 s instead of 21 s);
 nodes are composed here, so the limits hold before anything is built.
 
 Integers must be plain decimal: an unquoted ``0755``, ``0x1F``, ``1:30:00``,
-``1_000`` or ``08`` becomes a :class:`NumberForm`, which the reader refuses.
+``1_000`` or ``08`` becomes a :class:`~clusterlaunch.core.yamlnumbers.NumberForm`,
+which the reader refuses. Mapping keys are the text as written (``yes:`` is not True).
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -34,6 +33,7 @@ from yaml.resolver import Resolver
 from yaml.scanner import Scanner
 
 from clusterlaunch.core.limits import MAX_YAML_DEPTH, MAX_YAML_NODES
+from clusterlaunch.core.yamlnumbers import DECIMAL, NUMBER_TEXT, SHOWN, NumberForm, yaml12_number
 
 
 class PythonEvents(Reader, Scanner, Parser):
@@ -52,72 +52,12 @@ except ImportError:
 
 
 class LineMap(dict[str, Any]):
-    """A mapping from YAML that knows its own line and its keys' lines (1-based)."""
+    """A mapping from YAML that knows its own line and its keys' lines (1-based), and the
+    text of each value YAML read as something else (``yes``: True), for messages."""
 
     line: int
     key_lines: dict[str, int]
-
-
-# The one integer form every YAML reader agrees on, and every one reads back as written.
-_DECIMAL = re.compile(r"0|-?[1-9][0-9]*")
-# Unquoted text YAML 1.1 keeps as text but YAML 1.2 (and people) read as a number.
-_NUMBER_TEXT = re.compile(r"[-+]?0(?:[0-9_]+|o_*[0-7][0-7_]*)")
-_SHOWN = 30  # characters of a number a message shows, so that it stays one line
-
-
-@dataclass(frozen=True, repr=False)
-class NumberForm:
-    """An unquoted integer not in plain decimal (``0755``, ``0x1F``, ``1:30:00``, ``08``).
-
-    Neither an ``int`` nor a ``str``, so no field validator takes it by mistake.
-    """
-
-    text: str
-    line: int
-    number: int | None  # what ``reader`` makes of it; None: too long to show
-    reader: str = "YAML"
-
-    def __str__(self) -> str:
-        return self.text  # as a mapping key it stays as written
-
-    __repr__ = __str__
-
-    def problem(self) -> str:
-        """The refusal: what YAML makes of it, and the two ways to write it."""
-        text = self.text if len(self.text) <= _SHOWN else self.text[: _SHOWN - 3] + "..."
-        known = self.number is not None
-        reads = f": {self.reader} reads it as {self.number}" if known else ""
-        decimal = f" ({self.number})" if known else ""
-        return (
-            f"{text} is not a plain decimal integer{reads}; "
-            f'quote it ("{text}") if it is text, or write the number in decimal{decimal}'
-        )
-
-
-def _yaml12_number(text: str) -> int | None:
-    """``08``, ``0o17``: what YAML 1.2 reads (``None``: too long to show)."""
-    digits = text.lstrip("+-").replace("_", "")
-    if len(digits) > _SHOWN:
-        return None
-    number = int(digits[2:], 8) if digits.startswith("0o") else int(digits)
-    return -number if text.startswith("-") else number
-
-
-def first_number_form(data: Any, field: str = "") -> tuple[str, NumberForm] | None:
-    """The first :class:`NumberForm` in ``data``, with its field (``hosts[0].env.A``)."""
-    if isinstance(data, NumberForm):
-        return field, data
-    if isinstance(data, dict):
-        items = [(f"{field}.{key}" if field else str(key), value) for key, value in data.items()]
-    elif isinstance(data, list | tuple):
-        items = [(f"{field}[{index}]", value) for index, value in enumerate(data)]
-    else:
-        return None
-    for name, value in items:
-        found = first_number_form(value, name)
-        if found is not None:
-            return found
-    return None
+    texts: dict[str, str]
 
 
 class DuplicateKeyError(Exception):
@@ -215,24 +155,37 @@ def _line(event: Event) -> int:
 
 
 def _construct_text(loader: Any, node: ScalarNode) -> str | NumberForm:
-    value = loader.construct_scalar(node)
-    assert isinstance(value, str)
+    value = _sendable(node)
+    if not node.style and NUMBER_TEXT.fullmatch(value):  # unquoted 08, 0o17
+        return NumberForm(value, node.start_mark.line + 1, yaml12_number(value), "YAML 1.2")
+    return value
+
+
+def _sendable(node: ScalarNode) -> str:
+    """The scalar's text, as written (quotes and escapes resolved), if a host can be sent it."""
+    value: str = node.value
     # "\ud800" and "\0" escapes are valid YAML, but no host can be sent them.
     if "\x00" in value or any("\ud800" <= char <= "\udfff" for char in value):
         raise ConstructorError(
             None, None, "a NUL or a lone surrogate (\\ud800-\\udfff) in a string", node.start_mark
         )
-    if not node.style and _NUMBER_TEXT.fullmatch(value):  # unquoted 08, 0o17
-        return NumberForm(value, node.start_mark.line + 1, _yaml12_number(value), "YAML 1.2")
     return value
+
+
+def _key_text(loader: Any, node: Node) -> str:
+    """A mapping key as written: a key names something (a field, a variable), so ``yes:``,
+    ``~:``, ``Null:`` and ``.inf:`` stay that text, not YAML's True, None and inf."""
+    if isinstance(node, ScalarNode):
+        return _sendable(node)
+    return str(loader.construct_object(node, deep=True))  # [a, b]: a name no field takes
 
 
 def _construct_int(loader: Any, node: ScalarNode) -> int | NumberForm:
     number = loader.construct_yaml_int(node)
     text = loader.construct_scalar(node)
-    if _DECIMAL.fullmatch(text):
+    if DECIMAL.fullmatch(text):
         return int(number)
-    shown = number if abs(number) < 10**_SHOWN else None
+    shown = number if abs(number) < 10**SHOWN else None
     return NumberForm(text, node.start_mark.line + 1, shown)
 
 
@@ -240,6 +193,7 @@ def _construct_line_map(loader: Any, node: MappingNode) -> Any:
     result = LineMap()
     result.line = node.start_mark.line + 1
     result.key_lines = {}
+    result.texts = {}
     yield result
     # Duplicates are judged among the keys written here; keys merged in with
     # "<<" may legitimately be overridden.
@@ -247,16 +201,19 @@ def _construct_line_map(loader: Any, node: MappingNode) -> Any:
     for key_node, _ in node.value:
         if key_node.tag == "tag:yaml.org,2002:merge":
             continue
-        key_text = str(loader.construct_object(key_node, deep=True))
+        key_text = _key_text(loader, key_node)
         line = key_node.start_mark.line + 1
         if key_text in written:
             raise DuplicateKeyError(key_text, line, written[key_text])
         written[key_text] = line
     loader.flatten_mapping(node)  # merged pairs first, so written keys win below
     for key_node, value_node in node.value:
-        key_text = str(loader.construct_object(key_node, deep=True))
+        key_text = _key_text(loader, key_node)
         result.key_lines[key_text] = key_node.start_mark.line + 1
-        result[key_text] = loader.construct_object(value_node, deep=True)
+        value = result[key_text] = loader.construct_object(value_node, deep=True)
+        result.texts.pop(key_text, None)  # a written key overriding a merged one
+        if isinstance(value_node, ScalarNode) and not isinstance(value, str | NumberForm):
+            result.texts[key_text] = value_node.value
 
 
 _LOADER = loader_class(_EventSource)
@@ -284,6 +241,11 @@ def describe_yaml_error(exc: yaml.YAMLError, text: str) -> tuple[int | None, str
         if mark.column < len(row):
             problem = f"found character {row[mark.column]!r} that cannot start any token"
     return mark.line + 1, f"{kind} error: {problem}"
+
+
+def written(mapping: object, key: str) -> str | None:
+    """The text of ``mapping[key]`` when YAML read it as something else (``~``, ``yes``)."""
+    return mapping.texts.get(key) if isinstance(mapping, LineMap) else None
 
 
 def key_line(mapping: object, key: str) -> int | None:

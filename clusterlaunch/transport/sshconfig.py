@@ -37,6 +37,7 @@ from clusterlaunch.transport.sshinclude import (
     ssh_words,
     words,
 )
+from clusterlaunch.transport.sshlines import config_lines
 from clusterlaunch.transport.sshlookup import IndexedSshConfig
 from clusterlaunch.transport.sshtokens import tilde
 
@@ -181,10 +182,11 @@ def read_ssh_config(path: str | None, system: str = SYSTEM_SSH_CONFIG) -> Loaded
     # ssh checks who may write ~/.ssh/config, not an -F file nor the system one.
     first = read_text(files[0][0], checked=path is None and not files[0][1])
     lines = None
+    texts = config_lines(first, files[0][0])  # at \n only, as ssh splits them
     if len(files) > 1 or may_include(first):  # the system file is read as it is flattened
         lines = tuple(_flattened(files))
-    # Lines as the flattened ones are joined (splitlines: \r\n, \f and the rest too).
-    text = "\n".join(line.text for line in lines) if lines else "\n".join(first.splitlines())
+        texts = [line.text for line in lines]
+    text = "\n".join(texts)
     try:
         parsed = _parse(text)
     except (SSHException, ValueError) as exc:

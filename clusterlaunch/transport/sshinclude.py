@@ -25,6 +25,7 @@ import shlex
 from dataclasses import dataclass
 
 from clusterlaunch.core.errors import UsageError
+from clusterlaunch.transport.sshlines import config_lines
 
 MAX_DEPTH = 16
 """OpenSSH's READCONF_MAX_DEPTH: an Include cycle ends here instead of looping."""
@@ -161,7 +162,7 @@ def read_text(path: str, checked: bool = False) -> str:
     if checked:
         check_owner(path)
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open(path, encoding="utf-8", newline="") as handle:  # a lone \r is no break
             return handle.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot read the SSH config: {exc}") from None
@@ -212,7 +213,7 @@ class _Flattener:
 
     def read(self, path: str, outer: tuple[str, ...], depth: int) -> list[ConfigLine]:
         """Append ``path``'s lines under the condition ``outer`` (Match criteria, or none)."""
-        texts = read_text(path, checked=depth > 0).splitlines()  # ssh checks included files
+        texts = config_lines(read_text(path, checked=depth > 0), path)  # checked: included
         header: ConfigLine | None = None  # the block the next lines belong to
         for lineno, text in enumerate(texts, start=1):
             keyword, value = split_line(text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,75 @@ def test_env_file_errors_in_the_cli(work: Path, capsys: pytest.CaptureFixture[st
     )
     assert main(["run", "--dry-run", "--env-file", "nope.env", "h.yaml", "t.py"]) == 2
     assert capsys.readouterr().err == "clusterlaunch: error: nope.env: no such env file\n"
+
+
+FIX = "give the path of a KEY=VALUE file, absolute or relative to the hosts file's folder"
+
+
+def test_a_missing_env_file_is_the_hosts_file_lines_mistake(tmp_path: Path) -> None:
+    (tmp_path / "h.yaml").write_text(
+        "defaults:\n  gpus: 1\nhosts:\n  - host: a\n  - host: b\n    env_file: nope.env\n"
+    )
+    with pytest.raises(HostsFileError) as info:
+        load_inventory(str(tmp_path / "h.yaml"))
+    assert str(info.value) == (
+        f"{tmp_path / 'h.yaml'}:6: hosts[1].env_file: "
+        f"cannot read {tmp_path / 'nope.env'}: no such file; {FIX}"
+    )
+
+
+def test_an_env_file_that_is_a_folder_names_the_defaults_line(tmp_path: Path) -> None:
+    (tmp_path / "d.env").mkdir()
+    (tmp_path / "h.yaml").write_text(
+        "defaults:\n  env_file: d.env\nhosts:\n  - {host: a, gpus: 1}\n"
+    )
+    with pytest.raises(HostsFileError) as info:
+        load_inventory(str(tmp_path / "h.yaml"))
+    assert str(info.value) == (
+        f"{tmp_path / 'h.yaml'}:2: defaults.env_file: "
+        f"cannot read {tmp_path / 'd.env'}: Is a directory; {FIX}"
+    )
+
+
+def test_a_missing_env_file_in_the_cli_is_one_line_and_exit_2(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (work / "h.yaml").write_text("hosts:\n  - {host: localhost, gpus: 1, env_file: /no/x.env}\n")
+    assert main(["run", "--dry-run", "h.yaml", "t.py"]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == (
+        "",
+        f"clusterlaunch: error: h.yaml:2: hosts[0].env_file: cannot read /no/x.env: no such file; "
+        f"{FIX}\n",
+    )
+
+
+# Characters str.splitlines() ends a line at, though neither a shell nor docker does.
+NOT_NEWLINES = ["\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+
+
+@pytest.mark.parametrize("char", NOT_NEWLINES, ids=[f"U+{ord(c):04X}" for c in NOT_NEWLINES])
+def test_only_newline_ends_a_line_as_in_a_shell(tmp_path: Path, char: str) -> None:
+    text = f"A=x{char}B=y\nC=z\n"
+    assert parse_env_text(text, "v.env") == {"A": f"x{char}B=y", "C": "z"}
+    (tmp_path / "v.env").write_text(text)
+    script = '. ./v.env && printf %s "$A"'  # what sh makes of the same file
+    done = subprocess.run(["sh", "-c", script], cwd=tmp_path, capture_output=True, check=True)
+    assert done.stdout.decode() == f"x{char}B=y"
+
+
+@pytest.mark.parametrize("char", NOT_NEWLINES, ids=[f"U+{ord(c):04X}" for c in NOT_NEWLINES])
+def test_a_line_starting_with_one_is_refused_at_its_line(char: str) -> None:
+    with pytest.raises(HostsFileError) as info:
+        parse_env_text(f"OK=1\n{char}A=1\n", "v.env")
+    assert str(info.value).startswith(f"v.env:2: {char}A: {char + 'A'!r} is not a valid variable")
+
+
+def test_line_numbers_count_newlines_only() -> None:
+    with pytest.raises(HostsFileError) as info:
+        parse_env_text("A=1\u2028B\fC\r\nD=2\r\nNOPE\n", "v.env")
+    assert str(info.value) == "v.env:3: expected KEY=VALUE, got 'NOPE'"
+
+
+def test_a_crlf_file_reads_like_an_lf_one() -> None:
+    assert parse_env_text("A=1\r\nB=2 \r\n\r\n", "v.env") == {"A": "1", "B": "2"}

@@ -662,7 +662,7 @@ BAD_YAML = [
         "hosts:\n  - host: a\n    gpus: 1\n    env:\n      B: yes\n",
         5,
         "hosts[0].env.B",
-        "must be a string, got True; write the value in quotes",
+        'must be a string, got yes, which YAML reads as True; write it in quotes ("yes")',
     ),
     (
         "env-value-none",

@@ -120,7 +120,7 @@ FIELDS = [
     ("port-big", entry("a", "    port: 70000\n"), "must be a TCP port 1-65535"),
     ("env-surrogate", entry("a", '    env: {A: "\\ud800"}\n'), "YAML"),
     ("env-rank", entry("a", "    env: {RANK: '1'}\n"), "RANK is set by torchrun"),
-    ("env-bool", entry("a", "    env: {A: true}\n"), "write the value in quotes"),
+    ("env-bool", entry("a", "    env: {A: true}\n"), "got true, which YAML reads as True"),
     ("python-equals", entry("a", "    python: a=b\n"), "without '='"),
     ("workdir-empty", entry("a", "    workdir: ''\n"), "must be a non-empty string"),
     ("devices-mismatch", entry("a", "    devices: [0, 1]\n"), "has 2 entries but gpus is 1"),

@@ -157,3 +157,35 @@ def test_the_cli_says_it_in_one_line(
     captured = capsys.readouterr()
     assert captured.err == "clusterlaunch: error: t.txt:3: expected slots=N, got 'slots 8'\n"
     assert captured.out == ""
+
+
+# Characters str.splitlines() ends a line at, though Open MPI's lexer does not.
+NOT_NEWLINES = ["\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+
+
+@pytest.mark.parametrize("char", NOT_NEWLINES, ids=[f"U+{ord(c):04X}" for c in NOT_NEWLINES])
+def test_one_line_is_never_two_hosts(char: str) -> None:
+    with pytest.raises(HostsFileError) as info:
+        parse_inventory(f"gpu0 slots=1\ngpu1{char}gpu2 slots=2\n", "t.txt")
+    assert str(info.value) == (
+        f"t.txt:2: {f'gpu1{char}gpu2'!r} contains {char!r}, which OpenSSH refuses in a host name"
+    )
+
+
+@pytest.mark.parametrize("char", ["\f", "\v"])
+def test_form_feed_and_vertical_tab_separate_words_as_in_open_mpi(char: str) -> None:
+    inventory = parse_inventory(f"gpu1{char}slots=2{char}\ngpu2\n", "t.txt")
+    assert [(h.host, h.gpus, h.line) for h in inventory.hosts] == [("gpu1", 2, 1), ("gpu2", 1, 2)]
+
+
+def test_line_numbers_count_newlines_only() -> None:
+    with pytest.raises(HostsFileError) as info:
+        parse_inventory("gpu1 slots=1\u2028\r\ngpu2 slot=2\n", "t.txt")
+    assert (
+        str(info.value) == "t.txt:1: slots: must be a positive integer up to 1,024, got '1\\u2028'"
+    )
+
+
+def test_a_crlf_hostfile_reads_like_an_lf_one() -> None:
+    inventory = parse_inventory("gpu1 slots=2\r\n# c\r\ngpu2\r\n", "t.txt")
+    assert [(h.host, h.gpus, h.line) for h in inventory.hosts] == [("gpu1", 2, 1), ("gpu2", 1, 3)]

@@ -15,11 +15,12 @@ from clusterlaunch.core.model import HostSpec
 from clusterlaunch.transport import paramikoconfig, sshconfig
 from clusterlaunch.transport.sshinclude import flatten
 from clusterlaunch.transport.sshlookup import IndexedSshConfig
+from tests.unit.sshtruth import ssh_g
 
 CONFIGS = [
     "Host a b\n    Port 2201\n    User u\nHost *\n    ConnectTimeout 7\n",
     "Host a\r\n    HostName 10.0.0.1\r\n    Port 2202\r\n",  # CRLF, as written on Windows
-    "Port 2203\fHost a\v    User v\x1c    IdentityFile ~/k\n",  # what splitlines also splits
+    "Port 2203\f\r\nHost a\f\n    User v \f\n",  # ssh strips a \f at a line's end
     "# include nothing: a comment naming the keyword\nHost a\n    User w\n",
     'Host a\n    ProxyCommand "ssh -W %h:%p j"\n    IdentityFile ~/one\n    IdentityFile ~/two\n',
     "Host a\n    Port=2204\nMatch originalhost a\n    User m\n",
@@ -150,3 +151,37 @@ def test_a_match_only_ssh_evaluates_is_resolved_by_ssh(tmp_path: Path, criteria:
     else:
         port = int(dict(line.split(" ", 1) for line in by_ssh.stdout.splitlines())["port"])
         assert sshconfig.resolve_targets(str(path), [spec])[0].port == port
+
+
+# What str.splitlines() ends a line at and ssh (getline) does not: part of a word to ssh.
+NOT_NEWLINES = ["\f", "\v", "\r", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+
+
+@pytest.mark.parametrize("char", NOT_NEWLINES, ids=[f"U+{ord(c):04X}" for c in NOT_NEWLINES])
+@pytest.mark.parametrize("include", [False, True], ids=["plain", "included"])
+def test_a_line_break_ssh_does_not_see_is_refused_as_ssh_refuses_it(
+    tmp_path: Path, char: str, include: bool
+) -> None:
+    body = f"Host n0\n    User alice{char}Port 2222\n"
+    path = tmp_path / ("part" if include else "config")
+    path.write_bytes(body.encode())
+    if include:
+        (tmp_path / "config").write_text(f"Include {path}\n")
+    said = ssh_g(tmp_path / "config")
+    assert said.returncode != 0 and "line 2" in said.stderr  # ssh: one line, bad
+    with pytest.raises(UsageError) as info:
+        sshconfig.resolve_targets(str(tmp_path / "config"), [HostSpec("n0", 1)])
+    assert str(info.value) == (
+        f"{path}:2: contains {char!r}, which ssh reads as part of a word, "
+        "not as the end of a line; remove it or end the line there"
+    )
+
+
+@pytest.mark.parametrize("end", ["\f", "\r", " \f\r"])
+def test_what_ssh_strips_from_a_lines_end_is_read_as_ssh_reads_it(tmp_path: Path, end: str) -> None:
+    path = tmp_path / "config"
+    path.write_bytes(f"Host n0{end}\n    Port 2222{end}\n    User alice{end}\n".encode())
+    said = ssh_g(path)
+    assert said.returncode == 0 and "port 2222\n" in said.stdout and "user alice\n" in said.stdout
+    target = sshconfig.resolve_targets(str(path), [HostSpec("n0", 1)])[0]
+    assert (target.port, target.user) == (2222, "alice")
