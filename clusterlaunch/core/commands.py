@@ -83,10 +83,21 @@ def quote_argv(argv: Iterable[str]) -> str:
 # they skip line 1 silently (single quotes, no $( ) they would parse) and give it to
 # /bin/sh; their own syntax broke on it ("Illegal variable name.", "fish: command
 # substitutions not allowed here"). No newline, backslash or "!" inside the quotes,
-# which csh and fish read otherwise. head -c reads no byte past the command.
-_ANY_LOGIN_SHELL = (
-    '[ -z "$version" ] && eval \'eval "$(head -c {size})"; exit\'\n'
-    "exec /bin/sh -c 'eval \"$(head -c {size})\"'"
+# which csh and fish read otherwise. Neither head -c nor read reads a byte past it.
+_ANY_LOGIN_SHELL = "[ -z \"$version\" ] && eval '{read}; exit'\nexec /bin/sh -c '{head}'"
+# A command cut short (stdin ended early) runs none of it: head cannot tell, so the
+# command ends with this comment, and what lacks it is not run.
+_END = " #cl-end"
+_READ_BY_HEAD = (
+    '__cl_c=$(head -c {size}) && case $__cl_c in *"' + _END + '") eval "$__cl_c";; '
+    "*) exit 1;; esac"
+)
+# bash >= 4.1 reads it with a builtin: head's fork and exec cost 1.3 ms of CPU a
+# command (3.8 against 2.5 ms for bash -c; measured here, 300 runs). read -N counts
+# characters, so only a command in ASCII, where they are bytes in every locale.
+_READ_BY_BASH = (
+    "case ${{BASH_VERSION-}} in 4.[1-9]*|[5-9]*) IFS= read -r -N {size} __cl_c && "
+    'eval "$__cl_c";; *) ' + _READ_BY_HEAD + ";; esac"
 )
 
 
@@ -97,8 +108,10 @@ def for_login_shell(command: str, stdin: bytes = b"") -> tuple[str, bytes]:
     and runs it with the login shell, or ``/bin/sh`` where that is tcsh, csh
     or fish, so every command here may be POSIX sh, whatever the user's shell.
     """
-    code = command.encode()
-    return _ANY_LOGIN_SHELL.format(size=len(code)), code + stdin
+    code = (command + _END).encode()
+    read = _READ_BY_BASH if command.isascii() else _READ_BY_HEAD
+    head = _READ_BY_HEAD.format(size=len(code))
+    return _ANY_LOGIN_SHELL.format(read=read.format(size=len(code)), head=head), code + stdin
 
 
 def torchrun_argv(spec: TorchrunSpec) -> list[str]:
