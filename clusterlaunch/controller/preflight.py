@@ -24,7 +24,7 @@ from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.frames import FrameDecoder
 from clusterlaunch.core.model import JobPlan, NodePlan, ScriptKind
 from clusterlaunch.core.protocol import EVENT, NOISE
-from clusterlaunch.core.reports import HostReport, PreflightResult, compare_torch, job_clashes
+from clusterlaunch.core.reports import HostReport, PreflightResult, compare_torch, host_problems
 from clusterlaunch.core.setupguard import OVERDUE_S, SetupWatch
 from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.base import Connection, RemoteProcess
@@ -268,7 +268,7 @@ def _judge(run: ProbeRun) -> None:
         report.problems.append(connect["error"])
     else:
         report.connected = True
-    report.problems += job_clashes(static)
+    report.problems += host_problems(static)
     if static.get("script_found") is False:
         report.problems.append(
             f"script {run.script!r} not found in {static.get('cwd')}; check workdir: and the path"

@@ -89,8 +89,7 @@ _ANY_LOGIN_SHELL = "[ -z \"$version\" ] && eval '{read}; exit'\nexec /bin/sh -c 
 # command ends with this comment, and what lacks it is not run.
 _END = " #cl-end"
 _READ_BY_HEAD = (
-    '__cl_c=$(head -c {size}) && case $__cl_c in *"' + _END + '") eval "$__cl_c";; '
-    "*) exit 1;; esac"
+    '__cl_c=$(head -c {size}) && case $__cl_c in *"' + _END + '") eval "$__cl_c";; *) exit 1;; esac'
 )
 # bash >= 4.1 reads it with a builtin: head's fork and exec cost 1.3 ms of CPU a
 # command (3.8 against 2.5 ms for bash -c; measured here, 300 runs). read -N counts

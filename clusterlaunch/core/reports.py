@@ -103,6 +103,20 @@ def compare_torch(reports: list[HostReport]) -> None:
                 )
 
 
+def host_problems(static: dict[str, Any]) -> list[str]:
+    """What the host's own state has against the job: a clash, torchrun options in its
+    environment (``PET_TEE=3`` printed every line twice, ``PET_STANDALONE=1`` hung the job;
+    ``--env`` refuses them, a host's login files or ``setup:`` could still set them)."""
+    problems = job_clashes(static)
+    for name in static.get("pet_env") or []:
+        problems.append(
+            f"{name} is set there (by its login files or setup:); torchrun takes its options "
+            "from PET_* variables, past clusterlaunch's checks: unset it, or give the option "
+            "in --torchrun-args"
+        )
+    return problems
+
+
 def job_clashes(static: dict[str, Any]) -> list[str]:
     """A job of this id already running on the host, or its temp dir already there."""
     running, taken = static.get("job_running"), static.get("tail_dir_taken")

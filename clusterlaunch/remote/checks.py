@@ -105,6 +105,8 @@ def static_checks(args):
     fields.update(find_devices(args.accelerator))
     if args.need_torch:
         fields["torch"] = torch_version()
+        # torchrun reads every option from PET_<NAME> too, past the checks of its argv.
+        fields["pet_env"] = sorted(name for name in os.environ if name.startswith("PET_"))
     if args.script:
         fields["script_found"] = os.path.isfile(args.script) or os.path.isdir(args.script)
         fields["script_problem"] = script_problem(args.script)

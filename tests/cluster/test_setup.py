@@ -176,3 +176,20 @@ def test_a_taken_temporary_directory_fails_the_preflight(sim_cluster, tmp_path: 
     assert result.returncode == 2, result.stderr
     [row] = [line for line in result.stderr.splitlines() if line.startswith("1 ")]
     assert f"{taken} already exists (owner uid {os.getuid()})" in row
+
+
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_a_torchrun_option_set_in_the_hosts_environment_fails_the_preflight(
+    sim_cluster, tmp_path: Path, command: str
+) -> None:
+    """PET_TEE=3 made every line come twice, PET_STANDALONE=1 hung the job: --env refuses
+    them, and the preflight finds what a host's login files or setup: export."""
+    setup = {"setup": "export PET_TEE=3"}
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1, setup)])
+    args = [str(hosts), "allreduce.py"] if command == "run" else [str(hosts)]
+    result = run_cli(command, sim_cluster, *args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    said = result.stdout + result.stderr
+    assert "PET_TEE is set there (by its login files or setup:)" in said, said
+    assert said.count("PET_TEE is set there") == 1  # node1 only
+    assert "[r0 " not in result.stdout  # nothing started
