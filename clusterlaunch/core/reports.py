@@ -104,10 +104,13 @@ def compare_torch(reports: list[HostReport]) -> None:
 
 
 def host_problems(static: dict[str, Any]) -> list[str]:
-    """What the host's own state has against the job: a clash, torchrun options in its
+    """What the host's own state has against the job: a clash, an option its torchrun
+    does not have (it printed its usage on every host), torchrun options in its
     environment (``PET_TEE=3`` printed every line twice, ``PET_STANDALONE=1`` hung the job;
     ``--env`` refuses them, a host's login files or ``setup:`` could still set them)."""
     problems = job_clashes(static)
+    if static.get("torchrun_problem"):
+        problems.append(static["torchrun_problem"])
     for name in static.get("pet_env") or []:
         problems.append(
             f"{name} is set there (by its login files or setup:); torchrun takes its options "

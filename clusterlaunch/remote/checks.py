@@ -19,7 +19,7 @@ import sys
 
 from clusterlaunch.remote.accel import find_devices  # bundle: strip
 from clusterlaunch.remote.records import hostname, killed_at, live_records  # bundle: strip
-from clusterlaunch.remote.torchfiles import torch_files  # bundle: strip
+from clusterlaunch.remote.torchfiles import torch_files, torchrun_problem  # bundle: strip
 
 
 def torch_version():
@@ -107,6 +107,9 @@ def static_checks(args):
         fields["torch"] = torch_version()
         # torchrun reads every option from PET_<NAME> too, past the checks of its argv.
         fields["pet_env"] = sorted(name for name in os.environ if name.startswith("PET_"))
+        job = getattr(args, "argv", None)  # the agent's torchrun command (the probe has none)
+        if job and "torch.distributed.run" in job:
+            fields["torchrun_problem"] = torchrun_problem(job)
     if args.script:
         fields["script_found"] = os.path.isfile(args.script) or os.path.isdir(args.script)
         fields["script_problem"] = script_problem(args.script)

@@ -1,0 +1,113 @@
+"""The preflight knows the options of each host's torchrun, read from its run.py.
+
+An option that torchrun does not have (a typo in --torchrun-args, an option of a
+newer torch, or one clusterlaunch passes that an old torch lacks) made every host
+print torchrun's usage, and the job end with 2 after it started.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.core import commands
+from clusterlaunch.remote import torchfiles
+
+RUN_PY = """
+import argparse
+from torch.distributed.argparse_util import check_env, env
+def get_args_parser():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nnodes", action=env, type=str, default="1:1")
+    parser.add_argument("--nproc-per-node", "--nproc_per_node", action=env, default="1")
+    parser.add_argument("--standalone", action=check_env)
+    parser.add_argument("-m", "--module", action=check_env)
+    parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--redirects", "-r", action=env, default="0")
+    parser.add_argument("--none-taken", nargs=0)
+    return parser
+"""
+
+
+@pytest.fixture
+def fake_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "torch" / "distributed").mkdir(parents=True)
+    (tmp_path / "torch" / "__init__.py").write_text("")
+    (tmp_path / "torch" / "version.py").write_text("__version__ = '9.9.9'\n")
+    (tmp_path / "torch" / "distributed" / "run.py").write_text(RUN_PY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    return tmp_path
+
+
+def _job(*options: str) -> list[str]:
+    return ["py", "-m", "torch.distributed.run", *options, "train.py", "--bogus", "-x"]
+
+
+def test_options_and_their_values_come_from_run_py(fake_torch: Path) -> None:
+    options = torchfiles.torchrun_options()
+    assert options is not None
+    assert {k: v for k, v in options.items() if k not in ("-h", "--help")} == {
+        "--nnodes": True,
+        "--nproc-per-node": True,
+        "--nproc_per_node": True,
+        "--standalone": False,
+        "-m": False,
+        "--module": False,
+        "--quiet": False,
+        "--redirects": True,
+        "-r": True,
+        "--none-taken": False,
+    }
+
+
+@pytest.mark.parametrize(
+    ("options", "unknown"),
+    [
+        (["--nnodes", "2", "--nproc-per-node", "4"], None),
+        (["--nnodes=2", "--nproc_per_node=4", "--standalone", "--quiet"], None),
+        (["--nnodes", "--bogus"], None),  # a value, whatever it looks like
+        (["--nproc", "4"], None),  # one option's two spellings: that option
+        (["--nn", "2", "-r3", "-m"], None),
+        (["--bogus", "1"], "--bogus"),
+        (["--nnodes", "2", "--max-restarts=3"], "--max-restarts=3"),
+        (["-x"], "-x"),
+        (["--n", "2"], "--n"),  # --nnodes or --nproc-per-node: argparse refuses it too
+    ],
+)
+def test_the_first_option_torchrun_would_refuse(
+    fake_torch: Path, options: list[str], unknown: str | None
+) -> None:
+    table = torchfiles.torchrun_options()
+    assert torchfiles.unknown_torchrun_option(_job(*options), table) == unknown
+
+
+def test_the_problem_names_the_hosts_torch_and_the_option(fake_torch: Path) -> None:
+    said = torchfiles.torchrun_problem(_job("--bogus", "1"))
+    assert said == (
+        "torchrun here (torch 9.9.9) has no option '--bogus'; "
+        "see python -m torch.distributed.run --help"
+    )
+    assert torchfiles.torchrun_problem(_job("--nnodes", "1")) is None
+
+
+def test_no_torch_no_problem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("")  # and no distributed/run.py
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert torchfiles.torchrun_options() is None
+    assert torchfiles.torchrun_problem(_job("--bogus")) is None
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed")
+def test_every_option_clusterlaunch_passes_is_known_to_the_installed_torch() -> None:
+    spec = commands.TorchrunSpec(
+        python="py", nnodes=2, nproc=2, node_rank=1, master_addr="a", master_port=1,
+        log_dir="/tmp/l", extra_args=("--max-restarts", "3", "--start-method=spawn"),
+        script="train.py", script_args=("--lr", "1"), run_id="j1", script_kind="module",
+    )  # fmt: skip
+    assert torchfiles.torchrun_problem(commands.torchrun_argv(spec)) is None
