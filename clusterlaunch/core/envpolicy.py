@@ -88,7 +88,7 @@ def refusal(name: str) -> str | None:
         return "TORCH_ELASTIC_WORKER_IDENTICAL breaks hosts with different process counts"
     if name in _OWNED_EXACT:
         return f"{name} is set by torchrun for every worker"
-    if name.startswith("PET_"):  # torchrun's options from the environment, unchecked
+    if name.startswith("PET_") and name == name.upper():  # torchrun reads PET_<DEST>, unchecked
         option = "--" + name[4:].lower().replace("_", "-")
         return f"{name} sets torchrun's {option}; give torchrun options with --torchrun-args"
     for prefix in _OWNED_PREFIXES:

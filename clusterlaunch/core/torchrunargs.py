@@ -46,7 +46,8 @@ RUN_ID_OPTION = "--rdzv-id"
 # other option takes exactly one.
 _FLAGS = ("--standalone", "--module", "--no-python", "--run-path", "--virtual-local-rank", "--help")
 _SHORT_FLAGS = "mh"  # short options without a value, which may be bundled (-mr0)
-_NUMBER = re.compile(r"-[0-9.]+")
+# What argparse takes for a negative number, hence a value (Lib/argparse.py's matcher).
+_NUMBER = re.compile(r"-[0-9]+|-[0-9]*\.[0-9]+")
 
 
 def parse_torchrun_args(text: str) -> tuple[str, ...]:
@@ -68,6 +69,11 @@ def _refuse_spelling(word: str) -> None:
         raise UsageError(
             f"--torchrun-args: {word} is clusterlaunch's own {flag}; write "
             f"clusterlaunch run {flag} HOSTS {'MODULE' if flag == '-m' else 'PROGRAM'} ..."
+        )
+    if word == "--":
+        raise UsageError(
+            "--torchrun-args: '--' would end torchrun's options, and clusterlaunch puts "
+            "SCRIPT (or -m MODULE) after them itself; leave it out"
         )
     if _asks_help(word):  # torchrun would print it on every host and exit 0, starting nothing
         raise UsageError(
@@ -102,6 +108,8 @@ def _check_values(words: Sequence[str]) -> None:
             waiting = None
         elif _is_option(word):
             name, equals, value = word.partition("=")
+            if equals and name.startswith("--") and not _takes_separate_value(name):
+                raise UsageError(f"--torchrun-args: {name} takes no value; write {name} alone")
             if equals:
                 _check_value(name, value)
             elif _takes_separate_value(word):
@@ -118,7 +126,14 @@ def _check_values(words: Sequence[str]) -> None:
 
 
 def _is_option(word: str) -> bool:
-    return word.startswith("-") and len(word) > 1 and not _NUMBER.fullmatch(word)
+    """As argparse tells an option from a value: a negative number, or a word with a
+    space in it (``--role '-a b'``), is a value."""
+    plain = word.startswith("-") and len(word) > 1 and not _NUMBER.fullmatch(word)
+    return plain and (" " not in word or _option_before_equals(word))
+
+
+def _option_before_equals(word: str) -> bool:
+    return "=" in word and " " not in word.split("=", 1)[0]
 
 
 def _check_value(option: str, value: str) -> None:

@@ -50,24 +50,24 @@ def torchrun_problem(job):
     """Why this host's torchrun would refuse the options of ``job`` (its argv), or None.
 
     Refused, it printed its usage on every host and the job ended with 2: an option
-    of a newer torch, a typo in ``--torchrun-args``.
+    of a newer torch, a typo or an ambiguous abbreviation in ``--torchrun-args``.
     """
-    options = torchrun_options()
-    word = None if options is None else unknown_torchrun_option(job, options)
-    if word is None:
+    arguments = torchrun_arguments()
+    if arguments is None:
         return None
-    return (
-        "torchrun here (torch %s) has no option %r; see python -m torch.distributed.run --help"
-        % (
-            torch_files()["torch"],
-            word,
-        )
+    said = argparse_refusal(arguments, job[job.index("torch.distributed.run") + 1 :])
+    if said is None:
+        return None
+    return "torchrun here (torch %s) refuses its options: %s; see %s" % (
+        torch_files()["torch"],
+        said,
+        "python -m torch.distributed.run --help",
     )
 
 
-def torchrun_options():
-    """``{option: takes a value}`` of the torchrun ``python -m torch.distributed.run`` would
-    run, read from its source (``None`` where unknown).
+def torchrun_arguments():
+    """``(names, is_flag, choices)`` of each option of the torchrun ``python -m
+    torch.distributed.run`` would run, read from its source (``None`` where unknown).
 
     Without importing torch (1-2 s): ``ast`` reads ``run.py``'s ``add_argument`` calls,
     5 ms here for torch 2.13's 57 option strings. A flag is ``action=check_env`` (torch's
@@ -82,14 +82,14 @@ def torchrun_options():
             tree = ast.parse(handle.read())
     except (AttributeError, ImportError, ValueError, TypeError, OSError, SyntaxError):
         return None  # no torch (the torch check says so), or a run.py unlike any known
-    options = {"-h": False, "--help": False}  # argparse adds them
+    arguments = [(("-h", "--help"), True, None)]  # argparse adds them
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
-            flag = _is_flag({word.arg: word.value for word in node.keywords})
-            for word in node.args:
-                if isinstance(word, ast.Constant) and str(word.value).startswith("-"):
-                    options[word.value] = not flag
-    return options
+            names = [word.value for word in node.args if isinstance(word, ast.Constant)]
+            if names and all(str(name).startswith("-") for name in names):
+                keywords = {word.arg: word.value for word in node.keywords}
+                arguments.append((tuple(names), _is_flag(keywords), _choices(keywords)))
+    return arguments
 
 
 def _is_flag(keywords):
@@ -104,28 +104,41 @@ def _is_flag(keywords):
     return isinstance(nargs, ast.Constant) and nargs.value == 0
 
 
-def unknown_torchrun_option(argv, options):
-    """The first word of torchrun's options in ``argv`` (``PYTHON -m torch.distributed.run
-    OPTIONS SCRIPT ...``) that this torchrun would refuse as unknown, or None."""
-    words = argv[argv.index("torch.distributed.run") + 1 :]
-    index = 0
-    while index < len(words) and words[index].startswith("-") and words[index] != "-":
-        word = words[index]
-        name = _option_named(word, options)
-        if name is None:
-            return word
-        attached = "=" in word or (not word.startswith("--") and len(word) > 2)
-        index += 2 if options[name] and not attached else 1
+def _choices(keywords):
+    import ast
+
+    try:
+        return list(ast.literal_eval(keywords["choices"])) if "choices" in keywords else None
+    except (ValueError, TypeError, SyntaxError):
+        return None  # computed (torch's --numa-binding): not checked
+
+
+def argparse_refusal(arguments, words):
+    """What this Python's argparse says against torchrun's ``words`` (its options, the
+    script, the script's arguments), or None. This host's argparse, as torchrun's own:
+    which prefix is ambiguous, which word is a value, changed across Python versions."""
+    import argparse
+
+    class Refused(Exception):
+        pass
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):
+            raise Refused(message)
+
+    parser = Parser(prog="torchrun", add_help=False)
+    for names, flag, choices in arguments:
+        try:
+            if flag:
+                parser.add_argument(*names, action="store_true")
+            else:
+                parser.add_argument(*names, choices=choices)
+        except (ValueError, argparse.ArgumentError):
+            continue  # a name run.py gives twice (another branch): argparse took it once
+    parser.add_argument("training_script")
+    parser.add_argument("training_script_args", nargs=argparse.REMAINDER)
+    try:
+        parser.parse_args(words)
+    except Refused as exc:
+        return str(exc)
     return None
-
-
-def _option_named(word, options):
-    """The option ``word`` names as argparse reads it: in full, a long one's unique prefix
-    (``--max-res``), a short one with its value attached (``-r3``)."""
-    name = word.split("=", 1)[0]
-    if name in options:
-        return name
-    if name.startswith("--"):  # a prefix of one option's two spellings is that option
-        found = {option.replace("_", "-"): option for option in options if option.startswith(name)}
-        return next(iter(found.values())) if len(found) == 1 else None
-    return word[:2] if word[:2] in options else None

@@ -184,6 +184,11 @@ TORCHRUN = [
         ("--help", "--help would print torchrun's help"),
         ("--he", "--he would print torchrun's help"),
         ("--max-restarts 1 -h", "-h would print torchrun's help"),
+        # Found by a helper: each failed on every host, or refused a valid value.
+        ("--role x --", "'--' would end torchrun's options"),
+        ("--virtual-local-rank=1", "--virtual-local-rank takes no value"),
+        ("--role -.", "--role needs a value before -."),
+        ("--role -1.2.3", "--role needs a value before -1.2.3"),
     ]
 ]
 

@@ -600,6 +600,7 @@ def test_parse_env_assignments_errors(pair: str, message: str) -> None:
         ("--rdzv-id my-run", ("--rdzv-id", "my-run")),
         ("--rdzv_id=my-run", ("--rdzv_id=my-run",)),
         ("--local-addr 10.0.0.1", ("--local-addr", "10.0.0.1")),
+        ("--role '-a b' --max-restarts -1", ("--role", "-a b", "--max-restarts", "-1")),
     ],
 )
 def test_parse_torchrun_args_allowed(text: str, words: tuple[str, ...]) -> None:

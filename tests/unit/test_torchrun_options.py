@@ -26,6 +26,7 @@ def get_args_parser():
     parser.add_argument("--standalone", action=check_env)
     parser.add_argument("-m", "--module", action=check_env)
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--start-method", action=env, choices=["spawn", "fork"])
     parser.add_argument("--redirects", "-r", action=env, default="0")
     parser.add_argument("--none-taken", nargs=0)
     return parser
@@ -47,48 +48,50 @@ def _job(*options: str) -> list[str]:
     return ["py", "-m", "torch.distributed.run", *options, "train.py", "--bogus", "-x"]
 
 
-def test_options_and_their_values_come_from_run_py(fake_torch: Path) -> None:
-    options = torchfiles.torchrun_options()
-    assert options is not None
-    assert {k: v for k, v in options.items() if k not in ("-h", "--help")} == {
-        "--nnodes": True,
-        "--nproc-per-node": True,
-        "--nproc_per_node": True,
-        "--standalone": False,
-        "-m": False,
-        "--module": False,
-        "--quiet": False,
-        "--redirects": True,
-        "-r": True,
-        "--none-taken": False,
-    }
+def test_options_come_from_run_py(fake_torch: Path) -> None:
+    arguments = torchfiles.torchrun_arguments()
+    assert arguments is not None
+    assert arguments[1:] == [
+        (("--nnodes",), False, None),
+        (("--nproc-per-node", "--nproc_per_node"), False, None),
+        (("--standalone",), True, None),
+        (("-m", "--module"), True, None),
+        (("--quiet",), True, None),
+        (("--start-method",), False, ["spawn", "fork"]),
+        (("--redirects", "-r"), False, None),
+        (("--none-taken",), True, None),
+    ]
 
 
 @pytest.mark.parametrize(
-    ("options", "unknown"),
+    ("options", "refusal"),
     [
         (["--nnodes", "2", "--nproc-per-node", "4"], None),
         (["--nnodes=2", "--nproc_per_node=4", "--standalone", "--quiet"], None),
-        (["--nnodes", "--bogus"], None),  # a value, whatever it looks like
-        (["--nproc", "4"], None),  # one option's two spellings: that option
-        (["--nn", "2", "-r3", "-m"], None),
-        (["--bogus", "1"], "--bogus"),
-        (["--nnodes", "2", "--max-restarts=3"], "--max-restarts=3"),
-        (["-x"], "-x"),
-        (["--n", "2"], "--n"),  # --nnodes or --nproc-per-node: argparse refuses it too
+        (["--nnodes", "-a b"], None),  # a word with a space is a value to argparse
+        (["--nn", "2", "-r3", "-m", "--start-method", "fork"], None),
+        (["--role", "x", "--"], "unrecognized arguments: --role"),
+        (["--bogus", "1"], "unrecognized arguments: --bogus"),
+        (["--nnodes", "-."], "argument --nnodes: expected one argument"),
+        (["--quiet=1"], "argument --quiet: ignored explicit argument '1'"),
+        (["--start-method", "spwan"], "argument --start-method: invalid choice: 'spwan'"),
+        (["-x"], "unrecognized arguments: -x"),
+        (["--n", "2"], "ambiguous option: --n could match"),
     ],
 )
-def test_the_first_option_torchrun_would_refuse(
-    fake_torch: Path, options: list[str], unknown: str | None
+def test_this_pythons_argparse_says_what_torchrun_would_refuse(
+    fake_torch: Path, options: list[str], refusal: str | None
 ) -> None:
-    table = torchfiles.torchrun_options()
-    assert torchfiles.unknown_torchrun_option(_job(*options), table) == unknown
+    said = torchfiles.torchrun_problem(_job(*options))
+    if refusal is None:
+        assert said is None
+    else:
+        assert said is not None and refusal in said, said
 
 
-def test_the_problem_names_the_hosts_torch_and_the_option(fake_torch: Path) -> None:
-    said = torchfiles.torchrun_problem(_job("--bogus", "1"))
-    assert said == (
-        "torchrun here (torch 9.9.9) has no option '--bogus'; "
+def test_the_problem_names_the_hosts_torch_and_what_argparse_said(fake_torch: Path) -> None:
+    assert torchfiles.torchrun_problem(_job("--bogus", "1")) == (
+        "torchrun here (torch 9.9.9) refuses its options: unrecognized arguments: --bogus; "
         "see python -m torch.distributed.run --help"
     )
     assert torchfiles.torchrun_problem(_job("--nnodes", "1")) is None
@@ -99,7 +102,7 @@ def test_no_torch_no_problem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     (tmp_path / "torch" / "__init__.py").write_text("")  # and no distributed/run.py
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "torch", raising=False)
-    assert torchfiles.torchrun_options() is None
+    assert torchfiles.torchrun_arguments() is None
     assert torchfiles.torchrun_problem(_job("--bogus")) is None
 
 
