@@ -11,16 +11,18 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from clusterlaunch.cli import restartargs
 from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.controller.request import JobRequest
 from clusterlaunch.core import defaults, limits
+from clusterlaunch.core.checkplan import check_exec_words
 from clusterlaunch.core.envfile import read_env_file
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.lines import parse_rank_filter
-from clusterlaunch.core.model import Inventory, JobPlan, LaunchOptions, ScriptKind
+from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, ScriptKind
 from clusterlaunch.core.planner import new_job_id, parse_env_assignments
 from clusterlaunch.core.torchrunargs import parse_torchrun_args
 from clusterlaunch.transport import SshSettings
@@ -145,6 +147,13 @@ def job_request(args: argparse.Namespace) -> JobRequest:
         stall_timeout=args.stall_timeout,
         stall_action=args.stall_action,
     )
+
+
+def check_env_sizes(hosts: Sequence[HostSpec]) -> None:
+    """``ps``, ``kill``, ``stacks``: each host's ``env:`` must fit its ``exec`` (jobctl
+    carries it); one too big failed on the hosts with "Argument list too long"."""
+    for spec in hosts:
+        check_exec_words(spec.host, spec.env, ["env"])
 
 
 def ssh_settings(args: argparse.Namespace, inventory: Inventory) -> SshSettings:

@@ -101,6 +101,7 @@ def run_stacks(args: argparse.Namespace, console: Console) -> int:
     from clusterlaunch.core.stacks import prefixes_for, stacks_text
 
     inventory = load_inventory(args.hosts)
+    cliargs.check_env_sizes(inventory.hosts)
     targets = resolve_targets(args.ssh_config, inventory.hosts)
     settings = cliargs.ssh_settings(args, inventory)
     note = (lambda line: console.say(f"clusterlaunch: {line}")) if args.verbose else None

@@ -52,6 +52,7 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
     from clusterlaunch.controller import jobs  # only here: see cli/doctor.py
 
     inventory = load_inventory(args.hosts)
+    cliargs.check_env_sizes(inventory.hosts)
     targets = resolve_targets(args.ssh_config, inventory.hosts)
     settings = cliargs.ssh_settings(args, inventory)
     note = (lambda line: console.say(f"clusterlaunch: {line}")) if args.verbose else None

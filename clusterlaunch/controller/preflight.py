@@ -16,7 +16,7 @@ from typing import Any
 
 from clusterlaunch.controller.readloop import read_round, start_all
 from clusterlaunch.controller.setups import end_setups, kill_setups
-from clusterlaunch.core import accelerators
+from clusterlaunch.core import accelerators, reports
 from clusterlaunch.core.checkplan import probe_command
 from clusterlaunch.core.defaults import FANOUT, PREFLIGHT_TIMEOUT_S, SETUP_TIMEOUT_S
 from clusterlaunch.core.errors import TransportError
@@ -297,4 +297,4 @@ def _no_report(run: ProbeRun) -> str:
         return f"{run.report.node.python} not found (exit {status}): {tail}"
     if status is None:
         return "no answer from the probe before the preflight timeout"
-    return f"the shell failed before Python started (exit {status}): {tail or 'no output'}"
+    return reports.shell_failure(status, tail)

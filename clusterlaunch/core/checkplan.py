@@ -8,6 +8,8 @@ that each fits on a host's command line, made before any host is contacted.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from clusterlaunch.core import commands, defaults, limits
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import JobPlan, NodePlan, ScriptKind
@@ -118,15 +120,27 @@ def check_command_sizes(
     restart count's digits).
     """
     for node in plan.nodes:
-        assignments = [f"{name}={value}" for name, value in node.env.items()]
-        words = [*assignments, *exec_words(node, plan.master_addr, script, script_kind, preflight)]
-        longest = max(words, key=_size)
-        if _size(longest) > limits.MAX_ARG_BYTES:
-            raise UsageError(_word_too_long(node.host, longest, longest in assignments))
-        total = sum(_size(word) + 1 + _POINTER for word in words) + reserve
-        if total > limits.MAX_EXEC_BYTES:
-            env = sum(_size(word) + 1 + _POINTER for word in assignments)
-            raise UsageError(_too_much(node.host, total, env))
+        words = exec_words(node, plan.master_addr, script, script_kind, preflight)
+        check_exec_words(node.host, node.env, words, reserve)
+
+
+def check_exec_words(
+    host: str, env: Mapping[str, str], words: Sequence[str], reserve: int = 0
+) -> None:
+    """Refuse ``env`` and ``words`` (UsageError) if they would not fit ``host``'s ``exec``.
+
+    Also for ``ps``, ``kill`` and ``stacks``, whose jobctl command carries each host's
+    ``env:`` (a few hundred bytes of words more: half of ARG_MAX is kept for the host).
+    """
+    assignments = [f"{name}={value}" for name, value in env.items()]
+    every = [*assignments, *words]
+    longest = max(every, key=_size)
+    if _size(longest) > limits.MAX_ARG_BYTES:
+        raise UsageError(_word_too_long(host, longest, longest in assignments))
+    total = sum(_size(word) + 1 + _POINTER for word in every) + reserve
+    if total > limits.MAX_EXEC_BYTES:
+        env_size = sum(_size(word) + 1 + _POINTER for word in assignments)
+        raise UsageError(_too_much(host, total, env_size))
 
 
 def exec_words(
@@ -152,7 +166,7 @@ _IN_A_FILE = "pass large data in a file (its path instead, --sync to copy it)"
 
 def _word_too_long(host: str, word: str, variable: bool) -> str:
     what = (
-        f"{word.partition('=')[0]}'s value"
+        f"{word.partition('=')[0]}=... (name and value)"
         if variable
         else f"an argument ({limits.shown(word[:12])}...)"
     )

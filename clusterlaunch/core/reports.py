@@ -103,6 +103,18 @@ def compare_torch(reports: list[HostReport]) -> None:
                 )
 
 
+def shell_failure(status: int, tail: str) -> str:
+    """A host's shell that ended before Python started, and why if we can tell: what
+    ``setup:`` exports counts toward the ``exec`` limits too, unchecked beforehand."""
+    said = f"the shell failed before Python started (exit {status}): {tail or 'no output'}"
+    if "Argument list too long" in tail:
+        said += (
+            "; the job's arguments and environment, with what setup: exports, are more "
+            "than this host's exec takes: pass large data in a file"
+        )
+    return said
+
+
 def host_problems(static: dict[str, Any]) -> list[str]:
     """What the host's own state has against the job: a clash, an option its torchrun
     does not have (it printed its usage on every host), torchrun options in its

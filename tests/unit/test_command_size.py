@@ -42,9 +42,15 @@ def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ("argv", "said"),
     [
         (["run", "far.yaml", "train.py", LONG], "an argument ('aaaaaaaaaaaa'...) is 131,072 bytes"),
-        (["run", "--env", f"BIG={LONG}", "far.yaml", "train.py"], "BIG's value is 131,076 bytes"),
+        (
+            ["run", "--env", f"BIG={LONG}", "far.yaml", "train.py"],
+            "BIG=... (name and value) is 131,076 bytes",
+        ),
         (["run", "--dry-run", "far.yaml", "train.py", LONG], "is 131,072 bytes"),
-        (["check", "--env", f"BIG={LONG}", "far.yaml"], "BIG's value is 131,076 bytes"),
+        (
+            ["check", "--env", f"BIG={LONG}", "far.yaml"],
+            "BIG=... (name and value) is 131,076 bytes",
+        ),
         (["exec", "far.yaml", "--", "echo", LONG], "an argument ('aaaaaaaaaaaa'...)"),
         (["run", "far.yaml", "train.py", *MANY], "and environment take 1,1"),
         (["exec", "far.yaml", "--", "echo", *MANY], "allows 1,048,576 (half of Linux's"),
@@ -131,3 +137,42 @@ def test_room_is_kept_for_the_restart_counts_digits() -> None:
             _plan([PIECE] * 10 + [last + "a"], True, count=0), None, "file", False, reserve=3
         )
     check_command_sizes(_plan([PIECE] * 10 + [last], True, count=1000), None, "file", False)
+
+
+@pytest.mark.parametrize(
+    "argv", [["ps", "big.yaml"], ["kill", "big.yaml", "j1"], ["stacks", "big.yaml", "j1"]]
+)
+def test_ps_kill_and_stacks_check_each_hosts_env_before_contacting_it(
+    work: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    """jobctl carries the hosts file's env:; one too big failed on every host ("could not
+    ask: jobctl failed with exit 126 (... Argument list too long)"). Found by a helper."""
+    from clusterlaunch.cli import doctor
+    from clusterlaunch.cli import main as cli_main
+
+    def contact(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a host was contacted")
+
+    monkeypatch.setattr(cli_main, "connect_all", contact)
+    monkeypatch.setattr(doctor, "connect_all", contact)
+    (work / "big.yaml").write_text(
+        f'hosts:\n  - {{host: h0, gpus: 1, env: {{BIG: "{PIECE}{PIECE}"}}}}\n'
+    )
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("clusterlaunch: error: h0: BIG=... (name and value) is 200,004 bytes")
+    assert len(err.splitlines()) == 1
+
+
+def test_a_host_whose_exec_refused_what_setup_exported_is_told_why() -> None:
+    """setup: can export what no check sees beforehand (a helper's 200 kB variable)."""
+    from clusterlaunch.core.reports import shell_failure
+
+    said = shell_failure(126, "bash: line 2: /usr/bin/env: Argument list too long")
+    assert said.startswith("the shell failed before Python started (exit 126): bash: line 2:")
+    assert said.endswith(
+        "with what setup: exports, are more than this host's exec takes: pass large data in a file"
+    )
+    assert shell_failure(1, "cd: /x: No such file") == (
+        "the shell failed before Python started (exit 1): cd: /x: No such file"
+    )
