@@ -19,19 +19,25 @@ REPORT_WAIT_S = 1.0
 def kill_setups(stuck: Sequence[tuple[Connection, SetupWatch]], wait: float = 5.0) -> list[str]:
     """Kill the process group of every setup running and not yet killed; the hosts it was done on.
 
-    Each kill runs on a fresh channel and goes on by itself once started, so
-    an interrupt while waiting here does not stop it. A setup whose PID line is
-    still on its way has no PID to kill yet: a caller that reads on calls this
-    again (each setup is killed once), as the supervisor's teardown does.
+    Each kill runs on a fresh channel. An interrupt while waiting here closes those
+    channels, so the setups of an unanswered batch stay unmarked and the next call
+    kills them again (by start time: never another process). A setup whose PID line
+    is still on its way has no PID to kill yet: a caller that reads on calls this
+    again (each setup is killed once answered), as the supervisor's teardown does.
     """
-    jobs = {}
+    jobs, watches = {}, {}
     for connection, watch in stuck:
         if watch.running and watch.pid is not None and not watch.killed:
-            watch.killed = True
             jobs[watch.host] = (connection, kill_command(watch.pid, watch.start))
+            watches[watch.host] = watch
     if not jobs:
         return []
+    # Marked once answered: a second signal that cut this wait short (closing the kills'
+    # channels, maybe before a host's shell ran its kill) left setups running until their
+    # --setup-timeout when marked before (a helper, through GNU timeout: 2 of 3 runs).
     results = Batch(jobs).wait(wait)
+    for host in results:
+        watches[host].killed = True
     return [host for host, finished in results.items() if finished.status == 0]
 
 
@@ -68,7 +74,11 @@ def end_setups(runs: list[Run], pump: Pump[Run]) -> None:
     except StopJob:
         pass  # a second signal: kill what is known, at once
     finally:
-        kill_setups([(run.connection, run.setup) for run in runs if not run.done()])
+        stuck = [(run.connection, run.setup) for run in runs if not run.done()]
+        try:
+            kill_setups(stuck)
+        except StopJob:  # GNU timeout sends its SIGTERM twice: once more, for the unanswered
+            kill_setups(stuck)
 
 
 def wait_guarded(

@@ -67,6 +67,28 @@ def test_interrupt_during_a_stuck_setup_leaves_nothing(
     assert exited < 10
 
 
+@pytest.mark.parametrize("command", list(ARGS_AFTER_HOSTS))
+def test_two_sigterms_at_once_still_end_every_stuck_setup(
+    sim_cluster, tmp_path: Path, assert_no_orphans, command: str
+) -> None:
+    """GNU timeout sends SIGTERM to its command, then to its process group: the command
+    gets two at once. The second cut the kills of the setups short, and they ran on until
+    their --setup-timeout: every one of 6 tries by hand (found by a helper)."""
+    setup = {"setup": STUCK}
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, setup), ("node1", 1, setup)])
+    process = start_cli(command, sim_cluster, str(hosts), *ARGS_AFTER_HOSTS[command])
+    try:
+        _wait_for_process(sim_cluster, STUCK)
+        time.sleep(0.5)  # both setups reported their PIDs
+        process.send_signal(signal.SIGTERM)
+        time.sleep(0.001)  # GNU timeout's two kill(2) calls land about this far apart
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 128 + signal.SIGTERM
+    finally:
+        _stop(process)
+    assert_no_orphans(sim_cluster, timeout=5.0)
+
+
 def test_a_killed_controller_leaves_a_setup_that_ends_by_its_timeout(
     sim_cluster, tmp_path: Path, assert_no_orphans
 ) -> None:
