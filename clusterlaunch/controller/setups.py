@@ -34,7 +34,7 @@ def kill_setups(stuck: Sequence[tuple[Connection, SetupWatch]], wait: float = 5.
         return []
     # Marked once answered: a second signal that cut this wait short (closing the kills'
     # channels, maybe before a host's shell ran its kill) left setups running until their
-    # --setup-timeout when marked before (a helper, through GNU timeout: 2 of 3 runs).
+    # --setup-timeout when marked before (through GNU timeout: 6 of 6 tries by hand).
     results = Batch(jobs).wait(wait)
     for host in results:
         watches[host].killed = True

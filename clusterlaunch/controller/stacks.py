@@ -49,8 +49,7 @@ def node_command(node: NodePlan, job_id: str) -> str:
     python = commands.HostPath(node.python)
     argv = [*commands.bootstrap_argv(python, "jobctl", size, site=False), "stacks", job_id]
     argv += ["--timeout", str(DUMP_TIMEOUT_S)]
-    guard = node.setup_guard
-    return commands.shell_command(node.workdir, node.setup, node.env, argv, guard)
+    return commands.shell_command(node.workdir, node.setup, node.env, argv, node.setup_guard)
 
 
 def stacks_of_plan(

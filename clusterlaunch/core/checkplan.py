@@ -55,25 +55,17 @@ def checking_agent_command(
 ) -> str:
     """``node``'s agent for ``run``: it makes the probe's checks, then waits up to
     ``timeout`` s for the go (remote/gate.py). Its job id is in its own options."""
-    options = _agent_options(node, master_addr, listen_port, nonce, script, timeout, script_kind)
-    agent = [*node.agent_argv, *options]
-    return commands.agent_command(
-        node.workdir, node.setup, node.env, agent, node.argv, node.setup_guard
+    options = _check_options(
+        node, master_addr, listen_port, nonce, script, True, script_kind, preflight_timeout=timeout
     )
-
-
-def _agent_options(
-    node: NodePlan,
-    master_addr: str,
-    listen_port: int | None,
-    nonce: str,
-    script: str | None,
-    timeout: float,
-    script_kind: ScriptKind,
-) -> list[str]:
-    """The checking agent's options after the job's own agent options."""
-    options = _check_options(node, master_addr, listen_port, nonce, script, True, script_kind)
-    return [*options, "--preflight-timeout", f"{timeout:g}"]
+    return commands.agent_command(
+        node.workdir,
+        node.setup,
+        node.env,
+        [*node.agent_argv, *options],
+        node.argv,
+        node.setup_guard,
+    )
 
 
 def _check_options(
@@ -84,8 +76,10 @@ def _check_options(
     script: str | None,
     need_torch: bool,
     script_kind: ScriptKind,
+    preflight_timeout: float | None = None,
 ) -> list[str]:
-    """The preflight's options, the probe's and the agent's alike."""
+    """The preflight's options, the probe's and the agent's alike; the agent's (for
+    ``run``) also say how long it waits for the go (``preflight_timeout``)."""
     argv = ["--master-addr", master_addr, "--nonce", nonce]
     argv += ["--timeout", f"{defaults.PROBE_DIAL_TIMEOUT_S:g}"]
     if listen_port is not None:
@@ -96,6 +90,8 @@ def _check_options(
         argv += ["--accelerator", node.accelerator]
     if need_torch:
         argv.append("--need-torch")
+    if preflight_timeout is not None:
+        argv += ["--preflight-timeout", f"{preflight_timeout:g}"]
     return argv
 
 
@@ -151,8 +147,8 @@ def exec_words(
     agent = list(node.agent_argv)
     if preflight:
         listen = _LONGEST_PORT if node.node_rank == 0 else None
-        agent += _agent_options(
-            node, master_addr, listen, _LONGEST_NONCE, script, _LONGEST_TIMEOUT, script_kind
+        agent += _check_options(
+            node, master_addr, listen, _LONGEST_NONCE, script, True, script_kind, _LONGEST_TIMEOUT
         )
     return ["env", *agent, "--", *node.argv]
 

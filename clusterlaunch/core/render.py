@@ -74,17 +74,7 @@ def plan_text(plan: JobPlan, *, torchrun: bool = True) -> str:
             "# gpus: auto: each host's process count is its accelerator count, "
             "resolved at launch by the preflight"
         )
-    headers = ["node", "host", "addr", "nproc", "ranks", "workdir"]
-    rows: list[list[object]] = [
-        [n.node_rank, n.host, n.addr, _count(n.nproc), _ranks(n), n.workdir] for n in plan.nodes
-    ]
-    if any(node.devices is not None for node in plan.nodes):
-        headers.insert(4, "devices")
-        for row, node in zip(rows, plan.nodes, strict=True):
-            row.insert(4, ",".join(map(str, node.devices)) if node.devices is not None else "all")
-    if not torchrun:
-        headers, rows = _without(headers, rows, ("nproc", "ranks"))
-    parts = [header, *notes, "", table(headers, rows), ""]
+    parts = [header, *notes, "", _node_table(plan, torchrun), ""]
     for node in plan.nodes:
         parts.append(f"# node {node.node_rank} ({node.host}):")
         parts.append(node.command)
@@ -92,11 +82,24 @@ def plan_text(plan: JobPlan, *, torchrun: bool = True) -> str:
     return "\n".join(parts)
 
 
-def _without(
-    headers: list[str], rows: list[list[object]], dropped: Sequence[str]
-) -> tuple[list[str], list[list[object]]]:
-    kept = [i for i, name in enumerate(headers) if name not in dropped]
-    return [headers[i] for i in kept], [[row[i] for i in kept] for row in rows]
+def _node_table(plan: JobPlan, torchrun: bool) -> str:
+    """One row a node; ``exec``'s without process counts and ranks, which it has none of."""
+    nodes = plan.nodes
+    columns: dict[str, list[object]] = {
+        "node": [n.node_rank for n in nodes],
+        "host": [n.host for n in nodes],
+        "addr": [n.addr for n in nodes],
+    }
+    if torchrun:
+        columns["nproc"] = [_count(n.nproc) for n in nodes]
+    if any(n.devices is not None for n in nodes):
+        columns["devices"] = [
+            ",".join(map(str, n.devices)) if n.devices is not None else "all" for n in nodes
+        ]
+    if torchrun:
+        columns["ranks"] = [_ranks(n) for n in nodes]
+    columns["workdir"] = [n.workdir for n in nodes]
+    return table(list(columns), list(zip(*columns.values(), strict=True)))
 
 
 def _ranks(node: NodePlan) -> str:

@@ -108,9 +108,9 @@ def _check_values(words: Sequence[str]) -> None:
             waiting = None
         elif _is_option(word):
             name, equals, value = word.partition("=")
-            if equals and name.startswith("--") and not _takes_separate_value(name):
-                raise UsageError(f"--torchrun-args: {name} takes no value; write {name} alone")
             if equals:
+                if name.startswith("--") and not _takes_separate_value(name):
+                    raise UsageError(f"--torchrun-args: {name} takes no value; write {name} alone")
                 _check_value(name, value)
             elif _takes_separate_value(word):
                 waiting = word

@@ -109,7 +109,7 @@ def static_checks(args):
         fields["pet_env"] = sorted(name for name in os.environ if name.startswith("PET_"))
         job = getattr(args, "argv", None)  # the agent's torchrun command (the probe has none)
         if job and "torch.distributed.run" in job:
-            fields["torchrun_problem"] = torchrun_problem(job)
+            fields["torchrun_problem"] = torchrun_problem(job, fields["torch"])
     if args.script:
         fields["script_found"] = os.path.isfile(args.script) or os.path.isdir(args.script)
         fields["script_problem"] = script_problem(args.script)

@@ -46,8 +46,9 @@ def assigned(text, name):
     return None
 
 
-def torchrun_problem(job):
-    """Why this host's torchrun would refuse the options of ``job`` (its argv), or None.
+def torchrun_problem(job, version):
+    """Why this host's torchrun (torch ``version``, as the checks found it) would refuse
+    the options of ``job`` (its argv), or None.
 
     Refused, it printed its usage on every host and the job ended with 2: an option
     of a newer torch, a typo or an ambiguous abbreviation in ``--torchrun-args``.
@@ -59,7 +60,7 @@ def torchrun_problem(job):
     if said is None:
         return None
     return "torchrun here (torch %s) refuses its options: %s; see %s" % (
-        torch_files()["torch"],
+        version,
         said,
         "python -m torch.distributed.run --help",
     )

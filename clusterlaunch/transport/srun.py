@@ -108,8 +108,9 @@ class SrunConnection:
     def start(self, command: str, stdin: bytes = b"") -> LocalProcess:
         """Start ``command`` as a step on this node; ``stdin`` is written first.
 
-        The agent (~58 KB) fits in the 64 KiB pipe buffer, so this write does not wait
-        for the step to start.
+        The command and the agent (81 KB) are more than the 64 KiB pipe buffer holds, so
+        this write waits for the step to take its stdin; start_all makes it in a thread of
+        its own for each host, so the steps still start together.
         """
         line, sent = for_login_shell(command, stdin)
         argv = srun_argv(self.host, line, login_shell(), self._srun)

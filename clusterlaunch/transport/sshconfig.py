@@ -182,10 +182,11 @@ def read_ssh_config(path: str | None, system: str = SYSTEM_SSH_CONFIG) -> Loaded
     # ssh checks who may write ~/.ssh/config, not an -F file nor the system one.
     first = read_text(files[0][0], checked=path is None and not files[0][1])
     lines = None
-    texts = config_lines(first, files[0][0])  # at \n only, as ssh splits them
     if len(files) > 1 or may_include(first):  # the system file is read as it is flattened
         lines = tuple(_flattened(files))
-        texts = [line.text for line in lines]
+        texts = [line.text for line in lines]  # each file split by config_lines there
+    else:
+        texts = config_lines(first, files[0][0])  # at \n only, as ssh splits them
     text = "\n".join(texts)
     try:
         parsed = _parse(text)
