@@ -144,28 +144,33 @@ def test_env_file_errors_in_the_cli(work: Path, capsys: pytest.CaptureFixture[st
 FIX = "give the path of a KEY=VALUE file, absolute or relative to the hosts file's folder"
 
 
-def test_a_missing_env_file_is_the_hosts_file_lines_mistake(tmp_path: Path) -> None:
-    (tmp_path / "h.yaml").write_text(
-        "defaults:\n  gpus: 1\nhosts:\n  - host: a\n  - host: b\n    env_file: nope.env\n"
-    )
-    with pytest.raises(HostsFileError) as info:
-        load_inventory(str(tmp_path / "h.yaml"))
-    assert str(info.value) == (
-        f"{tmp_path / 'h.yaml'}:6: hosts[1].env_file: "
-        f"cannot read {tmp_path / 'nope.env'}: no such file; {FIX}"
-    )
-
-
-def test_an_env_file_that_is_a_folder_names_the_defaults_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("hosts", "where", "named", "why"),
+    [
+        (
+            "defaults:\n  gpus: 1\nhosts:\n  - host: a\n  - host: b\n    env_file: nope.env\n",
+            "6: hosts[1].env_file",
+            "nope.env",
+            "no such file",
+        ),
+        (
+            "defaults:\n  env_file: d.env\nhosts:\n  - {host: a, gpus: 1}\n",
+            "2: defaults.env_file",
+            "d.env",
+            "Is a directory",
+        ),
+    ],
+    ids=["missing", "a-folder-in-defaults"],
+)
+def test_an_env_file_that_cannot_be_read_is_the_hosts_file_lines_mistake(
+    tmp_path: Path, hosts: str, where: str, named: str, why: str
+) -> None:
     (tmp_path / "d.env").mkdir()
-    (tmp_path / "h.yaml").write_text(
-        "defaults:\n  env_file: d.env\nhosts:\n  - {host: a, gpus: 1}\n"
-    )
+    (tmp_path / "h.yaml").write_text(hosts)
     with pytest.raises(HostsFileError) as info:
         load_inventory(str(tmp_path / "h.yaml"))
     assert str(info.value) == (
-        f"{tmp_path / 'h.yaml'}:2: defaults.env_file: "
-        f"cannot read {tmp_path / 'd.env'}: Is a directory; {FIX}"
+        f"{tmp_path / 'h.yaml'}:{where}: cannot read {tmp_path / named}: {why}; {FIX}"
     )
 
 

@@ -82,7 +82,7 @@ def test_options_come_from_run_py(fake_torch: Path) -> None:
 def test_this_pythons_argparse_says_what_torchrun_would_refuse(
     fake_torch: Path, options: list[str], refusal: str | None
 ) -> None:
-    said = torchfiles.torchrun_problem(_job(*options))
+    said = torchfiles.torchrun_problem(_job(*options), "9.9.9")
     if refusal is None:
         assert said is None
     else:
@@ -90,11 +90,11 @@ def test_this_pythons_argparse_says_what_torchrun_would_refuse(
 
 
 def test_the_problem_names_the_hosts_torch_and_what_argparse_said(fake_torch: Path) -> None:
-    assert torchfiles.torchrun_problem(_job("--bogus", "1")) == (
+    assert torchfiles.torchrun_problem(_job("--bogus", "1"), "9.9.9") == (
         "torchrun here (torch 9.9.9) refuses its options: unrecognized arguments: --bogus; "
         "see python -m torch.distributed.run --help"
     )
-    assert torchfiles.torchrun_problem(_job("--nnodes", "1")) is None
+    assert torchfiles.torchrun_problem(_job("--nnodes", "1"), "9.9.9") is None
 
 
 def test_no_torch_no_problem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -103,7 +103,7 @@ def test_no_torch_no_problem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     assert torchfiles.torchrun_arguments() is None
-    assert torchfiles.torchrun_problem(_job("--bogus")) is None
+    assert torchfiles.torchrun_problem(_job("--bogus"), "9.9.9") is None
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed")
@@ -113,4 +113,4 @@ def test_every_option_clusterlaunch_passes_is_known_to_the_installed_torch() -> 
         log_dir="/tmp/l", extra_args=("--max-restarts", "3", "--start-method=spawn"),
         script="train.py", script_args=("--lr", "1"), run_id="j1", script_kind="module",
     )  # fmt: skip
-    assert torchfiles.torchrun_problem(commands.torchrun_argv(spec)) is None
+    assert torchfiles.torchrun_problem(commands.torchrun_argv(spec), "2.13") is None
