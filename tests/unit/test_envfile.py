@@ -29,6 +29,8 @@ def test_the_docker_systemd_convention() -> None:
         'HALF="x\n'
         "HASH=a#b\n"
         "EQUALS=a=b\r\n"
+        "TRAILING=a b \t\n"
+        'PAD="a  "\n'
     )
     assert parse_env_text(text, "v.env") == {
         "NCCL_DEBUG": "INFO",
@@ -38,6 +40,8 @@ def test_the_docker_systemd_convention() -> None:
         "QUOTED": "x y",
         "SINGLE": "$HOME",
         "HALF": '"x',
+        "TRAILING": "a b",
+        "PAD": "a  ",
         "HASH": "a#b",
         "EQUALS": "a=b",
     }
