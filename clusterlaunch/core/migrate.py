@@ -98,6 +98,23 @@ TABLE: tuple[Flag, ...] = (
         ("--no_local_rank", "not needed: torchrun gives LOCAL_RANK in the environment"),
         ("--enable_each_rank_log", LOGS),
         ("--force_multi --no_ssh_check", "not needed: every host is checked by the preflight"),
+        ("--node_rank", NODE_RANK),
+        ("--no_ssh", "not needed: clusterlaunch starts every host itself (localhost without SSH)"),
+        ("--launcher_args", "with HOSTS=slurm, give srun's options to salloc or sbatch"),
+        (
+            "--comment --account",
+            "give it to salloc or sbatch; with HOSTS=slurm the job runs in that allocation",
+        ),
+        ("--save_pid", "use clusterlaunch ps HOSTS: every job's id, hosts and processes"),
+        (
+            "--elastic_training --min_elastic_nodes --max_elastic_nodes",
+            "use --max-restarts N with --min-hosts M or spare: hosts (docs/resilience.md)",
+        ),
+        (
+            "--bind_cores_to_rank --bind_core_list",
+            'use --torchrun-args="--numa-binding exclusive" (each rank its own cores)',
+        ),
+        ("--autotuning", "DeepSpeed's own: run the autotuner with the deepspeed launcher"),
     ),
     *_rows(
         "accelerate",
