@@ -109,6 +109,11 @@ def script_kind(args: argparse.Namespace) -> ScriptKind:
     if args.module:
         if not args.script:
             raise UsageError("-m: give the module after HOSTS: clusterlaunch check -m h.yaml pkg")
+        if "/" in args.script or "" in args.script.split("."):  # python -m: "Relative ..."
+            raise UsageError(
+                f"-m {args.script}: a module is named with dots (pkg.train), not a path; "
+                "for a file, leave out -m"
+            )
         return "module"
     return "program" if args.no_python else "file"
 

@@ -73,6 +73,10 @@ def test_the_run_id_is_the_job_id_unless_given(
             ["--torchrun-args=--no-python", "h.yaml", "x"],
             "--no-python is clusterlaunch's own --no-python",
         ),
+        *(
+            (["-m", "h.yaml", name], f"-m {name}: a module is named with dots (pkg.train), not a")
+            for name in ("examples/train.py", "./train", ".train", "pkg..train", "pkg.")
+        ),
     ],
 )
 def test_refused(
