@@ -3,7 +3,8 @@
 ``--include`` and ``--exclude`` take DeepSpeed's syntax and meaning
 (``deepspeed/launcher/runner.py``, ``parse_resource_filter``):
 ``NODE_SPEC[@NODE_SPEC ...]`` where ``NODE_SPEC = NAME[:SLOT[,SLOT ...]]``; a
-name alone means every slot of that host. A host's slots are its ``devices:``
+name alone means every slot of that host, and a NAME may be a range as the
+hosts file writes one (``gpu[01-04]:0``: slot 0 of each). A host's slots are its ``devices:``
 when it has them, else ``0 .. gpus-1``. What is kept becomes the host's
 ``devices:`` (and so its ``*_VISIBLE_DEVICES``) and ``gpus:``; hosts left
 with no slot drop out, and the order of the hosts file is kept.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from clusterlaunch.core import hostranges
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import HostSpec, Inventory
 
@@ -32,12 +34,24 @@ def parse_filter(text: str, flag: str) -> dict[str, list[int]]:
                 f"{flag} {text!r}: cannot read {spec!r}; write HOST or HOST:SLOT[,SLOT...] "
                 "joined by @, e.g. worker-0@worker-1:0,2"
             )
-        indices = found.setdefault(name, set())
-        for slot in slots.split(SLOT_SEP) if colon else ():
-            if not slot.strip().isdigit() or not slot.strip().isascii():
-                raise UsageError(f"{flag} {text!r}: {slot!r} is not a GPU index (0, 1, ...)")
-            indices.add(int(slot))
+        indices = {_slot(slot, flag, text) for slot in slots.split(SLOT_SEP)} if colon else set()
+        for host in _names(name, flag, text):
+            found.setdefault(host, set()).update(indices)
     return {name: sorted(indices) for name, indices in found.items()}
+
+
+def _slot(slot: str, flag: str, text: str) -> int:
+    if not slot.strip().isdigit() or not slot.strip().isascii():
+        raise UsageError(f"{flag} {text!r}: {slot!r} is not a GPU index (0, 1, ...)")
+    return int(slot)
+
+
+def _names(name: str, flag: str, text: str) -> list[str]:
+    """A host, or a range of them as the hosts file writes it (``gpu[01-04]``)."""
+    try:
+        return hostranges.expand_hosts(name)
+    except hostranges.HostRangeError as exc:
+        raise UsageError(f"{flag} {text!r}: {exc}") from None
 
 
 def host_slots(spec: HostSpec) -> list[int] | None:

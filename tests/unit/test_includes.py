@@ -116,6 +116,9 @@ def test_parser_errors() -> None:
         ("worker-0:a", "'a' is not a GPU index"),
         ("worker-0:-1", "'-1' is not a GPU index"),
         ("@worker-0", "cannot read ''"),
+        ("worker-[0-x]", "bad host range 'worker-[0-x]'"),
+        ("w[0-99999]", "stands for 100,000 hosts"),
+        ("w[1-3]!w[1-3]", "stands for no host"),
     ],
 )
 def test_malformed_filters(text: str, fragment: str) -> None:
@@ -220,3 +223,16 @@ def test_unknown_host_is_one_line_before_anything(
     assert capsys.readouterr().err == (
         "clusterlaunch: error: --include 'jeff': no host 'jeff' in hostfile (worker-0, worker-1)\n"
     )
+
+
+def test_a_name_may_be_a_range_as_in_the_hosts_file() -> None:
+    assert parse_filter("gpu[01-03]:0@gpu02:1", "--include") == {
+        "gpu01": [0],
+        "gpu02": [0, 1],
+        "gpu03": [0],
+    }
+    hosts = {f"gpu{n:02}": [0, 1] for n in range(1, 5)}
+    assert resource_filter(hosts, include="gpu[02-03]:1") == {"gpu02": [1], "gpu03": [1]}
+    assert resource_filter(hosts, exclude="gpu[01-03]") == {"gpu04": [0, 1]}
+    with pytest.raises(UsageError, match="no host 'gpu05'"):
+        resource_filter(hosts, include="gpu[04-05]")
