@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 
+from clusterlaunch.core import limits
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.hostranges import HostRangeError, expand_hosts
 from clusterlaunch.core.model import HostSpec, Inventory, SshTarget
@@ -35,8 +36,8 @@ TASKS_VAR = "SLURM_TASKS_PER_NODE"
 # ClusterShell's set operators ! & ^ and its @group syntax) is refused rather
 # than given a meaning Slurm never meant.
 _NODELIST_CHARS = re.compile(r"[A-Za-z0-9._\-\[\],]+")
-_COUNT_ITEM = re.compile(r"([0-9]+)(?:\(x([0-9]+)\))?")
-_DIGITS = re.compile(r"[0-9]+")
+_COUNT_ITEM = re.compile(r"([0-9]{1,9})(?:\(x([0-9]{1,9})\))?")  # 9 digits: int() stays cheap
+_DIGITS = re.compile(r"[0-9]{1,9}")
 
 Expand = Callable[[str], list[str]]
 
@@ -150,17 +151,23 @@ def processes_per_node(env: Mapping[str, str], gpus_per_host: int | None, nodes:
 
 def expand_counts(text: str, var: str) -> list[int]:
     """Slurm's compressed per-node counts: ``2(x3),1`` → ``[2, 2, 2, 1]``."""
+    given = f"{var}={limits.shown(text)}"
     counts: list[int] = []
     for item in text.split(","):
         match = _COUNT_ITEM.fullmatch(item.strip())
         if match is None:
             raise UsageError(
-                f"{var}={text!r}: cannot read {item!r}; expected counts like 2(x3),1, "
+                f"{given}: cannot read {limits.shown(item)}; expected counts like 2(x3),1, "
                 "or pass --gpus-per-host N"
             )
         count, repeat = int(match[1]), int(match[2] or 1)
         if count < 1 or repeat < 1:
-            raise UsageError(f"{var}={text!r}: {item!r} has a zero count; pass --gpus-per-host N")
+            raise UsageError(f"{given}: {item!r} has a zero count; pass --gpus-per-host N")
+        if len(counts) + repeat > limits.MAX_HOSTS:  # before the list is built: 1(x10**9)
+            raise UsageError(
+                f"{given}: more than {limits.MAX_HOSTS:,} nodes, the limit for a job; "
+                "pass --gpus-per-host N"
+            )
         counts += [count] * repeat
     return counts
 
@@ -172,7 +179,8 @@ def gpu_request(text: str) -> int:
         number = item.strip().rpartition(":")[2]
         if not _DIGITS.fullmatch(number):
             raise UsageError(
-                f"{GPU_VARS[1]}={text!r}: cannot read a GPU count in {item!r} "
+                f"{GPU_VARS[1]}={limits.shown(text)}: cannot read a GPU count in "
+                f"{limits.shown(item)} "
                 "(expected 8 or type:8); pass --gpus-per-host N"
             )
         total += int(number)
@@ -181,7 +189,10 @@ def gpu_request(text: str) -> int:
 
 def _count(text: str, var: str) -> int:
     if not _DIGITS.fullmatch(text):
-        raise UsageError(f"{var}={text!r}: expected a number of GPUs; pass --gpus-per-host N")
+        raise UsageError(
+            f"{var}={limits.shown(text)}: expected a number of GPUs (at most 9 digits); "
+            "pass --gpus-per-host N"
+        )
     return int(text)
 
 

@@ -13,6 +13,7 @@ from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.hostranges import HostRangeError
 from clusterlaunch.core.model import HostSpec, Inventory, SshTarget
 from clusterlaunch.core.slurm import (
+    GPU_VARS,
     check_in_allocation,
     expand_counts,
     expand_nodelist,
@@ -90,6 +91,31 @@ def test_expand_counts() -> None:
     assert expand_counts("2(x3),1", "V") == [2, 2, 2, 1]
     assert expand_counts("8", "V") == [8]
     assert expand_counts("1,2(x1)", "V") == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1(x999999999)", "V='1(x999999999)': more than 4,096 nodes, the limit for a job"),
+        ("1(x4000),1(x97)", "more than 4,096 nodes"),
+        ("1(x" + "9" * 5000 + ")", "cannot read '1(x9999"),  # no MemoryError, no int() limit
+        ("9" * 5000, "expected counts like 2(x3),1"),
+    ],
+)
+def test_hostile_counts_are_one_line(text: str, message: str) -> None:
+    with pytest.raises(UsageError) as info:
+        expand_counts(text, "V")
+    assert message in str(info.value)
+    assert len(str(info.value)) < 300
+
+
+@pytest.mark.parametrize(
+    ("var", "text"), [(GPU_VARS[0], "9" * 5000), (GPU_VARS[1], "a:" + "9" * 5000)]
+)
+def test_hostile_gpu_counts_are_one_line(var: str, text: str) -> None:
+    with pytest.raises(UsageError) as info:
+        processes_per_node({var: text}, None, 2)
+    assert len(str(info.value)) < 300
 
 
 def test_gpu_request() -> None:
