@@ -106,7 +106,8 @@ def compare_torch(reports: list[HostReport]) -> None:
 def shell_failure(status: int, tail: str) -> str:
     """A host's shell that ended before Python started, and why if we can tell: what
     ``setup:`` exports counts toward the ``exec`` limits too, unchecked beforehand."""
-    said = f"the shell failed before Python started (exit {status}): {tail or 'no output'}"
+    who = "srun" if tail.startswith("srun: error:") else "the shell"  # a step refused
+    said = f"{who} failed before Python started (exit {status}): {tail or 'no output'}"
     if "Argument list too long" in tail:
         said += (
             "; the job's arguments and environment, with what setup: exports, are more "

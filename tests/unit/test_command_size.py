@@ -176,3 +176,11 @@ def test_a_host_whose_exec_refused_what_setup_exported_is_told_why() -> None:
     assert shell_failure(1, "cd: /x: No such file") == (
         "the shell failed before Python started (exit 1): cd: /x: No such file"
     )
+
+
+def test_a_step_srun_refused_is_srun_not_the_shell() -> None:
+    from clusterlaunch.core.reports import shell_failure
+
+    assert shell_failure(1, "srun: error: Slurm job 4 has expired") == (
+        "srun failed before Python started (exit 1): srun: error: Slurm job 4 has expired"
+    )
