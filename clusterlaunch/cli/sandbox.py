@@ -54,7 +54,7 @@ def run(args: argparse.Namespace, out: BinaryIO) -> int:
 
     The simulated cluster is imported only now (35 ms otherwise paid by every start).
     """
-    from clusterlaunch.testing import sandbox
+    from clusterlaunch.testing import sandbox, sandboxtext
     from clusterlaunch.testing.sshd import SSHD, SimClusterError
 
     cwd = Path.cwd()
@@ -63,9 +63,9 @@ def run(args: argparse.Namespace, out: BinaryIO) -> int:
         if args.sandbox_command == "up":
             sshd = os.environ.get(sandbox.SSHD_ENV) or SSHD
             started = sandbox.up(directory, args.hosts, args.gpus, args.port, sshd, args.slurm)
-            text = sandbox.up_text(started, cwd)
+            text = sandboxtext.up_text(started, cwd)
         else:
-            text = sandbox.down_text(sandbox.down(directory), directory, cwd)
+            text = sandboxtext.down_text(sandbox.down(directory), directory, cwd)
     except SimClusterError as exc:  # e.g. a stale sandbox's sshd that would not die
         raise sandbox.SandboxError(f"sandbox {args.sandbox_command}: {exc}") from None
     out.write(text.encode())

@@ -17,14 +17,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shlex
 import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clusterlaunch.core.defaults import SANDBOX_DIR as DEFAULT_DIR
 from clusterlaunch.core.defaults import SANDBOX_HOSTS as DEFAULT_HOSTS
 from clusterlaunch.core.defaults import SANDBOX_MAX_HOSTS as MAX_HOSTS
 from clusterlaunch.core.errors import ClusterlaunchError, UsageError
@@ -50,8 +48,6 @@ HOSTS_FILE = "hosts.yaml"
 SSHD_ENV = "CLUSTERLAUNCH_SANDBOX_SSHD"
 """Test hook: the sshd path ``up`` requires (the cluster itself always runs ``/usr/sbin/sshd``)."""
 SSHD_HINT = "sudo apt-get install openssh-server"
-EXAMPLE = Path("examples") / "hello_ranks.py"
-EXEC_DEMO = 'echo "$CLUSTERLAUNCH_SIM_HOST: job $CLUSTERLAUNCH_JOB_ID in $PWD"'
 LEFTOVER_WAIT_S = 5.0
 
 
@@ -85,6 +81,7 @@ class Stopped:
 
     sshd_pids: list[int]
     leftovers: list[ProcInfo]
+    slurm_pids: list[int] = field(default_factory=list)
 
 
 # -- up -------------------------------------------------------------------------------------
@@ -214,7 +211,7 @@ def down(directory: Path) -> Stopped | None:
     try:
         # Slurm's daemons and sshd by recorded PID (and start time), then leftovers by
         # marker, then rmtree.
-        sandboxslurm.stop(directory)
+        slurm_pids = sandboxslurm.stop(directory)
         leftovers = stop_detached(directory)
     except SimClusterError as exc:
         raise SandboxError(f"sandbox down: {exc}") from None
@@ -228,70 +225,4 @@ def down(directory: Path) -> Stopped | None:
         raise SandboxError(f"processes survived SIGKILL: {[p.pid for p in still]}")
     if directory.exists():
         raise SandboxError(f"sandbox down: could not remove {directory}")
-    return Stopped([h["pid"] for h in hosts if h.get("pid")], leftovers)
-
-
-# -- text -----------------------------------------------------------------------------------
-def _shown(path: Path, cwd: Path) -> str:
-    """``path`` relative to ``cwd`` when it lies below it (shorter to type), else absolute."""
-    absolute = path.absolute()
-    try:
-        return str(absolute.relative_to(cwd))
-    except ValueError:
-        return str(absolute)
-
-
-def example_script(cwd: Path) -> Path | None:
-    """``examples/hello_ranks.py`` here, else in the source checkout clusterlaunch runs from."""
-    for base in (cwd, Path(__file__).resolve().parents[2]):
-        if (base / EXAMPLE).is_file():
-            return base / EXAMPLE
-    return None
-
-
-def up_text(sandbox: Sandbox, cwd: Path) -> str:
-    """What ``up`` prints: the hosts, then the exact commands to try."""
-    where, config = _shown(sandbox.directory, cwd), _shown(sandbox.ssh_config, cwd)
-    connection = ["--ssh-config", config, _shown(sandbox.hosts_file, cwd)]
-    script = example_script(cwd)
-    script_word = _shown(script, cwd) if script else "YOUR_SCRIPT.py"
-    verb = "is already up" if sandbox.already_up else "is up"
-    lines = [f"note: {note}" for note in sandbox.notes]
-    lines.append(f"sandbox {verb} in {where}: {len(sandbox.hosts)} simulated host(s)")
-    lines += [f"  {h['name']}  {h['addr']}:{h['port']}  sshd pid {h['pid']}" for h in sandbox.hosts]
-    lines += ["(nothing new was started)"] if sandbox.already_up else []
-    lines += ["", "Try:"]
-    lines.append(_command("clusterlaunch", "run", *connection, script_word))
-    if script is None:
-        lines.append("  (no examples/hello_ranks.py here or in clusterlaunch's source checkout)")
-    lines.append(_command("clusterlaunch", "exec", *connection, "--", "sh", "-c", EXEC_DEMO))
-    lines.append(_command("ssh", "-F", config, sandbox.hosts[0]["name"]))
-    if sandboxslurm.is_up(sandbox.directory):
-        lines += sandboxslurm.try_lines(sandbox.directory, where, script_word)
-    elsewhere = sandbox.directory.absolute() != (cwd / DEFAULT_DIR).absolute()
-    down = ["--dir", where] if elsewhere else []
-    lines += ["When done:", _command("clusterlaunch", "sandbox", "down", *down)]
-    return "\n".join(lines) + "\n"
-
-
-def _command(*argv: str) -> str:
-    """One printed command line, quoted so that it can be pasted into a shell."""
-    return "  " + shlex.join(argv)
-
-
-def down_text(stopped: Stopped | None, directory: Path, cwd: Path) -> str:
-    """What ``down`` prints."""
-    where = _shown(directory, cwd)
-    if stopped is None:
-        return f"no sandbox in {where}: nothing to stop\n"
-    pids = ", ".join(str(pid) for pid in stopped.sshd_pids)
-    lines = [f"stopped {len(stopped.sshd_pids)} sshd (pid {pids})"]
-    count = len(stopped.leftovers)
-    lines.append(
-        f"killed {count} leftover process(es) started through the hosts:"
-        if count
-        else "no process started through the sandbox hosts was left running"
-    )
-    lines += [f"  {proc}" for proc in stopped.leftovers]
-    lines.append(f"removed {where}")
-    return "\n".join(lines) + "\n"
+    return Stopped([h["pid"] for h in hosts if h.get("pid")], leftovers, slurm_pids)

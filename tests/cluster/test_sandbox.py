@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch.testing import find_processes, sandbox, stop_detached
+from clusterlaunch.core.defaults import SANDBOX_DIR
+from clusterlaunch.testing import find_processes, sandbox, sandboxtext, stop_detached
 from clusterlaunch.testing.loopback import SSHD
 from clusterlaunch.testing.orphans import is_alive
 from tests.cluster.support import PYTHON, rank_lines
@@ -55,7 +56,7 @@ def _printed(stdout: str, start: str) -> list[str]:
 def test_up_run_the_printed_commands_then_down(tmp_path: Path) -> None:
     if not os.access(SSHD, os.X_OK):
         pytest.skip(f"{SSHD} not installed (package openssh-server)")
-    directory = tmp_path / sandbox.DEFAULT_DIR
+    directory = tmp_path / SANDBOX_DIR
     try:
         up = _clusterlaunch(tmp_path, "sandbox", "up", "--hosts", "3")
         assert up.returncode == 0, up.stderr
@@ -117,7 +118,7 @@ def test_up_without_sshd_exits_2_with_the_hint(tmp_path: Path) -> None:
     assert result.stderr.count("\n") == 1, result.stderr  # one line
     assert missing in result.stderr
     assert "sudo apt-get install openssh-server" in result.stderr
-    assert not (tmp_path / sandbox.DEFAULT_DIR).exists()
+    assert not (tmp_path / SANDBOX_DIR).exists()
 
 
 def test_up_refuses_a_directory_that_is_not_a_sandbox(tmp_path: Path) -> None:
@@ -133,14 +134,14 @@ def test_up_refuses_a_directory_that_is_not_a_sandbox(tmp_path: Path) -> None:
 
 def test_printed_paths_are_relative_inside_the_checkout(tmp_path: Path) -> None:
     box = sandbox.Sandbox(
-        ROOT / sandbox.DEFAULT_DIR,
+        ROOT / SANDBOX_DIR,
         [{"name": "node0", "addr": "127.0.0.11", "port": 22220, "pid": 1}],
     )
-    text = sandbox.up_text(box, ROOT)
+    text = sandboxtext.up_text(box, ROOT)
     run = _printed(text, "clusterlaunch run ")
     config, hosts, script = ".sandbox/ssh_config", ".sandbox/hosts.yaml", "examples/hello_ranks.py"
     assert run[2:] == ["--ssh-config", config, hosts, script]
     assert _printed(text, "clusterlaunch sandbox down") == ["clusterlaunch", "sandbox", "down"]
     spaced = sandbox.Sandbox(tmp_path / "my box", box.hosts)
-    down = _printed(sandbox.up_text(spaced, tmp_path), "clusterlaunch sandbox down")
+    down = _printed(sandboxtext.up_text(spaced, tmp_path), "clusterlaunch sandbox down")
     assert down[-2:] == ["--dir", "my box"]

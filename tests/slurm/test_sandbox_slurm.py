@@ -54,5 +54,7 @@ def test_run_slurm_in_the_sandbox(tmp_path: Path) -> None:
     finally:
         down = sandbox(tmp_path, "down")
     assert down.returncode == 0, down.stderr
+    stopped = f"stopped munged, slurmctld and slurmd (pid {', '.join(map(str, daemons))})"
+    assert stopped in down.stdout.splitlines()
     assert not [pid for pid in daemons if orphans.is_alive(pid)]
     assert not (tmp_path / "sbx").exists()
