@@ -201,6 +201,8 @@ def check_local_script(
     if options.script_kind == "file":
         _check_script(options.script, local)
     if options.script_kind == "program" and "/" in options.script:
+        if local.is_dir():
+            raise UsageError(f"{options.script}: a directory; name the program in it (--no-python)")
         if not local.is_file():
             raise UsageError(f"{options.script}: no such program here (--no-python)")
         if not os.access(local, os.X_OK):

@@ -91,6 +91,8 @@ def program_problem(name):
         return None
     if "/" in name and os.path.isfile(name):
         return "program %r in %s is not executable; chmod +x it" % (name, os.getcwd())
+    if "/" in name and os.path.isdir(name):
+        return "program %r in %s is a directory; name the program in it" % (name, os.getcwd())
     where = os.getcwd() if "/" in name else "PATH"
     return "program %r not found in %s; check the name and workdir:" % (name, where)
 

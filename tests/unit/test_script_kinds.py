@@ -113,6 +113,10 @@ def test_local_checks(tmp_path: Path) -> None:
         check_local_script(plan, options, cwd=here)
     (tmp_path / "run.sh").chmod(0o755)
     check_local_script(plan, options, cwd=here)
+    (tmp_path / "tools").mkdir()
+    plan, options = plan_for("program", "./tools", here)
+    with pytest.raises(UsageError, match=r"\./tools: a directory; name the program in it"):
+        check_local_script(plan, options, cwd=here)
     plan, options = plan_for("file", "missing.py", here)
     with pytest.raises(UsageError, match=r"missing\.py: no such script here"):
         check_local_script(plan, options, cwd=here)
@@ -158,6 +162,9 @@ def test_the_probes_program_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     (tmp_path / "run.sh").chmod(0o755)
     assert probe.program_problem("./run.sh") is None
     assert "program './nope.sh' not found in" in probe.program_problem("./nope.sh")
+    (tmp_path / "tools").mkdir()
+    assert "program './tools' in " in probe.program_problem("./tools")
+    assert probe.program_problem("./tools").endswith("is a directory; name the program in it")
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable))
     assert probe.program_problem(os.path.basename(sys.executable)) is None
     assert "not found in PATH" in probe.program_problem("run.sh")  # no ./: PATH only
