@@ -355,6 +355,22 @@ def test_ctrl_c_during_an_upload_stops_it_and_leaves_nothing(sim_cluster, tmp_pa
     assert list(dest.iterdir()) == []  # the partial upload and the token are removed
 
 
+@needs_rsync
+def test_rsync_keeps_a_sparse_file_sparse(sim_cluster, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    with (project / "data.img").open("wb") as handle:
+        handle.truncate(64 << 20)  # a hole: no block allocated here
+    dest = tmp_path / "dest"
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, {"workdir": str(dest)})])
+    result = run_in(project, sim_cluster, "exec", "--sync", str(hosts), "--", "true")
+    assert result.returncode == 0, result.stderr
+    assert reports(result.stderr) == {"node0": ("rsync", 1)}
+    copied = (dest / "data.img").stat()
+    assert copied.st_size == 64 << 20
+    assert copied.st_blocks * 512 < 1 << 20, copied.st_blocks  # not 64 MiB of zeros
+
+
 @pytest.mark.parametrize(
     ("workdir", "under_home"),
     [("reldest", "reldest"), ("~/x y", "x y"), ("~nobody/x", "~nobody/x"), ("~", ".")],

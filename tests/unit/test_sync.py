@@ -319,7 +319,7 @@ def test_known_hosts_and_keys_are_left_to_ssh_reading_its_config() -> None:
 def test_rsync_argv() -> None:
     argv = commands.rsync_argv(["ssh", "-p", "22"], "gpu1", "~/my proj", "/src/", RSYNC_MARK)
     assert argv == [
-        "rsync", "--links", "--perms", "--times", "--omit-dir-times", "--protect-args",
+        "rsync", "--links", "--perms", "--times", "--omit-dir-times", "--sparse", "--protect-args",
         "--8-bit-output", "--from0", "--files-from=-", f"--out-format={RSYNC_MARK}%i %l %n",
         "--rsh=ssh -p 22", "--", "/src/", "gpu1:my proj",
     ]  # fmt: skip
