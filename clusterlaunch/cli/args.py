@@ -22,10 +22,18 @@ from clusterlaunch.core.checkplan import check_exec_words
 from clusterlaunch.core.envfile import read_env_file
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.lines import parse_rank_filter
-from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, ScriptKind
+from clusterlaunch.core.model import (
+    HostSpec,
+    Inventory,
+    JobPlan,
+    LaunchOptions,
+    NodePlan,
+    ScriptKind,
+)
 from clusterlaunch.core.planner import new_job_id, parse_env_assignments
 from clusterlaunch.core.torchrunargs import parse_torchrun_args
 from clusterlaunch.transport import SshSettings
+from clusterlaunch.transport.local import local_path
 
 _ASCII_NUMBER = re.compile(r"[0-9]+")
 _FORWARD_PATTERN = re.compile(r"[A-Za-z0-9_*?\[\]!^-]+")
@@ -194,7 +202,7 @@ def check_local_script(
     module (``-m``) may be installed on the hosts: the preflight checks it.
     """
     here = os.path.realpath(cwd or os.getcwd())
-    same_dir = synced or all(os.path.realpath(node.workdir) == here for node in plan.nodes)
+    same_dir = synced or all(os.path.realpath(_local(node)) == here for node in plan.nodes)
     local = Path(here) / options.script
     if not same_dir or options.script_kind == "module":
         return
@@ -207,6 +215,11 @@ def check_local_script(
             raise UsageError(f"{options.script}: no such program here (--no-python)")
         if not os.access(local, os.X_OK):
             raise UsageError(f"{options.script}: not executable; chmod +x it (--no-python)")
+
+
+def _local(node: NodePlan) -> str:
+    """A workdir as this machine would find it (``localhost``: under the home directory)."""
+    return local_path(node.workdir) if node.target.is_local else node.workdir
 
 
 def _check_script(script: str, local: Path) -> None:

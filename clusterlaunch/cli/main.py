@@ -26,14 +26,16 @@ from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.cli.heap import tune_heap
 from clusterlaunch.cli.passthrough import dash_value, foreign_option, split_passthrough
 from clusterlaunch.controller.console import Console
-from clusterlaunch.controller.launcher import check, make_plan
+from clusterlaunch.controller.launcher import JobRequest, check, make_plan
 from clusterlaunch.controller.restarts import run_job
 from clusterlaunch.core import render
 from clusterlaunch.core.errors import ClusterlaunchError, PreflightError, StopJob, UsageError
 from clusterlaunch.core.exits import ExitStatus, from_signal
 from clusterlaunch.core.hostfile import load_inventory
 from clusterlaunch.core.limits import one_line
+from clusterlaunch.core.model import JobPlan
 from clusterlaunch.core.restarts import dry_run_fields, dry_run_text
+from clusterlaunch.core.syncsource import SourceTree, dry_run_field, dry_run_line
 from clusterlaunch.transport import close_all, connect_all
 from clusterlaunch.transport.sshconfig import resolve_targets
 
@@ -115,14 +117,19 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     plan = make_plan(request)  # once: the launch fills in an auto master port, no re-plan
     if args.command == "run" and not args.dry_run:
         cliargs.check_local_script(plan, request.options, synced=request.sync)
+    # The dry run too: these checks are local and read-only, and it refuses what the run would.
+    source = _sync_source(request, plan) if request.sync else None
     if args.dry_run:
         spares = [spec for spec, _ in request.spares]
         if args.json:
             extra = dry_run_fields(request.restarts, request.inventory.hosts, spares)
-            text = render.plan_json(plan, extra)
+            text = render.plan_json(
+                plan, {**extra, **({"sync": dry_run_field(source)} if source else {})}
+            )
         else:
             text = render.plan_text(plan, torchrun=request.exec_argv is None)
             text += slurmargs.dry_run_note(request.transport)
+            text += dry_run_line(source) if source else ""
             text += dry_run_text(request.restarts, request.inventory.hosts, spares)
         console.out.write(text.encode() + b"\n")
         return ExitStatus.OK
@@ -130,8 +137,16 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         result = check(request, plan, console)
         console.out.write(render.preflight_text(result).encode() + b"\n")
         return ExitStatus.USAGE if result.problems else ExitStatus.OK
-    outcome = run_job(request, plan, console)
+    outcome = run_job(request, plan, console, source)
     return outcome.exit_code  # the launcher has printed (and logged) the summary
+
+
+def _sync_source(request: JobRequest, plan: JobPlan) -> SourceTree:
+    """The source ``--sync`` copies, scanned and checked against the plan (nothing contacted)."""
+    from clusterlaunch.controller.syncscan import checked_source  # pathspec: only with --sync
+
+    run_options = request.options if request.exec_argv is None else None
+    return checked_source(plan, run_options, os.getcwd())
 
 
 def _raise_stop(signum: int, frame: FrameType | None) -> None:

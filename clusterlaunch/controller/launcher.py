@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     # never does, and importing them cost its start 7.3 ms (importtime, best of 3).
     from clusterlaunch.controller.held import HeldAgents
     from clusterlaunch.controller.preflight import PreflightResult
-    from clusterlaunch.controller.sync import SourceTree
+    from clusterlaunch.core.syncsource import SourceTree
 
 
 def make_plan(
@@ -159,25 +159,29 @@ def check(request: JobRequest, plan: JobPlan, console: Console | None = None) ->
         close_all(connections)
 
 
-def launch(request: JobRequest, plan: JobPlan, console: Console) -> JobOutcome:
+def launch(
+    request: JobRequest, plan: JobPlan, console: Console, source: SourceTree | None = None
+) -> JobOutcome:
     """Connect, sync (``--sync``), preflight (torchrun jobs), then supervise ``plan`` to its end."""
     log_dir = open_log_dir(plan, request)  # bad input too: before any host is contacted
     try:
-        return launch_in(request, console, plan, log_dir)
+        return launch_in(request, console, plan, log_dir, source)
     finally:
         if log_dir is not None:
             log_dir.close()  # idempotent; removes the files of a job that never started
 
 
 def launch_in(
-    request: JobRequest, console: Console, plan: JobPlan, log_dir: LogDir | None
+    request: JobRequest,
+    console: Console,
+    plan: JobPlan,
+    log_dir: LogDir | None,
+    source: SourceTree | None = None,
 ) -> JobOutcome:
     """:func:`launch` with ``log_dir`` open (the restart loop keeps one for all attempts)."""
-    # Scanned before connecting: a bad ignore file is bad input, and contacts nothing.
-    source = None
-    if request.sync:
+    if request.sync and source is None:  # scanned before connecting: contacts nothing
         # Only now: sync's imports (pathspec, SFTP) cost 55 ms of every start.
-        from clusterlaunch.controller.sync import scan_source
+        from clusterlaunch.controller.syncscan import scan_source
 
         source = scan_source(os.getcwd())
     phases = SYNC_PHASES if request.sync else PHASES
@@ -203,17 +207,9 @@ def _run(
         if source is not None:
             from clusterlaunch.controller.sync import sync_workdirs
 
-            copied_to = partial(status.mark, "synced")
-            sync_workdirs(
-                plan,
-                connections,
-                source,
-                request.ssh,
-                console,
-                request.fanout,
-                copied_to,
-                status.say,
-            )
+            copied_to, say = partial(status.mark, "synced"), status.say
+            ssh, fanout = request.ssh, request.fanout
+            sync_workdirs(plan, connections, source, ssh, console, fanout, copied_to, say)
         if request.exec_argv is None:
             held = hold(request, plan, connections, console, status)
             if held.result.problems:

@@ -35,24 +35,38 @@ from clusterlaunch.transport.fanout import sleep_in_slices
 if TYPE_CHECKING:  # see launcher.py: exec imports no preflight module
     from clusterlaunch.controller.held import HeldAgents
     from clusterlaunch.core.reports import PreflightResult
+    from clusterlaunch.core.syncsource import SourceTree
 
 Say = Callable[[str], None]
 
 
-def run_job(request: launcher.JobRequest, plan: JobPlan, console: Console) -> JobOutcome:
-    """``clusterlaunch run``: one launch, or with ``--max-restarts`` as many as it takes."""
+def run_job(
+    request: launcher.JobRequest,
+    plan: JobPlan,
+    console: Console,
+    source: SourceTree | None = None,
+) -> JobOutcome:
+    """``clusterlaunch run``: one launch, or with ``--max-restarts`` as many as it takes.
+
+    ``source``: with ``--sync``, the source as the command line checked it (scanned
+    again here when not given, and before each later attempt).
+    """
     if not request.restarts.enabled:
-        return launcher.launch(request, plan, console)
+        return launcher.launch(request, plan, console, source)
     log_dir = open_log_dir(plan, request)  # one for every attempt
     try:
-        return _attempts(request, plan, console, log_dir)
+        return _attempts(request, plan, console, log_dir, source)
     finally:
         if log_dir is not None:
             log_dir.close()
 
 
 def _attempts(
-    request: launcher.JobRequest, plan: JobPlan, console: Console, log_dir: LogDir | None
+    request: launcher.JobRequest,
+    plan: JobPlan,
+    console: Console,
+    log_dir: LogDir | None,
+    source: SourceTree | None = None,
 ) -> JobOutcome:
     say = _announcer(console, log_dir)
     rules = request.restarts
@@ -60,7 +74,7 @@ def _attempts(
     started = time.time()  # a `clusterlaunch kill` after this cancels the restarts
     # The first attempt is today's launch: any host failing its preflight is bad
     # input or a broken host, reported before anything starts (exit 2).
-    outcome = launcher.launch_in(request, console, plan, log_dir)
+    outcome = launcher.launch_in(request, console, plan, log_dir, source)
     restarts = 0
     while policy.refusal(outcome, restarts, rules) is None:
         restarts += 1
@@ -163,7 +177,8 @@ def _sync(
     console: Console,
 ) -> None:
     """``--sync`` to this attempt's hosts (those already in step: a quick check each)."""
-    from clusterlaunch.controller.sync import scan_source, sync_workdirs
+    from clusterlaunch.controller.sync import sync_workdirs
+    from clusterlaunch.controller.syncscan import scan_source
 
     sync_workdirs(plan, connections, scan_source(os.getcwd()), request.ssh, console, request.fanout)
 

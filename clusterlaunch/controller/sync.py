@@ -1,13 +1,14 @@
 """``--sync``: copy this directory to every host's workdir before anything starts.
 
-In order: the source is scanned before any connection (a bad ignore file is a
-usage error); every host creates its destination and leaves a token file in
-it; every host lists the tokens its destination holds, so hosts that share one
-directory (one machine, a shared file system, or this very directory) are
-copied to once and never by two writers at a time; then each directory is
-copied, with rsync where both ends have it, over SFTP otherwise, and with a
-plain copy for ``localhost``. Any failure raises :class:`SyncError` naming
-every failed host, before the launcher starts anything anywhere.
+The source was scanned and checked before any connection
+(:mod:`clusterlaunch.controller.syncscan`). Then, in order: every host creates
+its destination and leaves a token file in it; every host lists the tokens its
+destination holds, so hosts that share one directory (one machine, a shared
+file system, or this very directory) are copied to once and never by two
+writers at a time; then each directory is copied, with rsync where both ends
+have it, over SFTP otherwise, and with a plain copy for ``localhost``. Any
+failure raises :class:`SyncError` naming every failed host, before the
+launcher starts anything anywhere.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import contextlib
 import os
 import secrets
 import shutil
-import stat
 from collections.abc import Callable, Mapping
 
 from clusterlaunch.controller.batch import Batch, Finished, run_all
@@ -24,20 +24,10 @@ from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.synccopy import Copier
 from clusterlaunch.core import commands, render
 from clusterlaunch.core.defaults import FANOUT
-from clusterlaunch.core.errors import HostProblem, SyncError, UsageError
+from clusterlaunch.core.errors import HostProblem, SyncError
 from clusterlaunch.core.model import JobPlan, NodePlan
-from clusterlaunch.core.syncplan import (
-    IGNORE_FILE,
-    TOKEN_PREFIX,
-    HostCheck,
-    IgnoreRules,
-    LocalEntry,
-    SourceTree,
-    SyncTask,
-    Transfer,
-    plan_tasks,
-    report_line,
-)
+from clusterlaunch.core.syncplan import HostCheck, SyncTask, Transfer, plan_tasks, report_line
+from clusterlaunch.core.syncsource import TOKEN_PREFIX, SourceTree
 from clusterlaunch.transport import Connection, SshSettings
 from clusterlaunch.transport.fanout import Failed, run_parallel
 
@@ -45,59 +35,6 @@ CHECK_TIMEOUT = 30.0
 """Seconds for each quick round of commands (create the destination, list tokens)."""
 MAX_PARALLEL = 16
 """Copies at once: the controller's uplink, not the hosts, is the limit."""
-
-
-def scan_source(root: str) -> SourceTree:
-    """The files ``--sync`` copies from ``root``, honouring ``.clusterlaunchignore``."""
-    ignore = os.path.join(root, IGNORE_FILE)
-    try:
-        with open(ignore, encoding="utf-8") as handle:
-            rules = IgnoreRules(handle.read(), ignore)
-    except FileNotFoundError:
-        rules = IgnoreRules()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{ignore}: cannot read: {exc}; fix or delete the file") from None
-    entries: list[LocalEntry] = []
-    _walk(root, "", rules, entries)
-    return SourceTree(root, tuple(sorted(entries, key=lambda e: e.path)))
-
-
-def _walk(root: str, relative: str, rules: IgnoreRules, out: list[LocalEntry]) -> None:
-    where = os.path.join(root, relative) if relative else root
-    try:
-        with os.scandir(where) as found:
-            listing = [(e.name, e.stat(follow_symlinks=False)) for e in found]
-    except OSError as exc:
-        raise UsageError(
-            f"{where}: cannot read ({exc.strerror}); fix its permissions or add it to {IGNORE_FILE}"
-        ) from None
-    for name, info in listing:
-        path = f"{relative}/{name}" if relative else name
-        if stat.S_ISDIR(info.st_mode):
-            if not rules.ignores_dir(path):
-                _walk(root, path, rules, out)
-        elif (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)) and not (
-            rules.ignores_file(path)
-        ):
-            # Sockets, FIFOs and devices are never copied.
-            link = os.readlink(os.path.join(root, path)) if stat.S_ISLNK(info.st_mode) else None
-            _check_utf8(root, path, link)
-            out.append(
-                LocalEntry(path, info.st_size, info.st_mtime_ns, stat.S_IMODE(info.st_mode), link)
-            )
-
-
-def _check_utf8(root: str, path: str, link: str | None) -> None:
-    """SFTP paths are UTF-8: refuse other names here rather than fail halfway."""
-    for name in (path, link or ""):
-        try:
-            name.encode("utf-8")
-        except UnicodeEncodeError:
-            shown = os.path.join(root, path).encode("utf-8", "surrogateescape")
-            raise UsageError(
-                f"{shown!r}: name (or link target) is not UTF-8; rename it or add it "
-                f"to {IGNORE_FILE}"
-            ) from None
 
 
 def sync_workdirs(

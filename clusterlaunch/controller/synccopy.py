@@ -23,13 +23,13 @@ from clusterlaunch.core.syncplan import (
     RSYNC_MARK,
     SAME,
     RemoteEntry,
-    SourceTree,
     SyncTask,
     Transfer,
     parse_rsync_report,
     plan_copy,
     transfer_of,
 )
+from clusterlaunch.core.syncsource import SourceTree
 from clusterlaunch.transport import Connection, SshSettings, sshconfig
 from clusterlaunch.transport.files import FileSink, open_files
 from clusterlaunch.transport.openssh import multiplexed_ssh_argv

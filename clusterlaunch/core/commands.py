@@ -252,7 +252,9 @@ def rsync_argv(ssh: Sequence[str], alias: str, workdir: str, source: str, report
     own protocol, so the remote shell never word-splits it; that is also why
     ``~`` is turned into a home-relative path here.
     Times and permissions are kept (the next run's quick check then skips
-    unchanged files); owners are not, and nothing is deleted on the host.
+    unchanged files); owners are not, and nothing is deleted on the host. Runs
+    of zeros are written as holes (``--sparse``; rsync refuses it only with
+    ``--inplace``, which is not used: files are replaced whole).
     """
     host = f"[{alias}]" if ":" in alias else alias
     return [
@@ -261,6 +263,7 @@ def rsync_argv(ssh: Sequence[str], alias: str, workdir: str, source: str, report
         "--perms",
         "--times",
         "--omit-dir-times",
+        "--sparse",  # a sparse file (a preallocated dataset) stays sparse on the host
         "--protect-args",
         "--8-bit-output",
         "--from0",

@@ -1,26 +1,20 @@
-"""Code sync, the pure part: which files, which hosts share a directory, what to send.
+"""Code sync, the pure part: which hosts share a directory, what to send, the reports.
 
 ``--sync`` copies the controller's current directory to every host's workdir
 before anything starts. Everything that can be decided without I/O lives here
-and is tested by equality; :mod:`clusterlaunch.controller.sync` walks the tree, talks to
-the hosts and runs rsync. See docs/sync.md for the user-facing rules.
+(which files: :mod:`clusterlaunch.core.syncsource`) and is tested by equality;
+:mod:`clusterlaunch.controller.sync` talks to the hosts and runs rsync. See
+docs/sync.md for the user-facing rules.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.syncsource import LocalEntry, SourceTree, human_size
 
-IGNORE_FILE = ".clusterlaunchignore"
-TOKEN_PREFIX = ".clusterlaunch-sync-"
-"""Names of the short-lived files that show which hosts share a directory."""
-DEFAULT_IGNORED = (".git",)
-"""Ignored unless the ignore file re-includes them (``!.git``)."""
-ALWAYS_IGNORED = ("/" + TOKEN_PREFIX + "*",)
-"""Appended after the user's patterns, so they cannot be re-included."""
 RSYNC_MARK = "@@sync@@ "
 """Starts each line of rsync's ``--out-format`` report, to tell it from anything else."""
 
@@ -29,92 +23,6 @@ SFTP = "sftp"
 LOCAL = "local"
 SAME = "same"
 """The destination is the source directory itself: nothing to copy."""
-
-
-class IgnoreRules:
-    """``.clusterlaunchignore`` (gitignore syntax) plus the defaults.
-
-    As in git, a file is excluded when it matches or when any directory above
-    it does: an excluded directory is never entered, so ``!`` cannot re-include
-    a file inside it.
-    """
-
-    def __init__(self, text: str = "", source: str = IGNORE_FILE) -> None:
-        import pathspec  # here: it loads asyncio and subprocess (tests/unit/test_layout.py)
-
-        lines = text.splitlines()
-        for number, line in enumerate(lines, 1):
-            try:
-                pathspec.GitIgnoreSpec.from_lines([line])
-            except (ValueError, re.error) as exc:  # per line: pathspec says not which
-                raise UsageError(
-                    f"{source}:{number}: {line!r}: {exc}; fix the pattern (gitignore "
-                    "syntax) or delete the line"
-                ) from None
-        self._spec = pathspec.GitIgnoreSpec.from_lines([*DEFAULT_IGNORED, *lines, *ALWAYS_IGNORED])
-
-    def ignores_dir(self, path: str) -> bool:
-        """True when directory ``path`` (relative, '/'-separated) is not entered."""
-        return bool(self._spec.match_file(path + "/"))
-
-    def ignores_file(self, path: str) -> bool:
-        """True when the pattern list alone excludes file (or symlink) ``path``."""
-        return bool(self._spec.match_file(path))
-
-    def selects(self, path: str) -> bool:
-        """True when file ``path`` is copied: neither it nor a directory above is ignored."""
-        parts = path.split("/")
-        above = ("/".join(parts[:i]) for i in range(1, len(parts)))
-        return not any(self.ignores_dir(d) for d in above) and not self.ignores_file(path)
-
-
-@dataclass(frozen=True)
-class LocalEntry:
-    """One file or symlink of the source tree."""
-
-    path: str
-    """Relative to the source directory, '/'-separated."""
-    size: int
-    mtime_ns: int
-    mode: int
-    """Permission bits (``stat.S_IMODE``)."""
-    link: str | None = None
-    """A symlink's target; the link itself is copied, never what it points to."""
-
-    @property
-    def mtime(self) -> int:
-        """Whole seconds: all SFTP can store, so changes are judged at this precision."""
-        return self.mtime_ns // 1_000_000_000
-
-
-@dataclass(frozen=True)
-class SourceTree:
-    """The selected files of the source directory, in sorted path order."""
-
-    root: str
-    entries: tuple[LocalEntry, ...]
-
-    @property
-    def dirs(self) -> tuple[str, ...]:
-        """Every directory that holds a selected entry, parents before children."""
-        found = {
-            "/".join(parts[:i])
-            for entry in self.entries
-            for parts in [entry.path.split("/")]
-            for i in range(1, len(parts))
-        }
-        return tuple(sorted(found, key=lambda d: (d.count("/"), d)))
-
-    def files_from(self) -> bytes:
-        """The NUL-separated list for ``rsync --from0 --files-from=-``."""
-        return b"".join(
-            entry.path.encode("utf-8", "surrogateescape") + b"\0" for entry in self.entries
-        )
-
-
-def select(paths: Iterable[str], rules: IgnoreRules) -> list[str]:
-    """The paths ``rules`` select, sorted (the order every copy uses)."""
-    return sorted(path for path in paths if rules.selects(path))
 
 
 # ------------------------------------------------------------------ who shares a directory
@@ -274,16 +182,6 @@ def parse_rsync_report(out: bytes) -> Transfer:
             paths.append(raw.decode("utf-8", "surrogateescape"))
             size += int(length) if item[1:2] == b"f" else 0
     return Transfer(tuple(paths), size)
-
-
-def human_size(size: int) -> str:
-    """``1536`` → ``1.5 KiB``."""
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 def report_line(

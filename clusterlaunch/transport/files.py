@@ -24,7 +24,7 @@ from clusterlaunch.core.commands import home_relative
 from clusterlaunch.core.errors import TransportError
 from clusterlaunch.core.syncplan import RemoteEntry
 from clusterlaunch.transport.base import Connection
-from clusterlaunch.transport.local import LocalConnection
+from clusterlaunch.transport.local import LocalConnection, local_path
 from clusterlaunch.transport.openssh import OpenSshConnection
 from clusterlaunch.transport.ssh import CONNECTION_ERRORS, SshConnection, close_quietly
 
@@ -216,8 +216,8 @@ class LocalFiles:
         return TransportError(self.host, f"cannot {what} {path}: {exc.strerror or exc}")
 
     def root(self, workdir: str) -> str:
-        """As the local shell sees it: ``~`` is home, relative is the current directory."""
-        return os.path.expanduser(workdir)
+        """As the local commands see it (the same rules as SFTP's: :func:`local_path`)."""
+        return local_path(workdir)
 
     def listdir(self, path: str) -> dict[str, RemoteEntry] | None:
         """``lstat`` of every entry."""

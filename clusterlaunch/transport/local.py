@@ -7,7 +7,7 @@ import os
 import pwd
 import subprocess
 
-from clusterlaunch.core.commands import for_login_shell
+from clusterlaunch.core.commands import for_login_shell, home_relative
 from clusterlaunch.core.exits import shell_status
 from clusterlaunch.core.model import LOCALHOST
 
@@ -17,6 +17,27 @@ _CHUNK = 1 << 20
 def login_shell() -> str:
     """The user's login shell, which runs commands as sshd would (``/bin/sh`` if unset)."""
     return pwd.getpwuid(os.getuid()).pw_shell or "/bin/sh"
+
+
+def start_directory() -> str:
+    """Where a ``localhost`` command starts: the home directory, as sshd starts a session.
+
+    So a relative ``workdir`` means the same on ``localhost`` as on an SSH host
+    (under the home directory, not the controller's current directory). A home
+    that cannot be entered gives ``/``, as sshd does.
+    """
+    home = os.path.expanduser("~")
+    return home if os.path.isdir(home) and os.access(home, os.X_OK) else "/"
+
+
+def local_path(path: str) -> str:
+    """A :class:`~clusterlaunch.core.commands.HostPath` (``workdir``) as ``localhost`` sees it.
+
+    The one place for it: ``~`` and ``~/x`` are the home directory, anything else
+    relative (``~root/x`` too, taken literally, as the host's shell takes it
+    quoted) is below :func:`start_directory`, as over SSH and SFTP.
+    """
+    return os.path.join(start_directory(), home_relative(path))
 
 
 class LocalProcess:
@@ -107,6 +128,7 @@ class LocalConnection:
             # Like an SSH session: a Ctrl-C at the terminal reaches the
             # controller only, which then tears down every host the same way.
             start_new_session=True,
+            cwd=start_directory(),
         )
         process = LocalProcess(popen)
         process.send(sent)

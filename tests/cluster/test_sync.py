@@ -13,6 +13,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -352,3 +353,111 @@ def test_ctrl_c_during_an_upload_stops_it_and_leaves_nothing(sim_cluster, tmp_pa
             process.kill()
             process.wait()
     assert list(dest.iterdir()) == []  # the partial upload and the token are removed
+
+
+@needs_rsync
+def test_rsync_keeps_a_sparse_file_sparse(sim_cluster, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    with (project / "data.img").open("wb") as handle:
+        handle.truncate(64 << 20)  # a hole: no block allocated here
+    dest = tmp_path / "dest"
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, {"workdir": str(dest)})])
+    result = run_in(project, sim_cluster, "exec", "--sync", str(hosts), "--", "true")
+    assert result.returncode == 0, result.stderr
+    assert reports(result.stderr) == {"node0": ("rsync", 1)}
+    copied = (dest / "data.img").stat()
+    assert copied.st_size == 64 << 20
+    assert copied.st_blocks * 512 < 1 << 20, copied.st_blocks  # not 64 MiB of zeros
+
+
+@pytest.mark.parametrize(
+    ("workdir", "under_home"),
+    [("reldest", "reldest"), ("~/x y", "x y"), ("~nobody/x", "~nobody/x"), ("~", ".")],
+)
+def test_a_localhost_workdir_is_read_as_over_ssh(
+    tmp_path: Path, workdir: str, under_home: str
+) -> None:
+    """Relative: under the home directory (not this one); ``~user/x``: literal, there too.
+
+    Before, ``reldest`` landed in the controller's directory, and ``~nobody/x`` was
+    created literally by the shell but copied to nobody's home (which failed).
+    """
+    project = make_project(tmp_path / "project")
+    home = tmp_path / "home"
+    home.mkdir()
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("localhost", 1, {"workdir": workdir})])
+    result = run_in(
+        project, None, "exec", "--sync", str(hosts), "--", "pwd", env={"HOME": str(home)}
+    )
+    assert result.returncode == 0, result.stderr
+    expected = (home / under_home).resolve()
+    assert result.stdout == f"[localhost] {expected}\n"
+    assert reports(result.stderr) == {"localhost": ("local", SENT_FIRST)}
+    assert tree_of(expected) == expected_tree(project)
+    assert not (project / "reldest").exists() and not (project / "~nobody").exists()
+
+
+def test_a_localhost_workdir_inside_the_source_is_refused(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project")
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml", [("localhost", 1, {"workdir": str(project / "out")})]
+    )
+    argv = ("exec", "--sync", str(hosts), "--", "true")
+    result = run_in(project, None, *argv)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1
+    assert f"localhost: workdir {project / 'out'} is inside the directory --sync" in result.stderr
+    assert not (project / "out").exists()  # nothing created, nothing copied
+    with (project / ".clusterlaunchignore").open("a") as ignore:
+        ignore.write("/out/\n")
+    runs = [run_in(project, None, *argv) for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[-1].stderr
+    assert [reports(r.stderr) for r in runs] == [
+        {"localhost": ("local", SENT_FIRST)},
+        {"localhost": ("local", 0)},
+    ]
+    assert not (project / "out" / "out").exists()  # no copy of the copy
+
+
+def _world_readable_project() -> Path:
+    """A project an unprivileged user can reach (pytest's tmp_path is root's, 0700)."""
+    project = make_project(Path(tempfile.mkdtemp(prefix="cl-sync-unreadable-")))
+    os.chmod(project, 0o755)
+    return project
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare")
+@pytest.mark.parametrize("kind", ["file", "directory"])
+def test_an_unreadable_source_entry_is_refused_before_any_host(tmp_path: Path, kind: str) -> None:
+    """As root, ``unshare -U`` runs clusterlaunch as an unmapped user, for whom mode 000
+    means what it means for anyone; as another user it runs as that user."""
+    project = _world_readable_project()
+    locked = project / "pkg" / ("locked.bin" if kind == "file" else "lockdir")
+    try:
+        if kind == "file":
+            locked.write_text("secret")
+        else:
+            locked.mkdir()
+        locked.chmod(0)
+        dest = tmp_path / "dest"
+        hosts = write_hosts(project / "hosts.yaml", [("localhost", 1, {"workdir": str(dest)})])
+        prefix = ["unshare", "-U"] if os.geteuid() == 0 else []
+        result = subprocess.run(
+            [*prefix, *cli_argv("exec", None, "--sync", str(hosts), "--", "true")],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if "unshare failed" in result.stderr:
+            pytest.skip(f"no user namespaces here: {result.stderr.strip()}")
+        assert result.returncode == 2, result.stderr
+        assert result.stderr == (
+            f"clusterlaunch: error: {locked}: cannot read (Permission denied); fix its "
+            "permissions or add it to .clusterlaunchignore\n"
+        )
+        assert not dest.exists()
+    finally:
+        locked.chmod(0o700)
+        shutil.rmtree(project)

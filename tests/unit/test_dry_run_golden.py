@@ -60,6 +60,9 @@ CASES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "three.txt": (("run", "--dry-run", *_JOB, "three.yaml", "train.py"), {}),
     "exec.txt": (("exec", "--dry-run", *_JOB, "three.yaml", "--", "hostname", "-f"), {}),
     "slurm-exec.txt": (("exec", "--dry-run", "--job-id", "j1", "slurm", "--", "nproc"), _SLURM_ENV),
+    # --sync: what would be copied (the inputs above, in {cwd}), one more line / field
+    "sync.txt": (("run", "--dry-run", "--sync", *_JOB, "three.yaml", "train.py"), {}),
+    "sync.json": (("run", "--dry-run", "--json", "--sync", *_JOB, "local.yaml", "train.py"), {}),
 }  # fmt: skip
 
 

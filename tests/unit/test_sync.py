@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.cli.main import main
-from clusterlaunch.controller.sync import scan_source
 from clusterlaunch.controller.synccopy import Copier
+from clusterlaunch.controller.syncscan import scan_source
 from clusterlaunch.core import commands
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import HostSpec, Inventory, LaunchOptions, SshTarget
@@ -29,18 +29,15 @@ from clusterlaunch.core.syncplan import (
     SAME,
     SFTP,
     HostCheck,
-    IgnoreRules,
-    LocalEntry,
     RemoteEntry,
-    SourceTree,
     SyncTask,
     Transfer,
     parse_rsync_report,
     plan_copy,
     plan_tasks,
     report_line,
-    select,
 )
+from clusterlaunch.core.syncsource import IgnoreRules, LocalEntry, SourceTree, select
 from clusterlaunch.transport import SshSettings
 from clusterlaunch.transport.local import LocalConnection
 from tests.programs import needs_rsync
@@ -322,7 +319,7 @@ def test_known_hosts_and_keys_are_left_to_ssh_reading_its_config() -> None:
 def test_rsync_argv() -> None:
     argv = commands.rsync_argv(["ssh", "-p", "22"], "gpu1", "~/my proj", "/src/", RSYNC_MARK)
     assert argv == [
-        "rsync", "--links", "--perms", "--times", "--omit-dir-times", "--protect-args",
+        "rsync", "--links", "--perms", "--times", "--omit-dir-times", "--sparse", "--protect-args",
         "--8-bit-output", "--from0", "--files-from=-", f"--out-format={RSYNC_MARK}%i %l %n",
         "--rsh=ssh -p 22", "--", "/src/", "gpu1:my proj",
     ]  # fmt: skip
