@@ -6,12 +6,13 @@ console, while only a running job routes rank and host output.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Iterable
 from typing import Any, BinaryIO
 
-from clusterlaunch.core.errors import StopJob
+from clusterlaunch.core.errors import ConsoleGone
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.lines import OpenLine
 
@@ -21,15 +22,19 @@ class Console:
 
     A reader that goes away (``clusterlaunch run ... | head -2``) is a clean
     stop, not a traceback: the first write or flush that meets the closed pipe
-    raises :class:`~clusterlaunch.core.errors.StopJob` with 141 (the job is torn
+    raises :class:`~clusterlaunch.core.errors.ConsoleGone` with 141 (the job is torn
     down by the usual ``finally`` paths), and from then on that stream writes
     to ``/dev/null``, so teardown and the interpreter's own flush at exit
-    cannot fail on it again.
+    cannot fail on it again. A terminal that was closed under a controller no
+    SIGHUP reached (``setsid``) fails writes with EIO: the same stop, as the
+    hangup it is (129); any other failed write (a full disk) stops with 1.
+    Either way the log files still get everything the teardown brings.
     """
 
     def __init__(self, out: BinaryIO | None = None, err: BinaryIO | None = None) -> None:
-        self.out = GuardedStream(out or sys.stdout.buffer, "stdout")
-        self.err = GuardedStream(err or sys.stderr.buffer, "stderr")
+        stopped = Stopped()  # one stop for the console: the other stream breaks quietly
+        self.out = GuardedStream(out or sys.stdout.buffer, "stdout", stopped)
+        self.err = GuardedStream(err or sys.stderr.buffer, "stderr", stopped)
         # On one terminal (or with 2>&1) stdout and stderr share their lines: a bar
         # left on one is in the way of the other. Piped apart, each has its own.
         out_line = OpenLine()
@@ -63,21 +68,29 @@ class Console:
         self.err.flush(stop=False)
 
 
+class Stopped:
+    """Whether a console stream already stopped the job (shared by stdout and stderr)."""
+
+    def __init__(self) -> None:
+        self.raised = False
+
+
 class GuardedStream:
     """A binary output stream that turns a closed pipe into one clean stop (see ``Console``)."""
 
-    def __init__(self, stream: BinaryIO, name: str) -> None:
+    def __init__(self, stream: BinaryIO, name: str, stopped: Stopped | None = None) -> None:
         self.stream = stream
         self.name = name
         self.broken = False
+        self._stopped = stopped or Stopped()
 
     def write(self, data: bytes | memoryview, stop: bool = True) -> int:
         """Write ``data``; ``stop=False``: a closed pipe is silenced without raising."""
         if not self.broken:
             try:
                 return self.stream.write(data)
-            except BrokenPipeError:
-                self._broke(stop)
+            except OSError as exc:
+                self._broke(exc, stop)
         return len(data)
 
     def write_pieces(self, pieces: Iterable[bytes | memoryview]) -> None:
@@ -90,8 +103,8 @@ class GuardedStream:
         if not self.broken:
             try:
                 self.stream.flush()
-            except BrokenPipeError:
-                self._broke(stop)
+            except OSError as exc:
+                self._broke(exc, stop)
 
     def isatty(self) -> bool:
         """True when the stream is a terminal."""
@@ -100,7 +113,7 @@ class GuardedStream:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)  # getvalue() of a BytesIO in tests, fileno(), ...
 
-    def _broke(self, stop: bool) -> None:
+    def _broke(self, exc: OSError, stop: bool) -> None:
         self.broken = True
         try:
             # The advice of Python's signal docs: point the descriptor at /dev/null,
@@ -110,8 +123,18 @@ class GuardedStream:
             os.close(devnull)
         except (OSError, ValueError):  # io.UnsupportedOperation is both
             pass
-        if stop:
-            raise StopJob(ExitStatus.BROKEN_PIPE, f"{self.name} was closed (broken pipe)")
+        if stop and not self._stopped.raised:
+            self._stopped.raised = True
+            raise ConsoleGone(*_stop_for(exc, self.name))
+
+
+def _stop_for(exc: OSError, name: str) -> tuple[int, str]:
+    """The exit status and reason for a console stream that can no longer be written."""
+    if isinstance(exc, BrokenPipeError):
+        return ExitStatus.BROKEN_PIPE, f"{name} was closed (broken pipe)"
+    if exc.errno == errno.EIO:  # the terminal is gone: a hangup without the SIGHUP
+        return ExitStatus.HANGUP, f"{name}'s terminal was closed (input/output error)"
+    return ExitStatus.FAILED, f"cannot write {name}: {exc.strerror or exc}"
 
 
 def _same_place(out: GuardedStream, err: GuardedStream) -> bool:

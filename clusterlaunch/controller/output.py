@@ -117,11 +117,17 @@ class OutputRouter:
         self._say(data, data)
 
     def _say(self, data: bytes, logged: bytes) -> None:
+        self._end_log_line()  # the log first: a console write may stop the job (ConsoleGone)
+        self._log("controller.log", logged)
         self._console.end_line(self._console.err)  # a rank's bar keeps its line, above ours
         self._console.err.write(data)
         self._console.err.flush()
-        self._end_log_line()
-        self._log("controller.log", logged)
+
+    def report_hidden(self) -> None:
+        """Say how many lines of torchrun's shutdown output the teardown kept off the console."""
+        if self.hidden_lines:
+            where = "in controller.log" if self.has_log_dir else "use --log-dir to keep them"
+            self.message(f"hid {self.hidden_lines} line(s) of torchrun shutdown output ({where})")
 
     def flush_host(self, host: str, ranks: Iterable[int]) -> None:
         """A host ended: its unfinished last lines are passed on as they are.

@@ -31,6 +31,10 @@ output are read. A sweep costs ~25 µs a host: at 0.2 s it was most of a running
 controller CPU (~1 ms per host-second)."""
 
 
+SUSPEND_GAP_S = 2.0  # our own clock jumping this far means we were stopped (Ctrl-Z)
+RESUME_GRACE_S = 8.0  # keepalives need this long to catch up after a resume
+
+
 class Sweeps:
     """When a read round must take every process (``everyone``), not only those with output."""
 
@@ -44,6 +48,28 @@ class Sweeps:
             return False
         self._last = now
         return True
+
+
+class SuspendWatch:
+    """Called as ``awake()``: notes the time; False for a while after we were suspended
+    (Ctrl-Z, SIGSTOP).
+
+    While we were stopped, so was the keepalive thread: the hosts' silence was
+    ours. The supervisor calls it right before every liveness judgement, so a
+    stop at any point of the loop is noticed before it could be misread.
+    """
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._last_tick = clock()
+        self._resumed_at: float | None = None
+
+    def __call__(self) -> bool:
+        now = self._clock()
+        if now - self._last_tick > SUSPEND_GAP_S:
+            self._resumed_at = now
+        self._last_tick = now
+        return self._resumed_at is None or now - self._resumed_at >= RESUME_GRACE_S
 
 
 def read_round(

@@ -16,11 +16,11 @@ from typing import Any
 
 from clusterlaunch.controller.hostrun import HostRun
 from clusterlaunch.controller.output import OutputRouter
-from clusterlaunch.controller.readloop import Sweeps, read_round, start_all
+from clusterlaunch.controller.readloop import SuspendWatch, Sweeps, read_round, start_all
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core import defaults
 from clusterlaunch.core import outcome as verdict
-from clusterlaunch.core.errors import JobOutcome, StopJob, TransportError
+from clusterlaunch.core.errors import ConsoleGone, JobOutcome, StopJob, TransportError
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.frames import Frame, FrameError
 from clusterlaunch.core.model import JobPlan
@@ -28,8 +28,6 @@ from clusterlaunch.core.protocol import EVENT, JOB_STDERR, JOB_STDOUT, NOISE
 from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.base import Connection
 
-SUSPEND_GAP_S = 2.0  # our own clock jumping this far means we were stopped (Ctrl-Z)
-RESUME_GRACE_S = 8.0  # keepalives need this long to catch up after a resume
 KILLED = "the job was killed (clusterlaunch kill)"
 TEARDOWN_QUIET_S = 3.0  # in teardown, a host silent this long past the deadline is given up
 
@@ -60,9 +58,8 @@ class Supervisor:
         self.fanout = fanout
         self.fail_fast = fail_fast
         self.quiet_teardown = quiet_teardown
-        self._last_tick = clock()
+        self._awake = SuspendWatch(clock)
         self._sweeps = Sweeps()
-        self._resumed_at: float | None = None
         self.router = router
         self.timeout = timeout
         self.grace = grace
@@ -111,23 +108,29 @@ class Supervisor:
                     # would lose it; wait until they fall silent.
                     deadline = max(deadline, self.clock() + TEARDOWN_QUIET_S)
             except StopJob as stop:
-                if self._own_signal(stop):
-                    continue  # the hosts are stopping already, for the same reason
-                self.router.message("second interrupt: killing everything now")
-                self._request_teardown(b"k")
-                hurry = True
-                deadline = min(deadline, self.clock() + 3.0)
-        if self.router.hidden_lines:
-            where = "in controller.log" if self.router.has_log_dir else "use --log-dir to keep them"
-            self.router.message(
-                f"hid {self.router.hidden_lines} line(s) of torchrun shutdown output ({where})"
-            )
+                if self._hurried_by(stop, hurry):
+                    hurry = True
+                    deadline = min(deadline, self.clock() + 3.0)
+        self.router.report_hidden()
         for host in self.hosts:
             if not host.done:
                 self._flush(host)
                 self.router.message(f"{host.node.host}: no confirmation that the job ended")
             if host.process is not None:
                 host.process.close()
+
+    def _hurried_by(self, stop: StopJob, hurry: bool) -> bool:
+        """A stop during the teardown; True when it now kills everything at once."""
+        if isinstance(stop, ConsoleGone):  # no signal: the teardown goes on, into the logs
+            self._set_stop(JobOutcome(stop.exit_code, stop.reason, stopped=True))
+            return False
+        signalled = self.stop is not None and verdict.is_own_signal(self.stop)
+        if self._own_signal(stop) or hurry:
+            return False  # the hosts are stopping already, for the same reason
+        again = "second interrupt" if signalled else f"{stop.reason} during the teardown"
+        self.router.message(f"{again}: killing everything now")
+        self._request_teardown(b"k")
+        return True
 
     # -- start ----------------------------------------------------------------
     def _start_all(self) -> None:
@@ -236,19 +239,6 @@ class Supervisor:
                 self._set_stop(JobOutcome(ExitStatus.HOST_LOST, f"host {host.node.host} was lost"))
             else:
                 host.process.close()
-
-    def _awake(self) -> bool:
-        """Note the time; False for a while after we were suspended (Ctrl-Z, SIGSTOP).
-
-        While we were stopped, so was the keepalive thread: the hosts' silence
-        was ours. Called right before every liveness judgement, so a stop at
-        any point of the loop is noticed before it could be misread.
-        """
-        now = self.clock()
-        if now - self._last_tick > SUSPEND_GAP_S:
-            self._resumed_at = now
-        self._last_tick = now
-        return self._resumed_at is None or now - self._resumed_at >= RESUME_GRACE_S
 
     def _host_finished(self, host: HostRun) -> None:
         assert host.process is not None

@@ -91,6 +91,14 @@ class StopJob(Exception):
         super().__init__(reason)
 
 
+class ConsoleGone(StopJob):
+    """The console can no longer be written (``| head``, a closed terminal, a full disk).
+
+    It stops a running job as a signal would; a teardown already under way goes
+    on as it was (it is no second Ctrl-C), its output still reaching the logs.
+    """
+
+
 @dataclass
 class JobOutcome:
     """How a job ended, as the controller observed it.

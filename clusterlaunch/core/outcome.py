@@ -156,6 +156,12 @@ def is_host_signal(stop: JobOutcome) -> bool:
     return stop.stopped and stop.host is not None
 
 
+def is_own_signal(stop: JobOutcome) -> bool:
+    """Whether ``stop`` is a signal clusterlaunch itself received (Ctrl-C, SIGTERM, SIGHUP)."""
+    own = (ExitStatus.INTERRUPTED, ExitStatus.TERMINATED, ExitStatus.HANGUP)
+    return stop.stopped and stop.host is None and stop.exit_code in own
+
+
 def lost_without_report(status: int | None) -> bool:
     """Whether a host whose stream ended without the agent's exit record was lost.
 

@@ -6,10 +6,13 @@ test closes, on ``localhost`` (the local transport, no SSH needed).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
+import termios
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -94,3 +97,65 @@ def test_a_reader_gone_before_the_first_byte_is_a_quiet_141(tmp_path: Path) -> N
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141
     assert err == ""
+
+
+STUBBORN = """\
+import os, signal, sys, time
+open(os.path.join(sys.argv[1], str(os.getpid())), "w").close()
+def bye(*_):
+    for i in range(3):
+        print(f"cleaning {i}", flush=True)
+        time.sleep(0.2)
+    print("LAST WORDS", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, bye)
+for i in range(10**6):
+    print(f"tick {i}", flush=True)
+    time.sleep(0.05)
+"""
+
+
+def _on_terminal(foreground: bool) -> Callable[[], None]:
+    """The child's session: its own, with the pty as its terminal (``foreground``) or none,
+    as under ``setsid`` (a closed terminal then sends no SIGHUP: writes fail with EIO)."""
+
+    def session() -> None:
+        os.setsid()
+        if foreground:
+            fcntl.ioctl(1, termios.TIOCSCTTY, 0)
+
+    return session
+
+
+@pytest.mark.parametrize("foreground", [True, False], ids=["sighup", "setsid"])
+@pytest.mark.cluster  # a real job, started and torn down by the CLI
+def test_a_closed_terminal_ends_the_job_as_a_hangup_and_loses_nothing(
+    tmp_path: Path, foreground: bool
+) -> None:
+    """Closing the terminal: SIGHUP (or, under setsid, EIO on every write) stops the job
+    with 129; the ranks' last words during the teardown still reach the log files."""
+    pids = _job_dir(tmp_path, gpus=1)
+    (tmp_path / "stubborn.py").write_text(STUBBORN)
+    master, terminal = os.openpty()
+    argv = ["exec", "--log-dir", "logs", "hosts.yaml", "--", sys.executable, "stubborn.py"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clusterlaunch", *argv, str(pids)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.DEVNULL,
+        stdout=terminal,
+        stderr=terminal,
+        preexec_fn=_on_terminal(foreground),  # safe here: the test runs no other thread
+    )
+    os.close(terminal)
+    seen = b""
+    while seen.count(b"tick") < 3:
+        seen += os.read(master, 4096)
+    os.close(master)  # the terminal window is closed
+    assert proc.wait(timeout=60) == 129
+    node_log = (tmp_path / "logs" / "node-0.log").read_text()
+    assert node_log.endswith("cleaning 0\ncleaning 1\ncleaning 2\nLAST WORDS\n"), node_log[-200:]
+    last = (tmp_path / "logs" / "controller.log").read_text().splitlines()[-1]
+    why = "SIGHUP" if foreground else "stdout's terminal was closed (input/output error)"
+    assert last.endswith(f"clusterlaunch: job stopped: {why}"), last
+    assert not [int(p.name) for p in pids.iterdir() if _alive(int(p.name))]

@@ -7,6 +7,7 @@ verdict are the real ones. The cluster tier runs the same endings over SSH.
 
 from __future__ import annotations
 
+import errno
 import io
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,7 +16,8 @@ import pytest
 
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.output import OutputRouter
-from clusterlaunch.controller.supervisor import RESUME_GRACE_S, Supervisor
+from clusterlaunch.controller.readloop import RESUME_GRACE_S
+from clusterlaunch.controller.supervisor import Supervisor
 from clusterlaunch.core import defaults, render
 from clusterlaunch.core.errors import JobOutcome
 from clusterlaunch.core.lines import Prefixes
@@ -52,6 +54,13 @@ class ClosedPipe(io.BytesIO):
         raise BrokenPipeError
 
 
+class HungUp(ClosedPipe):
+    """A terminal closed under a controller: writes fail with EIO, as Linux's tty does."""
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        raise OSError(errno.EIO, "Input/output error")
+
+
 @dataclass
 class Run:
     """One supervised job: how it ended, the hosts, and what the console showed."""
@@ -72,6 +81,7 @@ def supervise(
     exec_argv: tuple[str, ...] | None = None,
     clock: FakeClock | None = None,
     console_out: io.BytesIO | None = None,
+    console_err: io.BytesIO | None = None,
     start_errors: Mapping[str, str] | None = None,
     setups: Mapping[str, str] | None = None,
     kills: Mapping[str, FakeAgent] | None = None,
@@ -92,7 +102,7 @@ def supervise(
         if exec_argv
         else [(r, n.host, r - n.first_rank) for n in plan.nodes for r in n.global_ranks]
     )
-    out, err = console_out or io.BytesIO(), io.BytesIO()
+    out, err = console_out or io.BytesIO(), console_err or io.BytesIO()
     router = OutputRouter(Prefixes(ranks, list(agents), False), Console(out, err))
     kwargs: dict[str, object] = {
         "fail_fast": exec_argv is None,
@@ -311,8 +321,40 @@ def test_a_second_stop_in_teardown_sends_k() -> None:
     failing = FakeAgent([started(), Pause(1), *exits(1)])
     run = supervise({"a": failing, "b": stubborn})
     assert run.sent("b") == b"tk"
-    assert "clusterlaunch: second interrupt: killing everything now" in run.err
+    # The teardown was the failure's: this Ctrl-C is the first.
+    said = "clusterlaunch: interrupted (Ctrl-C) during the teardown: killing everything now\n"
+    assert said in run.err and "second interrupt" not in run.err
     assert run.outcome.exit_code == 1 and run.outcome.host == "a"  # the first cause decides
+
+
+def test_more_interrupts_in_teardown_say_it_once() -> None:
+    stubborn = FakeAgent(
+        [started(), Pause(1), CTRL_C, Hang()],
+        on={"t": [Pause(1), CTRL_C, CTRL_C, CTRL_C, Hang()], "k": exits(-9, "requested")},
+    )
+    run = supervise({"a": stubborn, "b": RUNNING})
+    assert run.err.count("second interrupt: killing everything now") == 1
+    assert run.sent("a") == b"tk"
+
+
+def test_a_console_that_breaks_in_teardown_does_not_hurry_it() -> None:
+    """A closed terminal after a Ctrl-C (SIGHUP, then EIO): no second interrupt, and the
+    ranks' last words are still routed (the log files get them: test_broken_pipe.py)."""
+    stubborn = FakeAgent(
+        [started(), Pause(1), CTRL_C, Hang()],
+        on={"t": [rank_output(0, b"cleaning\n"), Pause(2), rank_output(0, b"LAST\n"), *exits(0)]},
+    )
+    run = supervise({"a": stubborn, "b": RUNNING}, console_out=HungUp(), console_err=HungUp())
+    assert run.sent("a") == b"t"  # no "k": the rank's handler ran to its end
+    assert run.outcome == JobOutcome(130, "interrupted (Ctrl-C)", stopped=True)
+
+
+def test_a_terminal_closed_without_sighup_is_129() -> None:
+    chatty = FakeAgent([started(), rank_output(0, b"hello\n"), Hang()])
+    run = supervise({"a": chatty, "b": RUNNING}, console_out=HungUp(), console_err=HungUp())
+    reason = "stdout's terminal was closed (input/output error)"
+    assert run.outcome == JobOutcome(129, reason, stopped=True)
+    assert run.sent("a") == run.sent("b") == b"t"
 
 
 def test_a_host_that_never_confirms_is_given_up_after_the_grace() -> None:
