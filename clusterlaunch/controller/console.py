@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any, BinaryIO
 
-from clusterlaunch.core.errors import ConsoleGone
+from clusterlaunch.core.errors import OutputLost
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.lines import OpenLine
 
@@ -22,7 +22,7 @@ class Console:
 
     A reader that goes away (``clusterlaunch run ... | head -2``) is a clean
     stop, not a traceback: the first write or flush that meets the closed pipe
-    raises :class:`~clusterlaunch.core.errors.ConsoleGone` with 141 (the job is torn
+    raises :class:`~clusterlaunch.core.errors.OutputLost` with 141 (the job is torn
     down by the usual ``finally`` paths), and from then on that stream writes
     to ``/dev/null``, so teardown and the interpreter's own flush at exit
     cannot fail on it again. A terminal that was closed under a controller no
@@ -125,7 +125,7 @@ class GuardedStream:
             pass
         if stop and not self._stopped.raised:
             self._stopped.raised = True
-            raise ConsoleGone(*_stop_for(exc, self.name))
+            raise OutputLost(*_stop_for(exc, self.name))
 
 
 def _stop_for(exc: OSError, name: str) -> tuple[int, str]:

@@ -9,7 +9,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.errors import OutputLost, UsageError
+from clusterlaunch.core.exits import ExitStatus
 
 
 class LogDir:
@@ -28,6 +29,8 @@ class LogDir:
         self.path = Path(path)
         self._dir_fd: int | None = None
         self._files: dict[str, BinaryIO] = {}
+        self.lost = False
+        """A file could not be written: the logs are incomplete (said once, as the stop)."""
 
     def open(self, names: Iterable[str] = ()) -> None:
         """Create the directory if needed and the files ``names``; UsageError if we cannot."""
@@ -48,11 +51,16 @@ class LogDir:
         for name in names:
             self._create(name)
 
-    def _create(self, name: str) -> BinaryIO:
+    def _open_file(self, name: str) -> BinaryIO:
         assert self._dir_fd is not None, "LogDir.open() first"
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(name, flags, 0o666, dir_fd=self._dir_fd)
+        handle = self._files[name] = os.fdopen(fd, "ab")
+        return handle
+
+    def _create(self, name: str) -> None:
         try:
-            fd = os.open(name, flags, 0o666, dir_fd=self._dir_fd)
+            self._open_file(name)
         except FileExistsError:
             self.close()
             raise UsageError(
@@ -63,25 +71,42 @@ class LogDir:
             self.close()
             problem = f"cannot create {name} ({_reason(exc)})"
             raise UsageError(f"--log-dir {self.path}: {problem}") from None
-        handle = self._files[name] = os.fdopen(fd, "ab")
-        return handle
 
     def write(self, name: str, data: bytes) -> None:
-        """Append ``data`` to file ``name`` in the directory."""
-        handle = self._files.get(name) or self._create(name)
-        handle.write(data)
+        """Append ``data`` to file ``name`` in the directory.
+
+        A file that cannot be written (a full disk) stops the job once: raises
+        :class:`~clusterlaunch.core.errors.OutputLost` naming it; from then on
+        the logs are known to be incomplete and writes go nowhere.
+        """
+        if self.lost:
+            return
+        try:
+            (self._files.get(name) or self._open_file(name)).write(data)
+        except OSError as exc:
+            raise self._lose(name, exc) from None
 
     def flush(self) -> None:
-        """Write out what every file holds so far (the files stay open)."""
-        for handle in self._files.values():
-            handle.flush()
+        """Write out what every file holds so far (the files stay open); as :meth:`write`."""
+        for name, handle in self._files.items():
+            try:
+                handle.flush()
+            except OSError as exc:
+                if not self.lost:
+                    raise self._lose(name, exc) from None
+
+    def _lose(self, name: str, exc: OSError) -> OutputLost:
+        self.lost = True
+        return OutputLost(ExitStatus.FAILED, f"cannot write {self.path / name} ({_reason(exc)})")
 
     def close(self) -> None:
         """Flush and close every file; remove those that stayed empty. Idempotent."""
         for name, handle in self._files.items():
-            handle.flush()
+            with contextlib.suppress(OSError):  # lost: flush() said so, or close() is early
+                handle.flush()
             info = os.fstat(handle.fileno())
-            handle.close()
+            with contextlib.suppress(OSError):  # the descriptor is closed even so
+                handle.close()
             if info.st_size == 0 and self._dir_fd is not None:
                 self._remove_if_ours(name, info)
         self._files.clear()

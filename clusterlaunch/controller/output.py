@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from clusterlaunch.controller.console import Console, GuardedStream
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.status import StatusLine
+from clusterlaunch.core.errors import OutputLost
 from clusterlaunch.core.lines import (
     LineBuffer,
     OpenLine,
@@ -117,7 +118,7 @@ class OutputRouter:
         self._say(data, data)
 
     def _say(self, data: bytes, logged: bytes) -> None:
-        self._end_log_line()  # the log first: a console write may stop the job (ConsoleGone)
+        self._end_log_line()  # the log first: a console write may stop the job (OutputLost)
         self._log("controller.log", logged)
         self._console.end_line(self._console.err)  # a rank's bar keeps its line, above ours
         self._console.err.write(data)
@@ -160,7 +161,10 @@ class OutputRouter:
         self._console.out.flush()
         self._console.err.flush()
         if self._log_dir is not None:
-            self._log_dir.flush()
+            try:
+                self._log_dir.flush()
+            except OutputLost as lost:  # the job has ended: said, not a stop
+                self._console.say(f"clusterlaunch: the logs are incomplete: {lost.reason}")
 
     def _buffer(self, key: object, is_stderr: bool) -> LineBuffer:
         buffer = self._buffers.get((key, is_stderr))

@@ -20,7 +20,7 @@ from clusterlaunch.controller.readloop import SuspendWatch, Sweeps, read_round, 
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core import defaults
 from clusterlaunch.core import outcome as verdict
-from clusterlaunch.core.errors import ConsoleGone, JobOutcome, StopJob, TransportError
+from clusterlaunch.core.errors import JobOutcome, OutputLost, StopJob, TransportError
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.frames import Frame, FrameError
 from clusterlaunch.core.model import JobPlan
@@ -121,7 +121,7 @@ class Supervisor:
 
     def _hurried_by(self, stop: StopJob, hurry: bool) -> bool:
         """A stop during the teardown; True when it now kills everything at once."""
-        if isinstance(stop, ConsoleGone):  # no signal: the teardown goes on, into the logs
+        if isinstance(stop, OutputLost):  # no signal: the teardown goes on, into the logs
             self._set_stop(JobOutcome(stop.exit_code, stop.reason, stopped=True))
             return False
         signalled = self.stop is not None and verdict.is_own_signal(self.stop)

@@ -91,8 +91,9 @@ class StopJob(Exception):
         super().__init__(reason)
 
 
-class ConsoleGone(StopJob):
-    """The console can no longer be written (``| head``, a closed terminal, a full disk).
+class OutputLost(StopJob):
+    """Where the job's output goes can no longer be written: the console (``| head``, a
+    closed terminal, a full disk) or a ``--log-dir`` file (a full disk).
 
     It stops a running job as a signal would; a teardown already under way goes
     on as it was (it is no second Ctrl-C), its output still reaching the logs.

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
+import shutil
 import subprocess
 import sys
 import termios
@@ -158,4 +160,44 @@ def test_a_closed_terminal_ends_the_job_as_a_hangup_and_loses_nothing(
     last = (tmp_path / "logs" / "controller.log").read_text().splitlines()[-1]
     why = "SIGHUP" if foreground else "stdout's terminal was closed (input/output error)"
     assert last.endswith(f"clusterlaunch: job stopped: {why}"), last
+    assert not [int(p.name) for p in pids.iterdir() if _alive(int(p.name))]
+
+
+FILL = """\
+import os, sys
+open(os.path.join(sys.argv[1], str(os.getpid())), "w").close()
+for i in range(10**7):
+    print(f"line {i} " + "x" * 60)
+"""
+
+
+def _mounted_tmpfs(where: Path) -> list[str]:
+    """An argv prefix: the command sees a 256 KiB tmpfs at ``where`` (a mount namespace)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("a tmpfs of our own needs root and unshare (util-linux)")
+    script = 'mount -t tmpfs -o size=256k tmpfs "$0" && exec "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(where)]
+
+
+@pytest.mark.parametrize("full", ["stdout", "log-dir"])
+@pytest.mark.cluster  # a real job, started and torn down by the CLI
+def test_a_full_disk_stops_the_job_naming_the_file(tmp_path: Path, full: str) -> None:
+    pids = _job_dir(tmp_path, gpus=1)
+    (tmp_path / "fill.py").write_text(FILL)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    argv = [sys.executable, "-m", "clusterlaunch", "exec"]
+    argv += ["--log-dir", str(disk / "L")] if full == "log-dir" else []
+    argv += ["hosts.yaml", "--", sys.executable, "fill.py", str(pids)]
+    prefix = _mounted_tmpfs(disk) if full == "log-dir" else []
+    with open("/dev/full" if full == "stdout" else os.devnull, "wb") as out:
+        done = subprocess.run(
+            [*prefix, *argv], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE, timeout=120,
+        )  # fmt: skip
+    err = done.stderr.decode()
+    assert done.returncode == 1, err
+    assert "Traceback" not in err, err
+    where = "stdout:" if full == "stdout" else rf"{disk}/L/(node-0|controller)\.log \("
+    assert re.search(rf"job stopped: cannot write {where} ?No space left on device", err), err
     assert not [int(p.name) for p in pids.iterdir() if _alive(int(p.name))]
