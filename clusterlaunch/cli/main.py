@@ -25,7 +25,7 @@ from clusterlaunch.cli import sandbox as sandboxargs
 from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.cli.heap import tune_heap
 from clusterlaunch.cli.passthrough import dash_value, foreign_option, split_passthrough
-from clusterlaunch.controller.console import Console
+from clusterlaunch.controller.console import Console, closed_std_streams
 from clusterlaunch.controller.launcher import JobRequest, check, make_plan
 from clusterlaunch.controller.restarts import run_job
 from clusterlaunch.core import render
@@ -180,6 +180,12 @@ def _restore_signal_handlers(replaced: dict[signal.Signals, object]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: returns (and, as a script, exits with) the exit status."""
+    closed = [name for name in closed_std_streams() if name != "stdin"]  # stdin: /dev/null
+    if closed:  # Python has no sys.stdout to give the console
+        shown = " and ".join(closed)
+        os.write(2, f"clusterlaunch: error: {shown} closed (>&-); to discard output, "
+                    "redirect it: >/dev/null 2>&1\n".encode())  # fmt: skip
+        return ExitStatus.USAGE
     console = Console()
     replaced: dict[signal.Signals, object] = {}
     try:
@@ -244,8 +250,9 @@ def script() -> NoReturn:
             thread.join()
     atexit._run_exitfuncs()
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:  # None: closed when we started (main refused to run)
+                stream.flush()
     except OSError:
         sys.exit(code)  # Python's own exit reports it, as it always did
     os._exit(code)

@@ -128,6 +128,23 @@ class GuardedStream:
             raise OutputLost(*_stop_for(exc, self.name))
 
 
+def closed_std_streams() -> list[str]:
+    """stdin, stdout, stderr: those whose descriptor was closed (``>&-``), each now given
+    ``/dev/null``, so that no file or socket opened later takes its number (the ssh
+    and rsync children would write their output into it)."""
+    closed = []
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            closed.append(name)
+            devnull = os.open(os.devnull, os.O_RDWR)
+            if devnull != fd:  # the lowest free number: fd itself, unless a lower one was too
+                os.dup2(devnull, fd)
+                os.close(devnull)
+    return closed
+
+
 def _stop_for(exc: OSError, name: str) -> tuple[int, str]:
     """The exit status and reason for a console stream that can no longer be written."""
     if isinstance(exc, BrokenPipeError):

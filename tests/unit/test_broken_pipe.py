@@ -201,3 +201,30 @@ def test_a_full_disk_stops_the_job_naming_the_file(tmp_path: Path, full: str) ->
     where = "stdout:" if full == "stdout" else rf"{disk}/L/(node-0|controller)\.log \("
     assert re.search(rf"job stopped: cannot write {where} ?No space left on device", err), err
     assert not [int(p.name) for p in pids.iterdir() if _alive(int(p.name))]
+
+
+@pytest.mark.parametrize(
+    ("closing", "said"),
+    [
+        (">&-", "clusterlaunch: error: stdout closed (>&-); to discard output, redirect it: "
+                ">/dev/null 2>&1\n"),
+        ("2>&-", ""),  # nowhere to say it
+        (">&- 2>&-", ""),
+        ("<&-", None),  # stdin is not needed: the command runs
+    ],
+)  # fmt: skip
+def test_a_closed_standard_stream_is_one_line_and_nothing_runs(
+    tmp_path: Path, closing: str, said: str | None
+) -> None:
+    (tmp_path / "hosts.yaml").write_text("hosts:\n  - {host: localhost, gpus: 1}\n")
+    argv = [sys.executable, "-m", "clusterlaunch", "exec", "hosts.yaml", "--", "touch", "ran"]
+    done = subprocess.run(
+        ["sh", "-c", f'"$@" {closing}', "sh", *argv], cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, timeout=60,
+    )  # fmt: skip
+    if said is None:
+        assert done.returncode == 0 and (tmp_path / "ran").exists(), done.stderr
+        return
+    assert done.returncode == 2
+    assert done.stderr.decode() == said  # no traceback
+    assert not (tmp_path / "ran").exists()
