@@ -240,7 +240,14 @@ class TailKeeper:
         found = list(self._lines.get(key, ()))
         if key in self._open:
             found = [*found, _clipped(*self._open[key])][-self._keep :]
-        return [line.decode("utf-8", "replace") for line in found]
+        return [_as_shown(line).decode("utf-8", "replace") for line in found]
+
+
+def _as_shown(line: bytes) -> bytes:
+    """A quoted line as a terminal left it: a progress bar's last redraw, not every ``\r``
+    in it (which would overwrite the summary's own ``  | `` in front of it)."""
+    redraws = [part for part in line.removesuffix(b"\r").split(b"\r") if part]
+    return redraws[-1] if redraws else b""
 
 
 class OpenLine:

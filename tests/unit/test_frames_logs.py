@@ -316,6 +316,12 @@ def test_tail_keeper_single_big_block_and_decoding() -> None:
     assert keeper.lines(1) == ["998", "999", "café", "\ufffd"][-3:]
 
 
+def test_tail_keeper_quotes_a_bar_as_the_terminal_left_it() -> None:
+    keeper = TailKeeper(keep=20)
+    keeper.add("k", b"\rbar 1\rbar 2\rdone\nwindows\r\n\r\rlast\r")
+    assert keeper.lines("k") == ["done", "windows", "last"]
+
+
 def test_tail_keeper_keeps_empty_lines() -> None:
     keeper = TailKeeper(keep=20)
     keeper.add("k", b"a\n\n\nb\n")
