@@ -89,7 +89,21 @@ def dump(py_spy, pid, timeout):
     if done.returncode != 0:
         why = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
         return None, "py-spy dump failed (exit %d): %s" % (done.returncode, why[0])
-    return done.stdout.decode("utf-8", "replace"), None
+    return one_line_command(done.stdout.decode("utf-8", "replace")), None
+
+
+def one_line_command(text):
+    """py-spy's dump with its ``Process PID: COMMAND`` header on one line: a command with
+    newlines (torchrun started by ``python -c`` with clusterlaunch's wrapper, 18 lines)
+    ends at its first, marked ``...``; the stacks below are untouched."""
+    lines = text.split("\n")
+    if not lines[0].startswith("Process "):
+        return text
+    for index, line in enumerate(lines[1:40], start=1):
+        if line.startswith("Python v"):
+            cut = lines[0] + (" ..." if index > 1 else "")
+            return "\n".join([cut, *lines[index:]])
+    return text
 
 
 def job_stacks(records, timeout):

@@ -23,7 +23,13 @@ from clusterlaunch.core.lines import Prefixes
 from clusterlaunch.core.stacks import StackDump, dumps_from_records, prefixes_for, stacks_text
 from clusterlaunch.remote import checks, hostfacts, program_source, torchfiles
 from clusterlaunch.remote.proctree import descendants
-from clusterlaunch.remote.stacks import job_workers, torchrun_pids
+from clusterlaunch.remote.stacks import (
+    dump,
+    find_py_spy,
+    job_workers,
+    one_line_command,
+    torchrun_pids,
+)
 from clusterlaunch.remote.storewait import MARK, program
 from clusterlaunch.testing.agentscript import FakeAgent, Pause, exits, rank_output, started
 from clusterlaunch.testing.fakes import FakeClock, FakeConnection
@@ -229,3 +235,31 @@ def test_bad_input_is_one_line_and_exit_2(
     assert main(argv) == ExitStatus.USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("clusterlaunch: error: ") and message in err
+
+
+def test_a_multi_line_command_is_one_header_line() -> None:
+    dumped = "Process 7: python -c # wrapper\nimport os\nos.exec()\nPython v3.11.7 (/p)\n\nThread 7"
+    assert (
+        one_line_command(dumped)
+        == "Process 7: python -c # wrapper ...\nPython v3.11.7 (/p)\n\nThread 7"
+    )
+    plain = "Process 7: python train.py\nPython v3.11.7 (/p)\n"
+    assert one_line_command(plain) == plain
+
+
+def test_py_spy_dumps_a_python_c_wrapper_with_a_one_line_header() -> None:
+    py_spy = find_py_spy()
+    if py_spy is None:
+        pytest.skip("py-spy is not installed")
+    code = "# wrapper\nimport time\nfor _ in range(600):\n    time.sleep(0.1)\n"
+    sleeper = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(0.5)
+        text, error = dump(py_spy, sleeper.pid, 20)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert error is None and text is not None
+    head = text.splitlines()
+    assert head[0].endswith("-c # wrapper ...") and head[1].startswith("Python v"), text
+    assert "time.sleep" not in head[0] and any("<module>" in line for line in head), text
