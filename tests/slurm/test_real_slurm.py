@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import shlex
 import signal
 import subprocess
 import time
@@ -261,3 +262,21 @@ def wait_for_file_lines(path: Path, needle: str, count: int, timeout: float = 12
     while not (path.exists() and path.read_text(errors="replace").count(needle) >= count):
         assert time.monotonic() < deadline, path.read_text() if path.exists() else "no output"
         time.sleep(0.1)
+
+
+LEFT_SRUNS = (
+    "import sys; from clusterlaunch.testing import find_processes; "
+    "print([p.cmdline for p in find_processes([sys.argv[1]]) if 'srun' in p.cmdline.split()[0]])"
+)
+
+
+def test_a_failed_check_leaves_no_srun_behind(real_slurm: SlurmCluster, launch: Launch) -> None:
+    """When the controller has exited after a failed check, none of its srun steps is
+    left, not even briefly (a hostile run once saw one end ~1 s after the controller)."""
+    check = shlex.join(controller("check", "--workdir", "/tmp", "slurm", "nosuch.py"))
+    after = shlex.join([PYTHON, "-c", LEFT_SRUNS, launch.marker])
+    process = launch.start(["salloc", "--quiet", *TASKS, "sh", "-c", f"{check}; {after}"])
+    out, _ = process.communicate(timeout=120)
+    said = out.decode() + launch.stderr()
+    assert "nosuch.py' not found in /tmp" in said, said  # the hosts' preflight failed
+    assert out.decode().splitlines()[-1] == "[]", said
