@@ -203,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.out.flush()  # a reader gone before the last bytes is a stop too
         return code
     except PreflightError as exc:
-        console.say(f"clusterlaunch: {exc}; nothing was started\n{exc.table}")
+        console.say(exc.report())
         return ExitStatus.USAGE
     except UsageError as exc:
         console.say(f"clusterlaunch: error: {one_line(str(exc))}")

@@ -19,6 +19,7 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
+from clusterlaunch.controller import logdir
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.joboutput import (
     connection_notes,
@@ -164,11 +165,8 @@ def launch(
 ) -> JobOutcome:
     """Connect, sync (``--sync``), preflight (torchrun jobs), then supervise ``plan`` to its end."""
     log_dir = open_log_dir(plan, request)  # bad input too: before any host is contacted
-    try:
+    with logdir.closing(log_dir):  # removes the files of a job that never started
         return launch_in(request, console, plan, log_dir, source)
-    finally:
-        if log_dir is not None:
-            log_dir.close()  # idempotent; removes the files of a job that never started
 
 
 def launch_in(

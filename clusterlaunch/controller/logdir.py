@@ -5,11 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from clusterlaunch.core.errors import OutputLost, UsageError
+from clusterlaunch.core.errors import OutputLost, PreflightError, UsageError
 from clusterlaunch.core.exits import ExitStatus
 
 
@@ -123,3 +124,25 @@ class LogDir:
 
 def _reason(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
+
+
+def stamp() -> str:
+    """The time in front of each of clusterlaunch's own lines in ``controller.log``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+@contextlib.contextmanager
+def closing(log_dir: LogDir | None) -> Iterator[None]:
+    """Close ``log_dir`` at the end (empty files go). A failed preflight is written to
+    ``controller.log`` first, which is then kept: a batch job's only record of why
+    nothing started."""
+    try:
+        yield
+    except PreflightError as failure:
+        if log_dir is not None:
+            with contextlib.suppress(OutputLost):
+                log_dir.write("controller.log", f"{stamp()} {failure.report()}\n".encode())
+        raise
+    finally:
+        if log_dir is not None:
+            log_dir.close()

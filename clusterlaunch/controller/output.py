@@ -8,11 +8,10 @@ console itself is ``console.py``, the log files ``logdir.py``.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping
 
 from clusterlaunch.controller.console import Console, GuardedStream
-from clusterlaunch.controller.logdir import LogDir
+from clusterlaunch.controller.logdir import LogDir, stamp
 from clusterlaunch.controller.status import StatusLine
 from clusterlaunch.core.errors import OutputLost
 from clusterlaunch.core.lines import (
@@ -111,7 +110,7 @@ class OutputRouter:
         """clusterlaunch's own message, always to stderr."""
         line = f"clusterlaunch: {text}\n".encode()
         self._begin()
-        self._say(line, f"{_stamp()} ".encode() + line)
+        self._say(line, f"{stamp()} ".encode() + line)
 
     def raw_stderr(self, data: bytes) -> None:
         """clusterlaunch's own lines, already prefixed (stack dumps): stderr and controller.log."""
@@ -247,7 +246,3 @@ class OutputRouter:
     def _log(self, name: str, data: bytes) -> None:
         if self._log_dir is not None:
             self._log_dir.write(name, data)
-
-
-def _stamp() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S")

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from clusterlaunch.controller import launcher
+from clusterlaunch.controller import launcher, logdir
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.joboutput import connection_notes, open_log_dir
 from clusterlaunch.controller.logdir import LogDir
@@ -54,11 +54,8 @@ def run_job(
     if not request.restarts.enabled:
         return launcher.launch(request, plan, console, source)
     log_dir = open_log_dir(plan, request)  # one for every attempt
-    try:
+    with logdir.closing(log_dir):
         return _attempts(request, plan, console, log_dir, source)
-    finally:
-        if log_dir is not None:
-            log_dir.close()
 
 
 def _attempts(

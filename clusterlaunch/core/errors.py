@@ -51,6 +51,10 @@ class PreflightError(ClusterlaunchError):
         self.table = table
         super().__init__(f"preflight failed on {len({p.host for p in problems})} host(s)")
 
+    def report(self) -> str:
+        """What the console and ``controller.log`` say: the line, then the hosts' table."""
+        return f"clusterlaunch: {self}; nothing was started\n{self.table}"
+
 
 class SyncError(PreflightError):
     """``--sync`` could not copy the workdir to some host; nothing was started.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import shutil
 import socket
 import tempfile
@@ -217,3 +218,21 @@ def test_verbose_is_a_flag_of_every_job_command() -> None:
     ):
         assert parser.parse_args([argv[0], "--verbose", *argv[1:]]).verbose
         assert not parser.parse_args(argv).verbose
+
+
+@pytest.mark.torch  # the preflight runs on localhost: its Python must have torch
+def test_a_failed_preflight_is_kept_in_controller_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A batch job's only record of why nothing started; the ranks' empty files still go."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "h.yaml").write_text("hosts:\n  - {host: localhost, gpus: 2}\n")
+    argv = ["run", "--workdir", str(tmp_path / "w"), "--log-dir", "logs", "h.yaml", "nope.py"]
+    (tmp_path / "w").mkdir()
+    assert main(argv) == 2
+    said = capsys.readouterr().err
+    assert said.startswith("clusterlaunch: preflight failed on 1 host(s); nothing was started\n")
+    assert [p.name for p in (tmp_path / "logs").iterdir()] == ["controller.log"]
+    logged = (tmp_path / "logs" / "controller.log").read_text()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d ", logged[:20])
+    assert logged[20:] == said
