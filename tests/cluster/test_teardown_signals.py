@@ -6,7 +6,9 @@ line per SIGTERM they receive (``sigtimedwait``: one at a time, with the sender)
 
 from __future__ import annotations
 
+import re
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,32 @@ def test_a_teardown_after_a_failed_rank_sends_each_rank_one_sigterm(
     counts = sigterms(count_dir, [0, 1])
     assert {rank: len(lines) for rank, lines in counts.items()} == {0: 1, 1: 1}, counts
     assert_no_orphans(sim_cluster, timeout=4.0)
+
+
+def test_torchrun_shutdown_lines_stay_hidden_when_the_hosts_stop_by_themselves(
+    sim_cluster_factory, tmp_path: Path, assert_no_orphans
+) -> None:
+    # A suspended controller: every agent hears no heartbeat and tears down by itself.
+    # Resumed, the controller hid the torchrun lines of the first host it read only
+    # ("Received 15 death signal" and "Sending process N closing signal" of the others
+    # reached the console).
+    cluster = sim_cluster_factory(3)
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1), ("node2", 1)])
+    argv = ("--heartbeat-timeout", "2", "--grace", "2", str(hosts), "sleeper.py")
+    process = start_cli("run", cluster, *argv)
+    try:
+        wait_for_lines(process, b" up", 3, timeout=90)
+        process.send_signal(signal.SIGSTOP)
+        time.sleep(6)  # 2 s to notice, then each torchrun stops its worker and says so
+        process.send_signal(signal.SIGCONT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    text = err.decode()
+    assert process.returncode == 255, text
+    assert "the hosts lost touch with the controller" in text
+    assert "death signal" not in text and "closing signal" not in text, text
+    assert re.search(r"hid \d+ line\(s\) of torchrun shutdown output", text), text
+    assert_no_orphans(cluster, timeout=4.0)
