@@ -199,6 +199,10 @@ class Supervisor:
                 self._on_event(host, frame.event())
 
     def _on_event(self, host: HostRun, event: dict[str, Any]) -> None:
+        if event.get("event") == "stopping" and self.quiet_teardown:
+            # Said before its torchrun's shutdown lines, whoever began it (the hosts
+            # that heard no heartbeat, too): those lines are noise from here on.
+            self.router.quiet_hosts()
         signalled = verdict.signal_stop(host.node.host, event)
         if event.get("event") == "started":
             host.started = event
@@ -208,8 +212,6 @@ class Supervisor:
                 self._set_stop(signalled)
         elif event.get("event") == "stopping" and event.get("reason") == "killed":
             self._set_stop(JobOutcome(ExitStatus.KILLED, KILLED, stopped=True))
-            if self.quiet_teardown:
-                self.router.quiet_hosts()
         elif event.get("event") == "stopping" and event.get("reason") == "controller-lost":
             self.router.message(
                 f"{host.node.host}: the host stopped the job: it heard nothing from this "

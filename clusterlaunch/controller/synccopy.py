@@ -2,7 +2,8 @@
 
 Runs in worker threads; :meth:`Copier.cancel` (Ctrl-C, SIGTERM) kills every
 rsync and stops every SFTP upload (removing its temporary file) at once; a
-local copy ends after its current file.
+local copy ends after its current file. A controller that dies, SIGKILL too,
+takes its rsyncs with it (``lifeline.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from clusterlaunch.controller.lifeline import Lifeline, kill_group
 from clusterlaunch.core import commands
 from clusterlaunch.core.errors import TransportError
 from clusterlaunch.core.model import NodePlan
@@ -92,22 +94,19 @@ class Copier:
             connect_timeout=self.ssh.connect_timeout,
         )
         argv = commands.rsync_argv(ssh, node.target.alias, node.workdir, self.tree.root, RSYNC_MARK)
-        with self._lock:
-            if self._stopped.is_set():
-                raise TransportError(node.host, "cancelled")
-            try:
-                # Its own session: a Ctrl-C reaches the controller only, which then stops it.
-                process = subprocess.Popen(
-                    argv,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                raise TransportError(node.host, f"cannot run rsync: {exc}") from None
-            self._processes.append(process)
-        out, err = process.communicate(self.tree.files_from())
+        with Lifeline() as lifeline:  # ends it (and its ssh) if we die, SIGKILL too
+            with self._lock:
+                if self._stopped.is_set():
+                    raise TransportError(node.host, "cancelled")
+                try:
+                    # Its own session: a Ctrl-C reaches the controller only, which stops it.
+                    process = lifeline.popen(
+                        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+                    )
+                except OSError as exc:
+                    raise TransportError(node.host, f"cannot run rsync: {exc}") from None
+                self._processes.append(process)
+            out, err = process.communicate(self.tree.files_from())
         if process.returncode != 0:
             said = " | ".join(err.decode("utf-8", "replace").strip().splitlines()[-3:])
             raise TransportError(node.host, f"rsync exited with {process.returncode}: {said}")
@@ -167,8 +166,7 @@ class Copier:
         with self._lock:
             self._stopped.set()
             for process in self._processes:
-                if process.poll() is None:
-                    process.kill()
+                kill_group(process)  # the watcher, rsync and its ssh
             for sink in self._sinks:
                 sink.cancel()
             self._all_ended.wait_for(lambda: self._running == 0, timeout=CANCEL_WAIT_S)

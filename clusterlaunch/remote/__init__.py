@@ -26,7 +26,17 @@ from clusterlaunch.core.bootstrap import encode_payload, is_payload_for_this_pyt
 _CHECKS = ("core/exits", "core/protocol", "proctree", "records", "accel", "torchfiles", "checks")
 """The preflight's checks and what they use: the probe (``check``) and the agent (``run``)."""
 BUNDLES = {
-    "agent": (*_CHECKS, "gate", "rootcause", "tail", "wire", "spawn", "storewait", "agent"),
+    "agent": (
+        *_CHECKS,
+        "teardown",
+        "gate",
+        "rootcause",
+        "tail",
+        "wire",
+        "spawn",
+        "storewait",
+        "agent",
+    ),
     "probe": (*_CHECKS, "probe"),
     "jobctl": (
         "core/exits",

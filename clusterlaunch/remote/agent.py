@@ -11,8 +11,9 @@ Shipped as source over the SSH channel's stdin and run by the host's Python
   for byte, each worker's file (torchrun ``--redirects 3``) tagged with its rank;
 * reads its stdin for control: ``h`` heartbeat, ``t`` graceful teardown, ``k`` kill
   now; EOF (controller gone) or no heartbeat for ``--heartbeat-timeout`` s also do;
-* on teardown sends SIGTERM to every process of the job (by PID and process
-  group, never by name), SIGKILL after ``--grace`` seconds, and reports;
+* on teardown sends SIGTERM once to every process of the job (by PID and group,
+  never by name; torchrun's workers get it from torchrun: ``remote/teardown.py``),
+  SIGKILL after ``--grace`` seconds, and reports;
 * once the job's last process is gone, reads its pipes and rank files to the end
   and sends it all before the ``exit`` event: a slow controller slows this down,
   only a lost one (stdin EOF, broken stdout, no heartbeat) or a second signal cuts
@@ -28,7 +29,6 @@ from clusterlaunch.core.exits import ExitStatus, shell_status  # bundle: strip
 from clusterlaunch.core.protocol import JOB_STDERR  # bundle: strip
 from clusterlaunch.remote.gate import checked_and_go  # bundle: strip
 from clusterlaunch.remote.proctree import (  # bundle: strip
-    TreeKiller,  # bundle: strip
     WorkerWatch,  # bundle: strip
     become_subreaper,  # bundle: strip
     descendants,  # bundle: strip
@@ -45,6 +45,7 @@ from clusterlaunch.remote.rootcause import parse_root_cause, root_cause_complete
 from clusterlaunch.remote.spawn import start_job  # bundle: strip
 from clusterlaunch.remote.storewait import store_waiting  # bundle: strip
 from clusterlaunch.remote.tail import JobPipes, RankTail  # bundle: strip
+from clusterlaunch.remote.teardown import TreeKiller  # bundle: strip
 from clusterlaunch.remote.wire import Control, Output, parse_args  # bundle: strip
 
 CHUNK = 1 << 18
@@ -96,6 +97,7 @@ class Agent:
             return self._fail_start("cannot start %s: %s" % (self.args.argv[0], exc))
         self.pipes = JobPipes(self.job.stdout, self.job.stderr)
         self.killer.keep = self.job.pid
+        self.killer.forwarder = self.job.pid if self.tail is not None else None  # torchrun's
         self.record = JobRecord.create(self.args, self.job.pid)
         self.out.event(
             event="started",

@@ -189,96 +189,12 @@ def reap(root, keep):
             continue
 
 
-def signal_all(pids, signum):
-    """Send ``signum`` to every pid and to the process groups they lead."""
-    for pid in pids:
-        info = read_stat(pid)
-        if info is None:
-            continue
-        try:
-            if info[2] == pid:
-                # A group leader: its group is ours (created by our descendant).
-                os.killpg(pid, signum)
-            os.kill(pid, signum)
-        except (ProcessLookupError, PermissionError):
-            continue
-
-
 def kill_now(pid):
     """SIGKILL ``pid`` if it still exists."""
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-
-
-class TreeKiller:
-    """SIGTERM → grace → SIGKILL for everything below the agent, by PID and group."""
-
-    def __init__(self, root, marker, grace, keep=None):
-        self.root = root
-        self.keep = keep
-        self.marker = marker
-        self.tree_complete = False  # see tree_is_complete: then no marker sweep
-        self.grace = grace
-        self.started = None
-        self.escalated = False
-        self.termed = set()
-
-    def targets(self, sweep=False):
-        """Live processes of the job; ``sweep`` also scans /proc for the marker.
-
-        The sweep is skipped where the tree is complete: it would scan every
-        process on the host to find none the walk missed.
-        """
-        pids = set(descendants(self.root))
-        if sweep and not self.tree_complete:
-            pids.update(marked_processes(self.marker))
-        pids.discard(self.root)
-        return sorted(pids)
-
-    def start(self, force=False):
-        """Begin teardown: SIGTERM now (SIGKILL at once when ``force``)."""
-        if self.started is None:
-            self.started = time.monotonic()
-            self._term(self.targets(sweep=True))
-        if force:
-            self.escalate()
-
-    def escalate(self):
-        """SIGKILL whatever is left."""
-        self.escalated = True
-        signal_all(self.targets(sweep=True), signal.SIGKILL)
-
-    def took(self):
-        """Seconds since teardown began (0 if it never did), for the exit event."""
-        return round(time.monotonic() - self.started, 3) if self.started else 0
-
-    def step(self):
-        """Advance teardown; True once nothing of the job is left alive."""
-        reap(self.root, self.keep)
-        left = self.targets()
-        if not left:
-            # The cheap tree walk says done: confirm with the marker sweep.
-            left = self.targets(sweep=True)
-            if not left:
-                # Those that died since the reap above are ours (their parents died
-                # first): collect them, so no zombie outlives the agent.
-                reap(self.root, self.keep)
-                return True
-        if self.started is not None and time.monotonic() - self.started >= self.grace:
-            signal_all(left, signal.SIGKILL)
-            self.escalated = True
-        else:
-            self._term(left)
-        return False
-
-    def _term(self, pids):
-        # Once per process: a second SIGTERM would interrupt torchrun's own
-        # orderly shutdown of its workers. Anything forked since gets one too.
-        fresh = [pid for pid in pids if pid not in self.termed]
-        self.termed.update(fresh)
-        signal_all(fresh, signal.SIGTERM)
 
 
 class WorkerWatch:

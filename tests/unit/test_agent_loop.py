@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 from clusterlaunch.core.frames import EVENT, FrameDecoder
-from clusterlaunch.remote import proctree
+from clusterlaunch.remote import proctree, teardown
 from clusterlaunch.remote.agent import Agent, main
 
 ROOT_CAUSE = (
@@ -135,7 +136,7 @@ def test_a_daemon_the_job_detached_ends_with_it_found_by_the_tree_walk(
     def no_sweep(marker: str) -> list[int]:
         raise AssertionError("the marker sweep ran below a subreaper")
 
-    monkeypatch.setattr(proctree, "marked_processes", no_sweep)
+    monkeypatch.setattr(teardown, "marked_processes", no_sweep)
     agent = ForkedAgent(["sh", "-c", "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!"])
     assert agent.finish() == 0
     daemon = int(agent.output[b"O"])
@@ -270,3 +271,27 @@ def test_a_job_without_workers_is_not_given_the_grace(tmp_path: Path) -> None:
     agent.send(b"t")
     assert agent.finish() == 137
     assert agent.events[-1]["reason"] == "requested"
+
+
+COUNTS_SIGTERMS = r"""
+import os, signal, sys, time
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
+role = "child" if os.fork() == 0 else "leader"  # the child stays in the leader's group
+os.write(1, b"%s ready\n" % role.encode())  # one write: the two share the pipe
+count, first = 0, None
+while first is None or time.monotonic() - first < 1:
+    if signal.sigtimedwait([signal.SIGTERM], 0.05) is not None:
+        count, first = count + 1, first or time.monotonic()
+os.write(1, b"%s got %d\n" % (role.encode(), count))
+"""
+
+
+def test_teardown_sends_a_group_and_its_leader_one_sigterm() -> None:
+    # A group leader was sent killpg and then kill: the same process twice, and a
+    # handler still cleaning up ran again (a member of the group got the one).
+    agent = ForkedAgent([sys.executable, "-c", COUNTS_SIGTERMS])
+    agent.read_output(b"O", b"child ready")
+    agent.read_output(b"O", b"leader ready")
+    agent.send(b"t")
+    assert agent.finish() == 0
+    assert sorted(agent.output[b"O"].decode().splitlines()[2:]) == ["child got 1", "leader got 1"]

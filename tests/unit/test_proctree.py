@@ -19,7 +19,7 @@ from typing import IO
 
 import pytest
 
-from clusterlaunch.remote import proctree
+from clusterlaunch.remote import proctree, teardown
 
 MARKER = f"CLUSTERLAUNCH_AGENT={os.getpid()}.test"
 
@@ -49,7 +49,7 @@ def test_the_tree_is_complete_only_below_a_subreaper() -> None:
 
 
 def test_the_marker_sweep_finds_what_left_the_tree(detached: int) -> None:
-    killer = proctree.TreeKiller(os.getpid(), MARKER, grace=5)
+    killer = teardown.TreeKiller(os.getpid(), MARKER, grace=5)
     assert detached not in killer.targets()  # reparented: the walk cannot see it
     assert detached in killer.targets(sweep=True)
 
@@ -75,10 +75,10 @@ def test_the_sweep_reads_an_empty_environment_again(
 def test_a_complete_tree_is_not_swept(detached: int, monkeypatch: pytest.MonkeyPatch) -> None:
     # Below a subreaper nothing leaves the tree, so the sweep (every process on the
     # host read) is skipped; here, outside one, that shows as the detached sleep unseen.
-    killer = proctree.TreeKiller(os.getpid(), MARKER, grace=5)
+    killer = teardown.TreeKiller(os.getpid(), MARKER, grace=5)
     killer.tree_complete = True
     swept: list[str] = []
-    monkeypatch.setattr(proctree, "marked_processes", lambda marker: swept.append(marker) or [])
+    monkeypatch.setattr(teardown, "marked_processes", lambda marker: swept.append(marker) or [])
     assert detached not in killer.targets(sweep=True)
     assert swept == []
 

@@ -1,0 +1,160 @@
+"""The agent's teardown: one SIGTERM to each process of the job, SIGKILL after the grace.
+
+Stdlib only, bundled into the agent after ``proctree``. "The job" is every
+process below the agent (and, where the tree walk could miss one, every process
+carrying its marker); signals go by PID and process group, never by name.
+
+One SIGTERM each, because a second one re-enters a handler that is still
+cleaning up (a checkpoint's save, cut short). Three senders once did it:
+
+* a group leader got ``killpg`` and then ``kill``: the same process twice;
+* torchrun, on its own SIGTERM, sends one to each worker's process group
+  (``killpg``; torch before 2 signalled the worker alone), so the agent's
+  own to a worker was the second. torchrun gets its SIGTERM from the agent
+  and its workers get theirs from torchrun: their groups are left to it while
+  it lives. If torchrun ends while a worker of its lives on, torchrun did not
+  manage (it was killed, or never forwarded), and the agent signals that worker.
+
+What is forked into a group after its SIGTERM went out is left to the process
+that leads it (it is cleaning up); SIGKILL after ``--grace`` ends everything.
+"""
+
+import os
+import time
+
+from clusterlaunch.remote.proctree import (  # bundle: strip
+    children_of,  # bundle: strip
+    descendants,  # bundle: strip
+    marked_processes,  # bundle: strip
+    read_stat,  # bundle: strip
+    reap,  # bundle: strip
+    signal,  # bundle: strip
+)  # bundle: strip
+
+
+def signal_all(pids, signum):
+    """Send ``signum`` to every pid and to the process groups they lead (SIGKILL: twice is
+    harmless, and the group reaches members the walk missed)."""
+    for pid in pids:
+        info = read_stat(pid)
+        if info is None:
+            continue
+        try:
+            if info[2] == pid:
+                os.killpg(pid, signum)
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+def send_term(group, pid):
+    """SIGTERM to process group ``group`` (a pid, when None: to process ``pid``)."""
+    try:
+        if group is not None:
+            os.killpg(group, signal.SIGTERM)
+        else:
+            os.kill(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class TreeKiller:
+    """SIGTERM → grace → SIGKILL for everything below the agent, by PID and group."""
+
+    def __init__(self, root, marker, grace, keep=None):
+        self.root = root
+        self.keep = keep
+        self.marker = marker
+        self.tree_complete = False  # see tree_is_complete: then no marker sweep
+        self.grace = grace
+        self.started = None
+        self.escalated = False
+        self.termed = set()  # processes sent SIGTERM (or covered by their group's)
+        self.groups = set()  # process groups sent SIGTERM
+        self.forwarder = None
+        """torchrun's PID, where the job is torchrun: it signals its workers itself."""
+        self.trusted = set()  # the workers' groups (or, torch < 2, PIDs) left to it
+
+    def targets(self, sweep=False):
+        """Live processes of the job; ``sweep`` also scans /proc for the marker.
+
+        The sweep is skipped where the tree is complete: it would scan every
+        process on the host to find none the walk missed.
+        """
+        pids = set(descendants(self.root))
+        if sweep and not self.tree_complete:
+            pids.update(marked_processes(self.marker))
+        pids.discard(self.root)
+        return sorted(pids)
+
+    def start(self, force=False):
+        """Begin teardown: SIGTERM now (SIGKILL at once when ``force``)."""
+        if self.started is None:
+            self.started = time.monotonic()
+            self._term(self.targets(sweep=True))
+        if force:
+            self.escalate()
+
+    def escalate(self):
+        """SIGKILL whatever is left."""
+        self.escalated = True
+        signal_all(self.targets(sweep=True), signal.SIGKILL)
+
+    def took(self):
+        """Seconds since teardown began (0 if it never did), for the exit event."""
+        return round(time.monotonic() - self.started, 3) if self.started else 0
+
+    def step(self):
+        """Advance teardown; True once nothing of the job is left alive."""
+        reap(self.root, self.keep)
+        left = self.targets()
+        if not left:
+            # The cheap tree walk says done: confirm with the marker sweep.
+            left = self.targets(sweep=True)
+            if not left:
+                # Those that died since the reap above are ours (their parents died
+                # first): collect them, so no zombie outlives the agent.
+                reap(self.root, self.keep)
+                return True
+        if self.started is not None and time.monotonic() - self.started >= self.grace:
+            signal_all(left, signal.SIGKILL)
+            self.escalated = True
+        else:
+            self._term(left)
+        return False
+
+    def _term(self, pids):
+        """SIGTERM once to each of ``pids`` not yet covered: by group where one leads
+        its group and no worker left to torchrun is in it, else by PID."""
+        fresh = {}
+        for pid in pids:
+            info = read_stat(pid)
+            if info is not None and pid not in self.termed and info[2] not in self.groups:
+                fresh[pid] = info[2]
+        self._trust_forwarder()
+        theirs = {
+            pid for pid, group in fresh.items() if pid in self.trusted or group in self.trusted
+        }
+        shared = {fresh[pid] for pid in theirs}  # torch < 2: workers in torchrun's group
+        mine = {pid: group for pid, group in fresh.items() if pid not in theirs}
+        leaders = {pid for pid, group in mine.items() if pid == group and group not in shared}
+        for pid, group in mine.items():
+            if group not in leaders:
+                send_term(None, pid)
+        for group in leaders:
+            send_term(group, group)
+        self.groups.update(leaders)
+        self.termed.update(mine)
+
+    def _trust_forwarder(self):
+        """While torchrun lives, its workers are its to signal; once it has ended, a
+        worker still alive did not get its SIGTERM from it (see the module)."""
+        info = read_stat(self.forwarder) if self.forwarder is not None else None
+        if info is not None and info[0] != "Z" and info[1] == self.root:
+            for child in children_of(self.forwarder):
+                self.trusted.add(child)  # its PID, and its group where it leads one
+            return
+        for pid in list(self.trusted):
+            state = read_stat(pid)
+            if state is not None and state[0] != "Z":
+                self.trusted.discard(pid)
