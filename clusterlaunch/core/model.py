@@ -113,6 +113,10 @@ class SshTarget:
     """The config's ``SendEnv`` patterns, every line's, ``-PATTERN`` removals applied."""
     set_env: tuple[tuple[str, str], ...] = ()
     """The config's ``SetEnv`` (its first line, as ssh takes it), as (name, value)."""
+    session_keywords: tuple[str, ...] = ()
+    """Session-only keywords the config sets for the host (``forkafterauthentication``,
+    ``stdinnull``, ``sessiontype``, lowercase): ssh's command line overrides them
+    (:mod:`clusterlaunch.core.sshargv`), naming only those this ssh is known to read."""
     given: tuple[str, ...] = ()
     """``user``/``port`` where the hosts file (or a ``ProxyJump`` hop) gave them, as ssh's
     ``-l``/``-p`` would: only those go to ssh on its command line, the rest it reads."""

@@ -21,6 +21,19 @@ from clusterlaunch.core.errors import UsageError
 if TYPE_CHECKING:  # model.py renders its plans with core/commands.py, which uses this
     from clusterlaunch.core.model import SshTarget
 
+# The session-only keywords of OpenSSH 8.7 and later, and what a launcher must have:
+# its ssh is its child until the session ends (ForkAfterAuthentication yes detached
+# it, and a master so detached ran on after us), stdin reaches the command
+# (StdinNull yes cut it off), and a command runs (SessionType none ran nothing,
+# subsystem asked for a subsystem named by the command). Given only where the config
+# sets the keyword: an older ssh refuses a keyword it does not know, even after -o.
+SESSION_OVERRIDES = {
+    "forkafterauthentication": "ForkAfterAuthentication=no",
+    "stdinnull": "StdinNull=no",
+    "sessiontype": "SessionType=default",
+}
+SESSION_KEYWORDS = tuple(SESSION_OVERRIDES)
+
 # What a command session never wants from the user's config: port forwards
 # (a second client would fight over the ports), X11 (every rank drawing on the
 # launching laptop; pdsh passes -x too), a RemoteCommand (ssh refuses one next
@@ -97,9 +110,32 @@ def ssh_argv(
     if keepalive is not None:
         argv += ["-o", f"ServerAliveInterval={keepalive.interval}"]
         argv += ["-o", f"ServerAliveCountMax={keepalive.count}"]
-    if mux is not None:
-        argv += _mux_options(mux)
-    return argv + _SESSION_ONLY
+    argv += _mux_options(mux) if mux is not None else _NO_MASTER
+    return argv + _session_overrides(target, master=mux is not None and mux.master) + _SESSION_ONLY
+
+
+# An ssh of its own (rsync's under the paramiko client, a later ProxyJump hop) never
+# becomes a master: under the user's ControlMaster auto and ControlPersist yes it left
+# one running after the job. It still uses a master the user has running.
+_NO_MASTER = ["-o", "ControlMaster=no"]
+
+
+def _session_overrides(target: SshTarget, *, master: bool) -> list[str]:
+    """``-o`` for each session-only keyword the config sets; a master's ``-N`` is its
+    session type (``-N`` after ``-o SessionType=default``: ssh refuses the pair)."""
+    argv: list[str] = []
+    for keyword in target.session_keywords:
+        if not (master and keyword == "sessiontype"):
+            argv += ["-o", SESSION_OVERRIDES[keyword]]
+    return argv
+
+
+def subsystem_session(argv: list[str]) -> list[str]:
+    """``argv`` (:func:`ssh_argv`'s) for a subsystem session: its ``SessionType`` override
+    turned to ``subsystem``, or ``-s`` (ssh refuses ``-s`` after ``SessionType=default``)."""
+    if "SessionType=default" in argv:
+        return [word if word != "SessionType=default" else "SessionType=subsystem" for word in argv]
+    return [*argv, "-s"]
 
 
 def _mux_options(mux: Mux) -> list[str]:

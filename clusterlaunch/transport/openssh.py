@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from clusterlaunch.core.commands import for_login_shell
 from clusterlaunch.core.errors import TransportError
+from clusterlaunch.core.sshargv import subsystem_session
 from clusterlaunch.transport.local import LocalProcess
 from clusterlaunch.transport.sshlog import MasterLog
 
@@ -136,7 +137,7 @@ class OpenSshConnection:
     def start(self, command: str, stdin: bytes = b"") -> LocalProcess:
         """Run ``command`` on the host over the master; ``stdin`` is written first."""
         line, sent = for_login_shell(command, stdin)
-        popen = self._spawn(["--", self.host, line])
+        popen = self._spawn([*self._session_argv, "--", self.host, line])
         process = SessionProcess(popen, self)
         process.send(sent)
         return process
@@ -149,7 +150,8 @@ class OpenSshConnection:
 
         ours, theirs = socket.socketpair()
         try:
-            self._spawn(["-s", "--", self.host, "sftp"], theirs.fileno(), theirs.fileno())
+            argv = [*subsystem_session(self._session_argv), "--", self.host, "sftp"]
+            self._spawn(argv, theirs.fileno(), theirs.fileno())
         finally:
             theirs.close()
         try:
@@ -160,7 +162,7 @@ class OpenSshConnection:
             raise TransportError(self.host, f"cannot open SFTP: {exc}") from None
 
     def _spawn(
-        self, tail: list[str], stdin: int = subprocess.PIPE, stdout: int = subprocess.PIPE
+        self, argv: list[str], stdin: int = subprocess.PIPE, stdout: int = subprocess.PIPE
     ) -> subprocess.Popen[bytes]:
         with self._lock:
             # A session never opens a connection of its own: ssh would fall back
@@ -169,7 +171,7 @@ class OpenSshConnection:
                 raise TransportError(self.host, "connection closed")
             try:
                 popen = subprocess.Popen(
-                    [*self._session_argv, *tail],
+                    argv,
                     executable=self._ssh,
                     stdin=stdin,
                     stdout=stdout,

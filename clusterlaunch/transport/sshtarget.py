@@ -20,6 +20,7 @@ from clusterlaunch.core import limits, sshalgorithms
 from clusterlaunch.core.defaults import GLOBAL_KNOWN_HOSTS, RSA_MINIMUM_BITS
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import HostSpec, SshTarget
+from clusterlaunch.core.sshargv import SESSION_KEYWORDS
 from clusterlaunch.transport.sshkeywords import FLAGS, flag, spelled
 from clusterlaunch.transport.sshtokens import Connection, ssh_command, ssh_path, tilde
 
@@ -78,6 +79,7 @@ def target_from(found: Mapping[str, Any], spec: HostSpec, where: Where | None = 
         host_key_checking=read.host_key_checking(),
         algorithms=sshalgorithms.configured(found),
         given=tuple(key for key in ("user", "port") if getattr(spec, key)),
+        session_keywords=tuple(key for key in SESSION_KEYWORDS if key in found),
         required_rsa_size=max(RSA_MINIMUM_BITS, read.number("requiredrsasize", 0, limits.RSA_SIZE)),
         send_env=tuple(found.get("sendenv", ())),
         set_env=tuple((w.partition("=")[0], w.partition("=")[2]) for w in found.get("setenv", ())),

@@ -21,7 +21,7 @@ from clusterlaunch.core import commands
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import HostSpec, Inventory, LaunchOptions, SshTarget
 from clusterlaunch.core.planner import plan_job
-from clusterlaunch.core.sshargv import Mux
+from clusterlaunch.core.sshargv import SESSION_KEYWORDS, Mux, subsystem_session
 from clusterlaunch.core.syncplan import (
     LOCAL,
     RSYNC,
@@ -294,14 +294,34 @@ def test_ssh_argv_repeats_every_setting_and_checks_host_keys() -> None:
         "ssh", "-F", "/cfg/my config", "-p", "2222", "-l", "it's me",
         "-o", "IdentitiesOnly=yes",  # no -i: ssh reads (and expands) IdentityFile itself
         "-o", "StrictHostKeyChecking=accept-new", "-o", "BatchMode=yes",
-        "-o", "ConnectTimeout=3", "-o", "ProxyJump=jump@bastion:22", *SESSION_ONLY,
+        "-o", "ConnectTimeout=3", "-o", "ProxyJump=jump@bastion:22",
+        "-o", "ControlMaster=no",  # never a master of its own (ControlPersist yes outlived us)
+        *SESSION_ONLY,
     ]  # fmt: skip
     plain = SshTarget(alias="h", hostname="h")
     assert commands.ssh_argv(plain, config_file="/dev/null", strict=True, connect_timeout=10) == [
         "ssh", "-F", "/dev/null",
         "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
-        *SESSION_ONLY,
+        "-o", "ControlMaster=no", *SESSION_ONLY,
     ]  # fmt: skip
+
+
+def test_session_keywords_the_config_sets_are_overridden_and_only_those() -> None:
+    """An ssh before 8.7 refuses ``-o StdinNull=no``: only a keyword the config set (which
+    that ssh therefore reads) is named. A master's session type is its ``-N``."""
+    every = SshTarget(alias="h", hostname="h", session_keywords=SESSION_KEYWORDS)
+    argv = commands.ssh_argv(every, config_file=None, strict=True, connect_timeout=1)
+    wanted = ["ForkAfterAuthentication=no", "StdinNull=no", "SessionType=default"]
+    assert all(option in argv for option in wanted)
+    master = commands.ssh_argv(
+        every, config_file=None, strict=True, connect_timeout=1, mux=Mux("/s", master=True)
+    )
+    assert "ForkAfterAuthentication=no" in master and "SessionType=default" not in master
+    plain = commands.ssh_argv(SshTarget(alias="h", hostname="h"), config_file=None,
+                              strict=True, connect_timeout=1)  # fmt: skip
+    assert not any(word.split("=")[0] in ("StdinNull", "SessionType") for word in plain)
+    assert subsystem_session(argv).count("SessionType=subsystem") == 1
+    assert "-s" not in subsystem_session(argv) and subsystem_session(plain)[-1] == "-s"
 
 
 def test_known_hosts_and_keys_are_left_to_ssh_reading_its_config() -> None:
