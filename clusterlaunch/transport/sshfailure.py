@@ -22,6 +22,8 @@ _TRANSIENT = (
     "Connection closed by",
     "ssh_exchange_identification",
 )
+_PIPE_CLOSED = "UNKNOWN port 65535"
+"""How ssh names the peer of a ProxyCommand's pipe (it has no address)."""
 RETRIES = 3
 """Transient handshake failures retried per host (then it is a failure like any other)."""
 BACKOFF_S = 0.5
@@ -76,9 +78,22 @@ def classify(target: SshTarget, said: str, policy_override: str | None) -> Failu
     if "Permission denied" in text:
         who = f"{target.user}@" if target.user else ""
         return Failure(f"authentication failed for {who}{target.hostname}: {last}")
+    if target.proxy_command and not target.proxy_jump and _PIPE_CLOSED in text:
+        return _proxy_ended(target.proxy_command, lines)
     if any(mark in text for mark in _TRANSIENT):
         return Transient(f"no SSH handshake with {where}: {last}")
     return Failure(f"{where}: {last}")
+
+
+def _proxy_ended(command: str, lines: list[str]) -> Failure:
+    """The ProxyCommand's output ended before a banner. Where it said why (its stderr is
+    ssh's), it failed: final, as ssh runs it once; else the far side may have closed
+    (sshd's MaxStartups), worth a retry. No address: ssh dialled none."""
+    said = [line for line in lines if not any(mark in line for mark in _TRANSIENT)]
+    if said:
+        return Failure(f"ProxyCommand {command!r} ended before the SSH handshake: "
+                       + " | ".join(said[-3:]))  # fmt: skip
+    return Transient(f"ProxyCommand {command!r} closed the connection before the SSH handshake")
 
 
 def backoff(attempt: int) -> float:

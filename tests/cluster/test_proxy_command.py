@@ -52,3 +52,23 @@ def test_a_proxy_command_quoted_at_both_ends_runs_as_written(
     result = exec_echo_hi(client, hosts, config=config)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout == "[node1] hi\n"
+
+
+@pytest.mark.parametrize("client", ["paramiko", "openssh"])
+def test_a_failing_proxy_command_runs_once_and_its_words_are_the_error(
+    sim_cluster_factory, tmp_path: Path, client: str
+) -> None:
+    """The OpenSSH client ran it 4 times (handshake retries), lost its stderr and named an
+    address never dialled ("no SSH handshake with 127.0.0.12:22222: Connection closed by
+    UNKNOWN port 65535"). ssh runs it once and prints its stderr; so does clusterlaunch."""
+    cluster = sim_cluster_factory(1)
+    ran = tmp_path / "ran.log"
+    proxy = f'sh -c "echo ran >> {ran}; echo no-route-to-bastion >&2; exit 1"'
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host node0\n    ProxyCommand {proxy}\n" + cluster.ssh_config.read_text())
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    result = exec_echo_hi(client, hosts, config=config)
+    assert result.returncode != 0 and result.stdout == ""
+    assert f"ProxyCommand {proxy!r}" in result.stderr, result.stderr
+    assert "no-route-to-bastion" in result.stderr and "UNKNOWN" not in result.stderr
+    assert ran.read_text() == "ran\n"
