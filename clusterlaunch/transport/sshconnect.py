@@ -197,11 +197,12 @@ def _try_client(
             target.alias, f"authentication failed for {who}{target.hostname}: {exc}"
         ) from None
     except CONNECTION_ERRORS as exc:
-        ended = sshproxy.proxy_failure(sock, target.proxy_command or "")  # before close kills it
+        waited = time.monotonic() - began >= timeout
+        # Before close kills it; not once the timeout passed: its end is then our kill (-15).
+        ended = None if waited else sshproxy.proxy_failure(sock, target.proxy_command or "")
         close_quietly(client)
         if ended is not None:  # not the server: the proxy is gone, and says why
             raise TransportError(target.alias, ended) from None
-        waited = time.monotonic() - began >= timeout
         message = paramikofailure.network_message(target, exc, timeout, waited)
         if paramikofailure.is_transient(exc, waited):
             raise _Transient(message) from None

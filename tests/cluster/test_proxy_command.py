@@ -72,3 +72,21 @@ def test_a_failing_proxy_command_runs_once_and_its_words_are_the_error(
     assert f"ProxyCommand {proxy!r}" in result.stderr, result.stderr
     assert "no-route-to-bastion" in result.stderr and "UNKNOWN" not in result.stderr
     assert ran.read_text() == "ran\n"
+
+
+def test_a_silent_proxy_command_is_a_timeout_not_our_own_sigterm(
+    sim_cluster_factory, tmp_path: Path
+) -> None:
+    """paramiko: a ProxyCommand that never answers, under ConnectTimeout 2, was reported as
+    "exited with status -15: it printed nothing": the status of clusterlaunch's own kill."""
+    cluster = sim_cluster_factory(1)
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        "Host node0\n    ProxyCommand sleep 30\n    ConnectTimeout 2\n    ConnectionAttempts 1\n"
+        + cluster.ssh_config.read_text()
+    )
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    result = exec_echo_hi("paramiko", hosts, config=config)
+    assert result.returncode != 0 and result.stdout == ""
+    assert "status -15" not in result.stderr, result.stderr
+    assert "ProxyCommand 'sleep 30'" in result.stderr and "2 s" in result.stderr, result.stderr
