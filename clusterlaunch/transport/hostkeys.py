@@ -7,6 +7,7 @@ raises ``BadHostKeyException`` before any policy is asked).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,9 +56,12 @@ class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
         name = paramiko.HostKeys.hash_host(hostname) if self._hashed else hostname
         line = f"{name} {key.get_name()} {key.get_base64()}\n"
         with self._lock:
-            self._path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            with self._path.open("a", encoding="ascii") as handle:
-                handle.write(line)
+            if self._path.parent == Path.home() / ".ssh":  # the one folder ssh makes for it
+                self._path.parent.mkdir(mode=0o700, exist_ok=True)
+            # Elsewhere a missing folder (or a file that cannot be written) leaves the key
+            # accepted for this connection and unrecorded, as ssh does.
+            with contextlib.suppress(OSError), self._path.open("a", encoding="ascii") as out:
+                out.write(line)
         client.get_host_keys().add(hostname, key.get_name(), key)
 
 

@@ -182,3 +182,26 @@ def test_hash_known_hosts_records_a_hashed_name_that_ssh_then_knows(
     strict = ["ssh", "-F", str(config), "-o", "StrictHostKeyChecking=yes", "node0", "true"]
     again = subprocess.run(strict, capture_output=True, text=True, timeout=60)
     assert again.returncode == 0, again.stderr  # ssh finds the key clusterlaunch recorded
+
+
+@pytest.mark.parametrize("client", ["paramiko", "openssh"])
+def test_accept_new_into_a_missing_folder_records_nothing_as_ssh(
+    sim_cluster_factory, tmp_path: Path, client: str
+) -> None:
+    """ssh makes no folder for a UserKnownHostsFile (only ~/.ssh): it accepts the new key
+    for the connection and records nothing. paramiko's client made the folder."""
+    cluster = sim_cluster_factory(1)
+    known = tmp_path / "nodir" / "known_hosts"
+    text = re.sub(r"(?m)^\s*UserKnownHostsFile .*$", f"    UserKnownHostsFile {known}",
+                  cluster.ssh_config.read_text())  # fmt: skip
+    config = tmp_path / "ssh_config"
+    config.write_text(text.replace("StrictHostKeyChecking yes", "StrictHostKeyChecking accept-new"))
+    assert "StrictHostKeyChecking accept-new" in config.read_text()
+    by_ssh = subprocess.run(["ssh", "-F", str(config), "node0", "echo", "hi"],
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert by_ssh.stdout == "hi\n" and not known.parent.exists(), by_ssh.stderr  # ground truth
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    result = exec_echo_hi(client, hosts, config=config)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout == "[node0] hi\n"
+    assert not known.parent.exists()
