@@ -142,6 +142,13 @@ class SshTarget:
         configured = (self.host_key_checking or "").lower()
         if configured in ("yes", "ask"):
             return "strict", f"StrictHostKeyChecking {configured} in the SSH config"
+        if configured == "accept-new":
+            return "accept-new", "StrictHostKeyChecking accept-new in the SSH config"
+        if configured in ("no", "off"):
+            return (
+                "accept-new",
+                f"StrictHostKeyChecking {configured} in the SSH config, as accept-new",
+            )
         return "accept-new", "the default, accept-new"
 
     @property

@@ -58,11 +58,15 @@ def classify(target: SshTarget, said: str, policy_override: str | None) -> Failu
     if "REMOTE HOST IDENTIFICATION HAS CHANGED" in text or "HOST KEY HAS CHANGED" in text:
         return Failure(_changed_key(target, text), host_key=True)
     if "Host key verification failed" in text:
-        origin = target.key_policy(policy_override)[1]
-        why = next((line for line in lines if "host key" in line.lower()), last)
+        policy, origin = target.key_policy(policy_override)
+        why = next((line for line in lines if "host key" in line.lower()), last).rstrip(".")
+        fix = (
+            "connect once with --host-key-policy accept-new"
+            if policy == "strict"  # accept-new already: ssh could not record it
+            else "name a known_hosts file ssh can write in UserKnownHostsFile"
+        )
         return Failure(
-            f"unknown host key ({origin}): {why}; add it to known_hosts (ssh-keyscan) or "
-            "connect once with --host-key-policy accept-new",
+            f"unknown host key ({origin}): {why}; add it to known_hosts (ssh-keyscan) or {fix}",
             host_key=True,
         )
     if "Connection refused" in text:

@@ -245,3 +245,25 @@ def test_settings_at_ssh_defaults_are_not_refused(tmp_path: Path) -> None:
         "  PreferredAuthentications gssapi-with-mic,publickey,password\n  ProxyUseFdpass no\n"
     )
     _check(tmp_path, _target(tmp_path), config)
+
+
+@pytest.mark.parametrize(
+    ("configured", "origin", "fix"),
+    [
+        ("yes", "StrictHostKeyChecking yes in the SSH config", "--host-key-policy accept-new"),
+        ("accept-new", "StrictHostKeyChecking accept-new in the SSH config", "UserKnownHostsFile"),
+        (None, "the default, accept-new", "UserKnownHostsFile"),
+    ],
+)
+def test_an_unknown_key_names_where_the_policy_came_from_and_a_fix_that_helps(
+    configured: str | None, origin: str, fix: str
+) -> None:
+    """accept-new that still failed (UserKnownHostsFile none): ssh could not record the
+    key, so "connect once with --host-key-policy accept-new" could not help."""
+    target = SshTarget(alias="a", hostname="10.0.0.1", host_key_checking=configured)
+    said = "No ED25519 host key is known for x and you have requested strict checking.\n"
+    said += "Host key verification failed.\n"
+    detail = sshfailure.classify(target, said, None).detail
+    assert detail.startswith(f"unknown host key ({origin}): No ED25519 host key is known for x")
+    assert "strict checking.;" not in detail and "strict checking;" in detail
+    assert detail.endswith(fix)
