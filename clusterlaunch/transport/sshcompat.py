@@ -27,9 +27,10 @@ from clusterlaunch.transport.hostkeys import KnownHosts
 from clusterlaunch.transport.identities import configured_files
 from clusterlaunch.transport.sshconfig import LoadedConfig, jump_host, read_ssh_config
 from clusterlaunch.transport.sshkeywords import flag, spelled
-from clusterlaunch.transport.sshtokens import Connection, ssh_path, tilde
+from clusterlaunch.transport.sshtokens import Connection, SshRefusesToo, ssh_path, tilde
 
 FIX = "use --ssh-client openssh"
+SSH_FIX = "ssh refuses it too: set the variable or change the SSH config"
 _OPENSSH_KEY = b"openssh-key-v1\x00"
 
 
@@ -48,7 +49,8 @@ def check_paramiko_can_connect(
     if refused:
         alias, why = refused[0]
         more = f" (and {len(refused) - 1} more host(s))" if len(refused) > 1 else ""
-        raise UsageError(f"{alias}{more}: {why}; {FIX}")
+        fix = SSH_FIX if isinstance(why, SshRefusesToo) else FIX
+        raise UsageError(f"{alias}{more}: {why}; {fix}")
 
 
 class Seen:
@@ -190,7 +192,8 @@ def _unexpandable_path(
             why = ssh_path(written, connection)[1]
             if why is not None:
                 where = config.where(keyword, target.alias, " ".join(names))
-                return f"{where}: {spelled(keyword)} {written}: {why}"
+                said = f"{where}: {spelled(keyword)} {written}: {why}"
+                return SshRefusesToo(said) if isinstance(why, SshRefusesToo) else said
     return None
 
 

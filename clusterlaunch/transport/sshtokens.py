@@ -53,6 +53,11 @@ class Connection:
     jump: str | None = None
 
 
+class SshRefusesToo(str):
+    """A reason why not that ssh itself meets as well (an unset ``${VAR}``): no other
+    client would connect, so the fix is the config or the environment."""
+
+
 def ssh_path(value: str, connection: Connection) -> tuple[str, str | None]:
     """``value`` as ssh expands it, and None; or ``value`` as written and why not."""
     path = tilde(value)
@@ -66,7 +71,8 @@ def ssh_path(value: str, connection: Connection) -> tuple[str, str | None]:
             end = path.find("}", index)
             name = path[index + 2 : end] if end > 0 else ""
             if end < 0 or name not in os.environ:
-                return value, f"${{{name}}} is not set" if end > 0 else "an unclosed ${"
+                unset = f"${{{name}}} is not set" if end > 0 else "an unclosed ${"
+                return value, SshRefusesToo(unset)
             expanded.append(os.environ[name])
             index = end + 1
             continue

@@ -267,3 +267,18 @@ def test_an_unknown_key_names_where_the_policy_came_from_and_a_fix_that_helps(
     assert detail.startswith(f"unknown host key ({origin}): No ED25519 host key is known for x")
     assert "strict checking.;" not in detail and "strict checking;" in detail
     assert detail.endswith(fix)
+
+
+def test_an_unset_variable_ssh_refuses_as_well_is_not_sent_to_openssh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--ssh-client openssh`` failed as well ("invalid environment variable expansion")."""
+    monkeypatch.delenv("CL_TEST_UNSET", raising=False)
+    config = "Host *\n  UserKnownHostsFile ${CL_TEST_UNSET}/kh\n"
+    with pytest.raises(UsageError) as refused:
+        _check(tmp_path, _target(tmp_path), config)
+    assert str(refused.value).endswith(
+        ": ${CL_TEST_UNSET} is not set; ssh refuses it too: set the variable or change the "
+        "SSH config"
+    )
+    assert "--ssh-client" not in str(refused.value)
