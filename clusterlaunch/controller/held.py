@@ -75,15 +75,18 @@ def hold_preflight(
     fanout: int = FANOUT,
     script_kind: ScriptKind = "file",
     progress: Callable[[str], None] | None = None,
+    limit: float | None = None,
 ) -> HeldAgents:
     """Start every host's agent in its preflight; never raises for a host problem.
 
     The caller owns the result: :meth:`HeldAgents.go` or :meth:`HeldAgents.close`.
-    ``progress`` hears of each host whose checks are done.
+    ``progress`` hears of each host whose checks are done. ``limit``: at most this many
+    seconds in all, setups included.
     """
     payload = program_payload("agent")
     nonce = secrets.token_hex(8)
     timeout = total_timeout(plan, timeout, setup_timeout)
+    timeout = timeout if limit is None else max(0.0, min(timeout, limit))
 
     def command(node: NodePlan, listen: int | None) -> str:
         return checking_agent_command(

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from clusterlaunch.controller.console import Console
-from clusterlaunch.controller.logdir import LogDir
+from clusterlaunch.controller.logdir import LogDir, rank_log
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.status import StatusLine
 from clusterlaunch.core.lines import Prefixes
@@ -39,7 +39,7 @@ def open_log_dir(plan: JobPlan, request: JobRequest) -> LogDir | None:
     if not request.log_dir:
         return None
     log_dir = LogDir(request.log_dir)
-    rank_logs = [f"rank-{rank}.log" for rank, _, _ in job_ranks(plan, request)]
+    rank_logs = [rank_log(rank, request.restart_count) for rank, _, _ in job_ranks(plan, request)]
     log_dir.open([*rank_logs, *host_logs(plan, request).values(), "controller.log"])
     return log_dir
 
@@ -63,6 +63,7 @@ def make_router(
         status=status,
         fold_banner=request.exec_argv is None,  # exec prints its command's output as it is
         host_logs=host_logs(plan, request),
+        restart_count=request.restart_count,
     )
 
 

@@ -132,10 +132,12 @@ def hold(
     connections: Mapping[str, Connection],
     console: Console | None = None,
     status: StatusLine | None = None,
+    limit: float | None = None,
 ) -> HeldAgents:
     """``run``'s preflight: every host's agent checks its host and waits for its go.
 
-    The caller sends the go (:meth:`HeldAgents.go`) or closes them.
+    The caller sends the go (:meth:`HeldAgents.go`) or closes them. ``limit``: seconds the
+    whole preflight may take at most (what ``--timeout`` left a restart).
     """
     from clusterlaunch.controller.held import hold_preflight
 
@@ -148,6 +150,7 @@ def hold(
         fanout=request.fanout,
         script_kind=request.options.script_kind,
         progress=preflight_progress(status),
+        limit=limit,
     )
 
 
@@ -244,6 +247,7 @@ def supervise(
             connections,
             router,
             timeout=request.timeout,
+            timeout_shown=request.timeout_given,
             grace=request.options.grace,
             fail_fast=torchrun or request.fail_fast,
             quiet_teardown=torchrun,
@@ -280,7 +284,7 @@ def resolve(
         raise UsageError(f"--ranks: gpus: auto gave this job {world} rank(s), 0-{world - 1}")
     if log_dir is not None:  # created now, still before anything starts (as in open_log_dir)
         for rank, _, _ in job_ranks(plan, request):
-            log_dir.write(f"rank-{rank}.log", b"")
+            log_dir.write(logdir.rank_log(rank, request.restart_count), b"")
     return request, plan
 
 

@@ -14,6 +14,14 @@ from clusterlaunch.core.errors import OutputLost, PreflightError, UsageError
 from clusterlaunch.core.exits import ExitStatus
 
 
+def rank_log(rank: int, restart_count: int | None = None) -> str:
+    """The file of ``rank``'s output: ``rank-N.log`` in the first attempt, then one file per
+    attempt (``rank-N.attempt-2.log``), so each holds one process's bytes exactly."""
+    if not restart_count:
+        return f"rank-{rank}.log"
+    return f"rank-{rank}.attempt-{restart_count + 1}.log"
+
+
 class LogDir:
     """``--log-dir``: one raw file per global rank plus the controller's own log.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from clusterlaunch.controller.console import Console, GuardedStream
-from clusterlaunch.controller.logdir import LogDir, stamp
+from clusterlaunch.controller.logdir import LogDir, rank_log, stamp
 from clusterlaunch.controller.status import StatusLine
 from clusterlaunch.core.errors import OutputLost
 from clusterlaunch.core.lines import (
@@ -38,12 +38,14 @@ class OutputRouter:
         status: StatusLine | None = None,
         fold_banner: bool = True,
         host_logs: Mapping[str, str] | None = None,
+        restart_count: int | None = None,
     ) -> None:
         self._prefixes = prefixes
         self._plain = plain_prefixes or prefixes  # for files: no colour codes
         self._console = console
         self._filter = rank_filter
         self._log_dir = log_dir
+        self._restart_count = restart_count  # a later attempt's ranks: their own files
         self._host_logs = dict(host_logs or {})  # exec: node-N.log, each host's bytes as sent
         self._buffers: dict[tuple[object, bool], LineBuffer] = {}
         self._log_line = OpenLine()  # controller.log's, as the console's (Console.open_line)
@@ -178,7 +180,7 @@ class OutputRouter:
             return
         self.tails.add(rank, block)
         if self._log_dir is not None and to_log:
-            self._log_dir.write(f"rank-{rank}.log", block)
+            self._log_dir.write(rank_log(rank, self._restart_count), block)
         if self._filter is None or rank in self._filter:
             self._begin()
             self._say_banner(final=True)  # the ranks began: as many hosts as said it so far

@@ -292,7 +292,7 @@ def _no_report(run: ProbeRun) -> str:
             "fix setup: or raise --setup-timeout"
         )
     if run.setup.running:
-        return f"setup failed (exit {status}): {tail or 'no output'}"
+        return reports.setup_failure(status, tail)
     if status == ExitStatus.NOT_STARTED:  # the shell found no such python
         return f"{run.report.node.python} not found (exit {status}): {tail}"
     if status is None:

@@ -25,6 +25,8 @@ class JobRequest:
     exec_argv: tuple[str, ...] | None = None
     fanout: int = defaults.FANOUT
     timeout: float | None = None
+    timeout_given: float | None = None
+    """The ``--timeout`` the user gave, for messages, when ``timeout`` is what a restart left."""
     rank_filter: frozenset[int] | None = None
     log_dir: str | None = None
     fail_fast: bool = False

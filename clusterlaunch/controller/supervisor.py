@@ -47,12 +47,14 @@ class Supervisor:
         quiet_teardown: bool = True,
         fanout: int = defaults.FANOUT,
         stall_check: Callable[[], JobOutcome | None] | None = None,
+        timeout_shown: float | None = None,
     ) -> None:
         """``fail_fast``: the first failing host stops all (torchrun jobs; ``exec --fail-fast``).
 
         ``quiet_teardown``: once teardown starts, torchrun's own shutdown output
         goes to the log only (for ``exec``, host output *is* the job's output).
         ``fanout``: agents started at once. ``stall_check``: ``--stall-timeout``'s.
+        ``timeout_shown``: the ``--timeout`` given, when ``timeout`` is what a restart left of it.
         """
         self.plan = plan
         self.fanout = fanout
@@ -62,6 +64,7 @@ class Supervisor:
         self._sweeps = Sweeps()
         self.router = router
         self.timeout = timeout
+        self.timeout_shown = timeout if timeout_shown is None else timeout_shown
         self.grace = grace
         self.clock = clock
         self.hosts = [HostRun(node, connection=connections[node.host]) for node in plan.nodes]
@@ -161,7 +164,7 @@ class Supervisor:
             self._set_stop(self.stall_check())  # None: not stalled
             if self.timeout is not None and self.clock() - started > self.timeout:
                 running = ", ".join(h.node.host for h in self.hosts if not h.done)
-                reason = f"--timeout {self.timeout:g} s reached (still running: {running})"
+                reason = f"--timeout {self.timeout_shown:g} s reached (still running: {running})"
                 self._set_stop(JobOutcome(ExitStatus.TIMEOUT, reason, stopped=True))
 
     def _step(self, wait: float) -> int:

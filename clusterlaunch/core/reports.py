@@ -103,6 +103,13 @@ def compare_torch(reports: list[HostReport]) -> None:
                 )
 
 
+def setup_failure(status: int | None, tail: str) -> str:
+    """A host's ``setup:`` that did not succeed; no exit status: its connection went."""
+    if status is None:
+        return f"the connection was lost during setup: {tail or 'no output'}"
+    return f"setup failed (exit {status}): {tail or 'no output'}"
+
+
 def shell_failure(status: int, tail: str) -> str:
     """A host's shell that ended before Python started, and why if we can tell: what
     ``setup:`` exports counts toward the ``exec`` limits too, unchecked beforehand."""

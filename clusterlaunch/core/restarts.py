@@ -19,7 +19,7 @@ from clusterlaunch.core.errors import HostsFileError, JobOutcome
 from clusterlaunch.core.hostfields import as_int, shown
 from clusterlaunch.core.limits import MAX_RESTARTS
 from clusterlaunch.core.model import HostSpec
-from clusterlaunch.core.yamlines import key_line
+from clusterlaunch.core.yamlines import key_line, written
 
 _MAX_WAIT = defaults.RESTART_BACKOFF_MAX_S
 RESTART_COUNT_VAR = "CLUSTERLAUNCH_RESTART_COUNT"
@@ -40,6 +40,11 @@ class RestartPolicy:
     @property
     def enabled(self) -> bool:
         return self.max_restarts > 0
+
+    @property
+    def max_wait(self) -> float:
+        """The longest back-off: 60 s, or the first one when that is longer (never cut)."""
+        return max(_MAX_WAIT, self.backoff)
 
 
 class TooFewHosts(Exception):
@@ -82,7 +87,7 @@ def refusal(outcome: JobOutcome, restarts_done: int, policy: RestartPolicy) -> s
 
 def backoff_s(policy: RestartPolicy, restart: int) -> float:
     """Seconds to wait before restart number ``restart`` (1, 2, ...): doubling, capped."""
-    return float(min(policy.backoff * 2 ** max(restart - 1, 0), _MAX_WAIT))
+    return float(min(policy.backoff * 2 ** max(restart - 1, 0), policy.max_wait))
 
 
 def choose_layout(
@@ -146,7 +151,7 @@ def dry_run_text(
     if policy.enabled:
         lines.append(
             f"# restarts: up to {policy.max_restarts} after a failed rank or a lost host, "
-            f"waiting {policy.backoff:g} s (doubling, at most {_MAX_WAIT:g} s); "
+            f"waiting {policy.backoff:g} s (doubling, at most {policy.max_wait:g} s); "
             f"at least {policy.min_hosts} host(s); {RESTART_COUNT_VAR} in every rank's environment"
         )
     else:
@@ -167,15 +172,25 @@ def dry_run_fields(
         fields["restarts"] = {
             "max_restarts": policy.max_restarts,
             "backoff_s": policy.backoff,
-            "max_backoff_s": _MAX_WAIT,
+            "max_backoff_s": policy.max_wait,
             "min_hosts": policy.min_hosts,
         }
     if spares:
         fields["spares"] = [
-            {"host": spare.host, "nproc": spare.gpus or "auto", "takes_place": _fit(spare, hosts)}
+            {
+                "host": spare.host,
+                "nproc": spare.gpus or "auto",
+                "takes_place": _keeps_layout(spare, hosts),
+                "note": _fit(spare, hosts),
+            }
             for spare in spares
         ]
     return fields
+
+
+def _keeps_layout(spare: HostSpec, hosts: Sequence[HostSpec]) -> bool:
+    """Whether ``spare`` keeps the rank layout in place of any host of the job."""
+    return spare.gpus is not None and any(h.gpus == spare.gpus for h in hosts)
 
 
 def _fit(spare: HostSpec, hosts: Sequence[HostSpec]) -> str:
@@ -210,7 +225,7 @@ def max_restarts_field(data: Mapping[str, Any], path: str) -> int | None:
         return None
     number = as_int(data["max_restarts"])
     if number is None or not 0 <= number <= MAX_RESTARTS:
-        got = shown(data["max_restarts"])
+        got = written(data, "max_restarts") or shown(data["max_restarts"])
         raise HostsFileError(
             path,
             key_line(data, "max_restarts"),

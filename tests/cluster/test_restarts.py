@@ -177,13 +177,18 @@ def test_every_attempt_writes_the_same_log_dir(sim_cluster, tmp_path: Path) -> N
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
     logs = tmp_path / "logs"
     argv = (*FAST, "--max-restarts", "2", "--log-dir", str(logs), str(hosts), "flaky.py")
-    result = run_cli("run", sim_cluster, *argv, "--fail-until", "1", "--sleep", "0", timeout=450)
+    script = ("--fail-until", "1", "--sleep", "0", "--last-words", "no newline")
+    result = run_cli("run", sim_cluster, *argv, *script, timeout=450)
     assert result.returncode == 0, result.stderr[-3000:]
     assert not any(line.startswith("Traceback") for line in result.stderr.splitlines())
     said = (logs / "controller.log").read_text()
     assert "attempt 1 failed" in said and "job succeeded in attempt 2" in said
-    rank1 = (logs / "rank-1.log").read_text()
-    assert rank1.index("rank 1 restart 0 world 2 up") < rank1.index("rank 1 restart 1 world 2 up")
+    # Each attempt's rank its own file, its bytes exactly: attempt 2's first line was glued
+    # to an attempt-1 line that ended without a newline, with nothing between them.
+    assert "attempt 2: each rank's output in rank-N.attempt-2.log" in said
+    assert (logs / "rank-1.log").read_bytes() == b"rank 1 restart 0 world 2 up\nno newline"
+    assert (logs / "rank-1.attempt-2.log").read_bytes() == b"rank 1 restart 1 world 2 up\n"
+    assert (logs / "rank-0.attempt-2.log").read_bytes() == b"rank 0 restart 1 world 2 up\n"
 
 
 @two_trainings
@@ -299,3 +304,115 @@ def test_kill_during_the_backoff_cancels_the_restart(sim_cluster, tmp_path: Path
     assert code == ExitStatus.KILLED, err[-3000:]
     assert "job stopped: the job was killed (clusterlaunch kill), before restart 1" in err
     assert "restart 1 world" not in (process.stdout.read().decode() if process.stdout else "")
+
+
+@two_trainings
+def test_timeout_ends_a_restart_stuck_in_its_setup_and_names_the_given_number(
+    sim_cluster, tmp_path: Path
+) -> None:
+    """The restart's connect, setup and preflight ran unbounded by --timeout: a 60 s setup
+    under --timeout 15 ended the job late, saying '--timeout 12.435 s reached'."""
+    down = tmp_path / "down"
+    slow = f"if [ -e {down} ]; then sleep 60; fi"
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1, {"setup": slow})])
+    argv = ("--grace", "2", "--restart-backoff", "0.2", "--max-restarts", "1", "--timeout", "15")
+    began = time.monotonic()
+    result = run_cli("run", sim_cluster, *argv, str(hosts), "flaky.py", "--touch", str(down))
+    took = time.monotonic() - began
+    if "restart 1 of 1" not in result.stderr:
+        pytest.skip("the first attempt alone took --timeout (a loaded machine)")
+    assert result.returncode == ExitStatus.TIMEOUT, result.stderr[-3000:]
+    assert "job stopped: --timeout 15 s reached in the preflight of restart 1" in result.stderr
+    assert took < 15 + 10, result.stderr[-3000:]  # not the setup's 60 s on top
+
+
+@two_trainings
+def test_a_gpus_auto_spare_with_fewer_ranks_names_ranks_not_shown(
+    sim_cluster, tmp_path: Path
+) -> None:
+    """It was `error: --ranks: gpus: auto gave this job 2 rank(s)`, exit 2, after the job ran."""
+    from tests.cluster.test_interface import fake_tools
+
+    down = tmp_path / "down"
+    nvidia = fake_tools(tmp_path / "nv", nvidia_smi="nvidia-smi.txt")
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml",
+        [
+            ("node0", 1),
+            ("node1", 2, {"setup": f"test ! -e {down}"}),
+            ("node2", "auto", {"setup": nvidia, "devices": [0], "spare": True}),
+        ],
+    )
+    argv = (*FAST, "--max-restarts", "1", "--ranks", "2", str(hosts), "flaky.py")
+    script = ("--fail-until", "1", "--sleep", "0", "--touch", str(down))
+    result = run_cli("run", sim_cluster, *argv, *script, timeout=450)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "attempt 2: --ranks 2 not shown: this attempt has rank(s) 0-1\n" in result.stderr
+    assert "job succeeded in attempt 2" in result.stderr
+
+
+def _project(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(WORKERS / "flaky.py", project / "flaky.py")
+    return project
+
+
+@two_trainings
+def test_a_spare_whose_sync_fails_is_dropped_and_the_job_goes_on(
+    sim_cluster, tmp_path: Path
+) -> None:
+    """It ended the job (255), its reason the sync's multi-line table in one 'line'."""
+    project, down = _project(tmp_path), tmp_path / "down"
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml",
+        [
+            ("node0", 1, {"workdir": str(project)}),
+            ("node1", 1, {"workdir": str(project), "setup": f"test ! -e {down}"}),
+            ("node2", 1, {"workdir": "/proc/nope/x", "spare": True}),
+        ],
+    )
+    argv = (*FAST, "--sync", "--max-restarts", "1", "--min-hosts", "1", str(hosts), "flaky.py")
+    script = ("--fail-until", "1", "--sleep", "0", "--touch", str(down))
+    result = run_cli("run", sim_cluster, *argv, *script, timeout=450, cwd=project)
+    assert result.returncode == 0, result.stderr[-3000:]
+    dropped = [line for line in result.stderr.splitlines() if "failed the sync" in line]
+    assert len(dropped) == 1 and dropped[0].startswith(
+        "clusterlaunch: restart 1: node2 failed the sync, dropped: "
+    ), result.stderr[-3000:]
+    assert "node1 dropped; 1 host(s), world size 1 (ranks re-planned)" in result.stderr
+    assert "job succeeded in attempt 2" in result.stderr
+
+
+@two_trainings
+def test_a_sync_refused_at_a_restart_fails_the_job_not_as_bad_input(
+    sim_cluster, tmp_path: Path
+) -> None:
+    """A file name that is not UTF-8, made during the back-off: it was `error: ...`, exit 2
+    ('nothing was started'), and controller.log ended at 'restart 1 of 1 in 2 s'."""
+    project, logs = _project(tmp_path), tmp_path / "logs"
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml",
+        [("node0", 1, {"workdir": str(project)}), ("node1", 1, {"workdir": str(project)})],
+    )
+    argv = ("--grace", "2", "--restart-backoff", "2", "--max-restarts", "1", "--sync")
+    process = subprocess.Popen(
+        cli_argv("run", sim_cluster, *argv, "--log-dir", str(logs), str(hosts), "flaky.py"),
+        cwd=project,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _stderr_until(process, "restart 1 of 1 in 2 s")
+        os.close(os.open(bytes(project) + b"/bad-\xff", os.O_CREAT | os.O_WRONLY, 0o644))
+        code = process.wait(timeout=60)
+        err = process.stderr.read().decode() if process.stderr else ""
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert code == 7, err[-3000:]  # the last attempt's
+    failed = [line for line in err.splitlines() if line.startswith("clusterlaunch: job failed: ")]
+    assert failed[-1].startswith("clusterlaunch: job failed: restart 1: "), err[-3000:]
+    assert "is not UTF-8" in failed[-1] and "error:" not in err
+    assert failed[-1].removeprefix("clusterlaunch: ") in (logs / "controller.log").read_text()

@@ -11,7 +11,7 @@ import pytest
 from clusterlaunch.controller import restarts as loop
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.launcher import JobRequest
-from clusterlaunch.core.errors import JobOutcome, StopJob
+from clusterlaunch.core.errors import JobOutcome, StopJob, UsageError
 from clusterlaunch.core.model import HostSpec, Inventory, LaunchOptions, SshTarget
 from clusterlaunch.core.restarts import RestartPolicy
 from clusterlaunch.transport import SshSettings
@@ -129,3 +129,25 @@ def test_an_attempt_that_cannot_start_ends_the_job(monkeypatch) -> None:
     monkeypatch.setattr(loop, "_restart", cannot_start)
     assert fake.run(request(max_restarts=3)) is too_few
     assert fake.restarts == [1]
+
+
+def test_bad_input_found_at_a_restart_fails_the_job_with_the_last_status(monkeypatch) -> None:
+    """A --sync scan refusing a file made during the back-off: it was exit 2 ('nothing
+    started') as `clusterlaunch: error: ...`, after attempt 1 had run."""
+
+    def refused(base: JobRequest, restart: int, *rest: Any) -> JobOutcome:
+        raise UsageError("b'/p/bad-\\xff': name (or link target) is not UTF-8")
+
+    fake = Fake(monkeypatch, [FAILED])
+    monkeypatch.setattr(loop, "_restart", refused)
+    outcome = fake.run(request(max_restarts=3))
+    assert outcome.exit_code == 7 and not outcome.stopped
+    assert outcome.reason.startswith("restart 1: b'/p/bad-")
+    assert "clusterlaunch: job failed: restart 1: b'/p/bad-" in fake.said
+
+
+def test_a_lost_connection_during_setup_is_said_so_never_as_exit_none() -> None:
+    from clusterlaunch.core.reports import setup_failure
+
+    assert setup_failure(None, "") == "the connection was lost during setup: no output"
+    assert setup_failure(3, "boom") == "setup failed (exit 3): boom"

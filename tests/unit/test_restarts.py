@@ -66,6 +66,14 @@ def test_backoff_doubles_up_to_the_cap() -> None:
     assert restarts.backoff_s(RestartPolicy(backoff=0.0), 5) == 0.0
 
 
+def test_a_backoff_over_the_cap_is_waited_in_full_and_the_dry_run_says_so() -> None:
+    """--restart-backoff 600 was cut to 60 s while the dry run said 'waiting 600 s'."""
+    long = RestartPolicy(max_restarts=3, backoff=600.0)
+    assert [restarts.backoff_s(long, n) for n in (1, 2, 3)] == [600.0, 600.0, 600.0]
+    assert "waiting 600 s (doubling, at most 600 s)" in restarts.dry_run_text(long, (), ())
+    assert restarts.dry_run_fields(long, (), ())["restarts"]["max_backoff_s"] == 600.0
+
+
 def test_every_host_back_is_the_same_layout() -> None:
     assert choose_layout([A, B, C], [SPARE], {"a", "b", "c", "s"}, 3) == Layout((A, B, C))
 
@@ -156,6 +164,14 @@ def test_hosts_file_spare_and_max_restarts() -> None:
             "h.yaml:1: max_restarts: must be a whole number 0-1,000, got -1",
         ),
         (
+            "max_restarts: true\nhosts:\n  - {host: a, gpus: 1}\n",
+            "h.yaml:1: max_restarts: must be a whole number 0-1,000, got true",
+        ),
+        (
+            "max_restarts: ~\nhosts:\n  - {host: a, gpus: 1}\n",
+            "h.yaml:1: max_restarts: must be a whole number 0-1,000, got ~",
+        ),
+        (
             "hosts:\n  - {host: a, gpus: 1, spare: true}\n",
             "h.yaml: spare: every host is a spare; mark only idle hosts spare: true",
         ),
@@ -202,7 +218,8 @@ def test_dry_run_json_carries_the_policy_and_the_spares(
         {
             "host": "s",
             "nproc": 2,
-            "takes_place": "takes a lost host's node rank and ranks; the world size stays",
+            "takes_place": True,
+            "note": "takes a lost host's node rank and ranks; the world size stays",
         }
     ]
 

@@ -16,6 +16,7 @@ parser.add_argument("--fail-until", type=int)
 parser.add_argument("--code", type=int, default=7)
 parser.add_argument("--sleep", type=float, default=600)
 parser.add_argument("--touch", help="a file the failing rank creates before it fails")
+parser.add_argument("--last-words", default="", help="what it prints, with no newline, then")
 args = parser.parse_args()
 count = int(os.environ.get("CLUSTERLAUNCH_RESTART_COUNT", "-1"))
 rank = int(os.environ["RANK"])
@@ -25,6 +26,7 @@ if rank == args.fail_rank and (args.fail_until is None or count < args.fail_unti
     time.sleep(0.5)  # the others are up: the failure ends a running job
     if args.touch:
         open(args.touch, "w").close()
+    print(args.last_words, end="", flush=True)  # no newline: as a crash may leave a line
     sys.stdout.flush()
     os._exit(args.code)
 time.sleep(args.sleep)
