@@ -7,7 +7,6 @@ raises ``BadHostKeyException`` before any policy is asked).
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,6 @@ from typing import Any, cast
 
 import paramiko
 
-from clusterlaunch.core.errors import HostKeyError
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport.hostnames import (
     host_matches,
@@ -29,57 +27,6 @@ def lookup_names(target: SshTarget) -> tuple[str, ...]:
     """The names ssh looks ``target``'s key up by: off port 22 ``[host]:port``, then, where
     that finds no key of the type, ``host`` ("checking without port identifier")."""
     return tuple(dict.fromkeys((known_hosts_name(target), ssh_host_name(target))))
-
-
-def known_without_port(client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> bool:
-    """Whether ``key`` of a host unknown as ``[host]:port`` is on a line for ``host``: ssh then
-    accepts it, recording nothing; another key there leaves it unknown, not changed."""
-    if not hostname.startswith("["):
-        return False  # port 22: the plain name was the one looked up
-    keys = client._system_host_keys  # type: ignore[attr-defined]  # a TolerantHostKeys
-    return keys.known_at(hostname[1:].rsplit("]:", 1)[0], key) is not None
-
-
-class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
-    """OpenSSH's ``StrictHostKeyChecking accept-new``: record unknown keys."""
-
-    def __init__(self, known_hosts: str, lock: threading.Lock, hashed: bool = False) -> None:
-        self._path = Path(known_hosts)
-        self._lock = lock
-        self._hashed = hashed  # HashKnownHosts yes: ssh writes |1|salt|hash, not the name
-
-    def missing_host_key(
-        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
-    ) -> None:
-        if known_without_port(client, hostname, key):
-            return
-        name = paramiko.HostKeys.hash_host(hostname) if self._hashed else hostname
-        line = f"{name} {key.get_name()} {key.get_base64()}\n"
-        with self._lock:
-            if self._path.parent == Path.home() / ".ssh":  # the one folder ssh makes for it
-                self._path.parent.mkdir(mode=0o700, exist_ok=True)
-            # Elsewhere a missing folder (or a file that cannot be written) leaves the key
-            # accepted for this connection and unrecorded, as ssh does.
-            with contextlib.suppress(OSError), self._path.open("a", encoding="ascii") as out:
-                out.write(line)
-        client.get_host_keys().add(hostname, key.get_name(), key)
-
-
-class StrictPolicy(paramiko.MissingHostKeyPolicy):
-    """Refuse unknown keys, saying which setting made it strict."""
-
-    def __init__(self, origin: str) -> None:
-        self._origin = origin
-
-    def missing_host_key(
-        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
-    ) -> None:
-        if not known_without_port(client, hostname, key):
-            raise HostKeyError(
-                hostname,
-                f"unknown host key ({self._origin}); add it to known_hosts "
-                "(ssh-keyscan) or connect once with --host-key-policy accept-new",
-            )
 
 
 @dataclass(frozen=True)
@@ -266,7 +213,8 @@ class KnownHosts:
         cannot check host certificates; it matters when no plain key is known for the host
         (else paramiko checks that key, as ssh would), and with accept-new paramiko would even
         record the plain key, bypassing the CA. Off port 22 the lines for plain ``host`` count
-        too, as ssh reads them when ``[host]:port`` has no key (:func:`known_without_port`).
+        too, as ssh reads them when ``[host]:port`` has no key
+        (``hostkeypolicy.known_without_port``).
         """
         keys = self.keys_for(target)
         names = lookup_names(target)

@@ -21,6 +21,7 @@ from clusterlaunch.core.errors import HostKeyError, TransportError
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import (
     handshake,
+    hostkeypolicy,
     hostkeys,
     hostnames,
     paramikofailure,
@@ -154,10 +155,10 @@ def _try_client(
     policy, origin = target.key_policy(settings.host_key_policy)
     if policy == "strict" or not target.known_hosts_files:  # none: nowhere to record, as ssh
         why = origin if target.known_hosts_files else "UserKnownHostsFile none: no file to add to"
-        client.set_missing_host_key_policy(hostkeys.StrictPolicy(why))
+        client.set_missing_host_key_policy(hostkeypolicy.StrictPolicy(why))
     else:
         files = target.known_hosts_files
-        accept = hostkeys.AcceptNewPolicy(files[0], known_hosts.lock, target.hash_known_hosts)
+        accept = hostkeypolicy.AcceptNewPolicy(files[0], known_hosts.lock, target.hash_known_hosts)
         client.set_missing_host_key_policy(accept)
     timeout = target.connect_timeout or settings.connect_timeout
     began = time.monotonic()

@@ -12,7 +12,7 @@ import pytest
 
 from clusterlaunch.core.errors import HostKeyError, UsageError
 from clusterlaunch.core.model import SshTarget
-from clusterlaunch.transport import hostkeys, sshcompat
+from clusterlaunch.transport import hostkeypolicy, hostkeys, sshcompat
 
 KEY = "AAAAC3NzaC1lZDI1NTE5AAAAIN5gnNP1GyQRzR8XWXyP1PtVCGbTHozmWflzzbv9VwPC"
 OTHER = "AAAAC3NzaC1lZDI1NTE5AAAAIIE/a004wTsg8donyQKPG1vPg76+vXpf3Mq9rQCiPBad"
@@ -47,10 +47,10 @@ def test_the_key_on_a_port_less_line_is_accepted_under_both_policies(
     name = paramiko.HostKeys.hash_host("10.0.0.1") if name == "HASHED" else name
     client = _client(tmp_path, f"{name} ssh-ed25519 {KEY}\n")
     before = (tmp_path / "known_hosts").read_text()
-    hostkeys.StrictPolicy("StrictHostKeyChecking yes").missing_host_key(
+    hostkeypolicy.StrictPolicy("StrictHostKeyChecking yes").missing_host_key(
         client, "[10.0.0.1]:2222", _key(KEY)
     )
-    accept = hostkeys.AcceptNewPolicy(str(tmp_path / "known_hosts"), threading.Lock())
+    accept = hostkeypolicy.AcceptNewPolicy(str(tmp_path / "known_hosts"), threading.Lock())
     accept.missing_host_key(client, "[10.0.0.1]:2222", _key(KEY))
     assert (tmp_path / "known_hosts").read_text() == before  # nothing recorded, as by ssh
 
@@ -58,8 +58,8 @@ def test_the_key_on_a_port_less_line_is_accepted_under_both_policies(
 def test_another_key_on_a_port_less_line_is_unknown_not_changed(tmp_path: Path) -> None:
     client = _client(tmp_path, f"10.0.0.1 ssh-ed25519 {OTHER}\n")
     with pytest.raises(HostKeyError, match="unknown host key"):
-        hostkeys.StrictPolicy("x").missing_host_key(client, "[10.0.0.1]:2222", _key(KEY))
-    accept = hostkeys.AcceptNewPolicy(str(tmp_path / "known_hosts"), threading.Lock())
+        hostkeypolicy.StrictPolicy("x").missing_host_key(client, "[10.0.0.1]:2222", _key(KEY))
+    accept = hostkeypolicy.AcceptNewPolicy(str(tmp_path / "known_hosts"), threading.Lock())
     accept.missing_host_key(client, "[10.0.0.1]:2222", _key(KEY))
     assert (tmp_path / "known_hosts").read_text().splitlines()[-1] == (
         f"[10.0.0.1]:2222 ssh-ed25519 {KEY}"
@@ -69,7 +69,7 @@ def test_another_key_on_a_port_less_line_is_unknown_not_changed(tmp_path: Path) 
 def test_on_port_22_there_is_nothing_more_to_look_up(tmp_path: Path) -> None:
     client = _client(tmp_path, f"[10.0.0.1]:2222 ssh-ed25519 {KEY}\n")
     with pytest.raises(HostKeyError, match="unknown host key"):
-        hostkeys.StrictPolicy("x").missing_host_key(client, "10.0.0.1", _key(KEY))
+        hostkeypolicy.StrictPolicy("x").missing_host_key(client, "10.0.0.1", _key(KEY))
 
 
 @pytest.mark.parametrize("port", [2222, 22])
