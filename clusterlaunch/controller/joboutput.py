@@ -3,12 +3,11 @@ files), slow-setup notes and preflight progress, and connection notes."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from clusterlaunch.controller.console import Console
-from clusterlaunch.controller.logdir import LogDir, rank_log
+from clusterlaunch.controller.logdir import LogDir, rank_log, stamp
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.status import StatusLine
 from clusterlaunch.core.lines import Prefixes
@@ -90,8 +89,7 @@ def connection_notes(
 
     def note(line: str) -> None:
         if log_dir is not None:
-            stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-            log_dir.write("controller.log", f"{stamp} clusterlaunch: {line}\n".encode())
+            log_dir.write("controller.log", f"{stamp()} clusterlaunch: {line}\n".encode())
         if say is not None:
             say(f"clusterlaunch: {line}")
 

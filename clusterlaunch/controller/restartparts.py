@@ -6,13 +6,12 @@ that module about the order of things.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from clusterlaunch.controller.console import Console
-from clusterlaunch.controller.logdir import LogDir, rank_log
+from clusterlaunch.controller.logdir import LogDir, rank_log, stamp
 from clusterlaunch.controller.request import JobRequest
 from clusterlaunch.core import render
 from clusterlaunch.core import restarts as policy
@@ -128,7 +127,6 @@ def announcer(console: Console, log_dir: LogDir | None) -> Say:
         console.err.write(line.encode())
         console.err.flush()
         if log_dir is not None:
-            stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-            log_dir.write("controller.log", f"{stamp} {line}".encode())
+            log_dir.write("controller.log", f"{stamp()} {line}".encode())
 
     return say

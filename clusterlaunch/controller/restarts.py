@@ -48,8 +48,6 @@ if TYPE_CHECKING:  # see launcher.py: exec imports no preflight module
     from clusterlaunch.controller.held import HeldAgents
     from clusterlaunch.core.syncsource import SourceTree
 
-_Ended = Ended  # the name the loop's tests know
-
 
 def run_job(
     request: launcher.JobRequest,
@@ -96,8 +94,7 @@ def _attempts(
         left = _left(deadline)
         sleep_in_slices(wait if left is None else max(0.0, min(wait, left)))
         try:
-            if (left := _left(deadline)) is not None and left <= 0:
-                raise timed_out(request.timeout, restarts, "before", say)
+            _check_time(request, deadline, restarts, "before", say)
             outcome = _restart(request, restarts, console, log_dir, say, started, deadline)
         except Ended as ended:  # too few hosts, --timeout: the job ends, no further restart
             return ended.outcome

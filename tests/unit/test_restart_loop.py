@@ -11,6 +11,7 @@ import pytest
 from clusterlaunch.controller import restarts as loop
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.launcher import JobRequest
+from clusterlaunch.controller.restartparts import Ended
 from clusterlaunch.core.errors import JobOutcome, StopJob, UsageError
 from clusterlaunch.core.model import HostSpec, Inventory, LaunchOptions, SshTarget
 from clusterlaunch.core.restarts import RestartPolicy
@@ -123,7 +124,7 @@ def test_an_attempt_that_cannot_start_ends_the_job(monkeypatch) -> None:
 
     def cannot_start(base: JobRequest, restart: int, *rest: Any) -> JobOutcome:
         fake.restarts.append(restart)
-        raise loop._Ended(too_few)
+        raise Ended(too_few)
 
     fake = Fake(monkeypatch, [FAILED])
     monkeypatch.setattr(loop, "_restart", cannot_start)
