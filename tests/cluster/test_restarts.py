@@ -8,6 +8,7 @@ After each test nothing may be left running on any host.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import os
 import re
@@ -15,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -60,7 +62,7 @@ def _crash_during_training(
     took = None
     assert process.stdout is not None and process.stderr is not None
     errors = concurrent.futures.ThreadPoolExecutor(1).submit(process.stderr.read)
-    try:
+    with _killed_if_left(process):
         seen = wait_for_lines(process, b"epoch 2/6", 1, timeout=240)
         cluster.kill_host(host)
         crashed = time.monotonic()
@@ -69,10 +71,6 @@ def _crash_during_training(
             took = round(time.monotonic() - crashed, 1)
         seen.append(process.stdout.read())  # the buffered reader's: communicate() would skip it
         process.wait(timeout=180)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     return b"".join(seen).decode(), errors.result(timeout=30).decode(), took
 
 
@@ -256,6 +254,23 @@ def _stderr_until(process: subprocess.Popen[bytes], needle: str) -> str:
     return "".join(seen) + line
 
 
+def _ended(process: subprocess.Popen[bytes], timeout: float) -> tuple[int, str]:
+    """The controller's exit status and what is left of its stderr, once it ended."""
+    code = process.wait(timeout=timeout)
+    return code, process.stderr.read().decode() if process.stderr else ""
+
+
+@contextlib.contextmanager
+def _killed_if_left(process: subprocess.Popen[bytes]) -> Iterator[None]:
+    """A failed assertion or a timeout leaves no controller running."""
+    try:
+        yield
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 @pytest.mark.parametrize("when", ["backoff", "attempt"])
 def test_ctrl_c_ends_the_job_and_every_restart(sim_cluster, tmp_path: Path, when: str) -> None:
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
@@ -263,7 +278,7 @@ def test_ctrl_c_ends_the_job_and_every_restart(sim_cluster, tmp_path: Path, when
     job = f"ctrl-c-{when}"
     argv = ("--grace", "2", "--restart-backoff", backoff, "--max-restarts", "3", "--job-id", job)
     process = start_cli("run", sim_cluster, *argv, str(hosts), "flaky.py", "--fail-until", "1")
-    try:
+    with _killed_if_left(process):
         if when == "backoff":
             _stderr_until(process, f"restart 1 of 3 in {backoff} s")
         else:  # the second attempt runs: every rank up and sleeping
@@ -272,12 +287,7 @@ def test_ctrl_c_ends_the_job_and_every_restart(sim_cluster, tmp_path: Path, when
             rows = [json.loads(line) for line in listed.stdout.splitlines()]
             assert sorted(r["attempt"] for r in rows if r["job_id"] == job) == [2, 2], listed
         process.send_signal(signal.SIGINT)
-        code = process.wait(timeout=30)
-        err = process.stderr.read().decode() if process.stderr else ""
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        code, err = _ended(process, 30)
     assert code == ExitStatus.INTERRUPTED, err[-3000:]
     assert "interrupted (Ctrl-C)" in err
     assert "restart 2" not in err and "attempt 3" not in err
@@ -290,17 +300,12 @@ def test_kill_during_the_backoff_cancels_the_restart(sim_cluster, tmp_path: Path
     argv = ("--grace", "2", "--restart-backoff", "6", "--max-restarts", "3")
     job = ("--job-id", "kill-in-backoff")
     process = start_cli("run", sim_cluster, *argv, *job, str(hosts), "flaky.py")
-    try:
+    with _killed_if_left(process):
         _stderr_until(process, "restart 1 of 3 in 6 s")
         killed = run_cli("kill", sim_cluster, str(hosts), "kill-in-backoff")
         assert killed.returncode == 1, killed.stderr  # nothing running at this moment
         assert "a restart of it that has not started yet will not start" in killed.stderr
-        code = process.wait(timeout=60)
-        err = process.stderr.read().decode() if process.stderr else ""
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        code, err = _ended(process, 60)
     assert code == ExitStatus.KILLED, err[-3000:]
     assert "job stopped: the job was killed (clusterlaunch kill), before restart 1" in err
     assert "restart 1 world" not in (process.stdout.read().decode() if process.stdout else "")
@@ -402,15 +407,10 @@ def test_a_sync_refused_at_a_restart_fails_the_job_not_as_bad_input(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    try:
+    with _killed_if_left(process):
         _stderr_until(process, "restart 1 of 1 in 2 s")
         os.close(os.open(bytes(project) + b"/bad-\xff", os.O_CREAT | os.O_WRONLY, 0o644))
-        code = process.wait(timeout=60)
-        err = process.stderr.read().decode() if process.stderr else ""
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        code, err = _ended(process, 60)
     assert code == 7, err[-3000:]  # the last attempt's
     failed = [line for line in err.splitlines() if line.startswith("clusterlaunch: job failed: ")]
     assert failed[-1].startswith("clusterlaunch: job failed: restart 1: "), err[-3000:]
