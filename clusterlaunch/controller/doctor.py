@@ -23,7 +23,7 @@ from typing import Any
 from clusterlaunch.controller.preflight import ProbeRun, pump_until
 from clusterlaunch.controller.readloop import start_all
 from clusterlaunch.controller.setups import end_setups
-from clusterlaunch.core import commands, defaults
+from clusterlaunch.core import commands, defaults, render
 from clusterlaunch.core.doctor import HostCheck, clock_skew
 from clusterlaunch.core.model import JobPlan, NodePlan
 from clusterlaunch.core.setupguard import OVERDUE_S, SetupGuard
@@ -196,7 +196,7 @@ def reached_at(addr: str) -> tuple[str, ...]:
 
 
 def _why_silent(run: ProbeRun) -> str:
-    tail = " | ".join(run.report.stderr.decode("utf-8", "replace").strip().splitlines()[-3:])
+    tail = render.last_lines(run.report.stderr, 3)
     if run.start_error is not None:
         return f"cannot start the doctor program: {run.start_error}"
     if run.garbled is not None:

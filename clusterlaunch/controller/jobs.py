@@ -17,7 +17,7 @@ from typing import Any
 
 from clusterlaunch.controller.batch import Batch, Finished
 from clusterlaunch.controller.setups import wait_guarded
-from clusterlaunch.core import commands, setupguard
+from clusterlaunch.core import commands, render, setupguard
 from clusterlaunch.core.defaults import FANOUT, KILL_WAIT_S, SETUP_TIMEOUT_S
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.frames import FrameDecoder
@@ -190,7 +190,7 @@ def jobctl_records(out: bytes) -> list[dict[str, Any]]:
 
 def _why(result: Finished, watch: setupguard.SetupWatch, python: str) -> str:
     """Why a host's jobctl gave no complete answer, in the user's terms."""
-    detail = " | ".join(result.err.decode("utf-8", "replace").strip().splitlines()[-2:])
+    detail = render.last_lines(result.err, 2)
     tail = f" ({detail})" if detail else ""
     if not result.started:
         return f"could not ask: {result.error}"

@@ -16,7 +16,7 @@ from typing import Any
 
 from clusterlaunch.controller.readloop import read_round, start_all
 from clusterlaunch.controller.setups import end_setups, kill_setups
-from clusterlaunch.core import accelerators, reports
+from clusterlaunch.core import accelerators, render, reports
 from clusterlaunch.core.checkplan import probe_command
 from clusterlaunch.core.defaults import FANOUT, PREFLIGHT_TIMEOUT_S, SETUP_TIMEOUT_S
 from clusterlaunch.core.errors import TransportError
@@ -280,8 +280,7 @@ def _judge(run: ProbeRun) -> None:
 
 def _no_report(run: ProbeRun) -> str:
     status = run.report.exit_status
-    detail = run.report.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
-    tail = " | ".join(detail)
+    tail = render.last_lines(run.report.stderr, 3)
     if run.start_error is not None:
         return f"cannot start the probe: {run.start_error}"
     if run.garbled is not None:

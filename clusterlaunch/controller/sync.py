@@ -190,8 +190,7 @@ def _raise_failures(plan: JobPlan, results: Mapping[int, Finished], what: str) -
     for node in plan.nodes:
         result = results[node.node_rank]
         if result.status != 0:
-            said = result.err.decode("utf-8", "replace").strip().splitlines()[-2:]
-            detail = result.error or " | ".join(said) or f"exit {result.status}"
+            detail = result.error or render.last_lines(result.err, 2) or f"exit {result.status}"
             problems.append(HostProblem(node.host, "sync", f"{what} {node.workdir}: {detail}"))
     if problems:
         raise SyncError(problems, render.problems_text(problems))

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from clusterlaunch.controller.lifeline import Lifeline, kill_group
-from clusterlaunch.core import commands
+from clusterlaunch.core import commands, render
 from clusterlaunch.core.errors import TransportError
 from clusterlaunch.core.model import NodePlan
 from clusterlaunch.core.syncplan import (
@@ -108,7 +108,7 @@ class Copier:
                 self._processes.append(process)
             out, err = process.communicate(self.tree.files_from())
         if process.returncode != 0:
-            said = " | ".join(err.decode("utf-8", "replace").strip().splitlines()[-3:])
+            said = render.last_lines(err, 3)
             raise TransportError(node.host, f"rsync exited with {process.returncode}: {said}")
         return parse_rsync_report(out)
 

@@ -128,7 +128,7 @@ def refuse_ignored_script(options: LaunchOptions, tree: SourceTree) -> None:
         return  # an absolute path elsewhere: not run from the copy
     if kind == "file" and os.path.isdir(os.path.join(tree.root, relative)):
         relative += "/__main__.py"  # what python runs of a directory
-    why = (tree.rules or IgnoreRules()).why_left_out(relative)
+    why = tree.why_left_out(relative)
     if why is not None:
         raise UsageError(
             f"{script}: --sync would not copy it (left out by {why}), so the hosts would run "
@@ -148,10 +148,7 @@ def refuse_nested_workdirs(plan: JobPlan, tree: SourceTree) -> None:
             continue  # where an SSH host's workdir lies, only the host can tell
         destination = os.path.realpath(local_path(node.workdir))
         relative = inside(source, destination)
-        if (
-            relative is not None
-            and (tree.rules or IgnoreRules()).why_left_out(relative, is_dir=True) is None
-        ):
+        if relative is not None and tree.why_left_out(relative, is_dir=True) is None:
             shown = node.workdir + (f" ({destination})" if destination != node.workdir else "")
             raise UsageError(
                 f"{node.host}: workdir {shown} is inside the directory "

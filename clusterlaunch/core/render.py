@@ -233,5 +233,10 @@ def kill_text(job_id: str, reports: Sequence[KillReport]) -> str:
     return f"job {job_id}:\n" + table(("host", "node", "state", "after"), rows)
 
 
+def last_lines(output: bytes, count: int) -> str:
+    """A command's last ``count`` lines of ``output`` on one line, for a one-line error."""
+    return " | ".join(output.decode("utf-8", "replace").strip().splitlines()[-count:])
+
+
 def _short(text: str, width: int = 80) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."

@@ -132,6 +132,10 @@ class SourceTree:
         """The total size of the files (links count nothing)."""
         return sum(entry.size for entry in self.entries if entry.link is None)
 
+    def why_left_out(self, path: str, is_dir: bool = False) -> str | None:
+        """What leaves ``path`` out of the copy (see :meth:`IgnoreRules.why_left_out`)."""
+        return (self.rules or IgnoreRules()).why_left_out(path, is_dir)
+
     def files_from(self) -> bytes:
         """The NUL-separated list for ``rsync --from0 --files-from=-``."""
         return b"".join(
