@@ -88,10 +88,20 @@ class GuardedStream:
         """Write ``data``; ``stop=False``: a closed pipe is silenced without raising."""
         if not self.broken:
             try:
-                return self.stream.write(data)
+                self._write_all(memoryview(data))
             except OSError as exc:
                 self._broke(exc, stop)
         return len(data)
+
+    def _write_all(self, view: memoryview) -> None:
+        # An unbuffered stdout (python -u, PYTHONUNBUFFERED) is a raw FileIO: a reader
+        # that goes away mid-write makes it return a short count, not raise. Writing
+        # the rest is what meets the closed pipe (EPIPE) and stops as it should.
+        while view:
+            written = self.stream.write(view)
+            if written is None:  # a non-blocking stream that is full: dropped, as ever
+                return
+            view = view[written:]
 
     def write_pieces(self, pieces: Iterable[bytes | memoryview]) -> None:
         """Write each piece in turn (a prefixed block: see ``core.lines.prefixed_pieces``)."""

@@ -29,8 +29,10 @@ for i in range(10**6):
 """
 
 
-def _start(tmp_path: Path, *argv: str, stdout: int = subprocess.PIPE) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def _start(
+    tmp_path: Path, *argv: str, stdout: int = subprocess.PIPE, unbuffered: str = ""
+) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": unbuffered}
     return subprocess.Popen(
         [sys.executable, "-m", "clusterlaunch", *argv],
         cwd=tmp_path,
@@ -98,6 +100,25 @@ def test_a_reader_gone_before_the_first_byte_is_a_quiet_141(tmp_path: Path) -> N
     assert proc.stderr is not None
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141
+    assert err == ""
+
+
+@pytest.mark.parametrize("unbuffered", ["", "1"], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("json", [[], ["--json"]], ids=["text", "json"])
+def test_a_reader_gone_mid_write_of_a_long_plan_is_141(
+    tmp_path: Path, unbuffered: str, json: list[str]
+) -> None:
+    """``run --dry-run ... | head -1`` on 500 hosts: the plan is one write far larger than
+    the pipe holds. Unbuffered (PYTHONUNBUFFERED, python -u), stdout is a raw file whose
+    write returns a short count when the reader goes mid-write: that too is a stop."""
+    (tmp_path / "hosts.yaml").write_text("hosts:\n  - host: n[1-500]\n    gpus: 1\n")
+    argv = ["run", "--dry-run", *json, "hosts.yaml", "train.py"]
+    proc = _start(tmp_path, *argv, unbuffered=unbuffered)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(100)  # the plan has begun: the rest waits on a full pipe
+    proc.stdout.close()  # what `| head -1` does
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141, err
     assert err == ""
 
 
