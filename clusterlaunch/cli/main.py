@@ -24,7 +24,12 @@ from clusterlaunch.cli import parser as cliparser
 from clusterlaunch.cli import sandbox as sandboxargs
 from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.cli.heap import tune_heap
-from clusterlaunch.cli.passthrough import dash_value, foreign_option, split_passthrough
+from clusterlaunch.cli.passthrough import (
+    dash_value,
+    foreign_option,
+    split_passthrough,
+    unknown_option,
+)
 from clusterlaunch.controller.console import Console, closed_std_streams
 from clusterlaunch.controller.launcher import JobRequest, check, make_plan
 from clusterlaunch.controller.restarts import run_job
@@ -196,6 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         hint = foreign_option(parser, head) or dash_value(head)
         if hint is not None:
             raise UsageError(hint)
+        unknown = unknown_option(parser, head)
+        if unknown is not None:  # argparse itself could name the wrong word
+            parser.error(f"unrecognized arguments: {unknown}")
         args = parser.parse_args(head)
         args.passthrough = passthrough
         replaced = _install_signal_handlers()

@@ -8,7 +8,7 @@ handling of ``--`` and dash-words there differs between Python versions).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 # How many positionals come before the words passed through untouched.
 _PASSTHROUGH_AFTER = {"run": 2, "exec": 1}
@@ -66,26 +66,52 @@ def foreign_option(parser: argparse.ArgumentParser, words: Sequence[str]) -> str
     ``words`` are clusterlaunch's own (:func:`split_passthrough`'s first part);
     values of the command's options are skipped, so ``--env -x`` is no ``-x``.
     """
+    for word in _unknown_options(parser, words):
+        from clusterlaunch.core import migrate  # only for the message: see cli/doctor.py
+
+        hint = migrate.equivalent(word.split("=", 1)[0])
+        if hint is not None:
+            return hint
+    return None
+
+
+def unknown_option(parser: argparse.ArgumentParser, words: Sequence[str]) -> str | None:
+    """The first ``--option`` in ``words`` that the command does not take, or ``None``.
+
+    argparse would name another word: it takes ``--bogus='x y'`` (a space after
+    the ``=``) for a positional, and the value in ``ps --env A=1 HOSTS`` for
+    HOSTS, then reports the real positionals as the unrecognized ones.
+    """
+    for word in _unknown_options(parser, words):
+        name, equals, _ = word.partition("=")
+        if word.startswith("--") and len(name) > 2 and (equals or " " not in word):
+            return word
+    return None
+
+
+def _unknown_options(parser: argparse.ArgumentParser, words: Sequence[str]) -> Iterator[str]:
+    """The words in ``words`` that look like options the command does not know, in order
+    (values of its own options skipped; nothing after ``--``)."""
     command = next((w for w in words if not w.startswith("-")), None)
     if command is None or command not in _commands(parser):
-        return None
-    actions = _subparser(parser, command)._actions  # no public arity table
+        return
+    actions = _actions(_subparser(parser, command))
     known = {option for action in actions for option in action.option_strings}
     takes_value = {o for a in actions for o in a.option_strings if a.nargs != 0}
     rest = list(words[words.index(command) + 1 :])
     for index, word in enumerate(rest):
         if word == "--":
-            return None
+            return
         if index and rest[index - 1] in takes_value:
             continue
-        name = word.split("=", 1)[0]
-        if word.startswith("-") and word != "-" and name not in known:
-            from clusterlaunch.core import migrate  # only for the message: see cli/doctor.py
+        if word.startswith("-") and word != "-" and word.split("=", 1)[0] not in known:
+            yield word
 
-            hint = migrate.equivalent(name)
-            if hint is not None:
-                return hint
-    return None
+
+def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """``parser``'s actions and those of its own commands (``sandbox up``): no public table."""
+    nested = [_actions(sub) for sub in _commands(parser).values()]
+    return [*parser._actions, *(action for actions in nested for action in actions)]
 
 
 def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
