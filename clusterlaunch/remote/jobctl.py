@@ -30,9 +30,31 @@ def emit(**fields):
     sys.stdout.buffer.flush()
 
 
+def this_hosts_records():
+    """The live records but those of jobs started through an sshd on another port.
+
+    A machine's records are all this machine's, but two sshd on it (two simulated
+    clusters on 127.0.0.11, one port each) are two hosts: a job that came in on
+    the other port is the other host's, which this one must neither list nor
+    kill. That host answers for it itself, when it is asked too. One sshd, any
+    address it is reached at: every record is kept.
+    """
+    server = os.environ.get("SSH_CONNECTION", "").split()[2:4]
+    records = live_records()
+    if len(server) != 2:
+        return records  # not over SSH (localhost, srun): nothing to tell apart
+    return [r for r in records if not _other_port(r.get("ssh_server"), server[1])]
+
+
+def _other_port(recorded, port):
+    """True when ``recorded`` ("addr port") came in on another port than ``port``."""
+    words = str(recorded or "").split()
+    return len(words) == 2 and words[1] != port
+
+
 def kill_job(job_id, timeout):
     mark_killed(job_id)  # also when nothing runs: a controller may be about to restart it
-    targets = [r for r in live_records() if r["job_id"] == job_id]
+    targets = [r for r in this_hosts_records() if r["job_id"] == job_id]
     started = time.monotonic()
     for record in targets:
         if process_start_time(record["agent_pid"]) == record["agent_start"]:
@@ -82,10 +104,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     sys.stdout.buffer.write(SYNC)
     if args.command == "list":
-        for record in live_records():
+        for record in this_hosts_records():
             emit(event="job", **record)
     elif args.command == "stacks":
-        records = own_records([r for r in live_records() if r["job_id"] == args.job_id])
+        records = own_records([r for r in this_hosts_records() if r["job_id"] == args.job_id])
         for item in job_stacks(records, args.timeout) if records else []:
             emit(**item)
     else:
