@@ -3,7 +3,8 @@
 ``doctor`` reads hosts and connects exactly as ``run`` does (the same
 connection and environment flags, the same plan), then runs the doctor
 program instead of a job. Its exit status: 0 with no error finding, 1 with
-one, 2 for bad input or hosts that cannot be connected to (as ``check``).
+one, 2 for bad input, hosts that cannot be connected to, or hosts where the doctor
+program cannot start: no such python, a failing setup (as ``check``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from clusterlaunch.cli import args as cliargs
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.joboutput import connection_notes
 from clusterlaunch.controller.launcher import connect, make_plan
-from clusterlaunch.core import defaults, limits
+from clusterlaunch.core import defaults, limits, render
+from clusterlaunch.core.errors import PreflightError
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.hostfile import load_inventory
 from clusterlaunch.transport import close_all, connect_all
@@ -76,6 +78,8 @@ def run_doctor(args: argparse.Namespace, console: Console) -> int:
         result = diagnose(plan, connections, settings, lambda line: console.say(line))
     finally:
         close_all(connections)
+    if result.not_started:  # a wrong python: or setup:, as check reports it (exit 2)
+        raise PreflightError(result.not_started, render.problems_text(result.not_started))
     findings = judge(result.checks)
     bench: dict[str, Any] | None = None
     if args.bandwidth and any(finding.level == "error" for finding in findings):
@@ -87,8 +91,8 @@ def run_doctor(args: argparse.Namespace, console: Console) -> int:
             text = f"{bench['error']}: {' | '.join(bench['tail'])}"
             findings.append(Finding("error", "all hosts", text))
     throughput = result.throughput if args.bandwidth else None
-    render = doctorview.doctor_json if args.report_json else doctorview.doctor_text
-    console.out.write(render(result.checks, findings, throughput, bench).encode() + b"\n")
+    show = doctorview.doctor_json if args.report_json else doctorview.doctor_text
+    console.out.write(show(result.checks, findings, throughput, bench).encode() + b"\n")
     errors = any(finding.level == "error" for finding in findings)
     return ExitStatus.FAILED if errors else ExitStatus.OK
 

@@ -17,14 +17,16 @@ import secrets
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from clusterlaunch.controller.preflight import ProbeRun, pump_until
 from clusterlaunch.controller.readloop import start_all
 from clusterlaunch.controller.setups import end_setups
-from clusterlaunch.core import commands, defaults, render
+from clusterlaunch.core import commands, defaults, render, reports
 from clusterlaunch.core.doctor import HostCheck, clock_skew
+from clusterlaunch.core.errors import HostProblem
+from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.model import JobPlan, NodePlan
 from clusterlaunch.core.setupguard import OVERDUE_S, SetupGuard
 from clusterlaunch.remote import program_payload
@@ -48,6 +50,9 @@ class DoctorResult:
     checks: list[HostCheck]
     throughput: dict[str, dict[str, dict[str, Any]]]
     """``throughput[src][dst]``: ``{"mbps", "seconds", "bytes"}`` or ``{"error"}``."""
+    not_started: list[HostProblem] = field(default_factory=list)
+    """Hosts where the doctor program never ran (no such python, a failed setup): bad
+    input, as ``check`` takes it (exit 2), not a finding about the host."""
 
 
 def doctor_command(node: NodePlan, master_addr: str, nonce: str, settings: DoctorSettings) -> str:
@@ -117,7 +122,8 @@ def diagnose(
                 run.report.exit_status = run.process.exit_status()
                 run.process.close()
     where = reached_by_address([run.report.node.addr for run in runs], settings.fanout)
-    return DoctorResult([_check(run, skews, where) for run in runs], throughput)
+    checks = [_check(run, skews, where) for run in runs]
+    return DoctorResult(checks, throughput, _not_started(runs))
 
 
 def _after(seconds: float) -> float:
@@ -193,6 +199,35 @@ def reached_at(addr: str) -> tuple[str, ...]:
     except OSError:
         return (addr,)
     return tuple(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def _not_started(runs: Sequence[ProbeRun]) -> list[HostProblem]:
+    """The hosts whose doctor program never ran, each with why and the fix."""
+    found = []
+    for run in runs:
+        why = None if "facts" in run.stages else _why_not_started(run)
+        if why is not None:
+            found.append(HostProblem(run.report.node.host, "doctor", why))
+    return found
+
+
+def _why_not_started(run: ProbeRun) -> str | None:
+    """Why the program never ran, as ``check`` says it; None: it ran (and then failed)."""
+    status = run.report.exit_status
+    tail = render.last_lines(run.report.stderr, 3)
+    if run.start_error is not None:
+        return f"cannot start the doctor program: {run.start_error}"
+    if run.setup.timed_out:
+        return (
+            f"setup did not finish within {run.setup.limit} s and was stopped; "
+            "fix setup: or raise --setup-timeout"
+        )
+    if run.setup.running:
+        return f"{reports.setup_failure(status, tail)}; fix setup:"
+    if status == ExitStatus.NOT_STARTED:  # the shell found no such python
+        python = run.report.node.python
+        return f"{python} not found (exit {status}): {tail}; fix python: or --python"
+    return None
 
 
 def _why_silent(run: ProbeRun) -> str:

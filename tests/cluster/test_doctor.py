@@ -141,6 +141,24 @@ def test_stacks_show_each_rank_blocked_in_its_collective(
     assert_no_orphans(cluster)
 
 
+def test_a_host_whose_python_or_setup_keeps_the_doctor_from_running_is_exit_2(
+    sim_cluster, tmp_path
+):
+    """As ``check``: bad input (exit 2, a line per host with the fix), not a finding (1)."""
+    entries = [("node0", 1, {"python": "/nonexistent/py"}), ("node1", 1, {"setup": "exit 3"})]
+    hosts = write_hosts(tmp_path / "hosts.yaml", [*entries, ("node2", 1)])
+    result = run_cli("doctor", sim_cluster, "--json", str(hosts))
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "clusterlaunch: preflight failed on 2 host(s); nothing was started",
+        "host   check   problem",
+        "node0  doctor  /nonexistent/py not found (exit 127): env: '/nonexistent/py': "
+        "No such file or directory; fix python: or --python",
+        "node1  doctor  setup failed (exit 3): no output; fix setup:",
+    ]
+
+
 def test_stacks_of_no_such_job_exit_1(sim_cluster, tmp_path):
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
     result = run_cli("stacks", sim_cluster, str(hosts), "no-such-job")
