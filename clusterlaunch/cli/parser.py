@@ -20,6 +20,8 @@ from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.transport import CLIENTS, POLICIES
 
 _GIVEN = "_options_given"
+_PYTHON_HELP = """Python on the hosts (default: the hosts file's, else python3; for localhost,
+the Python running clusterlaunch)"""
 # Every job command's namespace carries every attribute cli/args.py, cli/slurm.py and
 # cli/main.py read (plain attribute access): its own flags set theirs, these the rest.
 
@@ -158,7 +160,7 @@ def _jobctl_command(commands: Any, name: str, summary: str) -> argparse.Argument
     """``ps``, ``kill``, ``stacks``: connection flags, ``--python``, ``--setup-timeout``."""
     parser = _job_command(commands, name, summary)
     _add_connection_options(parser)
-    parser.add_argument("--python", help="Python on the hosts (default: the hosts file's)")
+    parser.add_argument("--python", help=_PYTHON_HELP)  # ps, kill, stacks: planner.python_for
     _add_setup_timeout(parser)
     return parser
 
@@ -212,11 +214,7 @@ def _add_environment_options(parser: argparse.ArgumentParser) -> None:
         metavar="PATTERN",
         help="forward local variables matching this glob, e.g. 'NCCL_*' (repeatable)",
     )
-    group.add_argument(
-        "--python",
-        help="Python on the hosts (default: the hosts file's, else python3; "
-        "for localhost, the Python running clusterlaunch)",
-    )
+    group.add_argument("--python", help=_PYTHON_HELP)
     group.add_argument("--workdir", help="directory on the hosts (default: this directory's path)")
     group.add_argument(
         "--env-file",

@@ -1,0 +1,55 @@
+"""Messages the docs quote are the ones the tool prints (provoked here, compared whole)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.cli.main import main
+from clusterlaunch.cli.parser import build_parser
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _error_line(tmp_path: Path, name: str, text: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """The one error line ``run --dry-run`` prints for hosts file ``name`` holding ``text``."""
+    (tmp_path / name).write_text(text)
+    assert main(["run", "--dry-run", str(tmp_path / name), "t.py"]) == 2
+    return capsys.readouterr().err.replace(f"{tmp_path}/", "").rstrip("\n")
+
+
+def _quoted(doc: str, start: str) -> str:
+    """The doc's line that begins with ``start``."""
+    text = (ROOT / doc).read_text()
+    return next(line for line in text.splitlines() if line.startswith(start))
+
+
+def test_readme_quotes_the_gpus_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    hosts = "# a\n# b\n# c\nhosts:\n  - {host: a, gpus: 1}\n  - host: b\n    gpus: 0\n"
+    real = _error_line(tmp_path, "hosts.yaml", hosts, capsys)
+    assert _quoted("README.md", "clusterlaunch: error: hosts.yaml:7: hosts[1].gpus") == real
+
+
+def test_hosts_file_doc_quotes_the_typo_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hosts = (
+        "defaults:\n  python: python3\nhosts:\n  - {host: a, gpus: 1}\n  - host: b\n    gpu: 2\n"
+    )
+    real = _error_line(tmp_path, "typo.yaml", hosts, capsys)
+    assert _quoted("docs/hosts-file.md", "clusterlaunch: error: typo.yaml:6:") == real
+
+
+def _python_help(command: str) -> str | None:
+    (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    actions = sub.choices[command]._actions
+    return next(a.help for a in actions if "--python" in a.option_strings)
+
+
+@pytest.mark.parametrize("command", ["ps", "kill", "stacks"])
+def test_every_command_states_the_same_python_default(command: str) -> None:
+    """ps, kill and stacks choose the interpreter as run does (planner.python_for)."""
+    assert _python_help(command) == _python_help("run")
+    assert "else python3" in str(_python_help(command))
