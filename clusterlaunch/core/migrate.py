@@ -112,7 +112,8 @@ TABLE: tuple[Flag, ...] = (
         ),
         (
             "--bind_cores_to_rank --bind_core_list",
-            'use --torchrun-args="--numa-binding exclusive" (each rank its own cores)',
+            'with CUDA GPUs, use --torchrun-args="--numa-binding exclusive" (each rank its '
+            "own cores; on a CPU-only host every rank fails: Torch not compiled with CUDA)",
         ),
         ("--autotuning", "DeepSpeed's own: run the autotuner with the deepspeed launcher"),
     ),
@@ -139,7 +140,11 @@ TABLE: tuple[Flag, ...] = (
             "not needed: clusterlaunch starts torchrun, not MPI; NCCL and gloo read their "
             "settings from variables (--env NCCL_SOCKET_IFNAME=eth0)",
         ),
-        ("-bind-to --bind-to", 'use --torchrun-args="--numa-binding node" (CPUs near each GPU)'),
+        (
+            "-bind-to --bind-to",
+            'with CUDA GPUs, use --torchrun-args="--numa-binding node" (CPUs near each GPU; '
+            "on a CPU-only host every rank fails: Torch not compiled with CUDA)",
+        ),
         ("-map-by --map-by", "ranks follow the hosts file: node 0 takes ranks 0 to gpus-1"),
         ("-oversubscribe --oversubscribe", "not needed: gpus: N may exceed a host's cores"),
         ("-x", ENV),

@@ -168,3 +168,12 @@ def test_every_deepspeed_option_is_ours_or_gets_a_line() -> None:
     ours = {o for a in _subparser(build_parser(), "run")._actions for o in a.option_strings}
     missing = [o for o in DEEPSPEED_OPTIONS if o not in ours and migrate.equivalent(o) is None]
     assert missing == []
+
+
+@pytest.mark.parametrize("flag", ["--bind-to", "--bind_core_list", "--bind_cores_to_rank"])
+def test_numa_binding_is_offered_only_for_cuda_gpus(flag: str) -> None:
+    """torchrun's --numa-binding asks CUDA for each GPU's NUMA node: on a CPU-only host
+    every rank died with "Torch not compiled with CUDA enabled"."""
+    hint = migrate.equivalent(flag)
+    assert hint is not None and "--numa-binding" in hint
+    assert "with CUDA GPUs" in hint and "CPU-only host every rank fails" in hint
