@@ -107,12 +107,35 @@ def setup_failure(status: int | None, tail: str) -> str:
     """A host's ``setup:`` that did not succeed; no exit status: its connection went."""
     if status is None:
         return f"the connection was lost during setup: {tail or 'no output'}"
+    if status == 0:
+        return ended_before_python(True, tail)
     return f"setup failed (exit {status}): {tail or 'no output'}"
+
+
+def ended_before_python(in_setup: bool, tail: str = "") -> str:
+    """A host's shell that exited 0 before our Python started: nothing ran, no success.
+
+    ``in_setup``: the setup had begun and never finished, so it called ``exit``
+    (a sourced script ending in ``exit 0``); else the shell ended on its own.
+    """
+    if in_setup:
+        said = (
+            "setup: ended the shell (exit 0) before clusterlaunch's Python started (a setup "
+            "script that calls exit must be run, as bash FILE, not sourced)"
+        )
+    else:
+        said = (
+            "the shell ended (exit 0) before clusterlaunch's Python started (python: must name "
+            "a Python interpreter, and no login file such as .bashrc may call exit)"
+        )
+    return f"{said}: {tail}" if tail else said
 
 
 def shell_failure(status: int, tail: str) -> str:
     """A host's shell that ended before Python started, and why if we can tell: what
     ``setup:`` exports counts toward the ``exec`` limits too, unchecked beforehand."""
+    if status == 0:
+        return ended_before_python(False, tail)
     who = "srun" if tail.startswith("srun: error:") else "the shell"  # a step refused
     said = f"{who} failed before Python started (exit {status}): {tail or 'no output'}"
     if "Argument list too long" in tail:
