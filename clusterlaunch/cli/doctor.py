@@ -3,7 +3,8 @@
 ``doctor`` reads hosts and connects exactly as ``run`` does (the same
 connection and environment flags, the same plan), then runs the doctor
 program instead of a job. Its exit status: 0 with no error finding, 1 with
-one, 2 for bad input or hosts that cannot be connected to (as ``check``).
+one, 2 for bad input, hosts that cannot be connected to (as ``check``) or whose
+Python is too old for the doctor program.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def run_doctor(args: argparse.Namespace, console: Console) -> int:
     from clusterlaunch.controller.bench import run_all_reduce
     from clusterlaunch.controller.doctor import DoctorSettings, diagnose
     from clusterlaunch.core import doctorview
+    from clusterlaunch.core.bootstrap import says_too_old_python
     from clusterlaunch.core.doctor import Finding, judge
 
     request = cliargs.job_request(args)
@@ -76,6 +78,12 @@ def run_doctor(args: argparse.Namespace, console: Console) -> int:
         result = diagnose(plan, connections, settings, lambda line: console.say(line))
     finally:
         close_all(connections)
+    # A host Python too old for any of our programs is bad input, as for check: no report.
+    too_old = [check for check in result.checks if says_too_old_python(check.problem or "")]
+    for check in too_old:
+        console.say(f"clusterlaunch: error: {check.host}: {check.problem}")
+    if too_old:
+        return ExitStatus.USAGE
     findings = judge(result.checks)
     bench: dict[str, Any] | None = None
     if args.bandwidth and any(finding.level == "error" for finding in findings):

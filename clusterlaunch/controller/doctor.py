@@ -24,6 +24,7 @@ from clusterlaunch.controller.preflight import ProbeRun, pump_until
 from clusterlaunch.controller.readloop import start_all
 from clusterlaunch.controller.setups import end_setups
 from clusterlaunch.core import commands, defaults, render
+from clusterlaunch.core.bootstrap import too_old_python
 from clusterlaunch.core.doctor import HostCheck, clock_skew
 from clusterlaunch.core.model import JobPlan, NodePlan
 from clusterlaunch.core.setupguard import OVERDUE_S, SetupGuard
@@ -203,5 +204,8 @@ def _why_silent(run: ProbeRun) -> str:
         return f"garbled output ({run.garbled})"
     if run.setup.timed_out:
         return f"setup did not finish within {run.setup.limit} s (--setup-timeout)"
+    too_old = too_old_python(tail)
+    if too_old is not None:
+        return too_old
     status = run.report.exit_status
     return f"exit {status}: {tail or 'no output'}"

@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from clusterlaunch.core.bootstrap import too_old_python
 from clusterlaunch.core.errors import JobOutcome
 from clusterlaunch.core.exits import ExitStatus, from_signal, shell_status
 from clusterlaunch.core.lines import TailKeeper
 from clusterlaunch.core.model import NodePlan
-from clusterlaunch.core.reports import ended_before_python
 from clusterlaunch.core.setupguard import SetupWatch
 
 
@@ -176,8 +176,27 @@ def lost_without_report(status: int | None) -> bool:
     return status in (None, ExitStatus.HOST_LOST, ExitStatus.OK)
 
 
+def ended_before_python(in_setup: bool, tail: str = "") -> str:
+    """A host's shell that exited 0 before our Python started: nothing ran, no success.
+
+    ``in_setup``: the setup had begun and never finished, so it called ``exit``
+    (a sourced script ending in ``exit 0``); else the shell ended on its own.
+    """
+    if in_setup:
+        said = (
+            "setup: ended the shell (exit 0) before clusterlaunch's Python started (a setup "
+            "script that calls exit must be run, as bash FILE, not sourced)"
+        )
+    else:
+        said = (
+            "the shell ended (exit 0) before clusterlaunch's Python started (python: must name "
+            "a Python interpreter, and no login file such as .bashrc may call exit)"
+        )
+    return f"{said}: {tail}" if tail else said
+
+
 def unreported_end(
-    status: int | None, setup: SetupWatch, python_started: bool
+    status: int | None, setup: SetupWatch, python_started: bool, last_lines: Sequence[str]
 ) -> tuple[int | None, str | None, bool]:
     """A host's stream ended without the agent's exit record: its status, what to say,
     and whether the host was lost.
@@ -188,8 +207,10 @@ def unreported_end(
     A shell that exited 0 before the agent's Python wrote a byte (``setup:``
     sourcing a script that ends in ``exit 0``, ``python: /bin/true``) ran
     nothing: it counts as failed, with 255 (no report), but was not lost.
+    A Python older than the hosts need said so in its ``last_lines`` (the
+    bootstrap's one line): nothing started, which is 2, as for a setup timeout.
     """
-    if setup.timed_out:
+    if setup.timed_out or too_old_python("\n".join(last_lines)):
         return int(ExitStatus.USAGE), None, False
     if status == ExitStatus.OK and not python_started:
         return int(ExitStatus.HOST_LOST), ended_before_python(setup.running), False

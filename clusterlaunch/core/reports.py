@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from clusterlaunch.core.bootstrap import too_old_python
 from clusterlaunch.core.errors import HostProblem
 from clusterlaunch.core.model import NodePlan
+from clusterlaunch.core.outcome import ended_before_python
 
 
 @dataclass
@@ -112,30 +114,14 @@ def setup_failure(status: int | None, tail: str) -> str:
     return f"setup failed (exit {status}): {tail or 'no output'}"
 
 
-def ended_before_python(in_setup: bool, tail: str = "") -> str:
-    """A host's shell that exited 0 before our Python started: nothing ran, no success.
-
-    ``in_setup``: the setup had begun and never finished, so it called ``exit``
-    (a sourced script ending in ``exit 0``); else the shell ended on its own.
-    """
-    if in_setup:
-        said = (
-            "setup: ended the shell (exit 0) before clusterlaunch's Python started (a setup "
-            "script that calls exit must be run, as bash FILE, not sourced)"
-        )
-    else:
-        said = (
-            "the shell ended (exit 0) before clusterlaunch's Python started (python: must name "
-            "a Python interpreter, and no login file such as .bashrc may call exit)"
-        )
-    return f"{said}: {tail}" if tail else said
-
-
 def shell_failure(status: int, tail: str) -> str:
     """A host's shell that ended before Python started, and why if we can tell: what
     ``setup:`` exports counts toward the ``exec`` limits too, unchecked beforehand."""
     if status == 0:
         return ended_before_python(False, tail)
+    too_old = too_old_python(tail)
+    if too_old is not None:
+        return too_old
     who = "srun" if tail.startswith("srun: error:") else "the shell"  # a step refused
     said = f"{who} failed before Python started (exit {status}): {tail or 'no output'}"
     if "Argument list too long" in tail:
