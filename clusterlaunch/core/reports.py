@@ -7,6 +7,7 @@ Filled in by :mod:`clusterlaunch.controller.preflight` (the probe) and
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,9 +115,16 @@ def setup_failure(status: int | None, tail: str) -> str:
     return f"setup failed (exit {status}): {tail or 'no output'}"
 
 
+# The cd into the workdir failed, as bash, dash, zsh and ksh say it ("cd: /x: No such
+# file or directory", "cd: can't cd to /x", "cd: no such file or directory: /x").
+_CD_FAILED = re.compile(r"(?:^|[\s:])cd: ")
+
+
 def shell_failure(status: int, tail: str) -> str:
-    """A host's shell that ended before Python started, and why if we can tell: what
-    ``setup:`` exports counts toward the ``exec`` limits too, unchecked beforehand."""
+    """A host's shell that ended before Python started, and why if we can tell: the
+    workdir it could not cd to (the first thing it runs; the shell's message names the
+    path), what ``setup:`` exports counts toward the ``exec`` limits too, unchecked
+    beforehand."""
     if status == 0:
         return ended_before_python(False, tail)
     too_old = too_old_python(tail)
@@ -124,6 +132,11 @@ def shell_failure(status: int, tail: str) -> str:
         return too_old
     who = "srun" if tail.startswith("srun: error:") else "the shell"  # a step refused
     said = f"{who} failed before Python started (exit {status}): {tail or 'no output'}"
+    if _CD_FAILED.search(tail):
+        said += (
+            "; the workdir is not there (or not a directory this user may enter): "
+            "create it on the host, or fix workdir: in the hosts file (or --workdir)"
+        )
     if "Argument list too long" in tail:
         said += (
             "; the job's arguments and environment, with what setup: exports, are more "

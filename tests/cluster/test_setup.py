@@ -185,6 +185,17 @@ def test_a_shell_that_exits_0_before_python_is_a_failed_host(
         assert said in row and "no output" not in row
 
 
+def test_a_missing_workdir_fails_the_preflight_with_the_fix(sim_cluster, tmp_path: Path) -> None:
+    # It said only "the shell failed before Python started (exit 1): bash: line 1: cd: ...".
+    missing = tmp_path / "no-such-dir"
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, {"workdir": str(missing)})])
+    result = run_cli("check", sim_cluster, str(hosts), "sleeper.py", timeout=60)
+    assert result.returncode == 2, result.stderr
+    [row] = [line for line in result.stdout.splitlines() if line.startswith("0 ")]
+    assert f"cd: {missing}: No such file or directory; the workdir is not there" in row
+    assert row.endswith("create it on the host, or fix workdir: in the hosts file (or --workdir)")
+
+
 def test_a_slow_setup_is_announced(sim_cluster, tmp_path: Path) -> None:
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1, {"setup": "sleep 6"})])
     result = run_cli("check", sim_cluster, str(hosts), timeout=60)
