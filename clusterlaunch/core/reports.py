@@ -151,6 +151,8 @@ def host_problems(static: dict[str, Any]) -> list[str]:
     environment (``PET_TEE=3`` printed every line twice, ``PET_STANDALONE=1`` hung the job;
     ``--env`` refuses them, a host's login files or ``setup:`` could still set them)."""
     problems = job_clashes(static)
+    if static.get("scratch_problem"):  # a read-only or full /tmp
+        problems.append(static["scratch_problem"])
     if static.get("torchrun_problem"):
         problems.append(static["torchrun_problem"])
     for name in static.get("pet_env") or []:
