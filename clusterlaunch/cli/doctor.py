@@ -4,7 +4,8 @@
 connection and environment flags, the same plan), then runs the doctor
 program instead of a job. Its exit status: 0 with no error finding, 1 with
 one, 2 for bad input, hosts that cannot be connected to, or hosts where the doctor
-program cannot start: no such python, a failing setup (as ``check``).
+program cannot start: no such python, a Python older than 3.8, a failing setup (as
+``check``).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from clusterlaunch.controller.preflight import ProbeRun, pump_until
 from clusterlaunch.controller.readloop import start_all
 from clusterlaunch.controller.setups import end_setups
 from clusterlaunch.core import commands, defaults, render, reports
+from clusterlaunch.core.bootstrap import too_old_python
 from clusterlaunch.core.doctor import HostCheck, clock_skew
 from clusterlaunch.core.errors import HostProblem
 from clusterlaunch.core.exits import ExitStatus
@@ -222,6 +223,9 @@ def _why_not_started(run: ProbeRun) -> str | None:
             f"setup did not finish within {run.setup.limit} s and was stopped; "
             "fix setup: or raise --setup-timeout"
         )
+    too_old = too_old_python(tail)
+    if too_old is not None:
+        return too_old
     if run.setup.running:
         return f"{reports.setup_failure(status, tail)}; fix setup:"
     if status == ExitStatus.NOT_STARTED:  # the shell found no such python

@@ -18,6 +18,7 @@ from typing import Any
 from clusterlaunch.controller.batch import Batch, Finished
 from clusterlaunch.controller.setups import wait_guarded
 from clusterlaunch.core import commands, render, setupguard
+from clusterlaunch.core.bootstrap import too_old_python
 from clusterlaunch.core.defaults import FANOUT, KILL_WAIT_S, SETUP_TIMEOUT_S
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.frames import FrameDecoder
@@ -200,6 +201,9 @@ def _why(result: Finished, watch: setupguard.SetupWatch, python: str) -> str:
         return f"could not ask: {result.error or 'the connection ended'}{tail}"
     if watch.running:
         return f"could not ask: setup failed with exit {result.status}{tail}"
+    too_old = too_old_python(detail)
+    if too_old is not None:
+        return too_old
     if result.status == ExitStatus.NOT_STARTED:  # the shell found no such python
         return f"could not ask: {python} not found{tail}; fix python: or --python"
     if result.status == 0:

@@ -256,8 +256,11 @@ class Supervisor:
             # No exit report: the agent never ran, or the host went away under it;
             # in teardown too (a failed Slurm node's srun ends after the other steps
             # got Slurm's SIGTERM: the lost host is still the cause).
-            host.status, said = verdict.unreported_end(host.status, host.setup.timed_out)
-            host.lost = verdict.lost_without_report(host.status)
+            synced = host.decoder.synced  # the agent's Python started: it wrote its marker
+            last = self.router.tails.lines(("host", host.node.host))
+            host.status, said, host.lost = verdict.unreported_end(
+                host.status, host.setup, synced, last
+            )
             if said and not self._teardown_started:
                 self.router.message(f"{host.node.host}: {said}")
             if host.lost and self.fail_fast:

@@ -1,7 +1,8 @@
 """How a remote program reaches a host: the bootstrap on the command line and the payload on stdin.
 
 The programs (the agent, the probe, jobctl, doctor) are not installed on the
-hosts. ``PYTHON -c BOOTSTRAP`` reads exactly ``size`` bytes from stdin (looping,
+hosts. ``PYTHON -c BOOTSTRAP`` first refuses a Python older than
+:data:`MIN_PYTHON` in one line, then reads exactly ``size`` bytes from stdin (looping,
 since a read may return less; exit 98 if stdin closes early) and runs them;
 what follows on stdin belongs to the program. The payload carries the program
 twice, each part zlib-compressed:
@@ -20,21 +21,43 @@ size of the source alone (the agent 60 against 64 KB; the smaller programs up to
 from __future__ import annotations
 
 import marshal
+import re
 import zlib
 from importlib.util import MAGIC_NUMBER
 
 _OFFSET_DIGITS = 8
 _HEADER = 4 + _OFFSET_DIGITS  # the magic number, then where the source part starts
 
-# Python >= 3.8 (walrus). The magic number is read where importlib keeps it in
-# every CPython since 3.5; an interpreter without it compiles the source.
-_BOOTSTRAP = (
-    'import marshal,os,sys,zlib;b=b"";[b:=b+(os.read(0,{size}-len(b)) or os._exit(98))'
-    " for _ in iter(lambda:len(b)<{size},False)];n=int(b[4:{header}]);exec(marshal.loads("
-    "zlib.decompress(b[{header}:n])) if b[:4]==getattr(sys.modules.get("
-    '"_frozen_importlib_external"),"MAGIC_NUMBER",0) else compile('
-    'zlib.decompress(b[n:]),"clusterlaunch-{name}","exec"))'
+MIN_PYTHON = (3, 8)
+"""The oldest Python the hosts may run: the remote programs use what came with it."""
+_MAJOR, _MINOR = MIN_PYTHON
+_TOO_OLD = (
+    f"is Python %d.%d; clusterlaunch needs Python {_MAJOR}.{_MINOR} or newer on the hosts "
+    "(set python: in the hosts file, or --python)"
 )
+# Parsed by every Python from 2.7 on (no walrus, no f-string), so that an older one
+# than MIN_PYTHON says what it is in one line (sys.exit: stderr, status 1) rather
+# than a SyntaxError. The magic number is read where importlib keeps it in every
+# CPython since 3.5; an interpreter without it compiles the source.
+_BOOTSTRAP = (
+    "import marshal,os,sys,zlib;v=sys.version_info[:2];v<{min} and sys.exit("
+    '"clusterlaunch: %s ' + _TOO_OLD + '"%((sys.executable,)+v));b=bytearray();'
+    "[b.extend(os.read(0,{size}-len(b)) or os._exit(98)) for _ in iter(lambda:len(b)<{size},"
+    "False)];n=int(b[4:{header}]);exec(marshal.loads(zlib.decompress(b[{header}:n])) if "
+    'b[:4]==getattr(sys.modules.get("_frozen_importlib_external"),"MAGIC_NUMBER",0) else '
+    'compile(zlib.decompress(b[n:]),"clusterlaunch-{name}","exec"))'
+)
+_TOO_OLD_SAID = "[^\n]+? " + re.escape(_TOO_OLD).replace("%d", "[0-9]+")
+# A line of its own, or one of render.last_lines' (joined by " | ").
+_TOO_OLD_LINE = re.compile(f"(?:^| \\| )clusterlaunch: ({_TOO_OLD_SAID})(?=$| \\| )", re.M)
+
+
+def too_old_python(stderr: str) -> str | None:
+    """What the bootstrap said of a host Python older than :data:`MIN_PYTHON`
+    (``PATH is Python 3.6; clusterlaunch needs ...``), if ``stderr`` (its lines, or
+    :func:`~clusterlaunch.core.render.last_lines`) holds it."""
+    found = _TOO_OLD_LINE.search(stderr)
+    return found.group(1) if found else None
 
 
 def bootstrap_argv(python: str, name: str, size: int, site: bool = True) -> list[str]:
@@ -46,7 +69,8 @@ def bootstrap_argv(python: str, name: str, size: int, site: bool = True) -> list
     torch on the job's ``sys.path``.
     """
     flags = [] if site else ["-S"]
-    return [python, *flags, "-c", _BOOTSTRAP.format(size=size, name=name, header=_HEADER)]
+    code = _BOOTSTRAP.format(size=size, name=name, header=_HEADER, min=f"({_MAJOR},{_MINOR})")
+    return [python, *flags, "-c", code]
 
 
 def encode_payload(name: str, source: bytes) -> bytes:

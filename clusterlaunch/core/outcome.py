@@ -14,10 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from clusterlaunch.core.bootstrap import too_old_python
 from clusterlaunch.core.errors import JobOutcome
 from clusterlaunch.core.exits import ExitStatus, from_signal, shell_status
 from clusterlaunch.core.lines import TailKeeper
 from clusterlaunch.core.model import NodePlan
+from clusterlaunch.core.setupguard import SetupWatch
 
 
 @dataclass
@@ -166,22 +168,51 @@ def lost_without_report(status: int | None) -> bool:
     """Whether a host whose stream ended without the agent's exit record was lost.
 
     The agent always reports before it exits, so: no status or 255 (the link
-    went: ssh's own status), or 0, which only a transport gives on its own:
-    srun exits 0 when Slurm declares the node failed (Slurm 22.05, a killed
-    slurmd). Any other status is the shell's or the setup's (127: no such
+    went: ssh's own status), or 0 once the agent ran, which only a transport
+    gives on its own: srun exits 0 when Slurm declares the node failed (Slurm
+    22.05, a killed slurmd). Any other status is the shell's or the setup's (127: no such
     python), a failure of its own.
     """
     return status in (None, ExitStatus.HOST_LOST, ExitStatus.OK)
 
 
-def unreported_end(status: int | None, setup_timed_out: bool) -> tuple[int | None, str | None]:
-    """A host's stream ended without the agent's exit record: its status, and what to say.
+def ended_before_python(in_setup: bool, tail: str = "") -> str:
+    """A host's shell that exited 0 before our Python started: nothing ran, no success.
+
+    ``in_setup``: the setup had begun and never finished, so it called ``exit``
+    (a sourced script ending in ``exit 0``); else the shell ended on its own.
+    """
+    if in_setup:
+        said = (
+            "setup: ended the shell (exit 0) before clusterlaunch's Python started (a setup "
+            "script that calls exit must be run, as bash FILE, not sourced)"
+        )
+    else:
+        said = (
+            "the shell ended (exit 0) before clusterlaunch's Python started (python: must name "
+            "a Python interpreter, and no login file such as .bashrc may call exit)"
+        )
+    return f"{said}: {tail}" if tail else said
+
+
+def unreported_end(
+    status: int | None, setup: SetupWatch, python_started: bool, last_lines: Sequence[str]
+) -> tuple[int | None, str | None, bool]:
+    """A host's stream ended without the agent's exit record: its status, what to say,
+    and whether the host was lost.
 
     A setup stopped by its ``--setup-timeout`` watchdog took its shell with it
     (SIGTERM: no status): that host is not lost, its command never started,
     which is 2 as in ``run``'s preflight; the host's own line already said why.
+    A shell that exited 0 before the agent's Python wrote a byte (``setup:``
+    sourcing a script that ends in ``exit 0``, ``python: /bin/true``) ran
+    nothing: it counts as failed, with 255 (no report), but was not lost.
+    A Python older than the hosts need said so in its ``last_lines`` (the
+    bootstrap's one line): nothing started, which is 2, as for a setup timeout.
     """
-    if setup_timed_out:
-        return int(ExitStatus.USAGE), None
+    if setup.timed_out or too_old_python("\n".join(last_lines)):
+        return int(ExitStatus.USAGE), None, False
+    if status == ExitStatus.OK and not python_started:
+        return int(ExitStatus.HOST_LOST), ended_before_python(setup.running), False
     said = "no exit status" if status is None else f"exit {status}"
-    return status, f"connection ended without a report ({said})"
+    return status, f"connection ended without a report ({said})", lost_without_report(status)

@@ -7,11 +7,14 @@ Filled in by :mod:`clusterlaunch.controller.preflight` (the probe) and
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from clusterlaunch.core.bootstrap import too_old_python
 from clusterlaunch.core.errors import HostProblem
 from clusterlaunch.core.model import NodePlan
+from clusterlaunch.core.outcome import ended_before_python
 
 
 @dataclass
@@ -107,14 +110,33 @@ def setup_failure(status: int | None, tail: str) -> str:
     """A host's ``setup:`` that did not succeed; no exit status: its connection went."""
     if status is None:
         return f"the connection was lost during setup: {tail or 'no output'}"
+    if status == 0:
+        return ended_before_python(True, tail)
     return f"setup failed (exit {status}): {tail or 'no output'}"
 
 
+# The cd into the workdir failed, as bash, dash, zsh and ksh say it ("cd: /x: No such
+# file or directory", "cd: can't cd to /x", "cd: no such file or directory: /x").
+_CD_FAILED = re.compile(r"(?:^|[\s:])cd: ")
+
+
 def shell_failure(status: int, tail: str) -> str:
-    """A host's shell that ended before Python started, and why if we can tell: what
-    ``setup:`` exports counts toward the ``exec`` limits too, unchecked beforehand."""
+    """A host's shell that ended before Python started, and why if we can tell: the
+    workdir it could not cd to (the first thing it runs; the shell's message names the
+    path), what ``setup:`` exports counts toward the ``exec`` limits too, unchecked
+    beforehand."""
+    if status == 0:
+        return ended_before_python(False, tail)
+    too_old = too_old_python(tail)
+    if too_old is not None:
+        return too_old
     who = "srun" if tail.startswith("srun: error:") else "the shell"  # a step refused
     said = f"{who} failed before Python started (exit {status}): {tail or 'no output'}"
+    if _CD_FAILED.search(tail):
+        said += (
+            "; the workdir is not there (or not a directory this user may enter): "
+            "create it on the host, or fix workdir: in the hosts file (or --workdir)"
+        )
     if "Argument list too long" in tail:
         said += (
             "; the job's arguments and environment, with what setup: exports, are more "
@@ -129,6 +151,8 @@ def host_problems(static: dict[str, Any]) -> list[str]:
     environment (``PET_TEE=3`` printed every line twice, ``PET_STANDALONE=1`` hung the job;
     ``--env`` refuses them, a host's login files or ``setup:`` could still set them)."""
     problems = job_clashes(static)
+    if static.get("scratch_problem"):  # a read-only or full /tmp
+        problems.append(static["scratch_problem"])
     if static.get("torchrun_problem"):
         problems.append(static["torchrun_problem"])
     for name in static.get("pet_env") or []:

@@ -40,6 +40,7 @@ from clusterlaunch.remote.records import (  # bundle: strip
     JobRecord,  # bundle: strip
     clean_up_after_dead_agents,  # bundle: strip
     hostname,  # bundle: strip
+    prepare_scratch,  # bundle: strip
 )  # bundle: strip
 from clusterlaunch.remote.rootcause import parse_root_cause, root_cause_complete  # bundle: strip
 from clusterlaunch.remote.spawn import start_job  # bundle: strip
@@ -85,10 +86,9 @@ class Agent:
         self.out.start()
         if self.args.tail_dir:
             self.tail = RankTail(self.args.tail_dir, self.args.first_rank)
-            try:
-                os.mkdir(self.args.tail_dir, 0o700)
-            except OSError as exc:
-                return self._fail_start("cannot create %s: %s" % (self.args.tail_dir, exc))
+        why = prepare_scratch(self.args.tail_dir)  # a read-only or full /tmp: one line
+        if why is not None:
+            return self._fail_start(why)
         env = dict(os.environ, CLUSTERLAUNCH_AGENT=self.token.partition("=")[2])
         argv = self.args.argv if self.tail is None else store_waiting(self.args.argv)
         try:

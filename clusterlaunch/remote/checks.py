@@ -18,7 +18,12 @@ import os
 import sys
 
 from clusterlaunch.remote.accel import find_devices  # bundle: strip
-from clusterlaunch.remote.records import hostname, killed_at, live_records  # bundle: strip
+from clusterlaunch.remote.records import (  # bundle: strip
+    hostname,  # bundle: strip
+    killed_at,  # bundle: strip
+    live_records,  # bundle: strip
+    scratch_problem,  # bundle: strip
+)  # bundle: strip
 from clusterlaunch.remote.torchfiles import torch_files, torchrun_problem  # bundle: strip
 
 
@@ -105,6 +110,7 @@ def static_checks(args):
         "cwd": os.getcwd(),
     }
     fields.update(find_devices(args.accelerator))
+    fields["scratch_problem"] = scratch_problem(args.need_torch)
     if args.need_torch:
         fields["torch"] = torch_version()
         # torchrun reads every option from PET_<NAME> too, past the checks of its argv.

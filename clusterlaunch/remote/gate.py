@@ -28,7 +28,10 @@ def checked_and_go(args, out, control):
     if go is None:
         out.drain(1.0)
         return False
-    args.argv = go["argv"]
+    # The controller cannot expand a host's "~": the first word, this host's python
+    # (python: ~/venv/bin/python), stays as the shell expanded it in the agent's own
+    # command. The go changes only what follows it (the port, the process count).
+    args.argv = [args.argv[0], *go["argv"][1:]]
     args.first_rank = go["first_rank"]
     os.environ.update(go["env"])  # the job's environment: the agent passes its own on
     for name in go["unset"]:

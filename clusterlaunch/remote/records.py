@@ -48,6 +48,60 @@ def private_dir(path):
     return info.st_uid == os.getuid() and not info.st_mode & 0o077 and os.path.isdir(path)
 
 
+def record_folder():
+    """Where this user's agents write their records: the first private state dir (the last
+    one's path when none is, to name in a message)."""
+    dirs = state_dirs()
+    return next((path for path in dirs if private_dir(path)), dirs[-1])
+
+
+def write_problem(folder):
+    """Why this user cannot write a small file in ``folder`` (made 0700 if missing), or None.
+
+    A read-only /tmp, or a full one (a tmpfs takes the name, then refuses the data),
+    passed the preflight: the job then failed at its record (a traceback) or torchrun's
+    per-rank files.
+    """
+    path = os.path.join(folder, ".write-check.%d" % os.getpid())
+    try:
+        os.makedirs(folder, 0o700, exist_ok=True)
+        try:
+            with open(path, "w") as handle:
+                handle.write(" " * 4096)
+        finally:
+            if os.path.lexists(path):
+                os.unlink(path)
+    except OSError as exc:
+        return cannot_write(folder, exc)
+    return None
+
+
+def cannot_write(path, exc, doing="write in"):
+    return (
+        "cannot %s %s (%s); it holds each job's record (for ps and kill) and "
+        "torchrun's per-rank files: free space in it, or make it writable for this user"
+        % (doing, path, exc.strerror or exc)
+    )
+
+
+def scratch_problem(torchrun):
+    """The preflight's check: the record's folder, and /tmp for torchrun's files, written to."""
+    folders = [record_folder()] + ([os.path.dirname(TEMP_PREFIX)] if torchrun else [])
+    return next((why for why in map(write_problem, folders) if why is not None), None)
+
+
+def prepare_scratch(tail_dir):
+    """The agent's, before it starts the job (``exec`` has no preflight): why it cannot
+    write its record, or create ``tail_dir`` (torchrun's files; none for exec), or None."""
+    why = write_problem(record_folder())
+    if why is None and tail_dir:
+        try:
+            os.mkdir(tail_dir, 0o700)
+        except OSError as exc:
+            return cannot_write(tail_dir, exc, "create")
+    return why
+
+
 def process_start_time(pid):
     """Kernel start time of ``pid`` in clock ticks, or None if it is gone.
 
@@ -94,9 +148,12 @@ class JobRecord:
         name = "%s.n%d.%d.%s.json" % (args.job_id, args.node_rank, me, start)
         path = os.path.join(folder, name)
         temporary = path + ".tmp"
-        with open(temporary, "w") as handle:
-            handle.write(to_json(record))
-        os.replace(temporary, path)
+        try:  # checked writable just before (prepare_scratch): only a race fails here
+            with open(temporary, "w") as handle:
+                handle.write(to_json(record))
+            os.replace(temporary, path)
+        except OSError:
+            return None
         return cls(path)
 
     def remove(self):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import time
@@ -20,6 +21,7 @@ from clusterlaunch.core.defaults import CONNECT_TIMEOUT_S, PREFLIGHT_TIMEOUT_S
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.limits import MAX_ARG_BYTES, MAX_EXEC_BYTES
 from tests.cluster.support import (
+    PYTHON,
     WORKERS,
     rank_lines,
     run_cli,
@@ -97,6 +99,18 @@ def test_hostile_arguments_reach_the_script_exactly(sim_cluster, tmp_path: Path)
     for *_, text in lines:
         assert json.loads(text.split("ARGV=", 1)[1]) == HOSTILE
     assert not Path("/tmp/clusterlaunch-pwned").exists()
+
+
+def test_a_home_relative_python_runs_the_job(sim_cluster, tmp_path: Path) -> None:
+    """``python: ~/...`` is the host's home, for the agent and torchrun alike."""
+    # The hosts' user is this one: its home holds the test interpreter at this path.
+    python = "~/" + os.path.relpath(PYTHON, Path.home())
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, {"python": python}), ("node1", 1)])
+    dry = run_cli("run", sim_cluster, "--dry-run", str(hosts), "allreduce.py")
+    assert "~/" + shlex.quote(python[2:]) + " -m torch.distributed.run" in dry.stdout
+    result = run_cli("run", sim_cluster, str(hosts), "allreduce.py")
+    assert result.returncode == 0, result.stderr
+    assert sorted(rank for rank, *_ in rank_lines(result.stdout)) == [0, 1]
 
 
 @both_clients

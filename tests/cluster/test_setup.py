@@ -157,6 +157,45 @@ def test_exec_counts_a_setup_past_its_timeout_as_not_started_not_as_a_lost_host(
     assert "without a report" not in result.stderr and "lost" not in result.stderr
 
 
+ENDS_THE_SHELL = {
+    "setup": ({"setup": "exit 0"}, "setup: ended the shell (exit 0) before clusterlaunch's Python"),
+    "python": ({"python": "/bin/true"}, "the shell ended (exit 0) before clusterlaunch's Python"),
+}
+
+
+@pytest.mark.parametrize("cause", list(ENDS_THE_SHELL))
+def test_a_shell_that_exits_0_before_python_is_a_failed_host(
+    sim_cluster, tmp_path: Path, cause: str
+) -> None:
+    # A sourced env.sh ending in "exit 0", or python: /bin/true, ran nothing: exec said
+    # "connection ended without a report (exit 0)" and exited 0.
+    fields, said = ENDS_THE_SHELL[cause]
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, fields), ("node1", 1)])
+    result = run_cli("exec", sim_cluster, str(hosts), "--", "echo", "ran", timeout=60)
+    assert result.returncode == 255, result.stderr
+    assert "[node1] ran" in result.stdout and "[node0]" not in result.stdout
+    assert f"clusterlaunch: node0: {said}" in result.stderr
+    assert "1 of 2 host(s) failed: node0 (255)" in result.stderr
+    assert "without a report" not in result.stderr and "lost" not in result.stderr
+    for command in ("check", "run"):
+        result = run_cli(command, sim_cluster, str(hosts), "sleeper.py", timeout=60)
+        assert result.returncode == 2, result.stderr
+        table = (result.stdout + result.stderr).splitlines()  # check: stdout, run: stderr
+        [row] = [line for line in table if line.startswith("0 ")]
+        assert said in row and "no output" not in row
+
+
+def test_a_missing_workdir_fails_the_preflight_with_the_fix(sim_cluster, tmp_path: Path) -> None:
+    # It said only "the shell failed before Python started (exit 1): bash: line 1: cd: ...".
+    missing = tmp_path / "no-such-dir"
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, {"workdir": str(missing)})])
+    result = run_cli("check", sim_cluster, str(hosts), "sleeper.py", timeout=60)
+    assert result.returncode == 2, result.stderr
+    [row] = [line for line in result.stdout.splitlines() if line.startswith("0 ")]
+    assert f"cd: {missing}: No such file or directory; the workdir is not there" in row
+    assert row.endswith("create it on the host, or fix workdir: in the hosts file (or --workdir)")
+
+
 def test_a_slow_setup_is_announced(sim_cluster, tmp_path: Path) -> None:
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1, {"setup": "sleep 6"})])
     result = run_cli("check", sim_cluster, str(hosts), timeout=60)

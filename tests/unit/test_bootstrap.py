@@ -47,6 +47,27 @@ def test_stdin_closed_early_is_98() -> None:
     assert run_bootstrap(payload, payload[:-5], size=len(payload)) == (98, "")
 
 
+OLD_PYTHONS = sorted(Path("/root/.pyenv/versions").glob("[23].[0-7].*/bin/python"))
+
+
+@pytest.mark.skipif(not OLD_PYTHONS, reason="no Python older than 3.8 here (pyenv)")
+@pytest.mark.parametrize("python", OLD_PYTHONS, ids=lambda path: path.parts[-3])
+def test_an_older_python_says_so_in_one_line(python: Path) -> None:
+    # It printed a SyntaxError at the walrus; CentOS 7's python3 is 3.6.
+    payload = payload_of("compiled", "source")
+    argv = bootstrap.bootstrap_argv(str(python), "agent", len(payload), site=False)
+    done = subprocess.run(argv, input=payload, capture_output=True, check=False)
+    version = python.parts[-3].rsplit(".", 1)[0]
+    said = f"{python} is Python {version}; clusterlaunch needs Python 3.8 or newer on the hosts"
+    assert done.returncode == 1 and done.stdout == b""
+    assert (
+        done.stderr.decode()
+        == f"clusterlaunch: {said} (set python: in the hosts file, or --python)\n"
+    )
+    found = bootstrap.too_old_python("login noise | " + done.stderr.decode().strip())
+    assert found is not None and found.startswith(said)
+
+
 def test_tracebacks_name_the_program_either_way() -> None:
     payload = bootstrap.encode_payload("agent", b"def f():\n    raise KeyError('x')\n\nf()\n")
     argv = bootstrap.bootstrap_argv(sys.executable, "agent", len(payload), site=False)

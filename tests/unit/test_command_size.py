@@ -173,8 +173,8 @@ def test_a_host_whose_exec_refused_what_setup_exported_is_told_why() -> None:
     assert said.endswith(
         "with what setup: exports, are more than this host's exec takes: pass large data in a file"
     )
-    assert shell_failure(1, "cd: /x: No such file") == (
-        "the shell failed before Python started (exit 1): cd: /x: No such file"
+    assert shell_failure(1, "sh: 1: exec: /x: not found") == (
+        "the shell failed before Python started (exit 1): sh: 1: exec: /x: not found"
     )
 
 

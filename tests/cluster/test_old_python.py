@@ -1,0 +1,56 @@
+"""A host Python older than clusterlaunch's minimum: one line naming it, for every command.
+
+Its bootstrap printed a SyntaxError (check, ps, doctor) or a traceback (exec);
+CentOS 7's python3 is 3.6. The pyenv builds in /root stand in for such a host.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.support import run_cli, write_hosts
+
+pytestmark = [pytest.mark.cluster]
+
+OLD = Path("/root/.pyenv/versions/3.6.15/bin/python")
+SAID = f"{OLD} is Python 3.6; clusterlaunch needs Python 3.8 or newer on the hosts"
+FIX = "(set python: in the hosts file, or --python)"
+# command: its arguments after the hosts file
+COMMANDS = {
+    "check": ["sleeper.py"],
+    "run": ["sleeper.py"],
+    "ps": [],
+    "kill": ["no-such-job"],
+    "stacks": ["no-such-job"],
+    "doctor": [],
+}
+
+
+@pytest.fixture
+def hosts(tmp_path: Path) -> Path:
+    if not OLD.exists():
+        pytest.skip(f"no {OLD} here")
+    return write_hosts(tmp_path / "hosts.yaml", [("node0", 1, {"python": str(OLD)}), ("node1", 1)])
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_a_python_too_old_is_one_line_and_exit_2(sim_cluster, hosts: Path, command: str) -> None:
+    result = run_cli(command, sim_cluster, str(hosts), *COMMANDS[command], timeout=90)
+    assert result.returncode == 2, result.stdout + result.stderr
+    shown = result.stdout + result.stderr
+    [line] = [line for line in shown.splitlines() if "node0" in line]
+    assert line.endswith(f"{SAID} {FIX}"), line
+    assert "SyntaxError" not in shown and "Traceback" not in shown
+    if command == "run":
+        assert "nothing was started" in result.stderr
+
+
+def test_exec_starts_nothing_on_a_host_whose_python_is_too_old(sim_cluster, hosts: Path) -> None:
+    result = run_cli("exec", sim_cluster, str(hosts), "--", "echo", "ran", timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "[node1] ran" in result.stdout and "[node0]" not in result.stdout
+    assert f"[node0] clusterlaunch: {SAID} {FIX}" in result.stderr
+    assert "1 of 2 host(s) failed: node0 (2)" in result.stderr
+    assert "Traceback" not in result.stderr and "without a report" not in result.stderr

@@ -1,0 +1,85 @@
+"""A host whose /tmp cannot be written (read-only, or full): one line naming it, before
+anything starts.
+
+The agent keeps its job record in /tmp/clusterlaunch-UID (for ps and kill) and
+torchrun its per-rank files in /tmp/clusterlaunch-JOB-nN. Such a host passed the
+preflight; ``run`` then failed with "cannot create ...: Read-only file system" (127),
+or, on a full one, the agent's own traceback twice (exit 1); ``exec`` the same
+traceback. Here node1's sshd runs in a mount namespace of its own whose /tmp is
+read-only (the cluster's own directory under it stays writable for sshd).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.testing import LoopbackCluster, SimHost
+from tests import mountns
+from tests.cluster.support import REPO, run_cli, write_hosts
+
+pytestmark = [pytest.mark.cluster]
+RECORDS = f"/tmp/clusterlaunch-{os.getuid()}"
+SAID = f"cannot write in {RECORDS} (Read-only file system); it holds each job's record"
+
+
+class ReadOnlyTmpCluster(LoopbackCluster):
+    """node1's sshd (and every session it starts) sees /tmp read-only."""
+
+    def _launch_prefix(self, host: SimHost) -> list[str]:
+        if host.name != "node1":
+            return super()._launch_prefix(host)
+        script = (  # rbind: the cluster's directory, bound first, stays writable under it
+            'mount --bind "$1" "$1" && mount --rbind /tmp /tmp && '
+            'mount -o remount,ro,bind /tmp && shift && exec "$@"'
+        )
+        unshare = ["unshare", "--mount", "--propagation", "private"]
+        return [*unshare, "sh", "-c", script, "sh", str(self.base_dir)]
+
+
+@pytest.fixture
+def cluster(sim_cluster_factory) -> LoopbackCluster:
+    if (why := mountns.why_not()) is not None:
+        pytest.skip(why)
+    return sim_cluster_factory(2, cls=ReadOnlyTmpCluster)
+
+
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_the_preflight_names_a_read_only_tmp(cluster, tmp_path: Path, command: str) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    result = run_cli(command, cluster, str(hosts), "sleeper.py", timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    [row] = [line for line in (result.stdout + result.stderr).splitlines() if " node1 " in line]
+    assert SAID in row and row.endswith("free space in it, or make it writable for this user")
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_exec_starts_nothing_where_tmp_is_read_only(cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    result = run_cli("exec", cluster, str(hosts), "--", "echo", "ran", timeout=60)
+    assert result.returncode == 127, result.stderr
+    assert "[node0] ran" in result.stdout and "[node1]" not in result.stdout
+    assert f"clusterlaunch: node1: {SAID}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_full_tmp_is_named_too(tmp_path: Path) -> None:
+    """The same checks on a full tmpfs (the name fits, the data does not)."""
+    if (why := mountns.why_not()) is not None:
+        pytest.skip(why)
+    fill = "mount -t tmpfs -o size=64k tmpfs /tmp && { head -c 1M /dev/zero >/tmp/fill; true; }"
+    code = (
+        "from clusterlaunch.remote.records import prepare_scratch, scratch_problem\n"
+        "print(scratch_problem(True)); print(prepare_scratch(None))"
+    )
+    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", fill + ' && exec "$@"']
+    argv += ["sh", sys.executable, "-c", code]
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    said = f"cannot write in {RECORDS} (No space left on device); it holds each job's record"
+    assert done.stdout.splitlines()[0].startswith(said)
+    assert done.stdout.splitlines()[1].startswith(said)
