@@ -184,6 +184,28 @@ def test_stall_timeout_kill_prints_stacks_and_ends_the_job(
 
 
 @pytest.mark.torch
+def test_stall_stacks_never_hold_up_the_output_or_the_timeout(
+    sim_cluster_factory, tmp_path, assert_no_orphans
+):
+    """jobctl runs each host's setup first: one that sleeps 40 s (from the job's start on)
+    held the supervisor's loop as long, so ticks waited and --timeout 12 fired 40 s late.
+    The stacks, never in (the job ends first), are given up and their setups killed."""
+    cluster = sim_cluster_factory(2)
+    slow = "if [ -e {0} ]; then sleep 40; fi; touch {0}"
+    entries = [(host, 1, {"setup": slow.format(tmp_path / host)}) for host in ("node0", "node1")]
+    hosts = write_hosts(tmp_path / "hosts.yaml", entries)
+    options = ("--stall-timeout", "3", "--timeout", "12", "--grace", "2")
+    began = time.monotonic()
+    result = run_cli("run", cluster, *options, str(hosts), "quiet_then_ticks.py", timeout=90)
+    took = time.monotonic() - began
+    assert result.returncode == 124, result.stderr[-3000:]
+    assert "no rank has printed for 3 s (--stall-timeout)" in result.stderr
+    assert "rank 0 tick 3" in result.stdout and "rank 1 tick 3" in result.stdout, result.stdout
+    assert took < 35, (took, result.stderr[-3000:])  # 12 s, connect and teardown; was 45
+    assert_no_orphans(cluster)
+
+
+@pytest.mark.torch
 def test_stacks_show_a_node_waiting_for_node_0_s_store(
     sim_cluster_factory, tmp_path, assert_no_orphans
 ):
