@@ -67,27 +67,40 @@ def test_stack_lines_carry_the_workers_output_prefix() -> None:
     ]
 
 
-def test_workers_are_found_by_their_rank_variables_not_their_children() -> None:
-    # agent -> torchrun stand-in -> two "workers" (RANK set), one with a child that inherits it.
+def test_workers_are_torchruns_own_children_not_what_they_started() -> None:
+    """agent (a subreaper) -> torchrun stand-in -> two workers (RANK set). Rank 5 starts a
+    child (a DataLoader worker) and a double-forked daemon, re-parented to the agent: both
+    inherit RANK. The daemon was a second stack of rank 5 (or, a ``sleep``, a failed dump)."""
     worker = (
-        "import subprocess,sys,time\n"
+        "import os,subprocess,sys,time\n"
         "if sys.argv[1] == '1':\n"
         "    child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        "    if os.fork() == 0:\n"
+        "        os.setsid()\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(30)\n"
+        "        os._exit(0)\n"
         "time.sleep(30)\n"
     )
     launcher = (
         "import os,subprocess,sys,time\n"
-        "procs=[subprocess.Popen([sys.executable,'-c',sys.argv[1],str(r)],"
+        "procs=[subprocess.Popen([sys.executable,'-c',sys.argv[2],str(r)],"
         "env={**os.environ,'RANK':str(r+4),'LOCAL_RANK':str(r)}) for r in (1,0)]\n"
         "time.sleep(30)\n"
     )
-    root = subprocess.Popen([sys.executable, "-c", launcher, worker])
+    agent = (
+        "import subprocess,sys\n"
+        "from clusterlaunch.remote.proctree import become_subreaper\n"
+        "become_subreaper()\n"
+        "subprocess.run([sys.executable,'-c',sys.argv[1],'torch.distributed.run',sys.argv[2]])\n"
+    )
+    root = subprocess.Popen([sys.executable, "-c", agent, launcher, worker])
     try:
         deadline = time.monotonic() + 10
-        found: list[tuple[int, int, int]] = []
-        while time.monotonic() < deadline and len(found) < 2:
+        while time.monotonic() < deadline and len(descendants(root.pid)) < 5:
             time.sleep(0.1)
-            found = job_workers(os.getpid())
+        assert len(descendants(root.pid)) == 5  # launcher, workers, child, daemon
+        found = job_workers(root.pid)
         assert [(rank, local) for _, rank, local in found] == [(4, 0), (5, 1)]
     finally:
         for pid in descendants(root.pid):  # only what this test started
