@@ -26,11 +26,17 @@ HOW_TO_GET = (
 )
 
 
-def find_py_spy():
-    """py-spy on PATH, else next to this Python (a virtual environment not on PATH)."""
-    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
-    if os.access(beside, os.X_OK):
-        return beside
+def find_py_spy(job_python=None):
+    """py-spy next to the job's Python (its virtual environment, as its record names it),
+    else next to this Python (``--python``'s), else on PATH.
+
+    The job's first: jobctl's interpreter is whatever ``--python`` said (the
+    system's, say) while the job ran from a venv that has py-spy."""
+    for python in (job_python, sys.executable):
+        if python and os.path.isabs(python):
+            beside = os.path.join(os.path.dirname(python), "py-spy")
+            if os.access(beside, os.X_OK):
+                return beside
     return shutil.which("py-spy")
 
 
@@ -109,9 +115,10 @@ def one_line_command(text):
 
 def job_stacks(records, timeout):
     """One dict per worker of these agents' jobs (all dumped at once), or a ``nostacks``."""
-    py_spy = find_py_spy()
+    job_python = next((r["command"][0] for r in records if r.get("command")), None)
+    py_spy = find_py_spy(job_python)
     if py_spy is None:
-        return [{"event": "nostacks", "why": HOW_TO_GET % sys.executable}]
+        return [{"event": "nostacks", "why": HOW_TO_GET % (job_python or sys.executable)}]
     found = []
     threads = []
 

@@ -127,14 +127,11 @@ def test_stacks_show_each_rank_blocked_in_its_collective(
             mine = [line for line in lines if line.startswith(f"[r{rank} {host}:0]")]
             assert any(f"    {call} (torch/distributed/" in line for line in mine), mine
             assert any("wait_in_" in line and "deadlock.py" in line for line in mine), mine
-        # An interpreter without py-spy beside it or on PATH: one line per host saying how.
+        # Read by an interpreter without py-spy beside it: py-spy is found next to the
+        # job's own Python (its venv), not only next to --python's or on PATH.
         bare = run_cli("stacks", cluster, "--python", "/usr/bin/python3", str(hosts), "stuck-1")
-        if "pip install py-spy" in bare.stdout:  # no py-spy on the hosts' PATH (as here)
-            assert bare.returncode == 1, bare.stdout + bare.stderr
-            notes = [line for line in bare.stdout.splitlines() if "pip install py-spy" in line]
-            assert [line.split()[0] for line in notes] == ["[node0]", "[node1]", "[node2]"]
-        else:  # py-spy on PATH: the same stacks
-            assert bare.returncode == 0 and "    recv (torch/distributed/" in bare.stdout
+        assert bare.returncode == 0, bare.stdout[-3000:] + bare.stderr[-2000:]
+        assert "    recv (torch/distributed/" in bare.stdout
         _kill(cluster, hosts, "stuck-1", process)
     finally:
         _end(process)
