@@ -8,6 +8,7 @@ handling of ``--`` and dash-words there differs between Python versions).
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 
 # How many positionals come before the words passed through untouched.
@@ -84,8 +85,21 @@ def foreign_option(parser: argparse.ArgumentParser, words: Sequence[str]) -> str
 
             hint = migrate.equivalent(name)
             if hint is not None:
-                return hint
+                return hint if _fits(hint[len(name) :], known) else _not_here(name, command, hint)
     return None
+
+
+def _fits(hint: str, known: set[str]) -> bool:
+    """Whether the command has an option the hint (without its flag) points to, if it names
+    any: ``kill`` has no ``--env``."""
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", hint))
+    return not named or bool(named & known)
+
+
+def _not_here(name: str, command: str, hint: str) -> str:
+    """The line for another launcher's option that this command has no equivalent of."""
+    what = "no environment" if "--env" in hint else "no such option"
+    return f"{name}: clusterlaunch {command} takes {what}; see clusterlaunch {command} --help"
 
 
 def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

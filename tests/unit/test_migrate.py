@@ -168,3 +168,19 @@ def test_every_deepspeed_option_is_ours_or_gets_a_line() -> None:
     ours = {o for a in _subparser(build_parser(), "run")._actions for o in a.option_strings}
     missing = [o for o in DEEPSPEED_OPTIONS if o not in ours and migrate.equivalent(o) is None]
     assert missing == []
+
+
+@pytest.mark.parametrize("command", ["kill", "ps", "stacks"])
+def test_a_foreign_option_points_only_to_options_the_command_has(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``kill -x FOO=1`` said ``use --env KEY=VALUE, ...``, which kill rejects in turn."""
+    words = [command, "-x", "FOO=1", "hosts.yaml", *(["j"] if command != "ps" else [])]
+    assert main(words) == 2
+    assert capsys.readouterr().err == (
+        f"clusterlaunch: error: -x: clusterlaunch {command} takes no environment; "
+        f"see clusterlaunch {command} --help\n"
+    )
+    assert (
+        foreign_option(build_parser(), ["run", "-x", "FOO=1", "h", "t.py"]) == f"-x: {migrate.ENV}"
+    )
