@@ -75,6 +75,10 @@ def test_kill_stops_one_job_and_spares_the_other(sim_cluster, tmp_path: Path, cl
         assert len(_job_processes(sim_cluster, job_b)) >= 6  # 2 x (agent, torchrun, worker)
         table = run_cli("ps", sim_cluster, *use, str(hosts))
         assert job_b in table.stdout and job_a not in table.stdout
+        # What identifies the job: its script, not the interpreter and torchrun's options
+        # (the column, cut at 80 characters, never reached the script).
+        rows = [line.split() for line in table.stdout.splitlines() if line.startswith(job_b)]
+        assert [row[-1] for row in rows] == ["sleeper.py", "sleeper.py"], table.stdout
 
         missing = run_cli("kill", sim_cluster, *use, str(hosts), job_a)
         assert missing.returncode == 1 and f"no running job {job_a}" in missing.stderr
