@@ -13,7 +13,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, wait
 from typing import TYPE_CHECKING
 
 from clusterlaunch.controller.output import OutputRouter
@@ -23,6 +22,8 @@ from clusterlaunch.core.model import JobPlan
 from clusterlaunch.transport.base import Connection
 
 if TYPE_CHECKING:  # the stacks' modules load when a stall is found (see cli/doctor.py)
+    from concurrent.futures import Future  # imports logging: not for every launch
+
     from clusterlaunch.core.stacks import StackDump
 
 ABANDON_WAIT_S = 8.0  # a given-up setup's PID line (1 s) and its kill (5 s at most)
@@ -44,6 +45,8 @@ def take_stacks(
 def on_a_thread(call: Callable[[], Stacks]) -> Future[Stacks]:
     """``call()``'s result, to come from a daemon thread: one still waiting for a host
     must not keep a finished controller from exiting (a pool's threads would)."""
+    from concurrent.futures import Future
+
     future: Future[Stacks] = Future()
 
     def run() -> None:
@@ -111,6 +114,8 @@ class StallWatch:
         so their setups are killed while the job's connections are still open."""
         self.give_up.set()
         if self.taking is not None:
+            from concurrent.futures import wait
+
             wait([self.taking], timeout=ABANDON_WAIT_S)
 
     def _show(
