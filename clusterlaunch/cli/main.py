@@ -78,7 +78,7 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
             if text:
                 console.out.write(text.encode() + b"\n")
         else:
-            reports, missed = jobs.kill_job(
+            reports, missed, marked = jobs.kill_job(
                 reachable,
                 targets,
                 connections,
@@ -97,10 +97,8 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
     if not reports:
         if len(unanswered) < len(inventory.hosts):
             where = "the hosts that answered" if unanswered else "these hosts"
-            console.say(
-                f"clusterlaunch: no running job {args.job_id} on {where} "
-                "(a restart of it that has not started yet will not start)"
-            )
+            pending = " (a restart of it that has not started yet will not start)"
+            console.say(f"clusterlaunch: no running job {args.job_id} on {where}{pending * marked}")
         return ExitStatus.USAGE if unanswered else ExitStatus.FAILED
     console.out.write(render.kill_text(args.job_id, reports).encode() + b"\n")
     if unanswered:

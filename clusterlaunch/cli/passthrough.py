@@ -8,6 +8,7 @@ handling of ``--`` and dash-words there differs between Python versions).
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Iterator, Sequence
 
 # How many positionals come before the words passed through untouched.
@@ -69,9 +70,12 @@ def foreign_option(parser: argparse.ArgumentParser, words: Sequence[str]) -> str
     for word in _unknown_options(parser, words):
         from clusterlaunch.core import migrate  # only for the message: see cli/doctor.py
 
-        hint = migrate.equivalent(word.split("=", 1)[0])
+        name = word.split("=", 1)[0]
+        hint = migrate.equivalent(name)
         if hint is not None:
-            return hint
+            command = next(w for w in words if not w.startswith("-"))
+            known = {o for a in _actions(_subparser(parser, command)) for o in a.option_strings}
+            return hint if _fits(hint[len(name) :], known) else _not_here(name, command, hint)
     return None
 
 
@@ -112,6 +116,19 @@ def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     """``parser``'s actions and those of its own commands (``sandbox up``): no public table."""
     nested = [_actions(sub) for sub in _commands(parser).values()]
     return [*parser._actions, *(action for actions in nested for action in actions)]
+
+
+def _fits(hint: str, known: set[str]) -> bool:
+    """Whether the command has an option the hint (without its flag) points to, if it names
+    any: ``kill`` has no ``--env``."""
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", hint))
+    return not named or bool(named & known)
+
+
+def _not_here(name: str, command: str, hint: str) -> str:
+    """The line for another launcher's option that this command has no equivalent of."""
+    what = "no environment" if "--env" in hint else "no such option"
+    return f"{name}: clusterlaunch {command} takes {what}; see clusterlaunch {command} --help"
 
 
 def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

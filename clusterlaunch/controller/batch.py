@@ -71,13 +71,15 @@ class Batch(Generic[K]):
         finally:
             self.close()
 
-    def wait_open(self, timeout: float) -> dict[K, Finished]:
+    def wait_open(
+        self, timeout: float, enough: Callable[[], bool] = lambda: False
+    ) -> dict[K, Finished]:
         """As :meth:`wait`, but the commands given up on keep their channels.
 
         So a caller can still read what they had on their way (a setup's PID
         line) with :meth:`read_on`; :meth:`close` drops them.
         """
-        self.read_on(timeout, lambda: False)
+        self.read_on(timeout, enough)
         for key in self._running:
             out, err = (b"".join(part) for part in self._outputs[key])
             self._results[key] = Finished(None, out, err, f"no answer within {timeout:g} s")

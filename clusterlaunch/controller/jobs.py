@@ -81,13 +81,17 @@ def kill_job(
     timeout: float = KILL_WAIT_S,
     setup_timeout: float = SETUP_TIMEOUT_S,
     fanout: int = FANOUT,
-) -> tuple[list[KillReport], list[Unanswered]]:
-    """Ask every agent of ``job_id`` on these hosts to tear its job down; wait for it."""
+) -> tuple[list[KillReport], list[Unanswered], bool]:
+    """Ask every agent of ``job_id`` on these hosts to tear its job down; wait for it.
+    Also whether some host left word for a restart of it not started yet."""
     args = ["kill", job_id, "--timeout", str(timeout)]
     reports: dict[tuple[int, int], KillReport] = {}
     ask = _Ask(args, python, timeout + 10, setup_timeout, fanout)
     answers, unanswered = _ask_everywhere(specs, connections, ask)
+    marked = any(record.get("event") == "marked" for _, record in answers)
     for alias, record in answers:
+        if record.get("event") != "killed":
+            continue
         key = (int(record["node_rank"]), int(record["agent_pid"]))
         report = KillReport(
             host=_attribute(record, alias, targets),
@@ -97,7 +101,7 @@ def kill_job(
         )
         if key not in reports or report.stopped:
             reports[key] = report
-    return sorted(reports.values(), key=lambda r: r.node_rank), unanswered
+    return sorted(reports.values(), key=lambda r: r.node_rank), unanswered, marked
 
 
 def _whole(text: Any) -> int | None:

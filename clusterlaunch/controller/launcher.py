@@ -238,6 +238,7 @@ def supervise(
     ``held``: the agents that checked the hosts; they start the job on their go.
     """
     router = make_router(plan, request, console, log_dir, status)
+    stalls = _stall_watch(request, plan, connections)
     try:
         torchrun = request.exec_argv is None
         if torchrun:  # where the job really is, once every auto is resolved
@@ -252,7 +253,7 @@ def supervise(
             fail_fast=torchrun or request.fail_fast,
             quiet_teardown=torchrun,
             fanout=request.fanout,
-            stall_check=watch_for_stalls(_stall_watch(request, plan, connections), router),
+            stall_check=watch_for_stalls(stalls, router),
         )
         if held is not None:  # the agents checked their hosts: they start the job now
             held.hand_over(plan, supervisor.hosts, router)
@@ -260,6 +261,8 @@ def supervise(
         if outcome.exit_code != 0:
             router.message(render.outcome_text(outcome))  # console and controller.log
     finally:
+        if stalls is not None:
+            stalls.abandon()  # stacks still being taken: not for a job that has ended
         router.close()
     return outcome
 

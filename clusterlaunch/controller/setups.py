@@ -82,9 +82,13 @@ def end_setups(runs: list[Run], pump: Pump[Run]) -> None:
 
 
 def wait_guarded(
-    batch: Batch[str], timeout: float, with_setup: Collection[str]
+    batch: Batch[str],
+    timeout: float,
+    with_setup: Collection[str],
+    enough: Callable[[], bool] = lambda: False,
 ) -> dict[str, Finished]:
-    """``batch.wait(timeout)`` for programs behind setups (``ps``, ``kill``, ``stacks``).
+    """``batch.wait(timeout)`` for programs behind setups (``ps``, ``kill``, ``stacks``);
+    ``enough()``: stop waiting early (a job ended while its stall stacks were taken).
 
     The setups of the hosts given up on (timed out, or a Ctrl-C while waiting)
     are killed through :func:`end_setups`, their PID lines still on their way
@@ -92,7 +96,7 @@ def wait_guarded(
     setup ran on until its own ``--setup-timeout``.
     """
     try:
-        return batch.wait_open(timeout)
+        return batch.wait_open(timeout, enough)
     finally:
         try:
             given_up = [_InBatch(batch, key) for key in with_setup if batch.running(key)]

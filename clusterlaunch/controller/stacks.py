@@ -8,6 +8,7 @@ with the job's Python, so it finds py-spy where the job's environment has it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -53,15 +54,20 @@ def node_command(node: NodePlan, job_id: str) -> str:
 
 
 def stacks_of_plan(
-    plan: JobPlan, connections: Mapping[str, Connection], fanout: int = FANOUT
+    plan: JobPlan,
+    connections: Mapping[str, Connection],
+    fanout: int = FANOUT,
+    give_up: threading.Event | None = None,
 ) -> tuple[list[StackDump], list[tuple[str, str]]]:
-    """The stacks of ``plan``'s running job, over its own connections (``--stall-timeout``)."""
+    """The stacks of ``plan``'s running job, over its own connections (``--stall-timeout``);
+    ``give_up`` set: stop waiting for the hosts (the job has ended)."""
     batch_jobs = {
         node.host: (connections[node.host], node_command(node, plan.job_id)) for node in plan.nodes
     }
     batch = Batch(batch_jobs, stdin=program_payload("jobctl"), fanout=fanout)
     with_setup = {node.host for node in plan.nodes if node.setup}
-    finished = wait_guarded(batch, DUMP_TIMEOUT_S + 30, with_setup)
+    stop = give_up.is_set if give_up is not None else (lambda: False)
+    finished = wait_guarded(batch, DUMP_TIMEOUT_S + 30, with_setup, stop)
     records: list[tuple[str, dict[str, Any]]] = []
     for node in plan.nodes:
         result = finished.get(node.host)

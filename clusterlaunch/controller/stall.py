@@ -10,6 +10,7 @@ is then torn down and clusterlaunch exits ``ExitStatus.STALLED``.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
@@ -21,20 +22,41 @@ from clusterlaunch.core.model import JobPlan
 from clusterlaunch.transport.base import Connection
 
 if TYPE_CHECKING:  # the stacks' modules load when a stall is found (see cli/doctor.py)
+    from concurrent.futures import Future  # imports logging: not for every launch
+
     from clusterlaunch.core.stacks import StackDump
 
-TakeStacks = Callable[
-    [JobPlan, Mapping[str, Connection]], tuple[list["StackDump"], list[tuple[str, str]]]
-]
+ABANDON_WAIT_S = 8.0  # a given-up setup's PID line (1 s) and its kill (5 s at most)
+
+Stacks = tuple[list["StackDump"], list[tuple[str, str]]]
+TakeStacks = Callable[[JobPlan, Mapping[str, Connection], threading.Event], Stacks]
+Background = Callable[[Callable[[], Stacks]], "Future[Stacks]"]
 
 
 def take_stacks(
-    plan: JobPlan, connections: Mapping[str, Connection]
-) -> tuple[list[StackDump], list[tuple[str, str]]]:
+    plan: JobPlan, connections: Mapping[str, Connection], give_up: threading.Event
+) -> Stacks:
     """Every worker's stack, over the job's connections (py-spy on the hosts)."""
     from clusterlaunch.controller.stacks import stacks_of_plan
 
-    return stacks_of_plan(plan, connections)
+    return stacks_of_plan(plan, connections, give_up=give_up)
+
+
+def on_a_thread(call: Callable[[], Stacks]) -> Future[Stacks]:
+    """``call()``'s result, to come from a daemon thread: one still waiting for a host
+    must not keep a finished controller from exiting (a pool's threads would)."""
+    from concurrent.futures import Future
+
+    future: Future[Stacks] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(call())
+        except BaseException as exc:  # handed to the loop, which raises it as before
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="stall-stacks", daemon=True).start()
+    return future
 
 
 class StallWatch:
@@ -50,33 +72,57 @@ class StallWatch:
         connections: Mapping[str, Connection],
         clock: Callable[[], float] = time.monotonic,
         take: TakeStacks = take_stacks,
+        background: Background = on_a_thread,
     ) -> None:
-        """``take``: how the stacks are got (over ``connections``; a fake in unit tests)."""
+        """``take``: how the stacks are got (over ``connections``; a fake in unit tests);
+        ``background``: where ``take`` runs (a thread; at once in unit tests)."""
         self.timeout = timeout
         self.action = action
         self.plan = plan
         self.connections = connections
         self.clock = clock
         self.take = take
+        self.background = background
         self.last_output = clock()
         self.fired = False
+        self.taking: Future[Stacks] | None = None
+        self.give_up = threading.Event()
 
     def heard(self) -> None:
         """A rank printed something."""
         self.last_output = self.clock()
 
     def check(self, router: OutputRouter) -> JobOutcome | None:
-        """Dump the stacks once the job is silent for the timeout; the outcome for ``kill``."""
-        if self.fired or self.clock() - self.last_output < self.timeout:
+        """Start taking the stacks once the job is silent for the timeout; print them once
+        they are in. The outcome for ``kill``, once printed."""
+        if not self.fired and self.clock() - self.last_output >= self.timeout:
+            self.fired = True
+            router.message(
+                f"no rank has printed for {self.timeout:g} s (--stall-timeout): "
+                "the Python stack of every worker follows"
+            )
+            plan, connections, give_up = self.plan, self.connections, self.give_up
+            self.taking = self.background(lambda: self.take(plan, connections, give_up))
+        if self.taking is None or not self.taking.done():
             return None
-        self.fired = True
-        router.message(
-            f"no rank has printed for {self.timeout:g} s (--stall-timeout): "
-            "the Python stack of every worker follows"
-        )
+        dumps, notes = self.taking.result()
+        self.taking = None
+        return self._show(router, dumps, notes)
+
+    def abandon(self) -> None:
+        """The job has ended: stacks still being taken are given up. Waited for a little,
+        so their setups are killed while the job's connections are still open."""
+        self.give_up.set()
+        if self.taking is not None:
+            from concurrent.futures import wait
+
+            wait([self.taking], timeout=ABANDON_WAIT_S)
+
+    def _show(
+        self, router: OutputRouter, dumps: list[StackDump], notes: list[tuple[str, str]]
+    ) -> JobOutcome | None:
         from clusterlaunch.core.stacks import prefixes_for, stacks_text
 
-        dumps, notes = self.take(self.plan, self.connections)
         hosts = [node.host for node in self.plan.nodes]
         router.raw_stderr(stacks_text(dumps, notes, prefixes_for(dumps, hosts, color=False)))
         if not dumps and not notes:

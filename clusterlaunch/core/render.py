@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from clusterlaunch.core.errors import HostProblem, JobOutcome
 from clusterlaunch.core.model import JobPlan, NodePlan
+from clusterlaunch.core.torchrunargs import user_command
 
 if TYPE_CHECKING:  # exec renders no report, and importing them cost its start 3 ms
     from clusterlaunch.core.reports import KillReport, PreflightResult, RemoteJob, Unanswered
@@ -199,7 +200,7 @@ def jobs_text(found: Sequence[RemoteJob], unanswered: Sequence[Unanswered] = ())
             job.node_rank,
             job.attempt,
             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(job.started_at)),
-            _short(shlex.join(job.command)),
+            _short(shlex.join(user_command(job.command))),  # --json: the whole of it
         )
         for job in found
     ]

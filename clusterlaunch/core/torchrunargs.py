@@ -197,3 +197,28 @@ def owned_torchrun_option(word: str) -> str | None:
         if letter not in _SHORT_FLAGS:
             break  # the rest is a value (or an option torchrun refuses)
     return None
+
+
+_TORCHRUN_MODULE = ["-m", "torch.distributed.run"]
+
+
+def user_command(argv: Sequence[str]) -> list[str]:
+    """What a torchrun command line runs: the script (or ``-m MODULE``, or the program of
+    ``--no-python``) and its arguments, torchrun and its options left out; ``argv`` itself
+    when it is not torchrun (``exec``). What identifies a job in ``ps``."""
+    if list(argv[1:3]) == _TORCHRUN_MODULE:
+        index = 3
+    elif argv[:1] and argv[0].rsplit("/", 1)[-1] == "torchrun":
+        index = 1
+    else:
+        return list(argv)
+    module = False
+    while index < len(argv) and _is_option(argv[index]):
+        word = argv[index]
+        if word == "--":  # the script follows, whatever it looks like
+            index += 1
+            break
+        module = module or _script_flag(word) == "-m"
+        index += 2 if _takes_separate_value(word) else 1
+    rest = list(argv[index:])
+    return ["-m", *rest] if module else rest

@@ -23,7 +23,16 @@ from clusterlaunch.core.bootstrap import encode_payload, is_payload_for_this_pyt
 # this package; "core/protocol" names a module elsewhere in clusterlaunch that
 # the hosts need too (pure, stdlib only, no ``from __future__``): the wire
 # protocol, and core/exits, the exit statuses the controller uses too.
-_CHECKS = ("core/exits", "core/protocol", "proctree", "records", "accel", "torchfiles", "checks")
+_CHECKS = (
+    "core/exits",
+    "core/protocol",
+    "proctree",
+    "records",
+    "scratch",
+    "accel",
+    "torchfiles",
+    "checks",
+)
 """The preflight's checks and what they use: the probe (``check``) and the agent (``run``)."""
 BUNDLES = {
     "agent": (

@@ -40,13 +40,13 @@ from clusterlaunch.remote.records import (  # bundle: strip
     JobRecord,  # bundle: strip
     clean_up_after_dead_agents,  # bundle: strip
     hostname,  # bundle: strip
-    prepare_scratch,  # bundle: strip
 )  # bundle: strip
 from clusterlaunch.remote.rootcause import parse_root_cause, root_cause_complete  # bundle: strip
+from clusterlaunch.remote.scratch import prepare_scratch  # bundle: strip
 from clusterlaunch.remote.spawn import start_job  # bundle: strip
 from clusterlaunch.remote.storewait import store_waiting  # bundle: strip
 from clusterlaunch.remote.tail import JobPipes, RankTail  # bundle: strip
-from clusterlaunch.remote.teardown import TreeKiller  # bundle: strip
+from clusterlaunch.remote.teardown import TreeKiller, job_environ  # bundle: strip
 from clusterlaunch.remote.wire import Control, Output, parse_args  # bundle: strip
 
 CHUNK = 1 << 18
@@ -89,7 +89,7 @@ class Agent:
         why = prepare_scratch(self.args.tail_dir)  # a read-only or full /tmp: one line
         if why is not None:
             return self._fail_start(why)
-        env = dict(os.environ, CLUSTERLAUNCH_AGENT=self.token.partition("=")[2])
+        env = job_environ(self.token, self.args.grace, torchrun=self.tail is not None)
         argv = self.args.argv if self.tail is None else store_waiting(self.args.argv)
         try:
             self.job = start_job(argv, env)

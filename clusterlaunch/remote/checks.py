@@ -22,8 +22,8 @@ from clusterlaunch.remote.records import (  # bundle: strip
     hostname,  # bundle: strip
     killed_at,  # bundle: strip
     live_records,  # bundle: strip
-    scratch_problem,  # bundle: strip
 )  # bundle: strip
+from clusterlaunch.remote.scratch import scratch_problem  # bundle: strip
 from clusterlaunch.remote.torchfiles import torch_files, torchrun_problem  # bundle: strip
 
 

@@ -53,7 +53,9 @@ def _other_port(recorded, port):
 
 
 def kill_job(job_id, timeout):
-    mark_killed(job_id)  # also when nothing runs: a controller may be about to restart it
+    # Also between two attempts of a job that may restart: its next must not start.
+    if mark_killed(job_id):
+        emit(event="marked", job_id=job_id)
     targets = [r for r in this_hosts_records() if r["job_id"] == job_id]
     started = time.monotonic()
     for record in targets:

@@ -55,53 +55,6 @@ def record_folder():
     return next((path for path in dirs if private_dir(path)), dirs[-1])
 
 
-def write_problem(folder):
-    """Why this user cannot write a small file in ``folder`` (made 0700 if missing), or None.
-
-    A read-only /tmp, or a full one (a tmpfs takes the name, then refuses the data),
-    passed the preflight: the job then failed at its record (a traceback) or torchrun's
-    per-rank files.
-    """
-    path = os.path.join(folder, ".write-check.%d" % os.getpid())
-    try:
-        os.makedirs(folder, 0o700, exist_ok=True)
-        try:
-            with open(path, "w") as handle:
-                handle.write(" " * 4096)
-        finally:
-            if os.path.lexists(path):
-                os.unlink(path)
-    except OSError as exc:
-        return cannot_write(folder, exc)
-    return None
-
-
-def cannot_write(path, exc, doing="write in"):
-    return (
-        "cannot %s %s (%s); it holds each job's record (for ps and kill) and "
-        "torchrun's per-rank files: free space in it, or make it writable for this user"
-        % (doing, path, exc.strerror or exc)
-    )
-
-
-def scratch_problem(torchrun):
-    """The preflight's check: the record's folder, and /tmp for torchrun's files, written to."""
-    folders = [record_folder()] + ([os.path.dirname(TEMP_PREFIX)] if torchrun else [])
-    return next((why for why in map(write_problem, folders) if why is not None), None)
-
-
-def prepare_scratch(tail_dir):
-    """The agent's, before it starts the job (``exec`` has no preflight): why it cannot
-    write its record, or create ``tail_dir`` (torchrun's files; none for exec), or None."""
-    why = write_problem(record_folder())
-    if why is None and tail_dir:
-        try:
-            os.mkdir(tail_dir, 0o700)
-        except OSError as exc:
-            return cannot_write(tail_dir, exc, "create")
-    return why
-
-
 def process_start_time(pid):
     """Kernel start time of ``pid`` in clock ticks, or None if it is gone.
 
@@ -116,8 +69,10 @@ def process_start_time(pid):
 class JobRecord:
     """The on-disk record of one node's job, removed when the job ends."""
 
-    def __init__(self, path):
+    def __init__(self, path, job_id=None, may_restart=False):
         self.path = path
+        self.job_id = job_id
+        self.may_restart = may_restart
 
     @classmethod
     def create(cls, args, job_pid):
@@ -154,26 +109,60 @@ class JobRecord:
             os.replace(temporary, path)
         except OSError:
             return None
-        return cls(path)
+        return cls(path, args.job_id, record["restart_count"] is not None)
 
     def remove(self):
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
+        """The job has ended here. One that may restart (``--max-restarts``) leaves a note,
+        so ``kill`` between its attempts knows it; one that may not takes its kill mark."""
+        _remove(self.path)
+        if self.may_restart:
+            _touch(self.job_id + _ENDED)
+        elif self.job_id is not None:
+            _remove_notes(self.job_id, (_KILLED,))
 
 
 TEMP_PREFIX = "/tmp/clusterlaunch-"
 _KILLED = ".killed"
+_ENDED = ".ended"  # an attempt of a job that may restart ended here
+NOTE_KEEP_S = 86400.0
+"""A job's notes outlive its last record this long: a restart comes after its backoff,
+connect, setup and preflight (minutes); then they are swept, never read again."""
 
 
 def mark_killed(job_id):
     """Leave word that ``job_id`` was killed: a restart of it (``--max-restarts``) that
-    has not started yet finds this in its preflight and does not start."""
+    has not started yet finds this in its preflight and does not start. Only for a job
+    that runs here or ran here and may restart: a mistyped id leaves nothing."""
+    if not any(r["job_id"] == job_id for r in live_records()) and not _notes(job_id, _ENDED):
+        return False
+    return _touch(job_id + _KILLED)
+
+
+def _touch(name):
     folder = next((path for path in state_dirs() if private_dir(path)), None)
-    if folder is not None:
-        with open(os.path.join(folder, job_id + _KILLED), "w"):
-            pass
+    if folder is None:
+        return False
+    with open(os.path.join(folder, name), "w"):
+        return True
+
+
+def _notes(job_id, suffix):
+    return [
+        p for p in (os.path.join(f, job_id + suffix) for f in state_dirs()) if os.path.exists(p)
+    ]
+
+
+def _remove_notes(job_id, suffixes):
+    for suffix in suffixes:
+        for path in _notes(job_id, suffix):
+            _remove(path)
+
+
+def _remove(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def killed_at(job_id):
@@ -207,6 +196,23 @@ def clean_up_after_dead_agents():
     start time, so a live one is told by one read of /proc/PID/stat.
     """
     _sweep([p for p in _record_files() if not _agent_alive_by_name(os.path.basename(p))])
+    _sweep_old_notes()
+
+
+def _sweep_old_notes():
+    """Remove the notes of jobs that ended here more than :data:`NOTE_KEEP_S` ago."""
+    old = time.time() - NOTE_KEEP_S
+    for folder in state_dirs():
+        try:
+            names = [n for n in os.listdir(folder) if n.endswith((_KILLED, _ENDED))]
+        except OSError:
+            continue
+        for path in (os.path.join(folder, name) for name in names):
+            try:
+                if os.lstat(path).st_mtime < old:
+                    os.unlink(path)
+            except OSError:
+                continue
 
 
 def _sweep(paths):

@@ -1,9 +1,11 @@
 """The Python stacks of one job's workers on this host, with py-spy (stdlib only; part of jobctl).
 
 Workers are found below the job's agent (from its record, verified by PID and
-start time), as the processes whose environment has torchrun's ``RANK`` and
-``LOCAL_RANK`` and whose parent is not such a process itself (a DataLoader
-worker inherits the variables). ``py-spy dump`` reads a process's stacks
+start time), as the processes torchrun itself started (its direct children),
+their ranks read from ``RANK`` and ``LOCAL_RANK`` in their environment. Not by
+the environment alone: a DataLoader worker or a rank's daemon inherits the
+variables too, and a daemon re-parented to the agent (the subreaper) once
+counted as a second worker of its rank. ``py-spy dump`` reads a process's stacks
 without stopping it; it needs ptrace permission: root (CAP_SYS_PTRACE), or the
 same user with ``kernel.yama.ptrace_scope`` 0 (with 1, only a process's
 ancestors may trace it, and jobctl is not one of the workers' ancestors).
@@ -15,7 +17,7 @@ import subprocess
 import sys
 import threading
 
-from clusterlaunch.remote.proctree import descendants, read_stat  # bundle: strip
+from clusterlaunch.remote.proctree import children_of, descendants, read_stat  # bundle: strip
 from clusterlaunch.remote.storewait import is_torchrun  # bundle: strip
 
 HOW_TO_GET = (
@@ -24,11 +26,17 @@ HOW_TO_GET = (
 )
 
 
-def find_py_spy():
-    """py-spy on PATH, else next to this Python (a virtual environment not on PATH)."""
-    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
-    if os.access(beside, os.X_OK):
-        return beside
+def find_py_spy(job_python=None):
+    """py-spy next to the job's Python (its virtual environment, as its record names it),
+    else next to this Python (``--python``'s), else on PATH.
+
+    The job's first: jobctl's interpreter is whatever ``--python`` said (the
+    system's, say) while the job ran from a venv that has py-spy."""
+    for python in (job_python, sys.executable):
+        if python and os.path.isabs(python):
+            beside = os.path.join(os.path.dirname(python), "py-spy")
+            if os.access(beside, os.X_OK):
+                return beside
     return shutil.which("py-spy")
 
 
@@ -48,15 +56,14 @@ def worker_environ(pid):
 
 
 def job_workers(agent_pid):
-    """``[(pid, rank, local_rank)]`` of the workers below ``agent_pid``, by rank."""
-    below = descendants(agent_pid)
-    envs = {pid: worker_environ(pid) for pid in below}
+    """``[(pid, rank, local_rank)]`` of the workers torchrun started below ``agent_pid``."""
     workers = []
-    for pid, env in envs.items():
-        info = read_stat(pid)
-        if env is None or info is None or envs.get(info[1]) is not None:
-            continue  # not a worker, gone, or a worker's own child
-        workers.append((pid, env["RANK"], env["LOCAL_RANK"]))
+    for launcher in torchrun_pids(agent_pid):
+        for pid in children_of(launcher):
+            env = worker_environ(pid)
+            info = read_stat(pid)
+            if env is not None and info is not None and info[0] != "Z":
+                workers.append((pid, env["RANK"], env["LOCAL_RANK"]))
     return sorted(workers, key=lambda worker: worker[1])
 
 
@@ -108,9 +115,10 @@ def one_line_command(text):
 
 def job_stacks(records, timeout):
     """One dict per worker of these agents' jobs (all dumped at once), or a ``nostacks``."""
-    py_spy = find_py_spy()
+    job_python = next((r["command"][0] for r in records if r.get("command")), None)
+    py_spy = find_py_spy(job_python)
     if py_spy is None:
-        return [{"event": "nostacks", "why": HOW_TO_GET % sys.executable}]
+        return [{"event": "nostacks", "why": HOW_TO_GET % (job_python or sys.executable)}]
     found = []
     threads = []
 

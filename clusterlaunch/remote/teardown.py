@@ -17,8 +17,15 @@ cleaning up (a checkpoint's save, cut short). Three senders once did it:
 
 What is forked into a group after its SIGTERM went out is left to the process
 that leads it (it is cleaning up); SIGKILL after ``--grace`` ends everything.
+
+torchrun has a deadline of its own: it SIGKILLs its workers 30 s after their
+SIGTERM (its ``LaunchConfig.shutdown_timeout``, from ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``
+in the torch this project pins; older torchruns have the 30 s built in), which
+cut a ``--grace 90`` checkpoint short. The agent sets it past the grace, so the
+agent's SIGKILL is the one that counts.
 """
 
+import math
 import os
 import time
 
@@ -30,6 +37,18 @@ from clusterlaunch.remote.proctree import (  # bundle: strip
     reap,  # bundle: strip
     signal,  # bundle: strip
 )  # bundle: strip
+
+SHUTDOWN_VAR = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
+SHUTDOWN_MARGIN_S = 5  # torchrun's own SIGKILL comes this long after the agent's
+
+
+def job_environ(token, grace, torchrun):
+    """The job's environment: the agent's marker, and for torchrun a shutdown deadline
+    past ``grace`` (a user's own value too: ``--grace`` is the time between the signals)."""
+    env = dict(os.environ, CLUSTERLAUNCH_AGENT=token.partition("=")[2])
+    if torchrun:
+        env[SHUTDOWN_VAR] = str(math.ceil(grace) + SHUTDOWN_MARGIN_S)
+    return env
 
 
 def signal_all(pids, signum):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterlaunch.remote import records
 from clusterlaunch.testing import find_processes
 from tests.cluster.support import PYTHON, run_cli, start_cli, wait_for_lines, write_hosts
 
@@ -74,9 +75,14 @@ def test_kill_stops_one_job_and_spares_the_other(sim_cluster, tmp_path: Path, cl
         assert len(_job_processes(sim_cluster, job_b)) >= 6  # 2 x (agent, torchrun, worker)
         table = run_cli("ps", sim_cluster, *use, str(hosts))
         assert job_b in table.stdout and job_a not in table.stdout
+        # What identifies the job: its script, not the interpreter and torchrun's options
+        # (the column, cut at 80 characters, never reached the script).
+        rows = [line.split() for line in table.stdout.splitlines() if line.startswith(job_b)]
+        assert [row[-1] for row in rows] == ["sleeper.py", "sleeper.py"], table.stdout
 
         missing = run_cli("kill", sim_cluster, *use, str(hosts), job_a)
         assert missing.returncode == 1 and f"no running job {job_a}" in missing.stderr
+        assert records.killed_at(job_a) is None  # its word went with its records
     finally:
         for process in (first, second):
             if process.poll() is None:
@@ -144,3 +150,13 @@ def test_ps_and_kill_find_a_job_whose_python_and_records_depend_on_setup(
         if job.poll() is None:
             job.send_signal(signal.SIGINT)
             job.wait(timeout=30)
+
+
+def test_kill_of_an_id_that_never_ran_leaves_nothing(sim_cluster, tmp_path: Path) -> None:
+    """A mistyped id left ``<id>.killed`` on every host, every time (181 of them)."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    typo = f"typo-{uuid.uuid4().hex[:8]}"
+    result = run_cli("kill", sim_cluster, str(hosts), typo)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == f"clusterlaunch: no running job {typo} on these hosts\n"
+    assert records.killed_at(typo) is None

@@ -73,7 +73,7 @@ def test_a_full_tmp_is_named_too(tmp_path: Path) -> None:
         pytest.skip(why)
     fill = "mount -t tmpfs -o size=64k tmpfs /tmp && { head -c 1M /dev/zero >/tmp/fill; true; }"
     code = (
-        "from clusterlaunch.remote.records import prepare_scratch, scratch_problem\n"
+        "from clusterlaunch.remote.scratch import prepare_scratch, scratch_problem\n"
         "print(scratch_problem(True)); print(prepare_scratch(None))"
     )
     argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", fill + ' && exec "$@"']
@@ -83,3 +83,24 @@ def test_a_full_tmp_is_named_too(tmp_path: Path) -> None:
     said = f"cannot write in {RECORDS} (No space left on device); it holds each job's record"
     assert done.stdout.splitlines()[0].startswith(said)
     assert done.stdout.splitlines()[1].startswith(said)
+
+
+def test_a_record_folder_another_user_owns_is_named(tmp_path: Path) -> None:
+    """root could write in nobody's /tmp/clusterlaunch-0, so the job ran without a record:
+    ``ps`` said "no jobs" (exit 0) and ``kill`` "no running job" while it ran."""
+    if (why := mountns.why_not()) is not None:
+        pytest.skip(why)
+    plant = (
+        "mount -t tmpfs tmpfs /tmp && mkdir -m 0700 /tmp/clusterlaunch-$(id -u) && "
+        "chown nobody /tmp/clusterlaunch-$(id -u)"
+    )
+    code = (
+        "from clusterlaunch.remote.scratch import prepare_scratch, scratch_problem\n"
+        "print(scratch_problem(False)); print(prepare_scratch(None))"
+    )
+    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", plant + ' && exec "$@"']
+    argv += ["sh", sys.executable, "-c", code]
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    said = f"{RECORDS} is not this user's private folder (another user owns it"
+    assert [line[: len(said)] for line in done.stdout.splitlines()] == [said, said]

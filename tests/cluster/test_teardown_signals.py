@@ -25,11 +25,11 @@ def sigterms(count_dir: Path, ranks: list[int]) -> dict[int, list[str]]:
     return {rank: (count_dir / f"rank-{rank}").read_text().splitlines() for rank in ranks}
 
 
-def run_counting(tmp_path: Path, sim_cluster, *options: str):  # type: ignore[no-untyped-def]
+def run_counting(tmp_path: Path, sim_cluster, *options: str, grace: str = "10"):  # type: ignore[no-untyped-def]
     count_dir = tmp_path / "counts"
     count_dir.mkdir()
     hosts = write_hosts(tmp_path / "hosts.yaml", TWO_NODES)
-    argv = ("--grace", "10", "--env", f"COUNT_DIR={count_dir}", *options)
+    argv = ("--grace", grace, "--env", f"COUNT_DIR={count_dir}", *options)
     process = start_cli("run", sim_cluster, *argv, str(hosts), "termcount.py")
     return process, count_dir
 
@@ -56,6 +56,27 @@ def test_a_graceful_teardown_sends_each_rank_one_sigterm(
         1: 1,
         2: 1,
     }, sigterms(count_dir, [0, 1, 2])
+    assert_no_orphans(sim_cluster, timeout=4.0)
+
+
+def test_a_grace_past_torchruns_30_s_is_honoured_with_one_sigterm(
+    sim_cluster, tmp_path: Path, assert_no_orphans
+) -> None:
+    # torchrun SIGKILLed its workers 30 s after their SIGTERM whatever --grace said
+    # (its own shutdown timeout): a 33 s checkpoint under --grace 40 never finished.
+    process, count_dir = run_counting(tmp_path, sim_cluster, "--env", "LINGER_S=33", grace="40")
+    try:
+        wait_for_lines(process, b"counting", 3, timeout=90)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=90)
+        assert process.returncode == 128 + signal.SIGTERM, err.decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert out.count(b"leaving after a SIGTERM") == 3, out.decode()[-3000:] + err.decode()[-3000:]
+    counts = sigterms(count_dir, [0, 1, 2])
+    assert {rank: len(lines) for rank, lines in counts.items()} == {0: 1, 1: 1, 2: 1}, counts
     assert_no_orphans(sim_cluster, timeout=4.0)
 
 

@@ -177,3 +177,19 @@ def test_numa_binding_is_offered_only_for_cuda_gpus(flag: str) -> None:
     hint = migrate.equivalent(flag)
     assert hint is not None and "--numa-binding" in hint
     assert "with CUDA GPUs" in hint and "CPU-only host every rank fails" in hint
+
+
+@pytest.mark.parametrize("command", ["kill", "ps", "stacks"])
+def test_a_foreign_option_points_only_to_options_the_command_has(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``kill -x FOO=1`` said ``use --env KEY=VALUE, ...``, which kill rejects in turn."""
+    words = [command, "-x", "FOO=1", "hosts.yaml", *(["j"] if command != "ps" else [])]
+    assert main(words) == 2
+    assert capsys.readouterr().err == (
+        f"clusterlaunch: error: -x: clusterlaunch {command} takes no environment; "
+        f"see clusterlaunch {command} --help\n"
+    )
+    assert (
+        foreign_option(build_parser(), ["run", "-x", "FOO=1", "h", "t.py"]) == f"-x: {migrate.ENV}"
+    )

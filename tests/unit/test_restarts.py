@@ -268,13 +268,22 @@ def test_ps_shows_the_attempt() -> None:
 
 
 def test_kill_leaves_word_for_a_restart_not_started_yet() -> None:
+    """Between two attempts (no record: the note its last one left), not for a mistyped id,
+    and the word goes with the job: 181 ``.killed`` files of ids that never ran piled up."""
     job = f"unit-killed-{os.getpid()}"
+    folder = next(f for f in records.state_dirs() if records.private_dir(f))
     assert records.killed_at(job) is None
-    before = time.time() - 1  # mtime resolution
-    records.mark_killed(job)
     try:
+        assert not records.mark_killed(job)  # never ran here: nothing left behind
+        assert records.killed_at(job) is None
+        restartable = records.JobRecord(str(Path(folder, job + ".json")), job, may_restart=True)
+        restartable.remove()  # an attempt of a job with --max-restarts ended
+        before = time.time() - 1  # mtime resolution
+        assert records.mark_killed(job)
         when = records.killed_at(job)
         assert when is not None and when >= before
+        records.JobRecord(str(Path(folder, job + ".json")), job, may_restart=False).remove()
+        assert records.killed_at(job) is None  # the job is over: its word with it
     finally:
-        for folder in records.state_dirs():
-            Path(folder, job + ".killed").unlink(missing_ok=True)
+        for name in (job + ".killed", job + ".ended"):
+            Path(folder, name).unlink(missing_ok=True)

@@ -8,15 +8,17 @@ import io
 import os
 import subprocess
 import sys
+import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import Future
 
 import pytest
 
 from clusterlaunch.cli.main import main
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.output import OutputRouter
-from clusterlaunch.controller.stall import StallWatch, watch_for_stalls
+from clusterlaunch.controller.stall import Stacks, StallWatch, watch_for_stalls
 from clusterlaunch.controller.supervisor import Supervisor
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.lines import Prefixes
@@ -65,27 +67,40 @@ def test_stack_lines_carry_the_workers_output_prefix() -> None:
     ]
 
 
-def test_workers_are_found_by_their_rank_variables_not_their_children() -> None:
-    # agent -> torchrun stand-in -> two "workers" (RANK set), one with a child that inherits it.
+def test_workers_are_torchruns_own_children_not_what_they_started() -> None:
+    """agent (a subreaper) -> torchrun stand-in -> two workers (RANK set). Rank 5 starts a
+    child (a DataLoader worker) and a double-forked daemon, re-parented to the agent: both
+    inherit RANK. The daemon was a second stack of rank 5 (or, a ``sleep``, a failed dump)."""
     worker = (
-        "import subprocess,sys,time\n"
+        "import os,subprocess,sys,time\n"
         "if sys.argv[1] == '1':\n"
         "    child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        "    if os.fork() == 0:\n"
+        "        os.setsid()\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(30)\n"
+        "        os._exit(0)\n"
         "time.sleep(30)\n"
     )
     launcher = (
         "import os,subprocess,sys,time\n"
-        "procs=[subprocess.Popen([sys.executable,'-c',sys.argv[1],str(r)],"
+        "procs=[subprocess.Popen([sys.executable,'-c',sys.argv[2],str(r)],"
         "env={**os.environ,'RANK':str(r+4),'LOCAL_RANK':str(r)}) for r in (1,0)]\n"
         "time.sleep(30)\n"
     )
-    root = subprocess.Popen([sys.executable, "-c", launcher, worker])
+    agent = (
+        "import subprocess,sys\n"
+        "from clusterlaunch.remote.proctree import become_subreaper\n"
+        "become_subreaper()\n"
+        "subprocess.run([sys.executable,'-c',sys.argv[1],'torch.distributed.run',sys.argv[2]])\n"
+    )
+    root = subprocess.Popen([sys.executable, "-c", agent, launcher, worker])
     try:
         deadline = time.monotonic() + 10
-        found: list[tuple[int, int, int]] = []
-        while time.monotonic() < deadline and len(found) < 2:
+        while time.monotonic() < deadline and len(descendants(root.pid)) < 5:
             time.sleep(0.1)
-            found = job_workers(os.getpid())
+        assert len(descendants(root.pid)) == 5  # launcher, workers, child, daemon
+        found = job_workers(root.pid)
         assert [(rank, local) for _, rank, local in found] == [(4, 0), (5, 1)]
     finally:
         for pid in descendants(root.pid):  # only what this test started
@@ -123,13 +138,13 @@ def test_stall_watch_dumps_once_and_kills_with_its_own_status() -> None:
     router = OutputRouter(Prefixes([(0, "node0", 0)], ["node0"], False), Console(io.BytesIO(), err))
     calls = []
 
-    def take(plan: object, connections: object) -> tuple[list[StackDump], list[tuple[str, str]]]:
+    def take(plan: object, connections: object, give_up: object) -> Stacks:
         calls.append(1)
         return [StackDump("node0", 0, 0, 10, STACK)], []
 
     plan = two_ranks_per_host(["node0"])
     clock = FakeClock(now=100.0)
-    watch = StallWatch(5, "kill", plan, connections={}, clock=clock, take=take)
+    watch = StallWatch(5, "kill", plan, {}, clock=clock, take=take, background=_at_once)
     clock.advance(4)
     assert watch.check(router) is None
     watch.heard()
@@ -143,8 +158,53 @@ def test_stall_watch_dumps_once_and_kills_with_its_own_status() -> None:
     assert b"[r0 node0:0]     all_reduce (torch/" in err.getvalue()
 
 
-def _one_stack(plan: object, connections: object) -> tuple[list[StackDump], list[Any]]:
+def _one_stack(plan: object, connections: object, give_up: object) -> Stacks:
     return [StackDump("a", 0, 0, 10, STACK)], []
+
+
+def _at_once(call: Callable[[], Stacks]) -> Future[Stacks]:
+    """Runs the stall watch's ``take`` right away, as if its thread were instant."""
+    future: Future[Stacks] = Future()
+    future.set_result(call())
+    return future
+
+
+def test_the_stall_watch_keeps_the_loop_going_while_the_stacks_are_taken() -> None:
+    """A host's slow setup held the supervisor's loop for as long (25 s in the report):
+    output waited and --timeout fired late. The stacks come from a thread now."""
+    release, given_up = threading.Event(), threading.Event()
+
+    def slow(plan: object, connections: object, give_up: threading.Event) -> Stacks:
+        release.wait(30)
+        return [StackDump("node0", 0, 0, 10, STACK)], []
+
+    def until_given_up(plan: object, connections: object, give_up: threading.Event) -> Stacks:
+        if give_up.wait(30):
+            given_up.set()
+        return [], []
+
+    err = io.BytesIO()
+    router = OutputRouter(Prefixes([(0, "node0", 0)], ["node0"], False), Console(io.BytesIO(), err))
+    clock = FakeClock(now=100.0)
+    watch = StallWatch(5, "kill", two_ranks_per_host(["node0"]), {}, clock=clock, take=slow)
+    clock.advance(6)
+    began = time.monotonic()
+    assert watch.check(router) is None and watch.check(router) is None
+    assert time.monotonic() - began < 1.0  # did not wait for the stacks
+    assert b"no rank has printed for 5 s" in err.getvalue() and b"all_reduce" not in err.getvalue()
+    release.set()
+    deadline = time.monotonic() + 10
+    outcome = None
+    while outcome is None and time.monotonic() < deadline:
+        outcome = watch.check(router)
+    assert outcome is not None and outcome.exit_code == ExitStatus.STALLED
+    assert b"[r0 node0:0]     all_reduce (torch/" in err.getvalue()
+    plan = two_ranks_per_host(["node0"])
+    second = StallWatch(5, "stacks", plan, {}, clock=clock, take=until_given_up)
+    clock.advance(6)
+    assert second.check(router) is None
+    second.abandon()  # the job ended first: told to give up, and waited for
+    assert given_up.is_set()
 
 
 @pytest.mark.parametrize("action", ["stacks", "kill"])
@@ -160,7 +220,7 @@ def test_the_supervisor_acts_on_silence_only(action: str) -> None:
     ranks = [(r, n.host, r - (n.first_rank or 0)) for n in plan.nodes for r in n.global_ranks]
     err = io.BytesIO()
     router = OutputRouter(Prefixes(ranks, list(agents), False), Console(io.BytesIO(), err))
-    watch = StallWatch(2.0, action, plan, {}, clock=clock, take=_one_stack)
+    watch = StallWatch(2.0, action, plan, {}, clock=clock, take=_one_stack, background=_at_once)
     check = watch_for_stalls(watch, router)
     outcome = Supervisor(plan, hosts, router, clock=clock, stall_check=check).run()  # type: ignore[arg-type]
     text = err.getvalue().decode()

@@ -8,12 +8,16 @@ print torchrun's usage, and the job end with 2 after it started.
 from __future__ import annotations
 
 import importlib.util
+import shlex
 import sys
 from pathlib import Path
 
 import pytest
 
 from clusterlaunch.core import commands
+from clusterlaunch.core.render import jobs_text
+from clusterlaunch.core.reports import RemoteJob
+from clusterlaunch.core.torchrunargs import user_command
 from clusterlaunch.remote import torchfiles
 
 RUN_PY = """
@@ -114,3 +118,25 @@ def test_every_option_clusterlaunch_passes_is_known_to_the_installed_torch() -> 
         script="train.py", script_args=("--lr", "1"), run_id="j1", script_kind="module",
     )  # fmt: skip
     assert torchfiles.torchrun_problem(commands.torchrun_argv(spec), "2.13") is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        (
+            "/v/bin/python -m torch.distributed.run --nnodes 3 --nproc-per-node 1 --node-rank 0 "
+            "--rdzv-backend static --rdzv-id j --master-addr 10.0.0.1 --master-port 29500 "
+            "--redirects 3 --log-dir /tmp/x --max-restarts 2 train.py --epochs 2",
+            "train.py --epochs 2",
+        ),
+        ("p -m torch.distributed.run --nnodes 1 --module pkg.train --lr 1", "-m pkg.train --lr 1"),
+        ("/v/bin/torchrun --nnodes 1 --no-python --redirects 3 sh -c x", "sh -c x"),
+        ("p -m torch.distributed.run --nnodes 1 -- --odd.py -v", "--odd.py -v"),
+        ("sh -c 'sleep 60'", "sh -c 'sleep 60'"),  # exec: the command itself
+    ],
+)
+def test_ps_shows_the_users_command_without_torchrun_and_its_options(argv: str, shown: str) -> None:
+    """``ps``'s column was the whole argv cut at 80 characters: the script never showed."""
+    assert shlex.join(user_command(shlex.split(argv))) == shown
+    row = jobs_text([RemoteJob("j", "node0", 0, 0.0, tuple(shlex.split(argv)), 10)])
+    assert row.splitlines()[1].endswith("  " + shown)

@@ -4,7 +4,8 @@ SIGTERM is blocked before torch starts a thread (a thread with it unblocked woul
 die of it) and taken with ``sigtimedwait``, one at a time, with who sent it. A
 handler that is re-entered would cut a checkpoint's save short: the graceful
 teardown promises one SIGTERM per process. After the first, the rank waits 2 s
-for a second (the agent's and torchrun's came 1-3 ms apart), then exits 0.
+for a second (the agent's and torchrun's came 1-3 ms apart), then exits 0;
+``LINGER_S`` (default 2): how long it waits (a checkpoint that takes that long).
 ``FAIL_RANK``: that rank exits 3 once every rank counts, to set off a teardown.
 """
 
@@ -26,7 +27,8 @@ if str(rank) == os.environ.get("FAIL_RANK"):
     time.sleep(1)  # the others print "counting" and wait
     os._exit(3)
 first = None
-while first is None or time.monotonic() - first < 2:
+linger = float(os.environ.get("LINGER_S", "2"))
+while first is None or time.monotonic() - first < linger:
     info = signal.sigtimedwait([signal.SIGTERM], 0.1)
     if info is not None:
         log.write(f"SIGTERM from pid {info.si_pid}\n")

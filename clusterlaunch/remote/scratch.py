@@ -1,0 +1,75 @@
+"""Whether a host can hold a job's files: its record, and torchrun's per-rank files (stdlib only).
+
+A read-only or full /tmp, or a record folder another user owns, passed the
+preflight: the job then failed at its record (a traceback), or ran without one
+(``ps`` and ``kill`` could not see it).
+"""
+
+import os
+
+from clusterlaunch.remote.records import TEMP_PREFIX, private_dir, record_folder  # bundle: strip
+
+
+def write_problem(folder):
+    """Why this user cannot write a small file in ``folder`` (made 0700 if missing), or None.
+
+    A read-only /tmp, or a full one (a tmpfs takes the name, then refuses the data),
+    passed the preflight: the job then failed at its record (a traceback) or torchrun's
+    per-rank files.
+    """
+    path = os.path.join(folder, ".write-check.%d" % os.getpid())
+    try:
+        os.makedirs(folder, 0o700, exist_ok=True)
+        try:
+            with open(path, "w") as handle:
+                handle.write(" " * 4096)
+        finally:
+            if os.path.lexists(path):
+                os.unlink(path)
+    except OSError as exc:
+        return cannot_write(folder, exc)
+    return None
+
+
+def cannot_write(path, exc, doing="write in"):
+    return (
+        "cannot %s %s (%s); it holds each job's record (for ps and kill) and "
+        "torchrun's per-rank files: free space in it, or make it writable for this user"
+        % (doing, path, exc.strerror or exc)
+    )
+
+
+def scratch_problem(torchrun):
+    """The preflight's check: the record's folder, and /tmp for torchrun's files, written to."""
+    folders = [record_folder()] + ([os.path.dirname(TEMP_PREFIX)] if torchrun else [])
+    why = next((why for why in map(write_problem, folders) if why is not None), None)
+    return why or record_folder_problem()
+
+
+def record_folder_problem():
+    """Why the record's folder is not this user's private one, or None.
+
+    Another user's ``/tmp/clusterlaunch-UID`` (or one others may write in) is never
+    written to; root could write there all the same, so the job ran untracked, and
+    ``ps`` said "no jobs" (exit 0).
+    """
+    folder = record_folder()
+    if private_dir(folder):
+        return None
+    return (
+        "%s is not this user's private folder (another user owns it, or others may "
+        "write in it), so ps and kill could not find the job: remove it, or make it "
+        "this user's with mode 0700" % folder
+    )
+
+
+def prepare_scratch(tail_dir):
+    """The agent's, before it starts the job (``exec`` has no preflight): why it cannot
+    write its record, or create ``tail_dir`` (torchrun's files; none for exec), or None."""
+    why = write_problem(record_folder()) or record_folder_problem()
+    if why is None and tail_dir:
+        try:
+            os.mkdir(tail_dir, 0o700)
+        except OSError as exc:
+            return cannot_write(tail_dir, exc, "create")
+    return why
