@@ -123,6 +123,11 @@ def script_kind(args: argparse.Namespace) -> ScriptKind:
                 "for a file, leave out -m"
             )
         return "module"
+    if args.no_python and not args.script:  # as -m: the flag names what SCRIPT is
+        raise UsageError(
+            "--no-python: give the program after HOSTS: clusterlaunch check --no-python "
+            "h.yaml ./train.sh"
+        )
     return "program" if args.no_python else "file"
 
 
