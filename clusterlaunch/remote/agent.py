@@ -93,8 +93,8 @@ class Agent:
         argv = self.args.argv if self.tail is None else store_waiting(self.args.argv)
         try:
             self.job = start_job(argv, env)
-        except OSError as exc:
-            return self._fail_start("cannot start %s: %s" % (self.args.argv[0], exc))
+        except OSError as exc:  # StartFailed: the status a shell gives, 126 or 127
+            return self._fail_start("cannot start %s: %s" % (self.args.argv[0], exc), exc)
         self.pipes = JobPipes(self.job.stdout, self.job.stderr)
         self.killer.keep = self.job.pid
         self.killer.forwarder = self.job.pid if self.tail is not None else None  # torchrun's
@@ -108,9 +108,9 @@ class Agent:
         )
         return True
 
-    def _fail_start(self, why):
-        self.reason = "start-failed"
-        self.out.event(event="exit", reason=self.reason, code=ExitStatus.NOT_STARTED, message=why)
+    def _fail_start(self, why, error=None):
+        self.reason, code = "start-failed", getattr(error, "status", ExitStatus.NOT_STARTED)
+        self.out.event(event="exit", reason=self.reason, code=code, message=why)
         return False
 
     def _on_signal(self, signum, frame):

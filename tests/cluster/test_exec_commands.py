@@ -1,0 +1,48 @@
+"""``exec`` runs a command as ``ssh HOST COMMAND`` does: its start, status and environment.
+
+Plain ``ssh`` with the same config is the ground truth, against real sshd hosts.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.testing import LoopbackCluster
+from tests.cluster.support import run_cli, write_hosts
+
+pytestmark = [pytest.mark.cluster]
+
+
+def by_ssh(cluster: LoopbackCluster, command: str) -> subprocess.CompletedProcess[str]:
+    ssh = ["ssh", "-F", str(cluster.ssh_config), "node0", command]
+    return subprocess.run(ssh, capture_output=True, text=True, timeout=60)
+
+
+def test_a_command_starts_or_fails_with_the_status_ssh_gives(
+    sim_cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    """No #! line: run by /bin/sh; 126 found but not executable; 127 its #! interpreter
+    missing, said so (not "No such file" for a file that is there)."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    plain, bad = tmp_path / "plain.sh", tmp_path / "bad.sh"
+    plain.write_text('echo "ran with $1"\n')
+    bad.write_text("#!/nonexistent/interp\n")
+    for program in (plain, bad):
+        program.chmod(0o755)
+    said = {
+        str(plain): "",
+        "/etc/passwd": "cannot start /etc/passwd: [Errno 13] Permission denied",
+        str(tmp_path): f"cannot start {tmp_path}: {tmp_path} is a directory",
+        str(bad): f"cannot start {bad}: its #! interpreter /nonexistent/interp is not found",
+    }
+    for command, words in said.items():
+        truth = by_ssh(sim_cluster, f"{command} x")
+        ours = run_cli("exec", sim_cluster, str(hosts), "--", command, "x")
+        assert ours.returncode == truth.returncode, (command, ours.stderr)
+        assert ours.stdout == "".join(f"[node0] {line}\n" for line in truth.stdout.splitlines())
+        assert words in ours.stderr, (command, ours.stderr)
+    assert by_ssh(sim_cluster, f"{plain} x").stdout == "ran with x\n"
+    assert [by_ssh(sim_cluster, c).returncode for c in ("/etc/passwd", str(bad))] == [126, 127]
