@@ -42,7 +42,7 @@ from clusterlaunch.remote.records import (  # bundle: strip
     hostname,  # bundle: strip
 )  # bundle: strip
 from clusterlaunch.remote.rootcause import parse_root_cause, root_cause_complete  # bundle: strip
-from clusterlaunch.remote.spawn import start_job  # bundle: strip
+from clusterlaunch.remote.spawn import session_environ, start_job  # bundle: strip
 from clusterlaunch.remote.storewait import store_waiting  # bundle: strip
 from clusterlaunch.remote.tail import JobPipes, RankTail  # bundle: strip
 from clusterlaunch.remote.teardown import TreeKiller  # bundle: strip
@@ -89,7 +89,7 @@ class Agent:
                 os.mkdir(self.args.tail_dir, 0o700)
             except OSError as exc:
                 return self._fail_start("cannot create %s: %s" % (self.args.tail_dir, exc))
-        env = dict(os.environ, CLUSTERLAUNCH_AGENT=self.token.partition("=")[2])
+        env = dict(session_environ(), CLUSTERLAUNCH_AGENT=self.token.partition("=")[2])
         argv = self.args.argv if self.tail is None else store_waiting(self.args.argv)
         try:
             self.job = start_job(argv, env)

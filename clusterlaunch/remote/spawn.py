@@ -18,6 +18,29 @@ from clusterlaunch.remote.proctree import signal, term_when_parent_dies  # bundl
 ENOENT, ENOEXEC = 2, 8  # errno's numbers on Linux, without importing errno
 
 
+def session_environ():
+    """``os.environ`` as the SSH session gave it to this Python: without the ``LC_CTYPE``
+    that Python set itself (PEP 538: a C or POSIX locale is coerced to C.UTF-8).
+
+    Left in, every job got ``LC_CTYPE=C.UTF-8``, which ``ssh HOST COMMAND`` does not
+    give (``printf 'é' | wc -m`` counted 1, not 2). ``/proc/self/environ`` still holds
+    the environment this process was started with; the user's own ``LC_CTYPE`` and
+    ``PYTHONCOERCECLOCALE`` pass through as they were.
+    """
+    env = dict(os.environ)
+    try:
+        with open("/proc/self/environ", "rb") as handle:
+            given = handle.read().split(b"\0")
+    except OSError:
+        return env
+    original = next((item[9:] for item in given if item.startswith(b"LC_CTYPE=")), None)
+    if original is None:
+        env.pop("LC_CTYPE", None)
+    else:
+        env["LC_CTYPE"] = os.fsdecode(original)
+    return env
+
+
 class StartFailed(OSError):
     """The job's program could not be executed; ``status`` is what a shell gives for it:
     127 not found (the program, or its ``#!`` interpreter), 126 found but not executable."""

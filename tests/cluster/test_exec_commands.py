@@ -46,3 +46,47 @@ def test_a_command_starts_or_fails_with_the_status_ssh_gives(
         assert words in ours.stderr, (command, ours.stderr)
     assert by_ssh(sim_cluster, f"{plain} x").stdout == "ran with x\n"
     assert [by_ssh(sim_cluster, c).returncode for c in ("/etc/passwd", str(bad))] == [126, 127]
+
+
+# What clusterlaunch itself sets or changes (docs/cli.md: the workdir, its variables),
+# and what differs between any two SSH sessions.
+OWN = ("CLUSTERLAUNCH_", "CUDA_VISIBLE_DEVICES=", "OLDPWD=", "PWD=", "SSH_CLIENT=", "SSH_CONN")
+
+
+def session_env(lines: list[str]) -> list[str]:
+    return sorted(line for line in lines if not line.startswith((*OWN, "_=")))
+
+
+def test_the_command_gets_the_environment_ssh_gives(
+    sim_cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    """No LC_CTYPE=C.UTF-8 of the agent's Python (PEP 538 locale coercion); a user's own
+    LC_CTYPE and PYTHONCOERCECLOCALE pass through as given."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    truth = by_ssh(sim_cluster, "env")
+    assert truth.returncode == 0 and "LC_CTYPE=" not in truth.stdout  # else no test of it
+    ours = run_cli("exec", sim_cluster, str(hosts), "--", "env")
+    assert ours.returncode == 0, ours.stderr
+    lines = [line.removeprefix("[node0] ") for line in ours.stdout.splitlines()]
+    assert session_env(lines) == session_env(truth.stdout.splitlines())
+    given = ("--env", "LC_CTYPE=C", "--env", "PYTHONCOERCECLOCALE=1")
+    ours = run_cli("exec", sim_cluster, *given, str(hosts), "--", "sh", "-c", "env | grep C")
+    assert {"[node0] LC_CTYPE=C", "[node0] PYTHONCOERCECLOCALE=1"} <= set(ours.stdout.split("\n"))
+
+
+@pytest.mark.torch
+def test_torchrun_gets_the_environment_ssh_gives(
+    sim_cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    """run: torchrun starts with the session's environment; it (a Python) then coerces
+    the locale for its ranks itself, as it does when started over ssh by hand."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    program = tmp_path / "parent_env.sh"
+    program.write_text("#!/bin/sh\ntr '\\0' '\\n' < /proc/$PPID/environ\n")
+    program.chmod(0o755)
+    truth = by_ssh(sim_cluster, "env")
+    ours = run_cli("run", sim_cluster, "--no-python", str(hosts), str(program))
+    assert ours.returncode == 0, ours.stderr
+    lines = [line.split("] ", 1)[1] for line in ours.stdout.splitlines() if line.startswith("[r0")]
+    torchrun = [line for line in lines if not line.startswith(("TORCH", "PET_", "OMP_"))]
+    assert session_env(torchrun) == session_env(truth.stdout.splitlines())
