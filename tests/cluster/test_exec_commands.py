@@ -5,13 +5,15 @@ Plain ``ssh`` with the same config is the ground truth, against real sshd hosts.
 
 from __future__ import annotations
 
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from clusterlaunch.testing import LoopbackCluster
-from tests.cluster.support import run_cli, write_hosts
+from tests.cluster.support import run_cli, start_cli, wait_for_lines, write_hosts
 
 pytestmark = [pytest.mark.cluster]
 
@@ -90,3 +92,30 @@ def test_torchrun_gets_the_environment_ssh_gives(
     lines = [line.split("] ", 1)[1] for line in ours.stdout.splitlines() if line.startswith("[r0")]
     torchrun = [line for line in lines if not line.startswith(("TORCH", "PET_", "OMP_"))]
     assert session_env(torchrun) == session_env(truth.stdout.splitlines())
+
+
+FAIL_ON_NODE1 = 'if [ -n "$FAIL_CODE" ]; then echo fail; exit "$FAIL_CODE"; fi; sleep 30'
+
+
+@pytest.mark.parametrize("stop", ["--timeout", "ctrl-c"])
+def test_a_stop_names_the_hosts_that_had_failed_before_it(
+    sim_cluster: LoopbackCluster, tmp_path: Path, stop: str
+) -> None:
+    """docs/cli.md: the summary names every host that failed, with its code; the status is
+    the stop's (124, 130): what ended the command."""
+    entries = [("node0", 1), ("node1", 1, {"env": {"FAIL_CODE": "3"}})]
+    hosts = str(write_hosts(tmp_path / "hosts.yaml", entries))
+    if stop == "--timeout":
+        result = run_cli(
+            "exec", sim_cluster, "--timeout", "3", "--grace", "1", hosts, "sh", "-c", FAIL_ON_NODE1
+        )
+        code, err = result.returncode, result.stderr
+    else:
+        process = start_cli("exec", sim_cluster, "--grace", "1", hosts, "sh", "-c", FAIL_ON_NODE1)
+        wait_for_lines(process, b"[node1] fail", 1, timeout=60)
+        time.sleep(1.5)  # node1's end reaches the controller
+        process.send_signal(signal.SIGINT)
+        err = process.communicate(timeout=60)[1].decode()
+        code = process.returncode
+    assert code == (124 if stop == "--timeout" else 130), err
+    assert "; failed before that: node1 (3)" in err, err
