@@ -149,6 +149,7 @@ def job_request(args: argparse.Namespace) -> JobRequest:
         targets=targets,
         options=options,
         job_id=args.job_id or new_job_id(),
+        job_id_given=args.job_id is not None,
         ssh=ssh_settings(args, inventory),
         exec_argv=exec_argv(args) if args.command == "exec" else None,
         fanout=args.fanout,

@@ -216,6 +216,10 @@ def _run(
             if held.result.problems:
                 raise PreflightError(held.result.problems, render.preflight_text(held.result))
             request, plan = resolve(request, plan, held.result, log_dir)
+        elif request.job_id_given:  # exec has no preflight: a given id may be running
+            from clusterlaunch.controller.jobs import refuse_running_job  # as cli/main.py
+
+            refuse_running_job(request, connections)
         status.mark_all("preflight")
         return supervise(request, plan, connections, console, log_dir, status, held)
     finally:

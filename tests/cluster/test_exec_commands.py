@@ -119,3 +119,27 @@ def test_a_stop_names_the_hosts_that_had_failed_before_it(
         code = process.returncode
     assert code == (124 if stop == "--timeout" else 130), err
     assert "; failed before that: node1 (3)" in err, err
+
+
+def test_a_job_id_still_running_is_refused_and_nothing_starts(
+    sim_cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    """As run's preflight refuses it: exit 2, one line, the second command not started."""
+    hosts = str(write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)]))
+    first = start_cli(
+        "exec", sim_cluster, "--job-id", "dup", hosts, "sh", "-c", "echo up; sleep 30"
+    )
+    try:
+        wait_for_lines(first, b"] up", 2, timeout=60)
+        second = run_cli(
+            "exec", sim_cluster, "--include", "node1", "--job-id", "dup", hosts, "echo", "second"
+        )
+        assert second.returncode == 2, second.stderr
+        assert second.stdout == "" and second.stderr.count("\n") == 1, second.stderr
+        assert second.stderr.startswith("clusterlaunch: error: node")
+        assert "a job with this id is already running here (node " in second.stderr
+        assert "choose another --job-id, or clusterlaunch kill it" in second.stderr
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=60)
+    assert first.returncode == 130
