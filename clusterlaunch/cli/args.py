@@ -123,6 +123,11 @@ def script_kind(args: argparse.Namespace) -> ScriptKind:
                 "for a file, leave out -m"
             )
         return "module"
+    if args.no_python and not args.script:  # as -m: the flag names what SCRIPT is
+        raise UsageError(
+            "--no-python: give the program after HOSTS: clusterlaunch check --no-python "
+            "h.yaml ./train.sh"
+        )
     return "program" if args.no_python else "file"
 
 
@@ -144,6 +149,7 @@ def job_request(args: argparse.Namespace) -> JobRequest:
         targets=targets,
         options=options,
         job_id=args.job_id or new_job_id(),
+        job_id_given=args.job_id is not None,
         ssh=ssh_settings(args, inventory),
         exec_argv=exec_argv(args) if args.command == "exec" else None,
         fanout=args.fanout,

@@ -27,15 +27,12 @@ def split_passthrough(
     """
     words = list(argv)
     command_index = next((i for i, w in enumerate(words) if not w.startswith("-")), None)
-    if command_index is None or words[command_index] not in _PASSTHROUGH_AFTER:
+    command = None if command_index is None else words[command_index]
+    if command_index is None or command not in (*_PASSTHROUGH_AFTER, "check"):
         return words, []
-    command = words[command_index]
-    takes_value = {
-        option
-        for action in _subparser(parser, command)._actions  # no public arity table
-        for option in action.option_strings
-        if action.nargs != 0
-    }
+    takes_value = _takes_value(parser, command)
+    if command == "check":
+        return _positionals_last(words, command_index + 1, takes_value), []
     wanted = _PASSTHROUGH_AFTER[command]
     seen = 0
     index = command_index + 1
@@ -58,6 +55,36 @@ def split_passthrough(
         else:
             seen += 1
     return words[:index], words[index:]
+
+
+def _takes_value(parser: argparse.ArgumentParser, command: str) -> set[str]:
+    """The options of ``command`` that take a value (the next word is not an option)."""
+    actions = _subparser(parser, command)._actions  # no public arity table
+    return {option for action in actions for option in action.option_strings if action.nargs != 0}
+
+
+def _positionals_last(words: list[str], start: int, takes_value: set[str]) -> list[str]:
+    """``check HOSTS --env X=1 SCRIPT`` as ``check --env X=1 HOSTS SCRIPT``.
+
+    argparse (3.11) gives the optional SCRIPT (``nargs='?'``) nothing once an
+    option follows HOSTS, then refuses SCRIPT as an unrecognized argument; with
+    the positionals together after the options it reads them as ``run`` does.
+    A ``--`` and what follows it stay where they are.
+    """
+    options: list[str] = []
+    positionals: list[str] = []
+    index = start
+    while index < len(words) and words[index] != "--":
+        word = words[index]
+        if word.startswith("-") and word != "-":
+            options.append(word)
+            if word in takes_value and index + 1 < len(words):
+                index += 1
+                options.append(words[index])
+        else:
+            positionals.append(word)
+        index += 1
+    return words[:start] + options + positionals + words[index:]
 
 
 def foreign_option(parser: argparse.ArgumentParser, words: Sequence[str]) -> str | None:

@@ -16,16 +16,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusterlaunch.controller.batch import Batch, Finished
+from clusterlaunch.controller.request import JobRequest
 from clusterlaunch.controller.setups import wait_guarded
 from clusterlaunch.core import commands, render, setupguard
 from clusterlaunch.core.bootstrap import too_old_python
 from clusterlaunch.core.defaults import FANOUT, KILL_WAIT_S, SETUP_TIMEOUT_S
+from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.frames import FrameDecoder
 from clusterlaunch.core.model import HostSpec, SshTarget
 from clusterlaunch.core.planner import python_for
 from clusterlaunch.core.protocol import EVENT
-from clusterlaunch.core.reports import KillReport, RemoteJob, Unanswered
+from clusterlaunch.core.reports import KillReport, RemoteJob, Unanswered, job_clashes
 from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.base import Connection
 
@@ -70,6 +72,27 @@ def list_jobs(
         found.setdefault((job.job_id, job.node_rank, job.agent_pid), job)
     # Job ids begin with their start time, so this lists jobs oldest first.
     return sorted(found.values(), key=lambda j: (j.job_id, j.node_rank)), unanswered
+
+
+def refuse_running_job(request: JobRequest, connections: Mapping[str, Connection]) -> None:
+    """``exec --job-id ID``: refuse, before starting anything, an ID still running on a host.
+
+    ``run``'s agents check this in their preflight; ``exec`` has none, and started a
+    second job of the same id (``ps`` listed both, ``kill`` ended both).
+    """
+    specs = [spec for spec in request.inventory.hosts if spec.host in connections]
+    found, _ = list_jobs(
+        specs,
+        request.targets,
+        connections,
+        request.options.python,
+        request.options.setup_timeout,
+        request.fanout,
+    )  # a host that could not be asked: its exec fails there too, and says why
+    for job in found:
+        if job.job_id == request.job_id:
+            running = {"job_running": {"node": job.node_rank, "pid": job.agent_pid}}
+            raise UsageError(f"{job.host}: {job_clashes(running)[0]}")
 
 
 def kill_job(

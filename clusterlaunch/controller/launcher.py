@@ -31,7 +31,7 @@ from clusterlaunch.controller.joboutput import (
 )
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.request import JobRequest
-from clusterlaunch.controller.stall import StallWatch, watch_for_stalls
+from clusterlaunch.controller.stall import stall_watch_for, watch_for_stalls
 from clusterlaunch.controller.status import StatusLine
 from clusterlaunch.controller.supervisor import Supervisor
 from clusterlaunch.core import accelerators, render
@@ -216,6 +216,10 @@ def _run(
             if held.result.problems:
                 raise PreflightError(held.result.problems, render.preflight_text(held.result))
             request, plan = resolve(request, plan, held.result, log_dir)
+        elif request.job_id_given:  # exec has no preflight: a given id may be running
+            from clusterlaunch.controller.jobs import refuse_running_job  # as cli/main.py
+
+            refuse_running_job(request, connections)
         status.mark_all("preflight")
         return supervise(request, plan, connections, console, log_dir, status, held)
     finally:
@@ -238,7 +242,7 @@ def supervise(
     ``held``: the agents that checked the hosts; they start the job on their go.
     """
     router = make_router(plan, request, console, log_dir, status)
-    stalls = _stall_watch(request, plan, connections)
+    stalls = stall_watch_for(request, plan, connections)
     try:
         torchrun = request.exec_argv is None
         if torchrun:  # where the job really is, once every auto is resolved
@@ -289,11 +293,3 @@ def resolve(
         for rank, _, _ in job_ranks(plan, request):
             log_dir.write(logdir.rank_log(rank, request.restart_count), b"")
     return request, plan
-
-
-def _stall_watch(
-    request: JobRequest, plan: JobPlan, connections: Mapping[str, Connection]
-) -> StallWatch | None:
-    if request.stall_timeout is None or request.exec_argv is not None:
-        return None
-    return StallWatch(request.stall_timeout, request.stall_action, plan, connections)

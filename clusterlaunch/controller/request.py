@@ -22,6 +22,8 @@ class JobRequest:
     options: LaunchOptions
     job_id: str
     ssh: SshSettings
+    job_id_given: bool = False
+    """``--job-id``: exec, which has no preflight, checks that no job of it runs."""
     exec_argv: tuple[str, ...] | None = None
     fanout: int = defaults.FANOUT
     timeout: float | None = None

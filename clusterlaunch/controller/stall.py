@@ -24,6 +24,7 @@ from clusterlaunch.transport.base import Connection
 if TYPE_CHECKING:  # the stacks' modules load when a stall is found (see cli/doctor.py)
     from concurrent.futures import Future  # imports logging: not for every launch
 
+    from clusterlaunch.controller.request import JobRequest
     from clusterlaunch.core.stacks import StackDump
 
 ABANDON_WAIT_S = 8.0  # a given-up setup's PID line (1 s) and its kill (5 s at most)
@@ -131,6 +132,15 @@ class StallWatch:
             return None
         reason = f"no rank printed for {self.timeout:g} s (--stall-timeout, --stall-action kill)"
         return JobOutcome(ExitStatus.STALLED, reason, stopped=True)
+
+
+def stall_watch_for(
+    request: JobRequest, plan: JobPlan, connections: Mapping[str, Connection]
+) -> StallWatch | None:
+    """The watch ``--stall-timeout`` asks for, if any (``run`` only: exec prints what it prints)."""
+    if request.stall_timeout is None or request.exec_argv is not None:
+        return None
+    return StallWatch(request.stall_timeout, request.stall_action, plan, connections)
 
 
 def watch_for_stalls(

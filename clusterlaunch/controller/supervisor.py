@@ -237,7 +237,7 @@ class Supervisor:
         elif self._awake() and not host.connection.alive():
             host.lost = host.done = True
             self._ended_count += 1
-            host.order = self._ended_count
+            host.order, host.ended_before_stop = self._ended_count, self.stop is None
             self._flush(host)
             self.router.message(f"{host.node.host}: host lost (no answer to keepalives)")
             if self.fail_fast:
@@ -250,7 +250,7 @@ class Supervisor:
         host.status = host.process.exit_status()
         host.done = True
         self._ended_count += 1
-        host.order = self._ended_count
+        host.order, host.ended_before_stop = self._ended_count, self.stop is None
         self._flush(host)
         if host.ended is None:
             # No exit report: the agent never ran, or the host went away under it;

@@ -23,8 +23,10 @@ class ExitStatus:
     """``--timeout`` ran out (the status timeout(1) uses)."""
     STALLED = 125
     """``run --stall-timeout S --stall-action kill``: no rank printed for S seconds."""
+    CANNOT_EXECUTE = 126
+    """The job's program was found on a host but could not be executed (as a shell)."""
     NOT_STARTED = 127
-    """The job's program could not be started on a host."""
+    """The job's program (or its ``#!`` interpreter) was not found on a host."""
     HANGUP = 129
     INTERRUPTED = 130
     """Ctrl-C (SIGINT)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from clusterlaunch.core.bootstrap import too_old_python
@@ -37,6 +37,8 @@ class HostState:
     done: bool = False
     order: int = 0
     """When it ended, relative to the other hosts (1 = first)."""
+    ended_before_stop: bool = False
+    """It ended while nothing had stopped the job yet (exec lets a failed host end alone)."""
 
     @property
     def failed_on_its_own(self) -> bool:
@@ -73,8 +75,10 @@ def decide_outcome(
         return JobOutcome(
             ExitStatus.HOST_LOST, reason or f"host {first.node.host} was lost", host=first.node.host
         )
+    if stop.stopped:
+        return _with_earlier_failures(stop, hosts)
     culprit = first_failure(hosts)
-    if culprit is None or stop.stopped:
+    if culprit is None:
         return stop
     root = (culprit.ended or {}).get("root_cause")
     if root:
@@ -94,6 +98,22 @@ def decide_outcome(
         host=culprit.node.host,
         tail=tails.lines(("host", culprit.node.host)),
     )
+
+
+def _with_earlier_failures(stop: JobOutcome, hosts: Sequence[HostState]) -> JobOutcome:
+    """A stop (``--timeout``, Ctrl-C, ``kill``) that also names the hosts that had failed by
+    themselves before it: ``exec`` without ``--fail-fast`` lets them fail without stopping.
+
+    The status stays the stop's: it is what ended the command (a script that tests for 124
+    still sees its timeout), and a failure that stopped nothing is not its cause.
+    """
+    failed = sorted(
+        (h for h in hosts if h.ended_before_stop and h.code != 0), key=lambda h: h.order
+    )
+    if not failed:
+        return stop
+    codes = ", ".join(f"{h.node.host} ({h.code})" for h in failed)
+    return replace(stop, reason=f"{stop.reason}; failed before that: {codes}")
 
 
 def first_failure(hosts: Sequence[HostState]) -> HostState | None:

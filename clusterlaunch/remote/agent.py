@@ -43,7 +43,7 @@ from clusterlaunch.remote.records import (  # bundle: strip
 )  # bundle: strip
 from clusterlaunch.remote.rootcause import parse_root_cause, root_cause_complete  # bundle: strip
 from clusterlaunch.remote.scratch import prepare_scratch  # bundle: strip
-from clusterlaunch.remote.spawn import start_job  # bundle: strip
+from clusterlaunch.remote.spawn import session_environ, start_job  # bundle: strip
 from clusterlaunch.remote.storewait import store_waiting  # bundle: strip
 from clusterlaunch.remote.tail import JobPipes, RankTail  # bundle: strip
 from clusterlaunch.remote.teardown import TreeKiller, job_environ  # bundle: strip
@@ -89,12 +89,12 @@ class Agent:
         why = prepare_scratch(self.args.tail_dir)  # a read-only or full /tmp: one line
         if why is not None:
             return self._fail_start(why)
-        env = job_environ(self.token, self.args.grace, torchrun=self.tail is not None)
+        env = job_environ(session_environ(), self.token, self.args.grace, self.tail is not None)
         argv = self.args.argv if self.tail is None else store_waiting(self.args.argv)
         try:
             self.job = start_job(argv, env)
-        except OSError as exc:
-            return self._fail_start("cannot start %s: %s" % (self.args.argv[0], exc))
+        except OSError as exc:  # StartFailed: the status a shell gives, 126 or 127
+            return self._fail_start("cannot start %s: %s" % (self.args.argv[0], exc), exc)
         self.pipes = JobPipes(self.job.stdout, self.job.stderr)
         self.killer.keep = self.job.pid
         self.killer.forwarder = self.job.pid if self.tail is not None else None  # torchrun's
@@ -108,9 +108,9 @@ class Agent:
         )
         return True
 
-    def _fail_start(self, why):
-        self.reason = "start-failed"
-        self.out.event(event="exit", reason=self.reason, code=ExitStatus.NOT_STARTED, message=why)
+    def _fail_start(self, why, error=None):
+        self.reason, code = "start-failed", getattr(error, "status", ExitStatus.NOT_STARTED)
+        self.out.event(event="exit", reason=self.reason, code=code, message=why)
         return False
 
     def _on_signal(self, signum, frame):

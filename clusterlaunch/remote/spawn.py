@@ -15,6 +15,40 @@ import os
 from clusterlaunch.core.exits import ExitStatus  # bundle: strip
 from clusterlaunch.remote.proctree import signal, term_when_parent_dies  # bundle: strip
 
+ENOENT, ENOEXEC = 2, 8  # errno's numbers on Linux, without importing errno
+
+
+def session_environ():
+    """``os.environ`` as the SSH session gave it to this Python: without the ``LC_CTYPE``
+    that Python set itself (PEP 538: a C or POSIX locale is coerced to C.UTF-8).
+
+    Left in, every job got ``LC_CTYPE=C.UTF-8``, which ``ssh HOST COMMAND`` does not
+    give (``printf 'é' | wc -m`` counted 1, not 2). ``/proc/self/environ`` still holds
+    the environment this process was started with; the user's own ``LC_CTYPE`` and
+    ``PYTHONCOERCECLOCALE`` pass through as they were.
+    """
+    env = dict(os.environ)
+    try:
+        with open("/proc/self/environ", "rb") as handle:
+            given = handle.read().split(b"\0")
+    except OSError:
+        return env
+    original = next((item[9:] for item in given if item.startswith(b"LC_CTYPE=")), None)
+    if original is None:
+        env.pop("LC_CTYPE", None)
+    else:
+        env["LC_CTYPE"] = os.fsdecode(original)
+    return env
+
+
+class StartFailed(OSError):
+    """The job's program could not be executed; ``status`` is what a shell gives for it:
+    127 not found (the program, or its ``#!`` interpreter), 126 found but not executable."""
+
+    def __init__(self, message, status):
+        OSError.__init__(self, message)
+        self.status = status
+
 
 class Job:
     """The started job: its pid, the read ends of its stdout and stderr, its status."""
@@ -58,10 +92,8 @@ def start_job(argv, env):
         os.close(out_r)
         os.close(err_r)
         os.waitpid(pid, 0)
-        number, _, message = report.decode("utf-8", "replace").partition(" ")
-        if int(number):
-            raise OSError(int(number), os.strerror(int(number)), argv[0])
-        raise OSError(message)
+        status, _, message = report.decode("utf-8", "replace").partition(" ")
+        raise StartFailed(message, int(status))
     return Job(pid, os.fdopen(out_r, "rb", 0), os.fdopen(err_r, "rb", 0))
 
 
@@ -79,8 +111,8 @@ def _become_job(argv, env, agent, fds):
         _close_descriptors(keep=report_w)
         _exec_on_path(argv, env)
     except BaseException as exc:  # anything at all: the agent must hear of it, not hang
-        number = exc.errno if isinstance(exc, OSError) and exc.errno else 0
-        os.write(report_w, ("%d %s" % (number, exc)).encode("utf-8", "replace"))
+        status, message = _why_not_executed(exc, argv[0])
+        os.write(report_w, ("%d %s" % (status, message)).encode("utf-8", "replace"))
     finally:
         os._exit(ExitStatus.NOT_STARTED)
 
@@ -92,17 +124,58 @@ def _exec_on_path(argv, env):
     first error that is not "not found" wins, as ``os.execvpe``'s does."""
     name = argv[0]
     if os.path.dirname(name):
-        os.execve(name, argv, env)
+        _execve(name, argv, env)
     first = last = None
     for folder in env.get("PATH", os.defpath).split(os.pathsep):
         try:
-            os.execve(os.path.join(folder, name), argv, env)
+            _execve(os.path.join(folder, name), argv, env)
         except (FileNotFoundError, NotADirectoryError) as exc:
             last = exc
+            if os.path.isfile(exc.filename or ""):  # found, its #! interpreter is not
+                first = first or exc
         except OSError as exc:
             last = exc
             first = first or exc
     raise first or last
+
+
+def _execve(path, argv, env):
+    """``os.execve``; a file without a ``#!`` line (ENOEXEC) is run by ``/bin/sh``, as a
+    shell, ssh's command and ``execvp`` run it: an executable script of shell commands."""
+    try:
+        os.execve(path, argv, env)
+    except OSError as exc:
+        if exc.errno != ENOEXEC:
+            raise
+        os.execve("/bin/sh", ["/bin/sh", path, *argv[1:]], env)
+
+
+def _why_not_executed(exc, name):
+    """The status a shell gives for a program it cannot execute, and what to say."""
+    if not isinstance(exc, OSError) or not exc.errno:
+        return ExitStatus.NOT_STARTED, str(exc)
+    path = exc.filename or name
+    if exc.errno == ENOENT and os.path.isfile(path):  # the kernel's word for a bad #! line
+        interpreter = _interpreter(path)
+        return ExitStatus.NOT_STARTED, "its #! interpreter %s is not found; fix its #! line" % (
+            interpreter or "(none named)"
+        )
+    if exc.errno == ENOENT:
+        return ExitStatus.NOT_STARTED, str(exc)
+    if os.path.isdir(path):
+        return ExitStatus.CANNOT_EXECUTE, "%s is a directory" % path
+    return ExitStatus.CANNOT_EXECUTE, str(exc)
+
+
+def _interpreter(path):
+    """The program a ``#!`` line names, or None."""
+    try:
+        with open(path, "rb") as handle:
+            line = handle.readline(256)
+    except OSError:
+        return None
+    words = line[2:].split() if line.startswith(b"#!") else []
+    return words[0].decode("utf-8", "replace") if words else None
 
 
 def _close_descriptors(keep):

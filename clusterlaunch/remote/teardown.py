@@ -42,10 +42,11 @@ SHUTDOWN_VAR = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
 SHUTDOWN_MARGIN_S = 5  # torchrun's own SIGKILL comes this long after the agent's
 
 
-def job_environ(token, grace, torchrun):
-    """The job's environment: the agent's marker, and for torchrun a shutdown deadline
-    past ``grace`` (a user's own value too: ``--grace`` is the time between the signals)."""
-    env = dict(os.environ, CLUSTERLAUNCH_AGENT=token.partition("=")[2])
+def job_environ(session, token, grace, torchrun):
+    """The job's environment: the session's, the agent's marker, and for torchrun a shutdown
+    deadline past ``grace`` (a user's own value too: ``--grace`` is the time between the
+    signals)."""
+    env = dict(session, CLUSTERLAUNCH_AGENT=token.partition("=")[2])
     if torchrun:
         env[SHUTDOWN_VAR] = str(math.ceil(grace) + SHUTDOWN_MARGIN_S)
     return env

@@ -178,3 +178,28 @@ def test_gpus_auto_on_a_host_without_devices_names_it(sim_cluster, tmp_path: Pat
 def test_workers_dir_has_the_fixtures() -> None:
     assert (WORKERS / "run_allreduce.sh").stat().st_mode & 0o111
     assert (WORKERS / "clpkg" / "train.py").is_file()
+
+
+def test_a_program_torchrun_cannot_start_is_refused_by_check_and_run(
+    sim_cluster, tmp_path: Path
+) -> None:
+    """torchrun starts a --no-python program without a shell: a file without a #! line (or
+    with a missing interpreter) failed on every rank with a traceback; the preflight says so.
+    check takes its options between HOSTS and SCRIPT, as run does."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    programs = {"plain": "echo ran\n", "bad": "#!/nonexistent/interp\n", "good": "#!/bin/sh\n"}
+    for name, text in programs.items():
+        (tmp_path / name).write_text(text)
+        (tmp_path / name).chmod(0o755)
+    for command in ("check", "run"):
+        for name, said in (("plain", "has no #! line"), ("bad", "'/nonexistent/interp' is not")):
+            result = run_cli(command, sim_cluster, str(hosts), "--no-python", str(tmp_path / name))
+            shown = result.stdout + result.stderr  # check: its table on stdout
+            assert result.returncode == 2, shown
+            if command == "run":
+                assert "preflight failed on 2 host(s); nothing was started" in shown
+            assert shown.count(said) == 2 and "Traceback" not in shown
+    result = run_cli("check", sim_cluster, str(hosts), "--env", "X=1", "--no-python", "./good")
+    assert result.returncode == 2 and "program './good' not found in" in result.stdout
+    ok = run_cli("check", sim_cluster, str(hosts), "--no-python", str(tmp_path / "good"))
+    assert ok.returncode == 0, ok.stderr

@@ -27,10 +27,48 @@ from clusterlaunch.core.planner import plan_job
         (["exec", "h", "--fail-fast", "--env=X=1", "cmd"], ["exec", "h", "--fail-fast",
          "--env=X=1"], ["cmd"]),
         (["check", "h", "s.py"], ["check", "h", "s.py"], []),
+        (["check", "h", "--env", "X=1", "s.py"], ["check", "--env", "X=1", "h", "s.py"], []),
     ],
 )  # fmt: skip
 def test_split_passthrough(argv: list[str], head: list[str], passthrough: list[str]) -> None:
     assert split_passthrough(build_parser(), argv) == (head, passthrough)
+
+
+@pytest.mark.parametrize(
+    ("between", "script", "kind"),
+    [
+        (["--env", "X=1"], "s.py", (False, False)),
+        (["--include", "node0"], "s.py", (False, False)),
+        (["-m"], "json.tool", (True, False)),
+        (["--no-python"], "/bin/true", (False, True)),
+        (["--env=X=1", "--forward-env", "NCCL_*"], "s.py", (False, False)),
+    ],
+)
+def test_check_takes_options_between_hosts_and_script(
+    between: list[str], script: str, kind: tuple[bool, bool]
+) -> None:
+    """docs/cli.md: options go before or between the positional arguments, as for run."""
+    parser = build_parser()
+    head, rest = split_passthrough(parser, ["check", "h.yaml", *between, script])
+    args = parser.parse_args(head)
+    assert (args.hosts, args.script, (args.module, args.no_python), rest) == (
+        "h.yaml",
+        script,
+        kind,
+        [],
+    )
+
+
+@pytest.mark.parametrize("flag", ["-m", "--no-python"])
+def test_check_kind_flag_without_script_is_refused(
+    flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-m and --no-python say what SCRIPT is: without one, both are a mistake."""
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("hosts:\n  - {host: localhost, gpus: 1}\n")
+    assert main(["check", flag, str(hosts)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"clusterlaunch: error: {flag}: give the ") and err.count("\n") == 1
 
 
 def test_exec_options_after_hosts_are_options(

@@ -6,7 +6,6 @@ error, with what Popen gives for the same command.
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import subprocess
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch.remote.spawn import Job, start_job
+from clusterlaunch.remote.spawn import Job, StartFailed, start_job
 
 PROBE = "import os, sys; print(repr((%s))); sys.stdout.flush()"
 
@@ -76,22 +75,53 @@ def test_the_job_inherits_no_other_descriptor_and_no_ignored_sigpipe(tmp_path: P
     assert ignored_mask & (1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1)) == 0
 
 
-@pytest.mark.parametrize("kind", ["missing", "not executable", "a directory"])
-def test_an_exec_failure_raises_the_error_popen_raises(tmp_path: Path, kind: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "status"), [("missing", 127), ("not executable", 126), ("a directory", 126)]
+)
+def test_an_exec_failure_is_reported_as_a_shell_reports_it(
+    tmp_path: Path, kind: str, status: int
+) -> None:
+    """127 not found, 126 found but not executable (bash and dash: a directory, no x bit);
+    the words are Popen's, but for a directory, which the kernel calls permission denied."""
     program = tmp_path / "program"
     if kind == "not executable":
         program.write_text("#!/bin/sh\n")
     elif kind == "a directory":
         program.mkdir()
     argv = [str(program), "--flag"]
+    by_shell = subprocess.run(["sh", "-c", '"$@"', "sh", *argv], capture_output=True)
     with pytest.raises(OSError) as popen:
         subprocess.Popen(argv, stdout=subprocess.PIPE)
     before = set(os.listdir("/proc/self/fd"))
-    with pytest.raises(OSError) as ours:
+    with pytest.raises(StartFailed) as ours:
         start_job(argv, dict(os.environ))
-    assert (type(ours.value), str(ours.value)) == (type(popen.value), str(popen.value))
-    assert ours.value.errno in (errno.ENOENT, errno.EACCES)
+    said = f"{program} is a directory" if kind == "a directory" else str(popen.value)
+    assert (ours.value.status, str(ours.value)) == (by_shell.returncode, said) == (status, said)
     assert set(os.listdir("/proc/self/fd")) == before  # no pipe left open here
+
+
+def test_a_file_without_a_shebang_line_is_run_by_sh_as_a_shell_runs_it(tmp_path: Path) -> None:
+    program = tmp_path / "no-shebang"
+    program.write_text('echo "ran as $0 with $1"\n')
+    program.chmod(0o755)
+    by_shell = subprocess.run(["sh", "-c", '"$@"', "sh", str(program), "x"], capture_output=True)
+    out, err, code = finish(start_job([str(program), "x"], dict(os.environ)))
+    assert (out, err, code) == (by_shell.stdout, b"", 0)
+    assert out == b"ran as %s with x\n" % bytes(program)
+    assert finish(start_job(["no-shebang", "y"], {"PATH": str(tmp_path)}))[0].endswith(b"y\n")
+
+
+@pytest.mark.parametrize("named", ["by path", "on PATH"])
+def test_a_missing_shebang_interpreter_is_named(tmp_path: Path, named: str) -> None:
+    program = tmp_path / "bad"
+    program.write_text("#!/nonexistent/interp -x\necho no\n")
+    program.chmod(0o755)
+    by_shell = subprocess.run(["sh", "-c", str(program)], capture_output=True)
+    argv, env = ([str(program)], {}) if named == "by path" else (["bad"], {"PATH": str(tmp_path)})
+    with pytest.raises(StartFailed) as ours:
+        start_job(argv, env)
+    assert ours.value.status == by_shell.returncode == 127
+    assert str(ours.value) == "its #! interpreter /nonexistent/interp is not found; fix its #! line"
 
 
 def test_the_path_is_searched_as_execvpe_does(tmp_path: Path) -> None:
@@ -104,10 +134,11 @@ def test_the_path_is_searched_as_execvpe_does(tmp_path: Path) -> None:
     (good / "tool").chmod(0o755)
     path = f"{tmp_path / 'none'}:{blocked}:{good}"
     assert finish(start_job(["tool"], {"PATH": path}))[0] == b"from %s\n" % bytes(good / "tool")
-    with pytest.raises(PermissionError):
+    with pytest.raises(StartFailed, match="Permission denied") as denied:
         start_job(["tool"], {"PATH": f"{blocked}:{tmp_path / 'none'}"})
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(StartFailed, match="No such file") as missing:
         start_job(["tool"], {"PATH": str(tmp_path / "none")})
+    assert (denied.value.status, missing.value.status) == (126, 127)
     assert finish(start_job(["sh", "-c", "echo $0"], {}))[0] == b"sh\n"
 
 

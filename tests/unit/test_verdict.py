@@ -96,6 +96,19 @@ def test_a_stop_with_no_failed_rank_is_that_stop() -> None:
     assert decide_outcome(stop, hosts, router.tails) is stop
 
 
+@pytest.mark.parametrize(
+    ("code", "reason"), [(124, "--timeout 2 s reached (still running: b)"), (130, "interrupted")]
+)
+def test_a_stop_also_names_the_hosts_that_failed_before_it(code: int, reason: str) -> None:
+    """exec without --fail-fast: a's failure stopped nothing; the stop decides the status,
+    and the summary still names every host that failed, with its code."""
+    hosts, router = _setup({"a": {"event": "exit", "reason": "exited", "code": 3}, "b": TORN_DOWN})
+    hosts[0].ended_before_stop = True
+    outcome = decide_outcome(JobOutcome(code, reason, stopped=True), hosts, router.tails)
+    assert (outcome.exit_code, outcome.stopped) == (code, True)
+    assert render.outcome_text(outcome) == f"job stopped: {reason}; failed before that: a (3)"
+
+
 def test_first_rank_to_fail_decides_across_hosts() -> None:
     later = _rank_died(0, 1)
     later["root_cause"]["failed_at"] = 9.0
