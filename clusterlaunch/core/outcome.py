@@ -9,6 +9,7 @@ and which exit code and summary the user gets.
 
 from __future__ import annotations
 
+import re
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -215,6 +216,41 @@ def ended_before_python(in_setup: bool, tail: str = "") -> str:
     return f"{said}: {tail}" if tail else said
 
 
+# The cd into the workdir failed, as bash, dash, zsh and ksh say it ("cd: /x: No such
+# file or directory", "cd: can't cd to /x", "cd: no such file or directory: /x").
+_CD_FAILED = re.compile(r"(?:^|[\s:])cd: ")
+
+
+def shell_hints(tail: str) -> str:
+    """Why a host's shell failed before our Python started, where its last lines tell: the
+    workdir it could not cd to (the first thing it runs; the shell's message names the
+    path), or what ``setup:`` exports counting toward the ``exec`` limits (unchecked
+    beforehand). ``""`` when they tell nothing."""
+    said = ""
+    if _CD_FAILED.search(tail):
+        said += (
+            "; the workdir is not there (or not a directory this user may enter): "
+            "create it on the host, or fix workdir: in the hosts file (or --workdir)"
+        )
+    if "Argument list too long" in tail:
+        said += (
+            "; the job's arguments and environment, with what setup: exports, are more "
+            "than this host's exec takes: pass large data in a file"
+        )
+    return said
+
+
+def _failed_before_python(status: int, in_setup: bool, tail: str) -> str:
+    """``exec``'s line for a host whose setup or shell failed before our Python started
+    (its own lines, printed above, say how)."""
+    if in_setup:
+        return f"setup: failed (exit {status}) before clusterlaunch's Python started; fix setup:"
+    said = f"the shell failed (exit {status}) before clusterlaunch's Python started"
+    if status == ExitStatus.NOT_STARTED:
+        said += ": no such python? fix python: in the hosts file (or --python)"
+    return said + shell_hints(tail)
+
+
 def unreported_end(
     status: int | None, setup: SetupWatch, python_started: bool, last_lines: Sequence[str]
 ) -> tuple[int | None, str | None, bool]:
@@ -234,5 +270,8 @@ def unreported_end(
         return int(ExitStatus.USAGE), None, False
     if status == ExitStatus.OK and not python_started:
         return int(ExitStatus.HOST_LOST), ended_before_python(setup.running), False
+    if not python_started and status is not None and not lost_without_report(status):
+        said = _failed_before_python(status, setup.running, "\n".join(last_lines))
+        return status, said, False
     said = "no exit status" if status is None else f"exit {status}"
     return status, f"connection ended without a report ({said})", lost_without_report(status)

@@ -7,14 +7,13 @@ Filled in by :mod:`clusterlaunch.controller.preflight` (the probe) and
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from clusterlaunch.core.bootstrap import too_old_python
 from clusterlaunch.core.errors import HostProblem
 from clusterlaunch.core.model import NodePlan
-from clusterlaunch.core.outcome import ended_before_python
+from clusterlaunch.core.outcome import ended_before_python, shell_hints
 
 
 @dataclass
@@ -115,16 +114,9 @@ def setup_failure(status: int | None, tail: str) -> str:
     return f"setup failed (exit {status}): {tail or 'no output'}"
 
 
-# The cd into the workdir failed, as bash, dash, zsh and ksh say it ("cd: /x: No such
-# file or directory", "cd: can't cd to /x", "cd: no such file or directory: /x").
-_CD_FAILED = re.compile(r"(?:^|[\s:])cd: ")
-
-
 def shell_failure(status: int, tail: str) -> str:
-    """A host's shell that ended before Python started, and why if we can tell: the
-    workdir it could not cd to (the first thing it runs; the shell's message names the
-    path), what ``setup:`` exports counts toward the ``exec`` limits too, unchecked
-    beforehand."""
+    """A host's shell that ended before Python started, and why if we can tell
+    (:func:`~clusterlaunch.core.outcome.shell_hints`)."""
     if status == 0:
         return ended_before_python(False, tail)
     too_old = too_old_python(tail)
@@ -132,17 +124,7 @@ def shell_failure(status: int, tail: str) -> str:
         return too_old
     who = "srun" if tail.startswith("srun: error:") else "the shell"  # a step refused
     said = f"{who} failed before Python started (exit {status}): {tail or 'no output'}"
-    if _CD_FAILED.search(tail):
-        said += (
-            "; the workdir is not there (or not a directory this user may enter): "
-            "create it on the host, or fix workdir: in the hosts file (or --workdir)"
-        )
-    if "Argument list too long" in tail:
-        said += (
-            "; the job's arguments and environment, with what setup: exports, are more "
-            "than this host's exec takes: pass large data in a file"
-        )
-    return said
+    return said + shell_hints(tail)
 
 
 def host_problems(static: dict[str, Any]) -> list[str]:

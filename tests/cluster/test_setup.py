@@ -254,3 +254,40 @@ def test_a_torchrun_option_set_in_the_hosts_environment_fails_the_preflight(
     assert "PET_TEE is set there (by its login files or setup:)" in said, said
     assert said.count("PET_TEE is set there") == 1  # node1 only
     assert "[r0 " not in result.stdout  # nothing started
+
+
+FAILS_BEFORE_PYTHON = {
+    "workdir": (
+        {"workdir": "/no/such/dir"},
+        1,
+        "the shell failed (exit 1) before clusterlaunch's Python started; the workdir is not "
+        "there (or not a directory this user may enter): create it on the host, or fix workdir:",
+    ),
+    "setup": (
+        {"setup": "echo about to fail; exit 3"},
+        3,
+        "setup: failed (exit 3) before clusterlaunch's Python started; fix setup:",
+    ),
+    "python": (
+        {"python": "/no/such/python"},
+        127,
+        "the shell failed (exit 127) before clusterlaunch's Python started: no such python? "
+        "fix python: in the hosts file (or --python)",
+    ),
+}
+
+
+@pytest.mark.parametrize("cause", list(FAILS_BEFORE_PYTHON))
+def test_exec_says_what_failed_before_python_started(
+    sim_cluster, tmp_path: Path, cause: str
+) -> None:
+    # exec said "connection ended without a report (exit 1)": a lost host's words, for a
+    # cd that failed on a host that answered.
+    fields, status, said = FAILS_BEFORE_PYTHON[cause]
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, fields), ("node1", 1)])
+    result = run_cli("exec", sim_cluster, str(hosts), "--", "echo", "ran", timeout=60)
+    assert result.returncode == status, result.stderr
+    assert "[node1] ran" in result.stdout and "[node0] ran" not in result.stdout
+    assert f"clusterlaunch: node0: {said}" in result.stderr
+    assert f"1 of 2 host(s) failed: node0 ({status})" in result.stderr
+    assert "without a report" not in result.stderr and "lost" not in result.stderr
