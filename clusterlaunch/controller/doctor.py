@@ -229,8 +229,7 @@ def _why_not_started(run: ProbeRun) -> str | None:
     if run.setup.running:
         return f"{reports.setup_failure(status, tail)}; fix setup:"
     if status == ExitStatus.NOT_STARTED:  # the shell found no such python
-        python = run.report.node.python
-        return f"{python} not found (exit {status}): {tail}; fix python: or --python"
+        return reports.python_not_found(run.report.node.python, status, tail)
     return None
 
 

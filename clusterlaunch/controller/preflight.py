@@ -293,7 +293,7 @@ def _no_report(run: ProbeRun) -> str:
     if run.setup.running:
         return reports.setup_failure(status, tail)
     if status == ExitStatus.NOT_STARTED:  # the shell found no such python
-        return f"{run.report.node.python} not found (exit {status}): {tail}"
+        return reports.python_not_found(run.report.node.python, status, tail)
     if status is None:
         return "no answer from the probe before the preflight timeout"
     return reports.shell_failure(status, tail)

@@ -114,6 +114,11 @@ def setup_failure(status: int | None, tail: str) -> str:
     return f"setup failed (exit {status}): {tail or 'no output'}"
 
 
+def python_not_found(python: str, status: int, tail: str) -> str:
+    """A host's shell that found no ``python`` (exit 127, before anything of ours ran)."""
+    return f"{python} not found (exit {status}): {tail}; fix python: or --python"
+
+
 def shell_failure(status: int, tail: str) -> str:
     """A host's shell that ended before Python started, and why if we can tell
     (:func:`~clusterlaunch.core.outcome.shell_hints`)."""

@@ -291,3 +291,13 @@ def test_exec_says_what_failed_before_python_started(
     assert f"clusterlaunch: node0: {said}" in result.stderr
     assert f"1 of 2 host(s) failed: node0 ({status})" in result.stderr
     assert "without a report" not in result.stderr and "lost" not in result.stderr
+
+
+def test_check_names_the_fix_for_a_python_that_is_not_there(sim_cluster, tmp_path: Path) -> None:
+    # The row ended with the shell's words; doctor's said what to change.
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, {"python": "/no/such/python"})])
+    result = run_cli("check", sim_cluster, str(hosts), "sleeper.py", timeout=60)
+    assert result.returncode == 2, result.stderr
+    [row] = [line for line in result.stdout.splitlines() if line.startswith("0 ")]
+    assert "/no/such/python not found (exit 127): " in row
+    assert row.endswith("; fix python: or --python")
