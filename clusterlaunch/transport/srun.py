@@ -38,6 +38,7 @@ Teardown, by how the controller ends:
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -87,6 +88,19 @@ def srun_argv(host: str, command: str, shell: str, job_id: str, srun: str = SRUN
     """The argv that runs ``command`` with ``shell`` on Slurm node ``host``, a step of
     job ``job_id`` (named, not left to SLURM_JOB_ID: without one srun makes a new job)."""
     return [srun, f"--jobid={job_id}", *STEP_OPTIONS, "-w", host, shell, "-c", command]
+
+
+# srun's own line when the task exits non-zero ("srun: error: gpu07: task 0: Exited with
+# exit code 5"): written to the same stderr as the task's, and so joined to a last line
+# the command left without a newline; the job's outcome says it already.
+_EXIT_NOTE = re.compile(
+    rb"^srun: error: [^\n:]+: task [0-9]+: Exited with exit code [0-9]+\n", re.M
+)
+
+
+def without_exit_notes(block: bytes) -> bytes:
+    """``block`` (whole lines of srun's stderr) without srun's notes of the task's exit."""
+    return _EXIT_NOTE.sub(b"", block) if b"Exited with exit code" in block else block
 
 
 def srun_env(env: Mapping[str, str]) -> dict[str, str]:

@@ -7,6 +7,7 @@ Each is refused in one line before any step starts, and no job of its own is mad
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +56,25 @@ def test_inside_a_step_the_steps_task_count_is_not_used(
         "clusterlaunch: error: inside a job step (SLURM_STEP_ID='0'), whose "
         "SLURM_TASKS_PER_NODE and SLURM_GPUS_ON_NODE are the step's counts"
     ) in launch.stderr()
+
+
+def test_srun_says_nothing_into_the_commands_output(
+    real_slurm: SlurmCluster,
+    launch: Launch,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """srun writes its own lines to the stderr the task's comes through: its note of the
+    exit status ("task 0: Exited with exit code 5") joined the command's last line."""
+    logs = tmp_path / "logs"
+    script = 'printf "a\\nb-nonl"; printf "e-nonl" >&2; sleep 0.2; exit 5'
+    exec_ = shlex.join(
+        controller("exec", "--log-dir", str(logs), "slurm", "--", "sh", "-c", script)
+    )
+    code, lines = run_in_salloc(launch, f'{exec_}; echo "rc=$?"')
+    stderr = launch.stderr()
+    assert code == 0 and lines == ["[node0] a", "[node0] b-nonl", "rc=5"], (lines, stderr)
+    assert "\n[node0] e-nonl\n" in stderr and "Exited with exit code" not in stderr, stderr
+    assert "clusterlaunch: job failed: 1 of 1 host(s) failed: node0 (5)" in stderr
+    assert "\n  | e-nonl\n" in stderr  # the failure summary's last lines of node0
+    assert (logs / "node-0.log").read_bytes() == b"a\nb-nonle-nonl"  # the command's bytes
+    assert "Exited with exit code" not in (logs / "controller.log").read_text()
