@@ -94,6 +94,17 @@ def hosts(args: argparse.Namespace) -> tuple[Inventory, tuple[SshTarget, ...], s
     return inventory, slurm.srun_targets(inventory.hosts), transport
 
 
+def refuse_the_word(args: argparse.Namespace) -> None:
+    """``ps``/``kill``/``stacks`` reach hosts over SSH only: ``slurm`` is not their HOSTS."""
+    if args.hosts == slurm.SLURM_HOSTS:
+        raise UsageError(
+            f"{args.command} reaches hosts over SSH only and takes a hosts file, not the word "
+            f"{slurm.SLURM_HOSTS}: write the allocation's nodes into one (scontrol show "
+            'hostnames "$SLURM_JOB_NODELIST" > nodes.txt) and pass that (docs/slurm.md); '
+            f"a hosts file named {slurm.SLURM_HOSTS} is ./{slurm.SLURM_HOSTS}"
+        )
+
+
 def _check_allocation_size(inventory: Inventory) -> None:
     """The limits a hosts file has, for an allocation (docs/cli.md)."""
     world = sum(spec.gpus or 0 for spec in inventory.hosts)

@@ -78,3 +78,30 @@ def test_srun_says_nothing_into_the_commands_output(
     assert "\n  | e-nonl\n" in stderr  # the failure summary's last lines of node0
     assert (logs / "node-0.log").read_bytes() == b"a\nb-nonle-nonl"  # the command's bytes
     assert "Exited with exit code" not in (logs / "controller.log").read_text()
+
+
+def test_ps_and_kill_a_slurm_job_over_ssh(
+    real_slurm: SlurmCluster,
+    launch: Launch,  # noqa: F811
+) -> None:
+    """docs/slurm.md's recipe: the allocation's nodes into a hosts file, then ps and kill
+    over SSH (they take no HOSTS=slurm: one line, exit 2)."""
+    config = str(real_slurm.net.ssh_config)
+    exec_ = shlex.join(controller("exec", "--job-id", "viassh", "slurm", "--", "sleep", "60"))
+    ps, kill = (shlex.join([*controller(c, "--ssh-config", config), *a]) for c, a in
+                (("ps", ["nodes.txt"]), ("kill", ["nodes.txt", "viassh"])))  # fmt: skip
+    word = shlex.join(controller("ps", "slurm"))
+    script = (
+        f'cd "$(mktemp -d)"; {word}; echo "word=$?"; {exec_} & '
+        'scontrol show hostnames "$SLURM_JOB_NODELIST" > nodes.txt; '
+        f"until {ps} | grep -q viassh; do sleep 0.2; done; {ps} | grep -c viassh; "
+        f'{kill} >/dev/null; echo "kill=$?"; wait $!; echo "exec=$?"'
+    )
+    process = launch.start(["salloc", "--quiet", "-N2", "sh", "-c", script])
+    out, _ = process.communicate(timeout=120)
+    lines = out.decode().splitlines()
+    assert process.returncode == 0, (lines, launch.stderr())
+    assert lines == ["word=2", "2", "kill=0", "exec=137"], (lines, launch.stderr())
+    assert launch.stderr().startswith(
+        "clusterlaunch: error: ps reaches hosts over SSH only and takes a hosts file"
+    ), launch.stderr()
