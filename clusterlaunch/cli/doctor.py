@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from clusterlaunch.cli import args as cliargs
+from clusterlaunch.cli.slurm import refuse_the_word
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.joboutput import connection_notes
 from clusterlaunch.controller.launcher import connect, make_plan
@@ -105,6 +106,7 @@ def run_stacks(args: argparse.Namespace, console: Console) -> int:
     from clusterlaunch.core.reports import Unanswered
     from clusterlaunch.core.stacks import prefixes_for, stacks_text
 
+    refuse_the_word(args)
     inventory = load_inventory(args.hosts)
     cliargs.check_env_sizes(inventory.hosts)
     targets = resolve_targets(args.ssh_config, inventory.hosts)

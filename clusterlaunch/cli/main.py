@@ -58,6 +58,7 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
     """``ps`` / ``kill``: every host that could not be asked is an error line, and exit 2."""
     from clusterlaunch.controller import jobs  # only here: see cli/doctor.py
 
+    slurmargs.refuse_the_word(args)
     inventory = load_inventory(args.hosts)
     cliargs.check_env_sizes(inventory.hosts)
     targets = resolve_targets(args.ssh_config, inventory.hosts)

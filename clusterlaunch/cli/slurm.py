@@ -15,7 +15,7 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import replace
 
-from clusterlaunch.core import includes, limits, slurm
+from clusterlaunch.core import includes, limits, slurm, slurmnodes
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.hostfields import AUTO, address_problem
 from clusterlaunch.core.hostfile import load_inventory
@@ -63,6 +63,7 @@ def hosts(args: argparse.Namespace) -> tuple[Inventory, tuple[SshTarget, ...], s
     gpus = args.gpus_per_host
     from_slurm = args.hosts == slurm.SLURM_HOSTS
     if from_slurm:  # with auto, any count will do: override_gpus replaces it
+        slurmnodes.job_id(os.environ)  # an allocation has both, whichever transport
         inventory = load_slurm_inventory(os.environ, 1 if gpus == AUTO else gpus)
         _check_allocation_size(inventory)
     else:
@@ -84,12 +85,24 @@ def hosts(args: argparse.Namespace) -> tuple[Inventory, tuple[SshTarget, ...], s
             "ssh (the allocation's nodes over SSH), or use a workdir on a shared file system"
         )
     if not from_slurm:
+        slurmnodes.job_id(os.environ)
         require_in_allocation(inventory, os.environ)
     # Said once, before anything starts (not once per host by the preflight); a dry
     # run only shows the srun line, so it needs no srun.
     if not args.dry_run and shutil.which(SRUN) is None:
         raise UsageError(SRUN_MISSING)
     return inventory, slurm.srun_targets(inventory.hosts), transport
+
+
+def refuse_the_word(args: argparse.Namespace) -> None:
+    """``ps``/``kill``/``stacks`` reach hosts over SSH only: ``slurm`` is not their HOSTS."""
+    if args.hosts == slurm.SLURM_HOSTS:
+        raise UsageError(
+            f"{args.command} reaches hosts over SSH only and takes a hosts file, not the word "
+            f"{slurm.SLURM_HOSTS}: write the allocation's nodes into one (scontrol show "
+            'hostnames "$SLURM_JOB_NODELIST" > nodes.txt) and pass that (docs/slurm.md); '
+            f"a hosts file named {slurm.SLURM_HOSTS} is ./{slurm.SLURM_HOSTS}"
+        )
 
 
 def _check_allocation_size(inventory: Inventory) -> None:
@@ -106,7 +119,7 @@ def dry_run_note(transport: str) -> str:
     """For ``--dry-run``: how each command of the plan reaches its host, when not over SSH."""
     if transport != "srun":
         return ""
-    line = " ".join(srun_argv("HOST", "COMMAND", login_shell()))
+    line = " ".join(srun_argv("HOST", "COMMAND", login_shell(), slurmnodes.job_id(os.environ)))
     return f"# each host's command runs as a step of the Slurm job:\n# {line}\n"
 
 

@@ -52,8 +52,11 @@ class HeldAgents:
             job = json.dumps(_final_job(run.report.node, host.node))
             run.process.send(f"go {job}\n".encode())
             host.process, host.decoder, host.setup = run.process, run.decoder, run.setup
-            for is_stderr, data in run.early:
-                router.host_output(host.node.host, is_stderr, data)
+            for is_stderr, data in run.early:  # stderr: the transport's own (ssh, srun)
+                if is_stderr:
+                    router.transport_output(host.node.host, data)
+                else:
+                    router.host_output(host.node.host, False, data)
         self._handed_over = True
 
     def close(self) -> None:

@@ -23,6 +23,7 @@ from clusterlaunch.core.lines import (
     prefixed_pieces,
 )
 from clusterlaunch.core.progress import BannerFold
+from clusterlaunch.transport.srun import without_exit_notes
 
 
 class OutputRouter:
@@ -108,6 +109,15 @@ class OutputRouter:
         block = buffer.feed(data)
         self._emit_host(host, is_stderr, block, buffer.continued)
 
+    def transport_output(self, host: str, data: bytes) -> None:
+        """What ssh or srun wrote themselves (the host's shell, the agent's own errors):
+        lines of their own, never glued to the command's unfinished last line, and kept
+        out of exec's node-N.log, which holds the command's bytes alone. srun's note of
+        the task's exit status is left out: the outcome says it."""
+        buffer = self._buffer(("transport", host), True)
+        block = without_exit_notes(buffer.feed(data))
+        self._emit_host(host, True, block, buffer.continued, transport=True)
+
     def message(self, text: str) -> None:
         """clusterlaunch's own message, always to stderr."""
         line = f"clusterlaunch: {text}\n".encode()
@@ -145,12 +155,13 @@ class OutputRouter:
                 self._emit_rank(rank, is_stderr, block, buffer.continued)
                 if buffer.line_open:
                     self._emit_rank(rank, is_stderr, b"\n", True, to_log=False)
-        for is_stderr in (False, True):
-            buffer = self._buffer(host, is_stderr)
+        for key, is_stderr, transport in ((host, False, False), (host, True, False),
+                                          (("transport", host), True, True)):  # fmt: skip
+            buffer = self._buffer(key, is_stderr)
             block = buffer.flush()
-            self._emit_host(host, is_stderr, block, buffer.continued)
+            self._emit_host(host, is_stderr, block, buffer.continued, transport=transport)
             if buffer.line_open:
-                self._emit_host(host, is_stderr, b"\n", True, to_file=False)
+                self._emit_host(host, is_stderr, b"\n", True, False, transport)
 
     def close(self) -> None:
         """Flush the console and the log files. The files stay open: they are their
@@ -188,14 +199,23 @@ class OutputRouter:
             self._show((rank, is_stderr), is_stderr, prefix, block, continued)
 
     def _emit_host(
-        self, host: str, is_stderr: bool, block: bytes, continued: bool, to_file: bool = True
+        self,
+        host: str,
+        is_stderr: bool,
+        block: bytes,
+        continued: bool,
+        to_file: bool = True,
+        transport: bool = False,
     ) -> None:
         if not block:
             return
+        owner = ("transport", host) if transport else ("host", host, is_stderr)
+        if transport and not continued:
+            self.tails.end_line(("host", host))
         self.tails.add(("host", host), block)
         if self._log_dir is not None:  # prefixed only when there is a log to write
-            self._log_host(host, is_stderr, block, continued)
-            if to_file and host in self._host_logs:
+            self._log_host(host, owner, block, continued)
+            if to_file and not transport and host in self._host_logs:
                 self._log_dir.write(self._host_logs[host], block)
         if self._quiet_hosts:
             self.hidden_lines += block.count(b"\n")
@@ -206,9 +226,7 @@ class OutputRouter:
             if not block:
                 return
         self._begin()
-        self._show(
-            ("host", host, is_stderr), is_stderr, self._prefixes.host(host), block, continued
-        )
+        self._show(owner, is_stderr, self._prefixes.host(host), block, continued)
 
     def _show(
         self, owner: object, is_stderr: bool, prefix: bytes, block: bytes, continued: bool
@@ -225,9 +243,8 @@ class OutputRouter:
         stream.flush()
         line.wrote(owner, stream, block)
 
-    def _log_host(self, host: str, is_stderr: bool, block: bytes, continued: bool) -> None:
+    def _log_host(self, host: str, owner: object, block: bytes, continued: bool) -> None:
         """A host's block in controller.log: hosts and messages meet there as on the console."""
-        owner = (host, is_stderr)
         block, continued = self._log_line.resume(owner, block, continued)
         if not block:
             return

@@ -180,7 +180,7 @@ class Supervisor:
         """One host's new bytes: route them, then see whether it ended."""
         self._awake()  # the wait may have been a suspension: before any liveness judgement
         if err:
-            self.router.host_output(host.node.host, True, err)
+            self.router.transport_output(host.node.host, err)
         out = host.setup.feed(out)  # the setup's reports come before the agent's frames
         if out:
             try:

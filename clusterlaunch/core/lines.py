@@ -235,6 +235,13 @@ class TailKeeper:
             rest = block[cut:]
             self._open[key] = ((head + rest[:TAIL_LINE])[:TAIL_LINE], length + len(rest))
 
+    def end_line(self, key: object) -> None:
+        """``key``'s unfinished line is complete: another writer's line comes next."""
+        if key in self._open:
+            self._lines.setdefault(key, deque(maxlen=self._keep)).append(
+                _clipped(*self._open.pop(key))
+            )
+
     def lines(self, key: object) -> list[str]:
         """Remembered lines of ``key`` (the unfinished one last), decoded for display."""
         found = list(self._lines.get(key, ()))

@@ -9,37 +9,34 @@ node list ClusterShell cannot read, asks ``scontrol show hostnames``.
 Variables read (all set by ``salloc``/``sbatch`` inside an allocation):
 
 * ``SLURM_JOB_NODELIST`` — the nodes, e.g. ``gpu[01-03,07]``; node order (and
-  so rank order) is Slurm's.
+  so rank order) is Slurm's (its syntax, and ``SLURM_JOB_ID``: :mod:`.slurmnodes`).
 * processes per node, the first one that is set and non-zero: the
   ``--gpus-per-host`` option, ``SLURM_GPUS_ON_NODE``, ``SLURM_GPUS_PER_NODE``
   (``8`` or ``a100:8``), ``SLURM_TASKS_PER_NODE`` (``2(x3),1``: one count per node).
+  Inside a job step (``SLURM_STEP_ID`` set) the first and last are the step's,
+  not the allocation's, and are not read.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from clusterlaunch.core import limits
 from clusterlaunch.core.errors import UsageError
-from clusterlaunch.core.hostranges import HostRangeError, expand_hosts
+from clusterlaunch.core.hostranges import expand_hosts
 from clusterlaunch.core.model import HostSpec, Inventory, SshTarget
+from clusterlaunch.core.slurmnodes import NODELIST_VAR, Expand, expand_nodelist
 
 SLURM_HOSTS = "slurm"
 """The HOSTS word that means "the hosts of the current Slurm allocation"."""
 
-NODELIST_VAR = "SLURM_JOB_NODELIST"
 GPU_VARS = ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE")
 TASKS_VAR = "SLURM_TASKS_PER_NODE"
+STEP_VAR = "SLURM_STEP_ID"
 
-# Characters Slurm node names and host lists use. Anything else (notably
-# ClusterShell's set operators ! & ^ and its @group syntax) is refused rather
-# than given a meaning Slurm never meant.
-_NODELIST_CHARS = re.compile(r"[A-Za-z0-9._\-\[\],]+")
 _COUNT_ITEM = re.compile(r"([0-9]{1,9})(?:\(x([0-9]{1,9})\))?")  # 9 digits: int() stays cheap
 _DIGITS = re.compile(r"[0-9]{1,9}")
-
-Expand = Callable[[str], list[str]]
 
 
 def slurm_inventory(
@@ -70,61 +67,17 @@ def allocation_nodes(env: Mapping[str, str], expand: Expand = expand_hosts) -> l
     return expand_nodelist(text.strip(), expand)
 
 
-def expand_nodelist(text: str, expand: Expand = expand_hosts) -> list[str]:
-    """Expand a Slurm host list, keeping the order of its comma-separated parts.
-
-    ClusterShell sorts a whole NodeSet, so each top-level part is expanded on
-    its own (``b[1-2],a1`` stays ``b1 b2 a1``, as Slurm ordered the nodes).
-    """
-    where = f"{NODELIST_VAR}={text!r}"
-    if not text:
-        raise UsageError(f"{where}: no nodes; run under salloc/sbatch or pass a hosts file")
-    if not _NODELIST_CHARS.fullmatch(text):
-        raise UsageError(
-            f"{where}: unexpected characters for a Slurm node list "
-            "(expected names and ranges like gpu[01-04],cpu7); pass a hosts file instead"
-        )
-    names: list[str] = []
-    for part in split_nodelist(text):
-        try:
-            names.extend(expand(part))
-        except HostRangeError as exc:
-            raise UsageError(f"{where}: {exc}; or pass a hosts file") from None
-    seen: set[str] = set()
-    for name in names:
-        if name in seen:
-            raise UsageError(f"{where}: lists node {name} twice; list each node once")
-        seen.add(name)
-    return names
-
-
-def split_nodelist(text: str) -> list[str]:
-    """Split ``text`` at the commas outside brackets (``a[1,3],b`` → ``a[1,3]``, ``b``)."""
-    parts: list[str] = []
-    depth = 0
-    start = 0
-    for index, char in enumerate(text):
-        if char == "[":
-            depth += 1
-        elif char == "]":
-            depth -= 1
-        elif char == "," and depth == 0:
-            parts.append(text[start:index])
-            start = index + 1
-    parts.append(text[start:])
-    empty = [p for p in parts if not p]
-    if empty:
-        raise UsageError(f"{NODELIST_VAR}={text!r}: empty entry between commas")
-    return parts
-
-
 def processes_per_node(env: Mapping[str, str], gpus_per_host: int | None, nodes: int) -> list[int]:
     """How many processes torchrun starts on each of ``nodes`` nodes."""
     if gpus_per_host is not None:
         if gpus_per_host < 1:
             raise UsageError(f"--gpus-per-host {gpus_per_host}: use a number of 1 or more")
         return [gpus_per_host] * nodes
-    on_node = env.get(GPU_VARS[0], "").strip()
+    step = env.get(STEP_VAR)
+    # Inside a job step (srun --pty bash) srun has replaced the per-node counts with
+    # the step's own (salloc -n8, then srun --pty bash: SLURM_TASKS_PER_NODE=1), and
+    # the allocation's task layout is in no variable: only its GPU request is left.
+    on_node = "" if step is not None else env.get(GPU_VARS[0], "").strip()
     if on_node:
         count = _count(on_node, GPU_VARS[0])
         if count:
@@ -134,13 +87,20 @@ def processes_per_node(env: Mapping[str, str], gpus_per_host: int | None, nodes:
         count = gpu_request(per_node)
         if count:
             return [count] * nodes
+    if step is not None:
+        raise UsageError(
+            f"inside a job step ({STEP_VAR}={limits.shown(step)}), whose "
+            f"{TASKS_VAR} and {GPU_VARS[0]} are the step's counts, not the allocation's: "
+            f"pass --gpus-per-host N (or run clusterlaunch outside srun, in the salloc "
+            "shell or the batch script)"
+        )
     tasks = env.get(TASKS_VAR, "").strip()
     if tasks:
         counts = expand_counts(tasks, TASKS_VAR)
         if len(counts) != nodes:
             raise UsageError(
                 f"{TASKS_VAR}={tasks!r} gives {len(counts)} node(s) but {NODELIST_VAR} has "
-                f"{nodes} (inside a job step?); pass --gpus-per-host N"
+                f"{nodes}; pass --gpus-per-host N"
             )
         return counts
     raise UsageError(

@@ -38,6 +38,7 @@ Teardown, by how the controller ends:
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -45,6 +46,7 @@ from collections.abc import Mapping, Sequence
 from clusterlaunch.core.commands import for_login_shell
 from clusterlaunch.core.errors import HostProblem, TransportError
 from clusterlaunch.core.model import SshTarget
+from clusterlaunch.core.slurmnodes import job_id
 from clusterlaunch.transport.local import LocalProcess, login_shell
 
 SRUN = "srun"
@@ -82,9 +84,23 @@ DROPPED_ENV = (
 )
 
 
-def srun_argv(host: str, command: str, shell: str, srun: str = SRUN) -> list[str]:
-    """The argv that runs ``command`` with ``shell`` on Slurm node ``host``."""
-    return [srun, *STEP_OPTIONS, "-w", host, shell, "-c", command]
+def srun_argv(host: str, command: str, shell: str, job_id: str, srun: str = SRUN) -> list[str]:
+    """The argv that runs ``command`` with ``shell`` on Slurm node ``host``, a step of
+    job ``job_id`` (named, not left to SLURM_JOB_ID: without one srun makes a new job)."""
+    return [srun, f"--jobid={job_id}", *STEP_OPTIONS, "-w", host, shell, "-c", command]
+
+
+# srun's own line when the task exits non-zero ("srun: error: gpu07: task 0: Exited with
+# exit code 5"): written to the same stderr as the task's, and so joined to a last line
+# the command left without a newline; the job's outcome says it already.
+_EXIT_NOTE = re.compile(
+    rb"^srun: error: [^\n:]+: task [0-9]+: Exited with exit code [0-9]+\n", re.M
+)
+
+
+def without_exit_notes(block: bytes) -> bytes:
+    """``block`` (whole lines of srun's stderr) without srun's notes of the task's exit."""
+    return _EXIT_NOTE.sub(b"", block) if b"Exited with exit code" in block else block
 
 
 def srun_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -100,8 +116,9 @@ class SrunConnection:
     process ending without a report.
     """
 
-    def __init__(self, host: str, srun: str = SRUN) -> None:
+    def __init__(self, host: str, job_id: str, srun: str = SRUN) -> None:
         self.host = host
+        self._job_id = job_id
         self._srun = srun
         self._processes: list[LocalProcess] = []
 
@@ -113,7 +130,7 @@ class SrunConnection:
         its own for each host, so the steps still start together.
         """
         line, sent = for_login_shell(command, stdin)
-        argv = srun_argv(self.host, line, login_shell(), self._srun)
+        argv = srun_argv(self.host, line, login_shell(), self._job_id, self._srun)
         try:
             popen = subprocess.Popen(
                 argv,
@@ -148,8 +165,12 @@ class SrunConnection:
 def connect_all(
     targets: Sequence[SshTarget],
 ) -> tuple[dict[str, SrunConnection], list[HostProblem]]:
-    """One connection per target (nothing is contacted yet); every host fails without srun."""
+    """One connection per target (nothing is contacted yet); every host fails without srun.
+
+    The job id was checked before anything started (clusterlaunch.cli.slurm.hosts).
+    """
     srun = shutil.which(SRUN)
     if srun is None:
         return {}, [HostProblem(target.alias, "connect", SRUN_MISSING) for target in targets]
-    return {target.alias: SrunConnection(target.alias, srun) for target in targets}, []
+    job = job_id(os.environ)
+    return {target.alias: SrunConnection(target.alias, job, srun) for target in targets}, []

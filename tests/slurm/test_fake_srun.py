@@ -33,10 +33,12 @@ def step_hosts(fake: FakeSlurm) -> list[str]:
 
 
 def assert_step_argv(argv: list[str], host: str) -> None:
-    """The recorded srun argv: our options, then -w HOST, then SHELL -c COMMAND."""
-    assert argv[: len(STEP_OPTIONS)] == list(STEP_OPTIONS)
-    assert argv[:2] == ["--nodes=1", "--ntasks=1"]
-    rest = argv[len(STEP_OPTIONS) :]
+    """The recorded srun argv: the job (the fixture's 4242), our options, then -w HOST,
+    then SHELL -c COMMAND."""
+    assert argv[0] == "--jobid=4242"
+    assert argv[1 : len(STEP_OPTIONS) + 1] == list(STEP_OPTIONS)
+    assert argv[1:3] == ["--nodes=1", "--ntasks=1"]
+    rest = argv[len(STEP_OPTIONS) + 1 :]
     assert rest[:4] == ["-w", host, login_shell(), "-c"]
     assert len(rest) == 5  # the command is one word
 
@@ -56,7 +58,7 @@ def test_transport_forwards_stdin_and_eof(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("SLURM_JOB_NODELIST", "node[1-2]")
     monkeypatch.setenv("FAKE_SLURM_LOG", str(tmp_path / "calls.jsonl"))
     monkeypatch.setenv("PATH", f"{FAKE_BIN}:{Path(PYTHON).parent}:{os.environ['PATH']}")
-    connection = SrunConnection("node2", str(FAKE_BIN / "srun"))
+    connection = SrunConnection("node2", "4242", str(FAKE_BIN / "srun"))
     # The fake srun execs the command: $$ is srun's pid, field 6 of stat its session.
     command = 'cat; echo "EOF on $FAKE_SLURM_HOST"; cut -d" " -f6 /proc/$$/stat; echo $$'
     process = connection.start(command, b"program\n")
@@ -115,6 +117,34 @@ def test_no_srun_on_path_starts_nothing(fake_slurm: FakeSlurm, tmp_path: Path) -
     assert result.stderr.startswith("clusterlaunch: error: srun not found on PATH")
     assert len(result.stderr.splitlines()) == 1, result.stderr
     assert fake_slurm.calls() == []
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"SLURM_JOB_ID": None}, "not inside a Slurm allocation (SLURM_JOB_ID unset, though"),
+        ({"SLURM_JOB_ID": "abc"}, "SLURM_JOB_ID='abc': not a Slurm job id"),
+        ({"SLURM_JOB_NODELIST": "node[1-2"}, "SLURM_JOB_NODELIST='node[1-2': cannot read"),
+        ({"SLURM_JOB_NODELIST": "-n1"}, "SLURM_JOB_NODELIST='-n1': node '-n1' starts with '-'"),
+    ],
+)
+@pytest.mark.parametrize("command", ["exec", "run"])
+def test_a_bad_allocation_starts_no_step(
+    fake_slurm: FakeSlurm, env: dict[str, str | None], said: str, command: str
+) -> None:
+    """Refused up front, in one line: not one srun per node, each failing (or, with no
+    job id, each a new Slurm job of its own outside the allocation)."""
+    for name, value in env.items():
+        if value is None:
+            del fake_slurm.env[name]
+        else:
+            fake_slurm.env[name] = value
+    argv = ("--", "true") if command == "exec" else ("allreduce.py",)
+    result = fake_slurm.run(command, "slurm", *argv)
+    assert (result.returncode, result.stdout) == (2, ""), result.stderr
+    assert result.stderr.startswith(f"clusterlaunch: error: {said}"), result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert fake_slurm.steps() == []
 
 
 def test_scontrol_reads_what_clustershell_cannot(fake_slurm: FakeSlurm) -> None:

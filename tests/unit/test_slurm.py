@@ -16,13 +16,12 @@ from clusterlaunch.core.slurm import (
     GPU_VARS,
     check_in_allocation,
     expand_counts,
-    expand_nodelist,
     gpu_request,
     processes_per_node,
     slurm_inventory,
-    split_nodelist,
     srun_targets,
 )
+from clusterlaunch.core.slurmnodes import expand_nodelist, job_id, split_nodelist
 from clusterlaunch.transport.srun import STEP_OPTIONS, srun_argv, srun_env
 
 
@@ -128,7 +127,20 @@ def test_gpu_request() -> None:
     [
         ({}, None, "not inside a Slurm allocation (SLURM_JOB_NODELIST unset); run under"),
         ({"SLURM_JOB_NODELIST": ""}, 1, "no nodes"),
-        ({"SLURM_JOB_NODELIST": "n[1-2"}, 1, "SLURM_JOB_NODELIST='n[1-2': bad host range"),
+        ({"SLURM_JOB_NODELIST": "n[1-2"}, 1, "SLURM_JOB_NODELIST='n[1-2': cannot read 'n[1-2'"),
+        ({"SLURM_JOB_NODELIST": "vm]"}, 1, "SLURM_JOB_NODELIST='vm]': cannot read 'vm]'"),
+        ({"SLURM_JOB_NODELIST": "n[1-3]x["}, 1, "cannot read 'n[1-3]x[' (unbalanced"),
+        ({"SLURM_JOB_NODELIST": "n[1-[2]]"}, 1, "or nested brackets"),
+        ({"SLURM_JOB_NODELIST": "n[a-b]"}, 1, "a range that is not numbers"),
+        ({"SLURM_JOB_NODELIST": "-n1"}, 1, "node '-n1' starts with '-'"),
+        ({"SLURM_JOB_NODELIST": "n1,-x[1-2]"}, 1, "node '-x1' starts with '-'"),
+        (
+            {"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_STEP_ID": "0", "SLURM_TASKS_PER_NODE": "1"},
+            None,
+            "inside a job step (SLURM_STEP_ID='0'), whose SLURM_TASKS_PER_NODE and "
+            "SLURM_GPUS_ON_NODE are the step's counts, not the allocation's: "
+            "pass --gpus-per-host N",
+        ),
         ({"SLURM_JOB_NODELIST": "n[1-2]^n1"}, 1, "unexpected characters"),
         ({"SLURM_JOB_NODELIST": "n1,,n2"}, 1, "empty entry"),
         ({"SLURM_JOB_NODELIST": "n[1-2],n1"}, 1, "lists node n1 twice"),
@@ -157,6 +169,42 @@ def test_bad_allocations_name_the_variable_and_the_fix(
     message = str(caught.value)
     assert fragment in message
     assert "\n" not in message
+
+
+def test_inside_a_step_the_step_counts_are_not_the_allocations() -> None:
+    """salloc -N1 -n2, then srun -n1 bash: SLURM_TASKS_PER_NODE=1 and SLURM_GPUS_ON_NODE
+    are the step's; the allocation's GPU request (SLURM_GPUS_PER_NODE) still holds."""
+    step = {"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_STEP_ID": "0", "SLURM_TASKS_PER_NODE": "1"}
+    assert processes_per_node({**step, "SLURM_GPUS_PER_NODE": "a100:4"}, None, 2) == [4, 4]
+    on_node = {**step, "SLURM_GPUS_ON_NODE": "1", "SLURM_GPUS_PER_NODE": "8"}
+    assert processes_per_node(on_node, None, 2) == [8, 8]
+    assert processes_per_node(step, 3, 2) == [3, 3]  # --gpus-per-host
+    with pytest.raises(UsageError, match="pass --gpus-per-host N"):
+        processes_per_node({**step, "SLURM_GPUS_ON_NODE": "1"}, None, 2)
+    outside = {"SLURM_JOB_NODELIST": "n1", "SLURM_TASKS_PER_NODE": "2"}  # salloc, sbatch
+    assert processes_per_node(outside, None, 1) == [2]
+
+
+@pytest.mark.parametrize(
+    ("env", "fragment"),
+    [
+        ({}, "not inside a Slurm allocation (SLURM_JOB_NODELIST unset)"),
+        (
+            {"SLURM_JOB_NODELIST": "vm"},
+            "not inside a Slurm allocation (SLURM_JOB_ID unset, though SLURM_JOB_NODELIST is "
+            "set: srun would make a new job for every node)",
+        ),
+        ({"SLURM_JOB_NODELIST": "vm", "SLURM_JOB_ID": "abc"}, "SLURM_JOB_ID='abc': not a Slurm"),
+        ({"SLURM_JOB_NODELIST": "vm", "SLURM_JOB_ID": "12_3"}, "SLURM_JOB_ID='12_3': not a"),
+        ({"SLURM_JOB_NODELIST": "vm", "SLURM_JOB_ID": "-1"}, "SLURM_JOB_ID='-1': not a"),
+        ({"SLURM_JOB_NODELIST": "vm", "SLURM_JOB_ID": "9" * 500}, "SLURM_JOB_ID='999"),
+    ],
+)
+def test_the_job_id(env: dict[str, str], fragment: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        job_id(env)
+    assert fragment in str(caught.value) and len(str(caught.value)) < 400
+    assert job_id({"SLURM_JOB_NODELIST": "vm", "SLURM_JOB_ID": "81234"}) == "81234"
 
 
 def test_expand_is_pluggable_for_the_scontrol_fallback() -> None:
@@ -188,8 +236,9 @@ def test_hosts_file_over_srun_must_name_allocated_nodes() -> None:
 
 def test_srun_argv() -> None:
     command = "cd -- /w && exec env A='x y' python3 -c 'print(1)'"
-    assert srun_argv("gpu07", command, "/bin/bash", "/usr/bin/srun") == [
+    assert srun_argv("gpu07", command, "/bin/bash", "81234", "/usr/bin/srun") == [
         "/usr/bin/srun",
+        "--jobid=81234",  # a step of this job: never a new job, whatever the environment
         "--nodes=1",
         "--ntasks=1",
         "--kill-on-bad-exit=1",
@@ -232,7 +281,9 @@ def allocation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in ("SLURM_JOB_NODELIST", "SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[01-02]")
+    monkeypatch.setenv("SLURM_JOB_ID", "81234")
     monkeypatch.setenv("SLURM_TASKS_PER_NODE", "2(x2)")
+    monkeypatch.delenv("SLURM_STEP_ID", raising=False)
     (tmp_path / "train.py").write_text("print('hi')\n")
     return tmp_path
 
@@ -261,7 +312,7 @@ def test_dry_run_text_shows_the_srun_line(
 ) -> None:
     code, out, err = run(capsys, "run", "--dry-run", "slurm", "train.py")
     assert code == 0, err
-    assert "srun --nodes=1 --ntasks=1" in out and "-w HOST" in out
+    assert "srun --jobid=81234 --nodes=1 --ntasks=1" in out and "-w HOST" in out
 
 
 def test_gpus_per_host_and_master_addr(
@@ -334,7 +385,7 @@ def test_no_srun_is_one_line_before_anything_starts(
         "or use --transport ssh\n"
     )
     code, out, err = run(capsys, "run", "--dry-run", "slurm", "train.py")
-    assert code == 0 and "srun --nodes=1" in out, err  # a dry run only shows the line
+    assert code == 0 and "srun --jobid=81234 --nodes=1" in out, err  # a dry run only shows the line
 
 
 @pytest.mark.parametrize("command", ["run", "exec"])
