@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import time
 from collections.abc import Mapping, Sequence
@@ -200,7 +201,7 @@ def jobs_text(found: Sequence[RemoteJob], unanswered: Sequence[Unanswered] = ())
             job.node_rank,
             job.attempt,
             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(job.started_at)),
-            _short(shlex.join(user_command(job.command))),  # --json: the whole of it
+            _short(printable(shlex.join(user_command(job.command)))),  # --json: all of it
         )
         for job in found
     ]
@@ -237,6 +238,17 @@ def kill_text(job_id: str, reports: Sequence[KillReport]) -> str:
 def last_lines(output: bytes, count: int) -> str:
     """A command's last ``count`` lines of ``output`` on one line, for a one-line error."""
     return " | ".join(output.decode("utf-8", "replace").strip().splitlines()[-count:])
+
+
+# C0 and C1 controls and DEL: a newline in a script's name broke ps's table into three
+# lines, and an escape sequence in an argument reached the terminal of whoever ran ps.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character written as an escape (``\\n``, ``\\x1b``)."""
+    return _CONTROLS.sub(lambda m: _NAMED.get(m[0]) or f"\\x{ord(m[0]):02x}", text)
 
 
 def _short(text: str, width: int = 80) -> str:
