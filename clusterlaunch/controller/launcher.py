@@ -266,7 +266,7 @@ def supervise(
             router.message(render.outcome_text(outcome))  # console and controller.log
     finally:
         if stalls is not None:
-            stalls.abandon()  # stacks still being taken: not for a job that has ended
+            stalls.abandon(router)  # stacks still being taken: not for a job that has ended
         router.close()
     return outcome
 

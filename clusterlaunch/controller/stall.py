@@ -110,13 +110,15 @@ class StallWatch:
         self.taking = None
         return self._show(router, dumps, notes)
 
-    def abandon(self) -> None:
-        """The job has ended: stacks still being taken are given up. Waited for a little,
-        so their setups are killed while the job's connections are still open."""
+    def abandon(self, router: OutputRouter) -> None:
+        """The job has ended: stacks still being taken are given up, and said to be (the
+        promised stacks never came, and nothing said why). Waited for a little, so their
+        setups are killed while the job's connections are still open."""
         self.give_up.set()
         if self.taking is not None:
             from concurrent.futures import wait
 
+            router.message("the job ended before the stacks were taken: given up")
             wait([self.taking], timeout=ABANDON_WAIT_S)
 
     def _show(

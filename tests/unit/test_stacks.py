@@ -203,8 +203,12 @@ def test_the_stall_watch_keeps_the_loop_going_while_the_stacks_are_taken() -> No
     second = StallWatch(5, "stacks", plan, {}, clock=clock, take=until_given_up)
     clock.advance(6)
     assert second.check(router) is None
-    second.abandon()  # the job ended first: told to give up, and waited for
+    second.abandon(router)  # the job ended first: told to give up, and waited for
     assert given_up.is_set()
+    # The stacks promised never came: said so, not left unexplained.
+    assert err.getvalue().endswith(b"the job ended before the stacks were taken: given up\n")
+    watch.abandon(router)  # its stacks were shown: nothing to say
+    assert err.getvalue().count(b"given up") == 1
 
 
 @pytest.mark.parametrize("action", ["stacks", "kill"])
