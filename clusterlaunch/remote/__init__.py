@@ -31,6 +31,7 @@ _CHECKS = (
     "scratch",
     "accel",
     "torchfiles",
+    "execformat",
     "checks",
 )
 """The preflight's checks and what they use: the probe (``check``) and the agent (``run``)."""

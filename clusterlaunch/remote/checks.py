@@ -18,6 +18,7 @@ import os
 import sys
 
 from clusterlaunch.remote.accel import find_devices  # bundle: strip
+from clusterlaunch.remote.execformat import start_problem  # bundle: strip
 from clusterlaunch.remote.records import (  # bundle: strip
     hostname,  # bundle: strip
     killed_at,  # bundle: strip
@@ -145,36 +146,6 @@ def job_clash(job_id, tail_dir):
     except OSError:
         return {}
     return {"tail_dir_taken": {"path": tail_dir, "uid": info.st_uid}}
-
-
-def start_problem(name, path):
-    """Why the kernel would not start the program at ``path``, or None.
-
-    torchrun starts a ``--no-python`` program itself (Popen), without the shell's
-    fallback to ``/bin/sh`` for a file without a ``#!`` line: every rank then failed
-    with "Exec format error" and a traceback. A ``#!`` line must name an interpreter
-    that is there; a binary is an ELF file.
-    """
-    try:
-        with open(path, "rb") as handle:
-            head = handle.readline(256)
-    except OSError as exc:
-        return "program %r cannot be read here (%s)" % (name, exc.strerror)
-    if head.startswith(b"\x7fELF"):
-        return None
-    if not head.startswith(b"#!"):
-        return (
-            "program %r has no #! line; torchrun starts it without a shell (Exec format "
-            "error): make its first line #!/bin/sh (or the interpreter it needs)" % name
-        )
-    words = head[2:].split()
-    interpreter = words[0].decode("utf-8", "replace") if words else ""
-    if not (os.path.isfile(interpreter) and os.access(interpreter, os.X_OK)):
-        return "program %r: its #! interpreter %r is not here; fix its #! line" % (
-            name,
-            interpreter,
-        )
-    return None
 
 
 def serve(listener, nonce, stop, timeout):

@@ -13,6 +13,7 @@ and the parent-death signal, set before the exec.
 import os
 
 from clusterlaunch.core.exits import ExitStatus  # bundle: strip
+from clusterlaunch.remote.execformat import looks_binary, read_head  # bundle: strip
 from clusterlaunch.remote.proctree import signal, term_when_parent_dies  # bundle: strip
 
 ENOENT, ENOEXEC = 2, 8  # errno's numbers on Linux, without importing errno
@@ -140,12 +141,14 @@ def _exec_on_path(argv, env):
 
 
 def _execve(path, argv, env):
-    """``os.execve``; a file without a ``#!`` line (ENOEXEC) is run by ``/bin/sh``, as a
-    shell, ssh's command and ``execvp`` run it: an executable script of shell commands."""
+    """``os.execve``; a file the kernel refuses (ENOEXEC) is run by ``/bin/sh`` as a shell
+    (bash's execute_cmd.c, so ssh's command) runs it: a text file is a script of shell
+    commands; one that looks binary by bash's rule (an ELF for another machine, a NUL
+    in its first line) is refused, 126, its bytes never read as commands."""
     try:
         os.execve(path, argv, env)
     except OSError as exc:
-        if exc.errno != ENOEXEC:
+        if exc.errno != ENOEXEC or looks_binary(read_head(path) or b""):
             raise
         os.execve("/bin/sh", ["/bin/sh", path, *argv[1:]], env)
 
@@ -164,6 +167,8 @@ def _why_not_executed(exc, name):
         return ExitStatus.NOT_STARTED, str(exc)
     if os.path.isdir(path):
         return ExitStatus.CANNOT_EXECUTE, "%s is a directory" % path
+    if exc.errno == ENOEXEC:  # bash's words for it
+        return ExitStatus.CANNOT_EXECUTE, "cannot execute binary file: Exec format error"
     return ExitStatus.CANNOT_EXECUTE, str(exc)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.testing import LoopbackCluster
+from tests.binaries import foreign_elf, foreign_elf_runs_here
 from tests.cluster.support import run_cli, start_cli, wait_for_lines, write_hosts
 
 pytestmark = [pytest.mark.cluster]
@@ -26,15 +27,24 @@ def by_ssh(cluster: LoopbackCluster, command: str) -> subprocess.CompletedProces
 def test_a_command_starts_or_fails_with_the_status_ssh_gives(
     sim_cluster: LoopbackCluster, tmp_path: Path
 ) -> None:
-    """No #! line: run by /bin/sh; 126 found but not executable; 127 its #! interpreter
-    missing, said so (not "No such file" for a file that is there)."""
+    """No #! line: run by /bin/sh; 126 found but not executable, or binary by bash's rule
+    (a foreign ELF, ELF magic, a NUL in the first line: never read as shell commands); 127
+    its #! interpreter missing, said so (not "No such file" for a file that is there)."""
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
     plain, bad = tmp_path / "plain.sh", tmp_path / "bad.sh"
     plain.write_text('echo "ran with $1"\n')
     bad.write_text("#!/nonexistent/interp\n")
-    for program in (plain, bad):
+    binaries = [tmp_path / "elf-text", tmp_path / "nul", tmp_path / "foreign"]
+    binaries[0].write_bytes(b"\x7fELF echo ran\n")
+    binaries[1].write_bytes(b"echo ran\0\n")
+    binaries[2].write_bytes(foreign_elf())
+    if foreign_elf_runs_here():  # qemu-user's binfmt_misc handler: it runs, ssh's too
+        binaries.pop()
+    for program in (plain, bad, *binaries):
         program.chmod(0o755)
+    binary = "cannot execute binary file: Exec format error"
     said = {
+        **{str(path): f"cannot start {path}: {binary}" for path in binaries},
         str(plain): "",
         "/etc/passwd": "cannot start /etc/passwd: [Errno 13] Permission denied",
         str(tmp_path): f"cannot start {tmp_path}: {tmp_path} is a directory",
@@ -48,6 +58,7 @@ def test_a_command_starts_or_fails_with_the_status_ssh_gives(
         assert words in ours.stderr, (command, ours.stderr)
     assert by_ssh(sim_cluster, f"{plain} x").stdout == "ran with x\n"
     assert [by_ssh(sim_cluster, c).returncode for c in ("/etc/passwd", str(bad))] == [126, 127]
+    assert {by_ssh(sim_cluster, str(path)).returncode for path in binaries} == {126}
 
 
 # What clusterlaunch itself sets or changes (docs/cli.md: the workdir, its variables),

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.binaries import foreign_elf, foreign_elf_runs_here
 from tests.cluster.support import PYTHON, WORKERS, rank_lines, run_cli, write_hosts
 
 pytestmark = [pytest.mark.cluster, pytest.mark.torch]
@@ -184,15 +185,21 @@ def test_a_program_torchrun_cannot_start_is_refused_by_check_and_run(
     sim_cluster, tmp_path: Path
 ) -> None:
     """torchrun starts a --no-python program without a shell: a file without a #! line (or
-    with a missing interpreter) failed on every rank with a traceback; the preflight says so.
+    with a missing interpreter), a binary built for another machine or not a program at all
+    failed on every rank with a traceback; the preflight says so.
     check takes its options between HOSTS and SCRIPT, as run does."""
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
-    programs = {"plain": "echo ran\n", "bad": "#!/nonexistent/interp\n", "good": "#!/bin/sh\n"}
-    for name, text in programs.items():
-        (tmp_path / name).write_text(text)
+    programs = {"plain": b"echo ran\n", "bad": b"#!/nonexistent/interp\n", "good": b"#!/bin/sh\n"}
+    programs.update({"foreign": foreign_elf(), "data": b"PK\x03\x04\0\0"})
+    for name, data in programs.items():
+        (tmp_path / name).write_bytes(data)
         (tmp_path / name).chmod(0o755)
+    refusals = [("plain", "has no #! line"), ("bad", "'/nonexistent/interp' is not")]
+    refusals.append(("data", "is a binary file but not an ELF program (Exec format error)"))
+    if not foreign_elf_runs_here():  # else qemu-user's binfmt_misc handler runs it
+        refusals.append(("foreign", "is built for 64-bit "))
     for command in ("check", "run"):
-        for name, said in (("plain", "has no #! line"), ("bad", "'/nonexistent/interp' is not")):
+        for name, said in refusals:
             result = run_cli(command, sim_cluster, str(hosts), "--no-python", str(tmp_path / name))
             shown = result.stdout + result.stderr  # check: its table on stdout
             assert result.returncode == 2, shown

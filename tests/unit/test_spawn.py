@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.remote.spawn import Job, StartFailed, start_job
+from tests.binaries import foreign_elf, foreign_elf_runs_here
 
 PROBE = "import os, sys; print(repr((%s))); sys.stdout.flush()"
 
@@ -109,6 +110,29 @@ def test_a_file_without_a_shebang_line_is_run_by_sh_as_a_shell_runs_it(tmp_path:
     assert (out, err, code) == (by_shell.stdout, b"", 0)
     assert out == b"ran as %s with x\n" % bytes(program)
     assert finish(start_job(["no-shebang", "y"], {"PATH": str(tmp_path)}))[0].endswith(b"y\n")
+
+
+BINARIES = {"foreign ELF": None, "ELF magic": b"\x7fELF echo ran\n", "NUL": b"echo ran\0\n"}
+
+
+@pytest.mark.parametrize("kind", BINARIES)
+def test_a_binary_the_kernel_refuses_is_not_run_by_sh(tmp_path: Path, kind: str) -> None:
+    """bash (ssh's shell) refuses a file that looks binary (126, "cannot execute binary
+    file"), where /bin/sh would read its bytes as commands; a NUL past the first line is a
+    script's, run by /bin/sh."""
+    if kind == "foreign ELF" and foreign_elf_runs_here():
+        pytest.skip("a binfmt_misc handler (qemu-user) runs it here")
+    program = tmp_path / "program"
+    program.write_bytes(BINARIES[kind] or foreign_elf())
+    program.chmod(0o755)
+    by_bash = subprocess.run(["bash", "-c", '"$@"', "bash", str(program)], capture_output=True)
+    with pytest.raises(StartFailed) as ours:
+        start_job([str(program)], dict(os.environ))
+    said = "cannot execute binary file: Exec format error"
+    assert (ours.value.status, str(ours.value)) == (by_bash.returncode, said) == (126, said)
+    assert by_bash.stderr.decode().endswith(f"{program}: {said}\n")
+    program.write_bytes(b"echo ran\n\0\n")
+    assert finish(start_job([str(program)], dict(os.environ)))[0::2] == (b"ran\n", 0)
 
 
 @pytest.mark.parametrize("named", ["by path", "on PATH"])
