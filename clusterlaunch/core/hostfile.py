@@ -87,7 +87,7 @@ def _parse_mpi(text: str, path: str) -> Inventory:
             hosts.append(HostSpec(host=name, gpus=entry.slots, line=entry.line))
     if not hosts:
         raise HostsFileError(path, None, "", "no hosts; write one per line: gpu01 slots=8")
-    inventory = Inventory(path=path, hosts=tuple(hosts))
+    inventory = Inventory(path=path, hosts=tuple(hosts), mpi=True)
     _check_inventory(inventory)
     return inventory
 

@@ -284,6 +284,7 @@ def test_mpi_hostfile_by_equality() -> None:
             HostSpec(host="rack2-n1", gpus=2, line=8),
             HostSpec(host="rack2-n2", gpus=2, line=8),
         ),
+        mpi=True,
     )
 
 
