@@ -17,8 +17,9 @@ from dataclasses import replace
 
 from clusterlaunch.core import includes, limits, slurm, slurmnodes
 from clusterlaunch.core.errors import UsageError
-from clusterlaunch.core.hostfields import AUTO, address_problem
+from clusterlaunch.core.hostfields import AUTO
 from clusterlaunch.core.hostfile import load_inventory
+from clusterlaunch.core.hostnames import address_problem
 from clusterlaunch.core.hostranges import HostRangeError, expand_hosts
 from clusterlaunch.core.model import Inventory, SshTarget
 from clusterlaunch.transport import TRANSPORTS

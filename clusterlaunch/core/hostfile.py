@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from clusterlaunch.core import envfile, hostfields, mpihostfile, restarts
+from clusterlaunch.core import envfile, hostfields, hostnames, mpihostfile, restarts
 from clusterlaunch.core.defaults import SSH_CLIENTS
 from clusterlaunch.core.errors import HostsFileError
 from clusterlaunch.core.hostranges import HostRangeError, expand_hosts, group_operand
@@ -154,7 +154,7 @@ def _ssh_client(data: Mapping[str, Any], path: str) -> str | None:
             path,
             key_line(data, "ssh_client"),
             "ssh_client",
-            f"must be {' or '.join(SSH_CLIENTS)}, got {hostfields.shown(value)}; write {choices}",
+            f"must be {' or '.join(SSH_CLIENTS)}, got {hostnames.shown(value)}; write {choices}",
         )
     return str(value)
 
@@ -164,7 +164,7 @@ def _host_entries(
 ) -> list[HostSpec]:
     where = f"hosts[{index}]"
     if not isinstance(entry, dict):
-        got = hostfields.shown(entry)
+        got = hostnames.shown(entry)
         raise HostsFileError(
             path,
             key_line(top, "hosts"),
@@ -251,13 +251,13 @@ def _expand(
 ) -> list[str]:
     """The names ``name`` stands for (at most ``room`` more hosts), each one OpenSSH would take."""
     if not mpi and group_operand(name) is None:  # mpihostfile and expand_hosts say more
-        hostfields.refuse_user_in_host(name, path, line, field)
+        hostnames.refuse_destination_form(name, path, line, field)
     try:
         names = expand_hosts(name, room)
     except HostRangeError as exc:
         raise HostsFileError(path, line, field, str(exc)) from None
     for host in names:
-        hostfields.check_host_name(host, path, line, field)
+        hostnames.check_host_name(host, path, line, field)
     return names
 
 
