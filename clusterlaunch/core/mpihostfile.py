@@ -92,12 +92,19 @@ def _check_name(name: str, path: str, line: int) -> None:
     horovod = _HOROVOD.fullmatch(name)
     if horovod and not _is_ip(name):
         host, slots = horovod.groups()
-        raise HostsFileError(
-            path,
-            line,
-            "",
-            f"{hostnames.shown(name)} is Horovod's HOST:SLOTS form; write {host} slots={slots}",
-        )
+        raise HostsFileError(path, line, "", _colon_fix(name, host, slots))
+
+
+def _colon_fix(name: str, host: str, number: str) -> str:
+    """``HOST:N``: Horovod's slots, or past the slots limit a port, which no hostfile holds."""
+    if len(number) <= 4 and int(number) <= MAX_PROCS_PER_HOST:  # 5,000 digits: no int()
+        return f"{hostnames.shown(name)} is Horovod's HOST:SLOTS form; write {host} slots={number}"
+    return (
+        f"{hostnames.shown(name)}: {number} is past the {MAX_PROCS_PER_HOST:,} slots a host "
+        f"may have, so a port, which a hostfile cannot hold; write {host} here and set the "
+        f"port in your SSH config (Host {host} / Port {number}), or use a YAML hosts file "
+        f"(host: {host}, port: {number})"
+    )
 
 
 def _is_ip(name: str) -> bool:
