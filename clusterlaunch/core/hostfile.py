@@ -23,6 +23,7 @@ from clusterlaunch.core.yamlines import (
     LineMap,
     YamlLimitError,
     describe_yaml_error,
+    item_line,
     key_line,
     load_yaml,
 )
@@ -164,12 +165,10 @@ def _host_entries(
 ) -> list[HostSpec]:
     where = f"hosts[{index}]"
     if not isinstance(entry, dict):
-        got = hostnames.shown(entry)
+        got = "an empty item" if entry is None else hostnames.shown(entry)
+        line = item_line(top["hosts"], index) or key_line(top, "hosts")
         raise HostsFileError(
-            path,
-            key_line(top, "hosts"),
-            where,
-            f"must be a mapping like {_ENTRY_EXAMPLE}, got {got}",
+            path, line, where, f"must be a mapping like {_ENTRY_EXAMPLE}, got {got}"
         )
     line = entry.line if isinstance(entry, LineMap) else None
     _check_keys(entry, HOST_KEYS, path, where + ".")
@@ -287,5 +286,8 @@ def _check_inventory(inventory: Inventory) -> None:
         seen[key] = spec
     if all(spec.spare for spec in inventory.hosts):
         raise HostsFileError(
-            inventory.path, None, "spare", "every host is a spare; mark only idle hosts spare: true"
+            inventory.path,
+            inventory.hosts[0].line,
+            "spare",
+            "every host is a spare; mark only idle hosts spare: true",
         )

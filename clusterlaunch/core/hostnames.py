@@ -22,7 +22,16 @@ from clusterlaunch.core.errors import HostsFileError
 _SSH_REFUSES_IN_HOST = frozenset("'`\"$\\;&<>|(){},")
 _SSH_REFUSES_IN_USER = frozenset("'`\";&<>|(){}")
 _MAX_NAME = 255
-_SHORT = reprlib.Repr()
+
+
+class _Short(reprlib.Repr):
+    """reprlib's cut-short repr, lists from YAML (which know their lines) included."""
+
+    def repr_LineList(self, value: list[Any], level: int) -> str:  # reprlib calls it by name
+        return self.repr_list(value, level)
+
+
+_SHORT = _Short()
 _SHORT.maxstring = _SHORT.maxother = 60
 _SHORT.maxlist = _SHORT.maxdict = 4
 _SCHEME = "ssh://"
