@@ -128,7 +128,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         if args.json:
             extra = dry_run_fields(request.restarts, request.inventory.hosts, spares)
             text = render.plan_json(
-                plan, {**extra, **({"sync": dry_run_field(source)} if source else {})}
+                plan,
+                {**extra, **({"sync": dry_run_field(source)} if source else {})},
+                torchrun=request.exec_argv is None,
             )
         else:
             text = render.plan_text(plan, torchrun=request.exec_argv is None)

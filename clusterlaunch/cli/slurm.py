@@ -17,10 +17,12 @@ from dataclasses import replace
 
 from clusterlaunch.core import includes, limits, slurm, slurmnodes
 from clusterlaunch.core.errors import UsageError
-from clusterlaunch.core.hostfields import AUTO, address_problem
+from clusterlaunch.core.hostfields import AUTO
 from clusterlaunch.core.hostfile import load_inventory
+from clusterlaunch.core.hostnames import address_problem
 from clusterlaunch.core.hostranges import HostRangeError, expand_hosts
 from clusterlaunch.core.model import Inventory, SshTarget
+from clusterlaunch.core.sameserver import refuse_same_server
 from clusterlaunch.transport import TRANSPORTS
 from clusterlaunch.transport.local import login_shell
 from clusterlaunch.transport.srun import SRUN, SRUN_MISSING, srun_argv
@@ -78,7 +80,9 @@ def hosts(args: argparse.Namespace) -> tuple[Inventory, tuple[SshTarget, ...], s
         inventory = replace(inventory, master_addr=args.master_addr)
     transport = args.transport or ("srun" if from_slurm else "ssh")
     if transport == "ssh":
-        return inventory, tuple(resolve_targets(args.ssh_config, inventory.hosts)), transport
+        targets = tuple(resolve_targets(args.ssh_config, inventory.hosts))
+        refuse_same_server(inventory, targets)
+        return inventory, targets, transport
     if getattr(args, "sync", False):  # rsync and SFTP go over SSH; srun carries no files
         raise UsageError(
             "--sync copies over SSH, and the job's steps start with srun: add --transport "

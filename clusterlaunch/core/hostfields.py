@@ -5,109 +5,30 @@ Used by :mod:`clusterlaunch.core.hostfile`; pure, no I/O.
 
 from __future__ import annotations
 
-import ipaddress
 import re
-import reprlib
 from collections.abc import Mapping
 from typing import Any
 
 from clusterlaunch.core import envpolicy
 from clusterlaunch.core.accelerators import NAMES as ACCELERATORS
 from clusterlaunch.core.errors import HostsFileError
+from clusterlaunch.core.hostnames import address_problem, shown, user_name_problem
 from clusterlaunch.core.limits import MAX_PROCS_PER_HOST
 from clusterlaunch.core.yamlines import key_line, written
 
 _DIGITS = re.compile(r"[0-9]{1,18}")
 AUTO = "auto"
-# What OpenSSH's valid_hostname() and valid_ruser() (misc.c) refuse: a name is
-# substituted into a ProxyCommand (%h, %r) that a shell runs, so
-# "pxn$(touch /tmp/pwned)" would run a command on this machine.
-_SSH_REFUSES_IN_HOST = frozenset("'`\"$\\;&<>|(){},")
-_SSH_REFUSES_IN_USER = frozenset("'`\";&<>|(){}")
-_MAX_NAME = 255
-_SHORT = reprlib.Repr()
-_SHORT.maxstring = _SHORT.maxother = 60
-_SHORT.maxlist = _SHORT.maxdict = 4
-
-
-def shown(value: Any) -> str:
-    """A value quoted for a one-line message, never longer than a line."""
-    return _SHORT.repr(value)
+_MAX_SHOWN = 60
 
 
 def got_text(mapping: Mapping[str, Any], key: str, fix: str = "") -> str:
     """``got VALUE; FIX`` for a text field: the one rule for all of them. A value YAML read
     as something else (``yes``: True, ``~``: None) is shown as written; the fix: quote it."""
     value, text = shown(mapping[key]), written(mapping, key)
-    if text and len(text) <= _SHORT.maxstring:
+    if text and len(text) <= _MAX_SHOWN:
         reads = "" if text == value else f", which YAML reads as {value}"
         return f'got {text}{reads}; write it in quotes ("{text}")'
     return f"got {value}; {fix}" if fix else f"got {value}"
-
-
-def host_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be an SSH destination or an address, or ``None``.
-
-    The rules of OpenSSH's ``valid_hostname``, which makes ``ssh`` exit with
-    "hostname contains invalid characters"; also refused: anything
-    unprintable (not only ASCII control characters), names longer than 255
-    characters, and ``%`` outside an IPv6 zone (paramiko expands ``%`` tokens
-    in a ProxyCommand again after substituting the name).
-    """
-    if not name:
-        return "is empty"
-    if len(name) > _MAX_NAME:
-        return f"is longer than {_MAX_NAME} characters"
-    if name.startswith("-"):
-        return "starts with '-' (ssh would read it as an option)"
-    for char in name:
-        if char in _SSH_REFUSES_IN_HOST or char.isspace() or not char.isprintable():
-            return f"contains {char!r}, which OpenSSH refuses in a host name"
-    if "%" in name and not _is_ipv6(name):
-        return "contains '%', which is allowed only in an IPv6 address's zone (fe80::1%eth0)"
-    return None
-
-
-def user_name_problem(user: str) -> str | None:
-    """Why ``user`` cannot be an SSH user name (OpenSSH's ``valid_ruser``), or ``None``."""
-    if user.startswith("-"):
-        return "starts with '-' (ssh would read it as an option)"
-    if len(user) > _MAX_NAME:
-        return f"is longer than {_MAX_NAME} characters"
-    for index, char in enumerate(user):
-        if char in _SSH_REFUSES_IN_USER or not char.isprintable():
-            return f"contains {char!r}, which OpenSSH refuses in a user name"
-        if char.isspace() and user[index + 1 : index + 2] == "-":
-            return "has a '-' after a space, which OpenSSH refuses in a user name"
-    if user.endswith("\\"):
-        return "ends with a backslash, which OpenSSH refuses in a user name"
-    return None
-
-
-def _is_ipv6(name: str) -> bool:
-    try:
-        return isinstance(ipaddress.ip_address(name), ipaddress.IPv6Address)
-    except ValueError:
-        return False
-
-
-def check_host_name(name: str, path: str, line: int | None, field: str) -> None:
-    """A ``host:`` (each name of a range) or an address: one OpenSSH would take."""
-    refuse_user_in_host(name, path, line, field)
-    problem = host_name_problem(name)
-    if problem is not None:
-        raise HostsFileError(path, line, field, f"{shown(name)} {problem}")
-
-
-def refuse_user_in_host(name: str, path: str, line: int | None, field: str) -> None:
-    if "@" in name:
-        user, _, bare = name.rpartition("@")
-        raise HostsFileError(
-            path,
-            line,
-            field,
-            f"{shown(name)} has a user in it; write host: {shown(bare)} and user: {shown(user)}",
-        )
 
 
 def positive_int(
@@ -230,17 +151,10 @@ def user(
 def address(mapping: Mapping[str, Any], key: str, path: str, field: str) -> str | None:
     """``addr:`` or ``master_addr:``: a host name or address, by the same rules as ``host:``."""
     value = optional_str(mapping, key, path, field)
-    problem = None if value is None else address_problem(value)
+    problem = None if value is None else address_problem(value, f"{key}: ", "master_port: ")
     if problem is not None:
         raise HostsFileError(path, key_line(mapping, key), field, f"{shown(value)} {problem}")
     return value
-
-
-def address_problem(value: str) -> str | None:
-    """Why ``value`` is not a host name or address (``addr``, ``--master-addr``), or ``None``."""
-    if "@" in value:
-        return "contains '@'; give a host name or address"
-    return host_name_problem(value)
 
 
 def optional_str(mapping: Mapping[str, Any], key: str, path: str, field: str) -> str | None:

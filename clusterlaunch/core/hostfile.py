@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from clusterlaunch.core import envfile, hostfields, mpihostfile, restarts
+from clusterlaunch.core import envfile, hostfields, hostnames, mpihostfile, restarts
 from clusterlaunch.core.defaults import SSH_CLIENTS
 from clusterlaunch.core.errors import HostsFileError
 from clusterlaunch.core.hostranges import HostRangeError, expand_hosts, group_operand
@@ -23,6 +23,7 @@ from clusterlaunch.core.yamlines import (
     LineMap,
     YamlLimitError,
     describe_yaml_error,
+    item_line,
     key_line,
     load_yaml,
 )
@@ -87,7 +88,7 @@ def _parse_mpi(text: str, path: str) -> Inventory:
             hosts.append(HostSpec(host=name, gpus=entry.slots, line=entry.line))
     if not hosts:
         raise HostsFileError(path, None, "", "no hosts; write one per line: gpu01 slots=8")
-    inventory = Inventory(path=path, hosts=tuple(hosts))
+    inventory = Inventory(path=path, hosts=tuple(hosts), mpi=True)
     _check_inventory(inventory)
     return inventory
 
@@ -154,7 +155,7 @@ def _ssh_client(data: Mapping[str, Any], path: str) -> str | None:
             path,
             key_line(data, "ssh_client"),
             "ssh_client",
-            f"must be {' or '.join(SSH_CLIENTS)}, got {hostfields.shown(value)}; write {choices}",
+            f"must be {' or '.join(SSH_CLIENTS)}, got {hostnames.shown(value)}; write {choices}",
         )
     return str(value)
 
@@ -164,12 +165,10 @@ def _host_entries(
 ) -> list[HostSpec]:
     where = f"hosts[{index}]"
     if not isinstance(entry, dict):
-        got = hostfields.shown(entry)
+        got = "an empty item" if entry is None else hostnames.shown(entry)
+        line = item_line(top["hosts"], index) or key_line(top, "hosts")
         raise HostsFileError(
-            path,
-            key_line(top, "hosts"),
-            where,
-            f"must be a mapping like {_ENTRY_EXAMPLE}, got {got}",
+            path, line, where, f"must be a mapping like {_ENTRY_EXAMPLE}, got {got}"
         )
     line = entry.line if isinstance(entry, LineMap) else None
     _check_keys(entry, HOST_KEYS, path, where + ".")
@@ -251,13 +250,13 @@ def _expand(
 ) -> list[str]:
     """The names ``name`` stands for (at most ``room`` more hosts), each one OpenSSH would take."""
     if not mpi and group_operand(name) is None:  # mpihostfile and expand_hosts say more
-        hostfields.refuse_user_in_host(name, path, line, field)
+        hostnames.refuse_destination_form(name, path, line, field)
     try:
         names = expand_hosts(name, room)
     except HostRangeError as exc:
         raise HostsFileError(path, line, field, str(exc)) from None
     for host in names:
-        hostfields.check_host_name(host, path, line, field)
+        hostnames.check_host_name(host, path, line, field)
     return names
 
 
@@ -287,5 +286,8 @@ def _check_inventory(inventory: Inventory) -> None:
         seen[key] = spec
     if all(spec.spare for spec in inventory.hosts):
         raise HostsFileError(
-            inventory.path, None, "spare", "every host is a spare; mark only idle hosts spare: true"
+            inventory.path,
+            inventory.hosts[0].line,
+            "spare",
+            "every host is a spare; mark only idle hosts spare: true",
         )

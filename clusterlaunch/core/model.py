@@ -69,6 +69,8 @@ class Inventory:
     """``max_restarts:`` (``--max-restarts`` wins); ``None``: not set."""
     ssh_client: str | None = None
     """``ssh_client:`` (paramiko or openssh); ``None``: not set, ``--ssh-client`` or the default."""
+    mpi: bool = False
+    """Read from an MPI hostfile: its fixes are flags, not YAML keys it cannot hold."""
 
 
 @dataclass(frozen=True)

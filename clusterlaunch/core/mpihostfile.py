@@ -12,7 +12,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from clusterlaunch.core import hostfields
+from clusterlaunch.core import hostfields, hostnames
 from clusterlaunch.core.errors import HostsFileError
 from clusterlaunch.core.hostranges import group_operand
 from clusterlaunch.core.limits import MAX_PROCS_PER_HOST, MAX_WORLD_SIZE
@@ -85,19 +85,26 @@ def _check_name(name: str, path: str, line: int) -> None:
             path,
             line,
             "",
-            f"{hostfields.shown(name)} has a user in it, which a hostfile cannot hold; "
-            f"write {hostfields.shown(bare)} here and set the user in your SSH config "
+            f"{hostnames.shown(name)} has a user in it, which a hostfile cannot hold; "
+            f"write {hostnames.shown(bare)} here and set the user in your SSH config "
             f"(Host {bare} / User {user}), or use a YAML hosts file (user: {user})",
         )
     horovod = _HOROVOD.fullmatch(name)
     if horovod and not _is_ip(name):
         host, slots = horovod.groups()
-        raise HostsFileError(
-            path,
-            line,
-            "",
-            f"{hostfields.shown(name)} is Horovod's HOST:SLOTS form; write {host} slots={slots}",
-        )
+        raise HostsFileError(path, line, "", _colon_fix(name, host, slots))
+
+
+def _colon_fix(name: str, host: str, number: str) -> str:
+    """``HOST:N``: Horovod's slots, or past the slots limit a port, which no hostfile holds."""
+    if len(number) <= 4 and int(number) <= MAX_PROCS_PER_HOST:  # 5,000 digits: no int()
+        return f"{hostnames.shown(name)} is Horovod's HOST:SLOTS form; write {host} slots={number}"
+    return (
+        f"{hostnames.shown(name)}: {number} is past the {MAX_PROCS_PER_HOST:,} slots a host "
+        f"may have, so a port, which a hostfile cannot hold; write {host} here and set the "
+        f"port in your SSH config (Host {host} / Port {number}), or use a YAML hosts file "
+        f"(host: {host}, port: {number})"
+    )
 
 
 def _is_ip(name: str) -> bool:
@@ -118,7 +125,7 @@ def _slots(words: list[str], path: str, line: int) -> int:
             close = difflib.get_close_matches(key, OPTIONS, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise HostsFileError(
-                path, line, "", f"unknown option {hostfields.shown(key)}{hint}; {LINE_FORM}"
+                path, line, "", f"unknown option {hostnames.shown(key)}{hint}; {LINE_FORM}"
             )
         if key in options:
             raise HostsFileError(path, line, "", f"{key}= is given twice; keep one")

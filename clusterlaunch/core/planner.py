@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 
 from clusterlaunch.core import accelerators, commands, envpolicy, limits, torchrunargs
-from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.errors import HostsFileError, UsageError
 from clusterlaunch.core.model import (
     LOCALHOST,
     HostSpec,
@@ -75,21 +75,41 @@ def parse_env_assignments(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return tuple(result)
 
 
-def choose_master_addr(inventory: Inventory, targets: Sequence[SshTarget]) -> str:
-    """The address every node dials: explicit, else node 0's ``addr``, else its HostName."""
+def choose_master_addr(
+    inventory: Inventory, targets: Sequence[SshTarget], torchrun: bool = True
+) -> str:
+    """The address every node dials: explicit, else node 0's ``addr``, else its HostName.
+
+    Only a torchrun job has a master: ``exec`` (not ``torchrun``) dials none, so a
+    ``localhost`` node 0 of several hosts is fine there.
+    """
     if inventory.master_addr:
         return inventory.master_addr
     first = inventory.hosts[0]
     if first.addr:
         return first.addr
     if first.is_local:
-        if len(inventory.hosts) > 1:
-            raise UsageError(
-                f"{inventory.path}: hosts[0]: localhost cannot be the master of a multi-host job; "
-                "set its addr: (or master_addr:) to an address the other hosts can reach"
-            )
+        if len(inventory.hosts) > 1 and torchrun:
+            raise _localhost_master(inventory, first)
         return LOCAL_ADDR
     return targets[0].hostname
+
+
+def _localhost_master(inventory: Inventory, first: HostSpec) -> HostsFileError:
+    """The fix in the file's own terms: a hostfile line holds no ``addr:``."""
+    problem = "localhost cannot be the master of a multi-host job; "
+    if inventory.mpi:
+        fix = "pass --master-addr (or use a YAML hosts file with addr:) with"
+        return HostsFileError(
+            inventory.path, first.line, "", f"{problem}{fix} an address the other hosts can reach"
+        )
+    fix = "set its addr: (or master_addr:, or --master-addr) to"
+    return HostsFileError(
+        inventory.path,
+        first.line,
+        "hosts[0]",
+        f"{problem}{fix} an address the other hosts can reach",
+    )
 
 
 def node_addr(spec: HostSpec, target: SshTarget) -> str:
@@ -154,7 +174,7 @@ def plan_job(
     if not options.workdir and any(not spec.workdir for spec in inventory.hosts):
         # The default workdir is this directory's path, sent to the hosts as text.
         limits.sendable("this directory's path (the default workdir; or pass --workdir)", local_cwd)
-    master_addr = choose_master_addr(inventory, targets)
+    master_addr = choose_master_addr(inventory, targets, torchrun=exec_argv is None)
     master_port = master_port_of(inventory, options)
     run_id = None if torchrunargs.sets_run_id(options.torchrun_args) else job_id
     forwarded = forwarded_env(options, local_env)

@@ -70,18 +70,24 @@ def plan_text(plan: JobPlan, *, torchrun: bool = True) -> str:
             header += " (auto: a free port is chosen on node 0 at launch)"
     else:
         header = f"job {plan.job_id}: {len(plan.nodes)} host(s), one command each"
-    notes = [f"# {note}" for note in plan.notes]
-    if plan.world_size is None and torchrun:
-        notes.append(
-            "# gpus: auto: each host's process count is its accelerator count, "
-            "resolved at launch by the preflight"
-        )
+    notes = [f"# {note}" for note in plan_notes(plan, torchrun)]
     parts = [header, *notes, "", _node_table(plan, torchrun), ""]
     for node in plan.nodes:
         parts.append(f"# node {node.node_rank} ({node.host}):")
         parts.append(node.command)
         parts.append("")
     return "\n".join(parts)
+
+
+def plan_notes(plan: JobPlan, torchrun: bool) -> list[str]:
+    """What the plan leaves open or the command line changed: the same in text and JSON."""
+    notes = list(plan.notes)
+    if plan.world_size is None and torchrun:
+        notes.append(
+            "gpus: auto: each host's process count is its accelerator count, "
+            "resolved at launch by the preflight"
+        )
+    return notes
 
 
 def _node_table(plan: JobPlan, torchrun: bool) -> str:
@@ -112,14 +118,16 @@ def _count(value: int | None) -> object:
     return "auto" if value is None else value
 
 
-def plan_json(plan: JobPlan, extra: Mapping[str, Any] | None = None) -> str:
+def plan_json(
+    plan: JobPlan, extra: Mapping[str, Any] | None = None, *, torchrun: bool = True
+) -> str:
     """The dry-run plan as JSON (the documented contract), with ``extra`` top-level fields."""
     data: dict[str, Any] = {
         "job_id": plan.job_id,
         "world_size": _count(plan.world_size),
         "master_addr": plan.master_addr,
         "master_port": plan.master_port if plan.master_port is not None else "auto",
-        "notes": list(plan.notes),
+        "notes": plan_notes(plan, torchrun),
         "nodes": [
             {
                 "node_rank": node.node_rank,

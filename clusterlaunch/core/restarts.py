@@ -16,7 +16,8 @@ from typing import Any
 
 from clusterlaunch.core import defaults
 from clusterlaunch.core.errors import HostsFileError, JobOutcome
-from clusterlaunch.core.hostfields import as_int, shown
+from clusterlaunch.core.hostfields import as_int
+from clusterlaunch.core.hostnames import shown
 from clusterlaunch.core.limits import MAX_RESTARTS
 from clusterlaunch.core.model import HostSpec
 from clusterlaunch.core.yamlines import key_line, written

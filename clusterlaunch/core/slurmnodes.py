@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 
 from clusterlaunch.core import limits
 from clusterlaunch.core.errors import UsageError
-from clusterlaunch.core.hostfields import host_name_problem
+from clusterlaunch.core.hostnames import host_name_problem
 from clusterlaunch.core.hostranges import HostRangeError, expand_hosts
 
 NODELIST_VAR = "SLURM_JOB_NODELIST"

@@ -60,6 +60,13 @@ class LineMap(dict[str, Any]):
     texts: dict[str, str]
 
 
+class LineList(list[Any]):
+    """A list from YAML that knows the line of each item (1-based), for messages about
+    an item that is no mapping (``- node0``) and so has no line of its own."""
+
+    lines: list[int]
+
+
 class DuplicateKeyError(Exception):
     """The same key appears twice in one YAML mapping."""
 
@@ -145,6 +152,7 @@ def loader_class(events: type) -> type:
             Resolver.__init__(self)
 
     Loader.add_constructor(Resolver.DEFAULT_MAPPING_TAG, _construct_line_map)
+    Loader.add_constructor(Resolver.DEFAULT_SEQUENCE_TAG, _construct_line_list)
     Loader.add_constructor("tag:yaml.org,2002:str", _construct_text)
     Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
     return Loader
@@ -187,6 +195,18 @@ def _construct_int(loader: Any, node: ScalarNode) -> int | NumberForm:
         return int(number)
     shown = number if abs(number) < 10**SHOWN else None
     return NumberForm(text, node.start_mark.line + 1, shown)
+
+
+def _construct_line_list(loader: Any, node: Node) -> Any:
+    result = LineList()
+    result.lines = [item.start_mark.line + 1 for item in node.value]
+    yield result
+    result.extend(loader.construct_object(item, deep=True) for item in node.value)
+
+
+def item_line(items: object, index: int) -> int | None:
+    """Line of ``items[index]`` when the list came from YAML."""
+    return items.lines[index] if isinstance(items, LineList) else None
 
 
 def _construct_line_map(loader: Any, node: MappingNode) -> Any:

@@ -94,6 +94,9 @@ def make_sandbox(root: Path, trap: Trap) -> Sandbox:
         # The wrong protocol version ends the handshake at once (paramiko notices a
         # proxy's EOF only when its timeout runs out: 2 s for test_the_trap_is_real).
         f'  ProxyCommand sh -c ": %h; touch {box.marks}/proxy-command-ran; echo SSH-1.0-trap"\n'
+        # Two machines, as the job's hosts are (the same user, HostName and port would
+        # be one host listed twice): the trap answers both.
+        "Host node1\n  User trap-node1\n"
         "Host *\n"
         f"  HostName {TRAP_ADDR}\n  Port {trap.port}\n  ConnectTimeout 2\n"
     )

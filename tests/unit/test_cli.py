@@ -387,6 +387,18 @@ def test_dry_run_json_port_from_file_and_command_line(
     )
 
 
+def test_dry_run_json_says_what_gpus_auto_leaves_open_as_the_text_does(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (work / "auto.yaml").write_text("hosts:\n  - {host: localhost, gpus: auto}\n")
+    code, text, _ = run(capsys, "run", "--dry-run", "auto.yaml", "train.py")
+    assert code == 0
+    said = [line.removeprefix("# ") for line in text.splitlines() if line.startswith("# gpus")]
+    code, out, _ = run(capsys, "run", "--dry-run", "--json", "auto.yaml", "train.py")
+    assert code == 0 and said
+    assert json.loads(out)["notes"] == said
+
+
 def test_dry_run_script_args_double_dash(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(
         capsys, "run", "--dry-run", "--json", "local.yaml", "train.py", "--", "--lr", "1"

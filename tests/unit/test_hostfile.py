@@ -284,6 +284,7 @@ def test_mpi_hostfile_by_equality() -> None:
             HostSpec(host="rack2-n1", gpus=2, line=8),
             HostSpec(host="rack2-n2", gpus=2, line=8),
         ),
+        mpi=True,
     )
 
 
@@ -374,13 +375,27 @@ BAD_YAML = [
     ("null-hosts", "master_port: 1\nhosts:\n", 2, "hosts", "no hosts"),
     ("hosts-mapping", "hosts:\n  host: a\n  gpus: 1\n", 1, "hosts", "must be a list of hosts"),
     ("hosts-string", "master_port: 1\nhosts: gpu-a\n", 2, "hosts", "must be a list of hosts"),
-    # The entry's own line is not recorded for scalars: the hosts: key's line is given.
+    # A scalar entry has no line of its own: its list item's line is given.
     (
         "entry-not-mapping",
         "hosts:\n  - {host: a, gpus: 1}\n  - gpu-b\n",
-        1,
+        3,
         "hosts[1]",
         "must be a mapping like {host: gpu-a, gpus: 4}, got 'gpu-b'",
+    ),
+    (
+        "entries-not-mappings",
+        "hosts:\n  - node0\n  - node1\n",
+        2,
+        "hosts[0]",
+        "must be a mapping like {host: gpu-a, gpus: 4}, got 'node0'",
+    ),
+    (
+        "entry-empty",
+        "hosts:\n  - host: node0\n    gpus: 1\n  -\n",
+        4,
+        "hosts[1]",
+        "must be a mapping like {host: gpu-a, gpus: 4}, got an empty item",
     ),
     (
         "unknown-top",

@@ -96,6 +96,13 @@ def test_a_line_without_slots_is_one_slot_as_in_open_mpi() -> None:
         ("gpu01 max_slots=2 max_slots=3\n", "t.txt:1: max_slots= is given twice; keep one"),
         ("gpu01 slot=2\n", "t.txt:1: unknown option 'slot' (did you mean 'slots'?)"),
         ("gpu1:4\n", "t.txt:1: 'gpu1:4' is Horovod's HOST:SLOTS form; write gpu1 slots=4"),
+        (
+            "node0:22222 slots=1\n",
+            "t.txt:1: 'node0:22222': 22222 is past the 1,024 slots a host may have, so a port, "
+            "which a hostfile cannot hold; write node0 here and set the port in your SSH config "
+            "(Host node0 / Port 22222), or use a YAML hosts file (host: node0, port: 22222)",
+        ),
+        ("node0:" + "9" * 5000 + "\n", "t.txt:1: 'node0:999999999"),
         ("\ufeffgpu1 slots=2\ngpu2 slots 3\n", "t.txt:2: expected slots=N, got 'slots 3'"),
         ("gpu1\ngpu[1-2]!gpu[1-2] slots=2\n", "t.txt:2: 'gpu[1-2]!gpu[1-2]' stands for no host"),
         ("gpu1,@all\n", "t.txt:1: 'gpu1,@all': '@all' is a ClusterShell group"),

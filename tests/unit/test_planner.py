@@ -329,6 +329,25 @@ def test_localhost_cannot_be_master_of_multi_host_job() -> None:
         plan(inv)
 
 
+def test_exec_has_no_master_so_localhost_may_be_node0_of_many() -> None:
+    """Only torchrun dials a master: exec with localhost first plans (check and run refuse)."""
+    inv = inventory(HostSpec(host="localhost", gpus=1), HostSpec(host="b", gpus=1))
+    job = plan(inv, exec_argv=["hostname"])
+    assert [node.argv for node in job.nodes] == [("hostname",), ("hostname",)]
+
+
+def test_localhost_master_of_an_mpi_hostfile_names_its_line_and_a_flag() -> None:
+    """A hostfile holds no addr:/master_addr: keys: the fix is --master-addr, at the line."""
+    from clusterlaunch.core.hostfile import parse_inventory
+
+    inv = parse_inventory("# hosts\nlocalhost slots=1\nnode1 slots=1\n", "hosts.txt")
+    with pytest.raises(UsageError) as info:
+        plan(inv)
+    message = str(info.value)
+    assert message.startswith("hosts.txt:2: localhost cannot be the master"), message
+    assert "--master-addr" in message and "addr:" not in message.split("YAML")[0]
+
+
 def test_localhost_node0_with_addr_or_master_addr_is_fine() -> None:
     with_addr = inventory(
         HostSpec(host="localhost", gpus=1, addr="10.0.0.5"), HostSpec(host="b", gpus=1)

@@ -173,7 +173,7 @@ def test_hosts_file_spare_and_max_restarts() -> None:
         ),
         (
             "hosts:\n  - {host: a, gpus: 1, spare: true}\n",
-            "h.yaml: spare: every host is a spare; mark only idle hosts spare: true",
+            "h.yaml:2: spare: every host is a spare; mark only idle hosts spare: true",
         ),
     ],
 )

@@ -1,0 +1,105 @@
+"""``host:``, ``addr:``, ``master_addr:`` and ``--master-addr`` as ssh, URLs and torchrun write
+them (``root@node0:22222``, ``[::1]``, ``10.0.0.1:29500``): refused as the file is read,
+one line with the keys to write; IPv6 addresses (``::1``, ``fe80::1%eth0``) are taken."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from clusterlaunch.cli.main import main
+from clusterlaunch.core.errors import HostsFileError
+from clusterlaunch.core.hostfile import parse_inventory
+
+PATH = "hosts.yaml"
+
+
+def refusal(text: str) -> str:
+    with pytest.raises(HostsFileError) as info:
+        parse_inventory(textwrap.dedent(text), PATH)
+    return str(info.value)
+
+
+def with_host(host: str) -> str:
+    return f"hosts:\n  - host: {host}\n    gpus: 1\n"
+
+
+@pytest.mark.parametrize(
+    ("host", "fix"),
+    [
+        ("'node0:22222'", "'node0:22222' has a port in it; write host: 'node0' and port: 22222"),
+        ("127.0.0.1:2222", "write host: '127.0.0.1' and port: 2222"),
+        (
+            "root@node0:22222",
+            "has a user and a port in it; write host: 'node0', user: 'root' and port: 22222",
+        ),
+        ("ssh://root@node0:22222", "is a URL; write host: 'node0', user: 'root' and port: 22222"),
+        ("ssh://node0", "is a URL; write host: 'node0'"),
+        ("alice@gpu1", "has a user in it; write host: 'gpu1' and user: 'alice'"),
+        ("'node[0-1]@x'", "a host expression holds no user: write the hosts in host:"),
+        (
+            "'[::1]'",
+            "has brackets, which only a URL puts around an IPv6 address; write host: '::1'",
+        ),
+        ("'[::1]:22222'", "write host: '::1' and port: 22222"),
+        ("'node[0-1]:22'", "'node0:22' has a port in it; write host: 'node0' and port: 22"),
+    ],
+)
+def test_a_destination_form_is_refused_with_the_keys_to_write(host: str, fix: str) -> None:
+    message = refusal(with_host(host))
+    assert message.startswith(f"{PATH}:2: hosts[0].host: "), message
+    assert fix in message, message
+    assert "user: 'node[0-1]'" not in message and "user: 'ssh://" not in message
+
+
+@pytest.mark.parametrize("host", ["'::1'", "'fe80::1%eth0'", "'2001:db8::7'", "node0", "gpu[1-2]"])
+def test_ipv6_addresses_and_names_stay_accepted(host: str) -> None:
+    inventory = parse_inventory(with_host(host), PATH)
+    assert inventory.hosts[0].host == host.strip("'").replace("[1-2]", "1")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "fix"),
+    [
+        ("master_addr", "127.0.0.11:29500", "write master_addr: 127.0.0.11 and master_port: 29500"),
+        ("master_addr", "[::1]", "has brackets; write master_addr: ::1 without brackets"),
+        ("master_addr", "[::1]:29500", "write master_addr: ::1 and master_port: 29500"),
+    ],
+)
+def test_master_addr_holds_an_address_alone(key: str, value: str, fix: str) -> None:
+    message = refusal(f'{key}: "{value}"\n' + with_host("node0"))
+    assert message.startswith(f"{PATH}:1: {key}: {value!r} ") and message.endswith(fix), message
+
+
+def test_addr_holds_an_address_alone() -> None:
+    message = refusal(with_host("node0") + '    addr: "10.0.0.1:29500"\n')
+    assert message.endswith(
+        "hosts[0].addr: '10.0.0.1:29500' has a port in it; "
+        "write addr: 10.0.0.1 and master_port: 29500"
+    ), message
+
+
+def test_unbracketed_ipv6_master_addr_is_taken() -> None:
+    assert parse_inventory("master_addr: ::1\n" + with_host("node0"), PATH).master_addr == "::1"
+
+
+@pytest.mark.parametrize(
+    ("value", "fix"),
+    [
+        ("127.0.0.11:29500", "write --master-addr 127.0.0.11 and --master-port 29500"),
+        ("[::1]", "write --master-addr ::1 without brackets"),
+    ],
+)
+def test_the_flag_holds_an_address_alone(
+    tmp_path: object, capsys: pytest.CaptureFixture[str], value: str, fix: str
+) -> None:
+    from pathlib import Path
+
+    hosts = Path(str(tmp_path)) / "h.yaml"
+    hosts.write_text(with_host("node0"))
+    argv = ["run", "--dry-run", "--master-addr", value, str(hosts), "train.py"]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1, err
+    assert err.startswith("clusterlaunch: error: --master-addr ") and fix in err, err
