@@ -25,6 +25,8 @@ def got_text(mapping: Mapping[str, Any], key: str, fix: str = "") -> str:
     """``got VALUE; FIX`` for a text field: the one rule for all of them. A value YAML read
     as something else (``yes``: True, ``~``: None) is shown as written; the fix: quote it."""
     value, text = shown(mapping[key]), written(mapping, key)
+    if text == "":  # "host:" with nothing after it (YAML reads null)
+        return f"got nothing (the value is empty); {fix}" if fix else "got nothing (it is empty)"
     if text and len(text) <= _MAX_SHOWN:
         reads = "" if text == value else f", which YAML reads as {value}"
         return f'got {text}{reads}; write it in quotes ("{text}")'
@@ -70,17 +72,25 @@ def env(mapping: Mapping[str, Any], path: str, field: str) -> dict[str, str]:
     return result
 
 
-def gpus(value: Any, path: str, line: int | None, field: str) -> int | None:
-    """``gpus:``: a positive integer, or ``auto`` (``None``: counted by the preflight)."""
+def gpus(source: Mapping[str, Any], path: str, line: int | None, field: str) -> int | None:
+    """``source``'s ``gpus:``: a positive integer, or ``auto`` (``None``: counted by the
+    preflight)."""
+    value = source["gpus"]
     if value == AUTO:
         return None
     number = as_int(value)
     if number is None or not 1 <= number <= MAX_PROCS_PER_HOST:
+        text = written(source, "gpus")  # "yes" was shown as "True"
+        got = (
+            shown(value)
+            if text in (None, shown(value))
+            else f"{text}, which YAML reads as {shown(value)}"
+        )
         raise HostsFileError(
             path,
             line,
             field,
-            f"must be auto or a positive integer up to {MAX_PROCS_PER_HOST:,}, got {shown(value)}",
+            f"must be auto or a positive integer up to {MAX_PROCS_PER_HOST:,}, got {got}",
         )
     return number
 
@@ -105,6 +115,12 @@ def accelerator(
     return value
 
 
+def _device_index(value: Any) -> int | None:
+    """A GPU index a host can have (0 to 1,023: 999999999999999999999 was taken), or None."""
+    number = as_int(value)
+    return number if number is not None and 0 <= number < MAX_PROCS_PER_HOST else None
+
+
 def devices(
     entry: Mapping[str, Any], gpus: int | None, path: str, where: str
 ) -> tuple[int, ...] | None:
@@ -113,8 +129,13 @@ def devices(
     raw = entry["devices"]
     line = key_line(entry, "devices")
     field = where + ".devices"
-    if not isinstance(raw, list) or any(as_int(d) is None or int(d) < 0 for d in raw):
-        raise HostsFileError(path, line, field, f"must be a list of GPU indices, got {shown(raw)}")
+    if not isinstance(raw, list) or any(_device_index(d) is None for d in raw):
+        raise HostsFileError(
+            path,
+            line,
+            field,
+            f"must be a list of GPU indices (0 to {MAX_PROCS_PER_HOST - 1:,}), got {shown(raw)}",
+        )
     if not raw:  # with gpus: auto it would start no process at all
         fix = "list the device indices (devices: [0, 1]) or drop the key to use every device"
         raise HostsFileError(path, line, field, f"is empty; {fix}")

@@ -187,7 +187,7 @@ def _host_entries(
         )
     source = entry if "gpus" in entry else defaults
     prefix = where if "gpus" in entry else "defaults"
-    gpus = hostfields.gpus(merged["gpus"], path, key_line(source, "gpus"), prefix + ".gpus")
+    gpus = hostfields.gpus(source, path, key_line(source, "gpus"), prefix + ".gpus")
     env = {**_env(defaults, path, "defaults"), **_env(entry, path, where)}
     devices = hostfields.devices(entry, gpus, path, where)
     names = _expand(name, path, key_line(entry, "host"), where + ".host", room)

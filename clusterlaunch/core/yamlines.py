@@ -255,6 +255,8 @@ def describe_yaml_error(exc: yaml.YAMLError, text: str) -> tuple[int | None, str
     kind = "YAML value" if isinstance(exc, ConstructorError) else "YAML syntax"
     if mark is None:
         return None, f"{kind} error: {problem}"
+    if problem == "but found another document":  # a second "---": what PyYAML says is opaque
+        problem = "a second document (---); a hosts file is one YAML document: remove that ---"
     if problem == "found character that cannot start any token":  # libyaml leaves out which
         lines = text.splitlines()
         row = lines[mark.line] if mark.line < len(lines) else ""

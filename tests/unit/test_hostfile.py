@@ -502,7 +502,35 @@ BAD_YAML = [
         "hosts:\n  - host: a\n    gpus: true\n",
         3,
         "hosts[0].gpus",
-        "must be auto or a positive integer up to 1,024, got True",
+        "must be auto or a positive integer up to 1,024, got true, which YAML reads as True",
+    ),
+    (
+        "gpus-yes",  # it said "got True": not what was written
+        "hosts:\n  - host: a\n    gpus: yes\n",
+        3,
+        "hosts[0].gpus",
+        "must be auto or a positive integer up to 1,024, got yes, which YAML reads as True",
+    ),
+    (
+        "host-empty",  # it said "got None"
+        "hosts:\n  - host:\n    gpus: 1\n",
+        2,
+        "hosts[0].host",
+        "must be a host name, got nothing (it is empty)",
+    ),
+    (
+        "second-document",  # it said "but found another document"
+        "hosts:\n  - {host: a, gpus: 1}\n---\nhosts: []\n",
+        3,
+        "",
+        "YAML syntax error: a second document (---); a hosts file is one YAML document",
+    ),
+    (
+        "devices-past-any-host",  # 999999999999999999999 was taken, and shown by the dry run
+        "hosts:\n  - host: a\n    gpus: 1\n    devices: [999999999999999999999]\n",
+        4,
+        "hosts[0].devices",
+        "must be a list of GPU indices (0 to 1,023), got [999999999999999999999]",
     ),
     (
         "gpus-list",
@@ -544,7 +572,7 @@ BAD_YAML = [
         "hosts:\n  - host: a\n    gpus: 2\n    devices: [-1, 0]\n",
         4,
         "hosts[0].devices",
-        "must be a list of GPU indices, got [-1, 0]",
+        "must be a list of GPU indices (0 to 1,023), got [-1, 0]",
     ),
     (
         "devices-string",
@@ -684,7 +712,7 @@ BAD_YAML = [
         "hosts:\n  - host: a\n    gpus: 1\n    env:\n      B:\n",
         5,
         "hosts[0].env.B",
-        "must be a string, got None",
+        "must be a string, got nothing (the value is empty); write the value in quotes",
     ),
     (
         "env-value-float",
