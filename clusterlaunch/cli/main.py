@@ -25,6 +25,7 @@ from clusterlaunch.cli import sandbox as sandboxargs
 from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.cli.heap import tune_heap
 from clusterlaunch.cli.passthrough import (
+    check_script_argument,
     dash_value,
     foreign_option,
     split_passthrough,
@@ -199,7 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         words = sys.argv[1:] if argv is None else argv
         head, passthrough = split_passthrough(parser, words)
         # torchrun's, DeepSpeed's ... flags (say ours); an option given "--" as its value
-        hint = foreign_option(parser, head) or dash_value(head)
+        hint = check_script_argument(parser, words) or foreign_option(parser, head)
+        hint = hint or dash_value(head)
         if hint is not None:
             raise UsageError(hint)
         unknown = unknown_option(parser, head)

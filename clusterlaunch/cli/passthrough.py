@@ -87,6 +87,36 @@ def _positionals_last(words: list[str], start: int, takes_value: set[str]) -> li
     return words[:start] + options + positionals + words[index:]
 
 
+def check_script_argument(parser: argparse.ArgumentParser, words: Sequence[str]) -> str | None:
+    """One line for a word after ``check``'s SCRIPT that is no option of check's, or None.
+
+    A ``run`` command line copied into ``check`` keeps the script's arguments:
+    ``-x`` was taken for mpirun's flag (``use --env ...``), ``--lr`` and
+    ``data.txt`` for unrecognized arguments of check's own.
+    """
+    command = next((i for i, w in enumerate(words) if not w.startswith("-")), None)
+    if command is None or words[command] != "check" or "--" in words:
+        return None
+    start = command + 1
+    takes_value = _takes_value(parser, "check")
+    known = {o for a in _subparser(parser, "check")._actions for o in a.option_strings}
+    positionals = 0
+    skip = False
+    for word in words[start:]:
+        if skip:
+            skip = False
+        elif word.startswith("-") and word != "-" and word.split("=", 1)[0] in known:
+            skip = word in takes_value
+        elif positionals == 2:
+            return (
+                f"{word}: check takes no arguments for SCRIPT (it starts nothing); "
+                "leave out what follows SCRIPT, or use run"
+            )
+        elif not word.startswith("-") or word == "-":
+            positionals += 1
+    return None
+
+
 def foreign_option(parser: argparse.ArgumentParser, words: Sequence[str]) -> str | None:
     """One line for the first option in ``words`` that the command does not know but another
     launcher does (``--nproc-per-node: use gpus: ...``), or ``None``.

@@ -9,7 +9,7 @@ import pytest
 from clusterlaunch.cli.args import check_local_script
 from clusterlaunch.cli.main import main
 from clusterlaunch.cli.parser import build_parser
-from clusterlaunch.cli.passthrough import split_passthrough
+from clusterlaunch.cli.passthrough import check_script_argument, split_passthrough
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import HostSpec, Inventory, LaunchOptions, SshTarget
 from clusterlaunch.core.planner import plan_job
@@ -203,3 +203,28 @@ def test_a_bad_ssh_client_in_the_hosts_file_is_one_line_exit_2(
         "got 'ssh'; write ssh_client: paramiko or ssh_client: openssh\n"
     )
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("after", "named"),
+    [(["-x"], "-x"), (["--lr", "3"], "--lr"), (["data.txt"], "data.txt"), (["--x=1"], "--x=1")],
+)
+def test_a_word_after_checks_script_is_named_as_the_scripts(
+    after: list[str], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run command line copied into check: -x pointed to --env, --lr and data.txt were
+    "unrecognized arguments" of check's own."""
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("hosts:\n  - {host: localhost, gpus: 1}\n")
+    assert main(["check", str(hosts), "--no-python", "prog", *after]) == 2
+    assert capsys.readouterr().err == (
+        f"clusterlaunch: error: {named}: check takes no arguments for SCRIPT (it starts "
+        "nothing); leave out what follows SCRIPT, or use run\n"
+    )
+
+
+def test_options_of_checks_own_may_follow_its_script() -> None:
+    parser = build_parser()
+    words = ["check", "h.yaml", "s.py", "--env", "A=1", "--master-port", "0"]
+    assert check_script_argument(parser, words) is None
+    assert check_script_argument(parser, ["run", "h.yaml", "check", "--lr", "3"]) is None
