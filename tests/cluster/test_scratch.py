@@ -67,40 +67,37 @@ def test_exec_starts_nothing_where_tmp_is_read_only(cluster, tmp_path: Path) -> 
     assert "Traceback" not in result.stderr
 
 
-def test_a_full_tmp_is_named_too(tmp_path: Path) -> None:
-    """The same checks on a full tmpfs (the name fits, the data does not)."""
-    if (why := mountns.why_not()) is not None:
-        pytest.skip(why)
-    fill = "mount -t tmpfs -o size=64k tmpfs /tmp && { head -c 1M /dev/zero >/tmp/fill; true; }"
-    code = (
-        "from clusterlaunch.remote.scratch import prepare_scratch, scratch_problem\n"
-        "print(scratch_problem(True)); print(prepare_scratch(None))"
-    )
-    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", fill + ' && exec "$@"']
-    argv += ["sh", sys.executable, "-c", code]
-    done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr
-    said = f"cannot write in {RECORDS} (No space left on device); it holds each job's record"
-    assert done.stdout.splitlines()[0].startswith(said)
-    assert done.stdout.splitlines()[1].startswith(said)
-
-
-def test_a_record_folder_another_user_owns_is_named(tmp_path: Path) -> None:
-    """root could write in nobody's /tmp/clusterlaunch-0, so the job ran without a record:
-    ``ps`` said "no jobs" (exit 0) and ``kill`` "no running job" while it ran."""
-    if (why := mountns.why_not()) is not None:
-        pytest.skip(why)
-    plant = (
-        "mount -t tmpfs tmpfs /tmp && mkdir -m 0700 /tmp/clusterlaunch-$(id -u) && "
-        "chown nobody /tmp/clusterlaunch-$(id -u)"
-    )
+def _checks_under(mount: str) -> list[str]:
+    """The preflight's and the agent's scratch checks, run where ``mount`` (shell, run in a
+    private mount namespace) has put a tmpfs over the record folder. Only the folder: a
+    tmpfs over all of /tmp hid the checkout and its venv when they lay below /tmp."""
     code = (
         "from clusterlaunch.remote.scratch import prepare_scratch, scratch_problem\n"
         "print(scratch_problem(False)); print(prepare_scratch(None))"
     )
-    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", plant + ' && exec "$@"']
+    setup = f'mkdir -p -m 0700 {RECORDS} && {mount} && exec "$@"'
+    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", setup]
     argv += ["sh", sys.executable, "-c", code]
     done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_a_full_record_folder_is_named_too() -> None:
+    """The same checks on a full tmpfs (the name fits, the data does not)."""
+    if (why := mountns.why_not()) is not None:
+        pytest.skip(why)
+    fill = f"mount -t tmpfs -o size=64k,mode=0700 tmpfs {RECORDS}"
+    fill += f" && {{ head -c 1M /dev/zero >{RECORDS}/fill 2>/dev/null; true; }}"
+    said = f"cannot write in {RECORDS} (No space left on device); it holds each job's record"
+    assert [line[: len(said)] for line in _checks_under(fill)] == [said, said]
+
+
+def test_a_record_folder_another_user_owns_is_named() -> None:
+    """root could write in nobody's /tmp/clusterlaunch-0, so the job ran without a record:
+    ``ps`` said "no jobs" (exit 0) and ``kill`` "no running job" while it ran."""
+    if (why := mountns.why_not()) is not None:
+        pytest.skip(why)
+    plant = f"mount -t tmpfs -o mode=0700,uid=65534 tmpfs {RECORDS}"
     said = f"{RECORDS} is not this user's private folder (another user owns it"
-    assert [line[: len(said)] for line in done.stdout.splitlines()] == [said, said]
+    assert [line[: len(said)] for line in _checks_under(plant)] == [said, said]
