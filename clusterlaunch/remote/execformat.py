@@ -18,7 +18,8 @@ MACHINES.update({258: "LoongArch"})
 """ELF e_machine numbers (elf.h's EM_*) by the names people know them by."""
 RUNS_32_BIT = {62: (3, 62), 183: (40,), 21: (20,), 22: (22,), 43: (2,)}
 """A 64-bit host machine's 32-bit machines its kernel can run (compat: i386 and x32 on
-x86-64, ARM on AArch64, ...): refused, a program that may well run would be kept from it."""
+x86-64, ARM on AArch64, ...): let through, as refusing them would keep a program that
+may well run from running."""
 
 
 def read_head(path, size=256):
@@ -89,9 +90,14 @@ def start_problem(name, path):
     )
 
 
+def shebang_interpreter(head):
+    """The program the ``#!`` line at the start of ``head`` names, or None."""
+    words = head[2:].split(b"\n", 1)[0].split() if head.startswith(b"#!") else []
+    return words[0].decode("utf-8", "replace") if words else None
+
+
 def _interpreter_problem(name, head):
-    words = head[2:].split(b"\n", 1)[0].split()
-    interpreter = words[0].decode("utf-8", "replace") if words else ""
+    interpreter = shebang_interpreter(head) or ""
     if not (os.path.isfile(interpreter) and os.access(interpreter, os.X_OK)):
         return "program %r: its #! interpreter %r is not here; fix its #! line" % (
             name,

@@ -41,19 +41,19 @@ def cannot_write(path, exc, doing="write in"):
 
 def scratch_problem(torchrun):
     """The preflight's check: the record's folder, and /tmp for torchrun's files, written to."""
-    folders = [record_folder()] + ([os.path.dirname(TEMP_PREFIX)] if torchrun else [])
+    records = record_folder()  # found once: each look makes and lstats the state dirs
+    folders = [records] + ([os.path.dirname(TEMP_PREFIX)] if torchrun else [])
     why = next((why for why in map(write_problem, folders) if why is not None), None)
-    return why or record_folder_problem()
+    return why or record_folder_problem(records)
 
 
-def record_folder_problem():
-    """Why the record's folder is not this user's private one, or None.
+def record_folder_problem(folder):
+    """Why ``folder`` (:func:`record_folder`'s) is not this user's private one, or None.
 
     Another user's ``/tmp/clusterlaunch-UID`` (or one others may write in) is never
     written to; root could write there all the same, so the job ran untracked, and
     ``ps`` said "no jobs" (exit 0).
     """
-    folder = record_folder()
     if private_dir(folder):
         return None
     return (
@@ -66,7 +66,8 @@ def record_folder_problem():
 def prepare_scratch(tail_dir):
     """The agent's, before it starts the job (``exec`` has no preflight): why it cannot
     write its record, or create ``tail_dir`` (torchrun's files; none for exec), or None."""
-    why = write_problem(record_folder()) or record_folder_problem()
+    records = record_folder()
+    why = write_problem(records) or record_folder_problem(records)
     if why is None and tail_dir:
         try:
             os.mkdir(tail_dir, 0o700)

@@ -13,7 +13,11 @@ and the parent-death signal, set before the exec.
 import os
 
 from clusterlaunch.core.exits import ExitStatus  # bundle: strip
-from clusterlaunch.remote.execformat import looks_binary, read_head  # bundle: strip
+from clusterlaunch.remote.execformat import (  # bundle: strip
+    looks_binary,  # bundle: strip
+    read_head,  # bundle: strip
+    shebang_interpreter,  # bundle: strip
+)  # bundle: strip
 from clusterlaunch.remote.proctree import signal, term_when_parent_dies  # bundle: strip
 
 ENOENT, ENOEXEC = 2, 8  # errno's numbers on Linux, without importing errno
@@ -159,7 +163,7 @@ def _why_not_executed(exc, name):
         return ExitStatus.NOT_STARTED, str(exc)
     path = exc.filename or name
     if exc.errno == ENOENT and os.path.isfile(path):  # the kernel's word for a bad #! line
-        interpreter = _interpreter(path)
+        interpreter = shebang_interpreter(read_head(path) or b"")
         return ExitStatus.NOT_STARTED, "its #! interpreter %s is not found; fix its #! line" % (
             interpreter or "(none named)"
         )
@@ -170,17 +174,6 @@ def _why_not_executed(exc, name):
     if exc.errno == ENOEXEC:  # bash's words for it
         return ExitStatus.CANNOT_EXECUTE, "cannot execute binary file: Exec format error"
     return ExitStatus.CANNOT_EXECUTE, str(exc)
-
-
-def _interpreter(path):
-    """The program a ``#!`` line names, or None."""
-    try:
-        with open(path, "rb") as handle:
-            line = handle.readline(256)
-    except OSError:
-        return None
-    words = line[2:].split() if line.startswith(b"#!") else []
-    return words[0].decode("utf-8", "replace") if words else None
 
 
 def _close_descriptors(keep):
