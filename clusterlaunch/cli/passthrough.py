@@ -30,7 +30,7 @@ def split_passthrough(
     command = None if command_index is None else words[command_index]
     if command_index is None or command not in (*_PASSTHROUGH_AFTER, "check"):
         return words, []
-    takes_value = _takes_value(parser, command)
+    _, takes_value = _options(parser, command)
     if command == "check":
         return _positionals_last(words, command_index + 1, takes_value), []
     wanted = _PASSTHROUGH_AFTER[command]
@@ -57,10 +57,12 @@ def split_passthrough(
     return words[:index], words[index:]
 
 
-def _takes_value(parser: argparse.ArgumentParser, command: str) -> set[str]:
-    """The options of ``command`` that take a value (the next word is not an option)."""
-    actions = _subparser(parser, command)._actions  # no public arity table
-    return {option for action in actions for option in action.option_strings if action.nargs != 0}
+def _options(parser: argparse.ArgumentParser, command: str) -> tuple[set[str], set[str]]:
+    """``command``'s options (those of its own commands too: ``sandbox up``), and those of
+    them that take a value (the next word is not an option): no public arity table."""
+    actions = _actions(_subparser(parser, command))
+    known = {option for action in actions for option in action.option_strings}
+    return known, {o for a in actions for o in a.option_strings if a.nargs != 0}
 
 
 def _positionals_last(words: list[str], start: int, takes_value: set[str]) -> list[str]:
@@ -98,8 +100,7 @@ def check_script_argument(parser: argparse.ArgumentParser, words: Sequence[str])
     if command is None or words[command] != "check" or "--" in words:
         return None
     start = command + 1
-    takes_value = _takes_value(parser, "check")
-    known = {o for a in _subparser(parser, "check")._actions for o in a.option_strings}
+    known, takes_value = _options(parser, "check")
     positionals = 0
     skip = False
     for word in words[start:]:
@@ -131,7 +132,7 @@ def foreign_option(parser: argparse.ArgumentParser, words: Sequence[str]) -> str
         hint = migrate.equivalent(name)
         if hint is not None:
             command = next(w for w in words if not w.startswith("-"))
-            known = {o for a in _actions(_subparser(parser, command)) for o in a.option_strings}
+            known, _ = _options(parser, command)
             return hint if _fits(hint[len(name) :], known) else _not_here(name, command, hint)
     return None
 
@@ -156,9 +157,7 @@ def _unknown_options(parser: argparse.ArgumentParser, words: Sequence[str]) -> I
     command = next((w for w in words if not w.startswith("-")), None)
     if command is None or command not in _commands(parser):
         return
-    actions = _actions(_subparser(parser, command))
-    known = {option for action in actions for option in action.option_strings}
-    takes_value = {o for a in actions for o in a.option_strings if a.nargs != 0}
+    known, takes_value = _options(parser, command)
     rest = list(words[words.index(command) + 1 :])
     for index, word in enumerate(rest):
         if word == "--":
