@@ -266,12 +266,13 @@ def unreported_end(
     A Python older than the hosts need said so in its ``last_lines`` (the
     bootstrap's one line): nothing started, which is 2, as for a setup timeout.
     """
-    if setup.timed_out or too_old_python("\n".join(last_lines)):
+    said_last = "\n".join(last_lines)
+    if setup.timed_out or too_old_python(said_last):
         return int(ExitStatus.USAGE), None, False
     if status == ExitStatus.OK and not python_started:
         return int(ExitStatus.HOST_LOST), ended_before_python(setup.running), False
     if not python_started and status is not None and not lost_without_report(status):
-        said = _failed_before_python(status, setup.running, "\n".join(last_lines))
+        said = _failed_before_python(status, setup.running, said_last)
         return status, said, False
     said = "no exit status" if status is None else f"exit {status}"
     return status, f"connection ended without a report ({said})", lost_without_report(status)
