@@ -48,11 +48,16 @@ def private_dir(path):
     return info.st_uid == os.getuid() and not info.st_mode & 0o077 and os.path.isdir(path)
 
 
+def private_state_dir():
+    """The first of :func:`state_dirs` that is this user's and private (made if needed), or
+    None: records and notes are written there only."""
+    return next((path for path in state_dirs() if private_dir(path)), None)
+
+
 def record_folder():
     """Where this user's agents write their records: the first private state dir (the last
     one's path when none is, to name in a message)."""
-    dirs = state_dirs()
-    return next((path for path in dirs if private_dir(path)), dirs[-1])
+    return private_state_dir() or state_dirs()[-1]
 
 
 def process_start_time(pid):
@@ -77,7 +82,7 @@ class JobRecord:
     @classmethod
     def create(cls, args, job_pid):
         """Write the record; None (and no error) where no private state dir exists."""
-        folder = next((path for path in state_dirs() if private_dir(path)), None)
+        folder = private_state_dir()
         if folder is None:
             return None
         me = os.getpid()
@@ -139,7 +144,7 @@ def mark_killed(job_id):
 
 
 def _touch(name):
-    folder = next((path for path in state_dirs() if private_dir(path)), None)
+    folder = private_state_dir()
     if folder is None:
         return False
     with open(os.path.join(folder, name), "w"):
