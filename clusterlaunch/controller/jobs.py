@@ -27,7 +27,7 @@ from clusterlaunch.core.frames import FrameDecoder
 from clusterlaunch.core.model import HostSpec, SshTarget
 from clusterlaunch.core.planner import python_for
 from clusterlaunch.core.protocol import EVENT
-from clusterlaunch.core.reports import KillReport, RemoteJob, Unanswered, job_clashes
+from clusterlaunch.core.reports import KillReport, RemoteJob, Unanswered, job_running_text
 from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.base import Connection
 
@@ -91,8 +91,7 @@ def refuse_running_job(request: JobRequest, connections: Mapping[str, Connection
     )  # a host that could not be asked: its exec fails there too, and says why
     for job in found:
         if job.job_id == request.job_id:
-            running = {"job_running": {"node": job.node_rank, "pid": job.agent_pid}}
-            raise UsageError(f"{job.host}: {job_clashes(running)[0]}")
+            raise UsageError(f"{job.host}: {job_running_text(job.node_rank, job.agent_pid)}")
 
 
 def kill_job(

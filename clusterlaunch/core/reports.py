@@ -151,14 +151,19 @@ def host_problems(static: dict[str, Any]) -> list[str]:
     return problems
 
 
+def job_running_text(node: object, pid: object) -> str:
+    """A job of this id runs on the host already (run's preflight; exec asks ps's way)."""
+    return (
+        f"a job with this id is already running here (node {node}, agent pid {pid}); "
+        "choose another --job-id, or clusterlaunch kill it"
+    )
+
+
 def job_clashes(static: dict[str, Any]) -> list[str]:
     """A job of this id already running on the host, or its temp dir already there."""
     running, taken = static.get("job_running"), static.get("tail_dir_taken")
     if running:
-        return [
-            f"a job with this id is already running here (node {running.get('node')}, agent "
-            f"pid {running.get('pid')}); choose another --job-id, or clusterlaunch kill it"
-        ]
+        return [job_running_text(running.get("node"), running.get("pid"))]
     if taken:
         return [
             f"{taken.get('path')} already exists (owner uid {taken.get('uid')}); remove it, "
