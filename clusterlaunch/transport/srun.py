@@ -43,10 +43,10 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 
+from clusterlaunch.core import slurmnodes
 from clusterlaunch.core.commands import for_login_shell
 from clusterlaunch.core.errors import HostProblem, TransportError
 from clusterlaunch.core.model import SshTarget
-from clusterlaunch.core.slurmnodes import job_id
 from clusterlaunch.transport.local import LocalProcess, login_shell
 
 SRUN = "srun"
@@ -172,5 +172,5 @@ def connect_all(
     srun = shutil.which(SRUN)
     if srun is None:
         return {}, [HostProblem(target.alias, "connect", SRUN_MISSING) for target in targets]
-    job = job_id(os.environ)
+    job = slurmnodes.job_id(os.environ)
     return {target.alias: SrunConnection(target.alias, job, srun) for target in targets}, []
