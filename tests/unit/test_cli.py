@@ -243,7 +243,7 @@ def test_allowed_torchrun_args_pass(
     words = shlex.split(command)
     extra = shlex.split(torchrun_args)
     start = words.index("/tmp/clusterlaunch-j1-n0", words.index("--log-dir")) + 1
-    assert words[start : start + len(extra) + 1] == [*extra, "train.py"]
+    assert words[start : start + len(extra) + 2] == [*extra, "--", "train.py"]
 
 
 def test_python_option_with_equals_is_refused(
@@ -275,7 +275,7 @@ def torchrun_words(node_rank: int, nproc: int, addr: str, port: str, *script: st
         "--master-addr", addr,
         "--master-port", port, "--redirects", "3",
         "--log-dir", f"/tmp/clusterlaunch-j1-n{node_rank}",
-        *script,
+        "--", *script,
     ]  # fmt: skip
 
 

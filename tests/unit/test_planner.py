@@ -164,7 +164,7 @@ def test_full_plan_by_equality() -> None:
             "--redirects", "3",
             "--log-dir", f"/tmp/clusterlaunch-j1-n{node_rank}",
             "--max-restarts", "3",
-            "train.py", "--lr", "3e-4",
+            "--", "train.py", "--lr", "3e-4",
         )  # fmt: skip
 
     env0 = {"A": "1", JOB_ID_VAR: JOB, "CUDA_VISIBLE_DEVICES": "1,3"}
@@ -243,7 +243,7 @@ def test_torchrun_argv_layout_with_auto_port() -> None:
         "--rdzv-backend", "static", "--rdzv-id", JOB,
         "--master-addr", "a", "--master-port", commands.AUTO_PORT,
         "--redirects", "3", "--log-dir", "/tmp/clusterlaunch-j1-n1",
-        "train.py",
+        "--", "train.py",
     )  # fmt: skip
 
 

@@ -132,6 +132,10 @@ def test_every_option_clusterlaunch_passes_is_known_to_the_installed_torch() -> 
         ("p -m torch.distributed.run --nnodes 1 --module pkg.train --lr 1", "-m pkg.train --lr 1"),
         ("/v/bin/torchrun --nnodes 1 --no-python --redirects 3 sh -c x", "sh -c x"),
         ("p -m torch.distributed.run --nnodes 1 -- --odd.py -v", "--odd.py -v"),
+        # as clusterlaunch starts it: "--" ends torchrun's options, the script's "--" stays
+        ("p -m torch.distributed.run --log-dir /l -- t.py -- --lr 1", "t.py -- --lr 1"),
+        ("p -m torch.distributed.run --module -- pkg.t -- -x", "-m pkg.t -- -x"),
+        ("p -m torch.distributed.run --no-python -- ./r.sh -- a", "./r.sh -- a"),
         ("sh -c 'sleep 60'", "sh -c 'sleep 60'"),  # exec: the command itself
     ],
 )
