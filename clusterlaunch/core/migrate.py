@@ -56,8 +56,7 @@ TABLE: tuple[Flag, ...] = (
         ("--master_addr", MASTER_ADDR),
         ("--master_port", MASTER_PORT),
         (
-            "--rdzv-backend --rdzv_backend --rdzv-endpoint --rdzv_endpoint --rdzv-conf "
-            "--rdzv_conf --standalone",
+            "--rdzv-backend --rdzv_backend --rdzv-endpoint --rdzv_endpoint --standalone",
             "clusterlaunch uses static rendezvous on node 0; for one machine use host: localhost",
         ),
         (
@@ -75,7 +74,8 @@ TABLE: tuple[Flag, ...] = (
             "not supported: SCRIPT runs as python SCRIPT, as torchrun's default",
         ),
         (
-            "--start-method --start_method --role --local-addr --local_addr --event-log-handler "
+            "--rdzv-conf --rdzv_conf --start-method --start_method --role --local-addr "
+            "--local_addr --event-log-handler "
             "--event_log_handler --duplicate-stdout-filters --duplicate_stdout_filters "
             "--duplicate-stderr-filters --duplicate_stderr_filters --numa-binding --numa_binding "
             "--signals-to-handle --signals_to_handle --shutdown-timeout --shutdown_timeout",

@@ -115,7 +115,7 @@ def test_every_torchrun_option_is_ours_or_gets_a_line() -> None:
         (["run", "--virtual-local-rank", "hf", "t.py"], '--torchrun-args="--virtual-local-rank"'),
         (
             ["run", "--rdzv-conf", "a=b", "hf", "t.py"],
-            "--rdzv-conf: clusterlaunch uses static rendezvous",
+            '--rdzv-conf: torchrun\'s own: pass it with --torchrun-args="--rdzv-conf VALUE"',
         ),
     ],
 )
