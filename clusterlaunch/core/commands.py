@@ -145,6 +145,9 @@ def torchrun_argv(spec: TorchrunSpec) -> list[str]:
         spec.log_dir,
         *spec.extra_args,
         *_SCRIPT_FLAGS[spec.script_kind],
+        # torchrun's argparse drops a "--" right after SCRIPT, but not after this one
+        # (Python 3.6-3.13): "train.py -- --lr 1" reaches the script as typed.
+        "--",
         spec.script,
         *spec.script_args,
     ]

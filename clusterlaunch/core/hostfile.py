@@ -75,9 +75,13 @@ def read_hosts_file(path: str) -> str:
 def parse_inventory(text: str, path: str) -> Inventory:
     """Parse hosts-file ``text`` (``path`` names it in messages, and anchors ``env_file:``)."""
     text = mpihostfile.without_bom(text)
-    if mpihostfile.looks_like_yaml(text):
-        return _parse_yaml(text, path)
-    return _parse_mpi(text, path)
+    try:
+        return (
+            _parse_yaml(text, path) if mpihostfile.looks_like_yaml(text) else _parse_mpi(text, path)
+        )
+    except HostsFileError:  # "master_port:29500" is the likelier cause, where there is one
+        mpihostfile.refuse_missing_space(text, path, (*TOP_KEYS, *SHARED_KEYS, *HOST_KEYS))
+        raise
 
 
 def _parse_mpi(text: str, path: str) -> Inventory:

@@ -54,6 +54,35 @@ def test_module_and_program_run_like_a_script(sim_cluster, tmp_path: Path) -> No
             assert json.loads(text.split("ARGV=", 1)[1]) == ["--lr", "1"], (kind, text)
 
 
+def test_a_double_dash_after_script_reaches_it_as_typed(sim_cluster, tmp_path: Path) -> None:
+    """``SCRIPT -- --lr 1``: torchrun's parser dropped a ``--`` right after the script; on
+    node 0 and on node 1 (started through the store-wait program), for each kind of SCRIPT."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    given = ["--", "--lr", "1", "--", "--", "-m", "x"]
+    kinds = {
+        "script": [str(hosts), "allreduce.py"],
+        "module": ["-m", str(hosts), "clpkg.train"],
+        "program": ["--no-python", str(hosts), "./run_allreduce.sh"],
+    }
+    for kind, words in kinds.items():
+        result = run_cli("run", sim_cluster, "--env", f"WORKER_PYTHON={PYTHON}", *words, *given)
+        assert result.returncode == 0, (kind, result.stderr)
+        lines = rank_lines(result.stdout)
+        assert sorted(host for _, host, _, _ in lines) == ["node0", "node1"], (kind, lines)
+        for *_, text in lines:
+            assert json.loads(text.split("ARGV=", 1)[1]) == given, (kind, text)
+
+
+def test_rdzv_conf_is_the_users_to_give(sim_cluster, tmp_path: Path) -> None:
+    """clusterlaunch passes no --rdzv-conf, so it reaches torchrun (the static
+    rendezvous reads its timeout); it was refused as clusterlaunch's own."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    extra = "--torchrun-args=--rdzv-conf timeout=900 --max-restarts 0"
+    result = run_cli("run", sim_cluster, extra, str(hosts), "allreduce.py")
+    assert result.returncode == 0, result.stderr
+    assert sorted(rank for rank, *_ in rank_lines(result.stdout)) == [0, 1]
+
+
 def test_the_preflight_checks_the_module_and_the_program(sim_cluster, tmp_path: Path) -> None:
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
     result = run_cli("run", sim_cluster, "-m", str(hosts), "clpkg.nope")

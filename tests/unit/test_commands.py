@@ -185,7 +185,7 @@ def test_bootstrap_and_torchrun_argv() -> None:
         "py", "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "4",
         "--node-rank", "1", "--rdzv-backend", "static", "--master-addr", "10.0.0.1",
         "--master-port", "AUTO", "--redirects", "3", "--log-dir", "/tmp/l",
-        "--max-restarts", "1", "t.py", "--", "-x",
+        "--max-restarts", "1", "--", "t.py", "--", "-x",
     ]  # fmt: skip
 
 
@@ -228,7 +228,7 @@ def _hostile_plan(workdir: str, python: str, setup: str | None = None) -> tuple[
         "--node-rank", "0", "--rdzv-backend", "static", "--rdzv-id", "j1",
         "--master-addr", "10.0.0.1",
         "--master-port", "29500", "--redirects", "3", "--log-dir", "/tmp/clusterlaunch-j1-n0",
-        "train script.py", *HOSTILE,
+        "--", "train script.py", *HOSTILE,
     ]  # fmt: skip
     return node, expected_argv
 

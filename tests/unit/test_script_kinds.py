@@ -38,13 +38,32 @@ def torchrun_tail(capsys: pytest.CaptureFixture[str], *argv: str) -> list[str]:
 
 def test_module_and_program_reach_torchrun(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert torchrun_tail(capsys, "-m", "h.yaml", "pkg.train", "--lr", "1") == [
-        "--module", "pkg.train", "--lr", "1",
+        "--module", "--", "pkg.train", "--lr", "1",
     ]  # fmt: skip
-    assert torchrun_tail(capsys, "--module", "h.yaml", "pkg.train") == ["--module", "pkg.train"]
+    assert torchrun_tail(capsys, "--module", "h.yaml", "pkg.train") == [
+        "--module", "--", "pkg.train",
+    ]  # fmt: skip
     assert torchrun_tail(capsys, "--no-python", "h.yaml", "./run.sh", "-m") == [
-        "--no-python", "./run.sh", "-m",
+        "--no-python", "--", "./run.sh", "-m",
     ]  # fmt: skip
-    assert torchrun_tail(capsys, "h.yaml", "train.py", "-m") == ["train.py", "-m"]
+    assert torchrun_tail(capsys, "h.yaml", "train.py", "-m") == ["--", "train.py", "-m"]
+
+
+def test_a_double_dash_after_script_is_the_scripts(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torchrun's argparse drops a ``--`` right after SCRIPT; after the ``--`` that ends
+    its options it keeps every word, so the script gets ``-- --lr 1`` as typed."""
+    torchrun = pytest.importorskip("torch.distributed.run")  # its own parser judges
+    for flags, script in (((), "train.py"), (("-m",), "pkg.train"), (("--no-python",), "./r")):
+        argv = ["run", "--dry-run", "--json", "--job-id", "j", *flags, "h.yaml", script]
+        assert main([*argv, "--", "--lr", "1", "--", "-m"]) == 0, capsys.readouterr()
+        words = shlex.split(json.loads(capsys.readouterr().out)["nodes"][0]["command"])
+        parsed = torchrun.get_args_parser().parse_args(
+            words[words.index("torch.distributed.run") + 1 :]
+        )
+        given = [parsed.training_script, *parsed.training_script_args]
+        assert given == [script, "--", "--lr", "1", "--", "-m"], flags
 
 
 def test_the_run_id_is_the_job_id_unless_given(
