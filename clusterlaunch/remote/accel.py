@@ -8,6 +8,10 @@ parsers are tested against recorded output in tests/unit/data/accel/.
 
 import os
 
+from clusterlaunch.remote.proctree import kill_group_now  # bundle: strip
+
+TOOL_TIMEOUT_S = 15
+"""How long a device tool may take (a hung driver can keep ``nvidia-smi`` forever)."""
 VISIBLE_DEVICES = {
     "cuda": "CUDA_VISIBLE_DEVICES",
     "rocm": "HIP_VISIBLE_DEVICES",
@@ -86,18 +90,32 @@ def find_devices(declared=None):
     return {"accelerator": declared, "tool": None, "gpus": None, "visible": visible}
 
 
-def _run(path, arguments, parse):
+def _run(path, arguments, parse, timeout=TOOL_TIMEOUT_S):
+    """The tool's device indices; in a process group of its own, so a tool that does not
+    answer in time is stopped with everything it started (its children outlived it)."""
     import subprocess  # here, as re in the parsers: the agent bundles this module
 
     try:
-        result = subprocess.run(
-            [path, *arguments], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=15
+        tool = subprocess.Popen(
+            [path, *arguments],
+            stdin=subprocess.DEVNULL,  # not the SSH channel, which carries our control bytes
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"gpus": {"error": str(exc)}}
-    if result.returncode != 0:
-        return {"gpus": {"error": result.stderr.decode("utf-8", "replace").strip()[-200:]}}
-    return {"gpus": parse(result.stdout.decode("utf-8", "replace"))}
+    except OSError as exc:
+        return {"gpus": {"error": "cannot run %s: %s" % (path, exc.strerror or exc)}}
+    try:
+        out, err = tool.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group_now(tool.pid)
+        tool.wait()  # not communicate(): a child that left the group may hold the pipes
+        tool.stdout.close()
+        tool.stderr.close()
+        return {"gpus": {"error": "no answer within %d s; it was stopped" % timeout}}
+    if tool.returncode != 0:
+        return {"gpus": {"error": err.decode("utf-8", "replace").strip()[-200:]}}
+    return {"gpus": parse(out.decode("utf-8", "replace"))}
 
 
 def _which(tool):
