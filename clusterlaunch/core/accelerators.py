@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from clusterlaunch.core import render
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.limits import MAX_PROCS_PER_HOST, MAX_WORLD_SIZE
 from clusterlaunch.core.model import Inventory, NodePlan
@@ -50,7 +51,7 @@ def judge(node: NodePlan, static: Mapping[str, Any]) -> list[str]:
     """Problems with ``node``'s devices, from what its probe reported (``static``)."""
     found, tool = static.get("gpus"), static.get("tool") or "the device tool"
     if isinstance(found, dict):
-        return [f"{tool} failed: {found.get('error')}"]
+        return [tool_failure(tool, found)]
     if node.nproc is None:
         count, why = auto_count(static)
         if not count:
@@ -65,6 +66,16 @@ def judge(node: NodePlan, static: Mapping[str, Any]) -> list[str]:
     if missing:
         return [f"needs device(s) {wanted} but {tool} lists {found}; lower gpus: or fix devices:"]
     return []
+
+
+def tool_failure(tool: str, failure: Mapping[str, Any]) -> str:
+    """``nvidia-smi failed (exit 6): No devices were found``: one line, whatever the tool
+    wrote (its last lines joined, control characters written as escapes)."""
+    said = render.printable(render.last_lines(str(failure.get("error") or ""), 3))
+    code = failure.get("code")
+    if code is None:  # it could not be run, or did not answer in time
+        return f"{tool} failed: {said}"
+    return f"{tool} failed (exit {code}): {said or 'no output'}"
 
 
 def auto_count(static: Mapping[str, Any]) -> tuple[int, str]:

@@ -8,10 +8,13 @@ parsers are tested against recorded output in tests/unit/data/accel/.
 
 import os
 
+from clusterlaunch.core.exits import shell_status  # bundle: strip
 from clusterlaunch.remote.proctree import kill_group_now  # bundle: strip
 
 TOOL_TIMEOUT_S = 15
 """How long a device tool may take (a hung driver can keep ``nvidia-smi`` forever)."""
+SAID_LINES = 3
+"""The last lines of a failing tool's message the preflight shows (on one line there)."""
 VISIBLE_DEVICES = {
     "cuda": "CUDA_VISIBLE_DEVICES",
     "rocm": "HIP_VISIBLE_DEVICES",
@@ -72,7 +75,8 @@ def find_devices(declared=None):
     """``{"accelerator", "tool", "gpus", "visible"}`` for this host.
 
     ``gpus`` is the list of device indices, ``None`` when no tool is here (a
-    CPU host), or ``{"error": ...}`` when the tool failed; ``visible`` is the
+    CPU host), or ``{"error": ..., "code": ...}`` when the tool failed (``code``:
+    its exit status, none when it did not answer in time); ``visible`` is the
     accelerator's visible-devices variable as the job environment has it.
     """
     for kind, tool, arguments in TOOL_RUNS:
@@ -114,8 +118,15 @@ def _run(path, arguments, parse, timeout=TOOL_TIMEOUT_S):
         tool.stderr.close()
         return {"gpus": {"error": "no answer within %d s; it was stopped" % timeout}}
     if tool.returncode != 0:
-        return {"gpus": {"error": err.decode("utf-8", "replace").strip()[-200:]}}
+        said = err if err.strip() else out  # nvidia-smi says "No devices were found" on stdout
+        return {"gpus": {"error": last_lines(said), "code": shell_status(tool.returncode)}}
     return {"gpus": parse(out.decode("utf-8", "replace"))}
+
+
+def last_lines(output):
+    """The last :data:`SAID_LINES` lines of a tool's message, each cut to 200 characters."""
+    lines = output.decode("utf-8", "replace").strip().splitlines()[-SAID_LINES:]
+    return "\n".join(line[:200] for line in lines)
 
 
 def _which(tool):

@@ -1,4 +1,4 @@
-"""Device tools on simulated hosts: one that hangs.
+"""Device tools on simulated hosts: one that hangs, one that fails.
 
 The hosts have no accelerators: fake ``nvidia-smi``/``npu-smi`` scripts first on the PATH
 (``setup:``) stand for the tools; everything else is real (sshd, the CLI, torchrun).
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.testing import LoopbackCluster
-from tests.cluster.support import run_cli, write_hosts
+from tests.cluster.support import rank_lines, run_cli, write_hosts
 
 pytestmark = [pytest.mark.cluster]
 
@@ -62,3 +62,30 @@ def test_a_tool_that_hangs_is_stopped_with_what_it_started(
     while any(map(running, children)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(map(running, children))
+
+
+def test_a_failing_tool_is_one_line_with_what_it_said_and_its_status(
+    sim_cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    """``nvidia-smi failed:`` and nothing more for a message on stdout; a message of several
+    lines spilled the row over three lines, with raw escapes reaching the terminal."""
+    nothing = tools(tmp_path / "a", nvidia_smi="echo 'No devices were found'\nexit 6\n")
+    escape = "printf 'line one\\nline two\\n\\033[31mRED\\033[0m\\n' >&2\nexit 4\n"
+    noisy = tools(tmp_path / "b", nvidia_smi=escape)
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml",
+        [("node0", "auto", {"setup": nothing}), ("node1", "auto", {"setup": noisy})],
+    )
+    checked = run_cli("check", sim_cluster, str(hosts), "show_env.py")
+    assert checked.returncode == 2, checked.stdout + checked.stderr
+    assert "\x1b" not in checked.stdout + checked.stderr
+    (row0,) = host_row(checked.stdout, "node0")
+    assert row0.endswith("nvidia-smi failed (exit 6): No devices were found"), row0
+    (row1,) = host_row(checked.stdout, "node1")
+    said = "nvidia-smi failed (exit 4): line one | line two | \\x1b[31mRED\\x1b[0m"
+    assert row1.endswith(said), row1
+    hosts = write_hosts(tmp_path / "one.yaml", [("node0", 1, {"setup": nothing})])
+    ran = run_cli("run", sim_cluster, str(hosts), "show_env.py")
+    assert ran.returncode == 2, ran.stderr
+    assert "nvidia-smi failed (exit 6): No devices were found" in ran.stderr
+    assert rank_lines(ran.stdout) == []
