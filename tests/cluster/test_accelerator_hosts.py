@@ -1,4 +1,5 @@
-"""Device tools on simulated hosts: one that hangs, one that fails.
+"""Device tools on simulated hosts: one that hangs, one that fails, and what gpus: auto
+counts under a visible-devices variable.
 
 The hosts have no accelerators: fake ``nvidia-smi``/``npu-smi`` scripts first on the PATH
 (``setup:``) stand for the tools; everything else is real (sshd, the CLI, torchrun).
@@ -89,3 +90,29 @@ def test_a_failing_tool_is_one_line_with_what_it_said_and_its_status(
     assert ran.returncode == 2, ran.stderr
     assert "nvidia-smi failed (exit 6): No devices were found" in ran.stderr
     assert rank_lines(ran.stdout) == []
+
+
+@pytest.mark.torch
+def test_gpus_auto_counts_the_devices_torch_sees(
+    sim_cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    """With 4 GPUs listed, ``CUDA_VISIBLE_DEVICES=0,-1,1`` gave 3 ranks (torch sees one
+    device: -1 ends the list) and ``1,1`` gave 2 (torch sees none: a repeat)."""
+    path = tools(tmp_path / "bin", nvidia_smi="printf '0\\n1\\n2\\n3\\n'\n")
+    setups = {name: f"{path}\nexport CUDA_VISIBLE_DEVICES={value}" for name, value in
+              (("stop", "0,-1,1"), ("two", "2,0"), ("twice", "1,1"))}  # fmt: skip
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml",
+        [("node0", "auto", {"setup": setups["stop"]}), ("node1", "auto", {"setup": setups["two"]})],
+    )
+    ran = run_cli("run", sim_cluster, str(hosts), "show_env.py")
+    assert ran.returncode == 0, ran.stderr
+    assert ", world size 3, master " in ran.stderr
+    assert sorted((rank, host) for rank, host, *_ in rank_lines(ran.stdout)) == [
+        (0, "node0"), (1, "node1"), (2, "node1"),
+    ]  # fmt: skip
+    hosts = write_hosts(tmp_path / "twice.yaml", [("node0", "auto", {"setup": setups["twice"]})])
+    checked = run_cli("check", sim_cluster, str(hosts), "show_env.py")
+    assert checked.returncode == 2, checked.stdout
+    hidden = "gpus: auto, but CUDA_VISIBLE_DEVICES='1,1' in the host's environment hides every"
+    assert hidden in checked.stdout, checked.stdout

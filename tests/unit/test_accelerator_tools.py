@@ -1,7 +1,9 @@
-"""A host's device tool run by the probe: one that hangs, one that fails."""
+"""A host's device tool run by the probe (a hung one, a failing one), and what gpus: auto
+counts from a visible-devices variable (torch's own reading)."""
 
 from __future__ import annotations
 
+import random
 import time
 from pathlib import Path
 
@@ -99,3 +101,58 @@ def _node(nproc: int | None) -> NodePlan:
         agent_size=1,
     )
     return plan.nodes[0]
+
+
+VISIBLE = [
+    "", "0", "0,1,2", "-1", "0,-1,1", "1,1", "3,2,1", "1gpu2,2ampere", " 1 , 2 ", "+1", "-0",
+    "+", "-", "a,1", "1,a,2", "0,,1", ",0", "007", "1 2", "²", "١", "0x1",
+    "GPU-abc,GPU-def", "GPU-abc,GPU-abc", "GPU-abc,1", "GPU-a, GPU-b", "MIG-x,MIG-y",
+    "MIG-x,GPU-y", "GPU-", "gpu-abc",
+]  # fmt: skip
+
+
+def _torch_reads(monkeypatch: pytest.MonkeyPatch, value: str) -> list[int] | list[str] | None:
+    torch_cuda = pytest.importorskip("torch.cuda")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
+    try:
+        return torch_cuda._parse_visible_devices()
+    except ValueError:
+        return None
+
+
+@pytest.mark.parametrize("value", VISIBLE)
+def test_visible_devices_are_read_as_torch_reads_them(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    assert accelerators.torch_visible(value) == _torch_reads(monkeypatch, value)
+
+
+def test_visible_devices_agree_with_torch_on_random_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    chance = random.Random(2013)
+    for _ in range(3000):
+        value = "".join(chance.choices("0123+-, GPUMI-a", k=chance.randint(0, 9)))
+        assert accelerators.torch_visible(value) == _torch_reads(monkeypatch, value), value
+
+
+@pytest.mark.parametrize(
+    ("visible", "count", "why"),
+    [
+        ("-1", 0, "CUDA_VISIBLE_DEVICES='-1' in the host's environment hides every device"),
+        ("0,-1,1", 1, None),
+        ("1,1", 0, "CUDA_VISIBLE_DEVICES='1,1' in the host's environment hides every device"),
+        ("2,0", 2, None),
+        ("0,9,1", 1, None),  # torch.cuda.device_count(): index 9 of 4 ends the list
+        ("GPU-3f2a,GPU-9c1b", 2, None),
+        ("+", 0, "torch cannot read CUDA_VISIBLE_DEVICES='+' in the host's environment"),
+    ],
+)
+def test_auto_counts_what_torch_sees(visible: str, count: int, why: str | None) -> None:
+    static = {"gpus": [0, 1, 2, 3], "tool": "nvidia-smi", "visible": visible}
+    found, said = accelerators.auto_count(static)
+    assert found == count
+    if why is not None:
+        assert said.startswith(why)
+        (problem,) = accelerators.judge(_node(None), static)
+        assert problem.startswith(f"gpus: auto, but {why}")
