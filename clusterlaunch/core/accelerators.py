@@ -25,7 +25,7 @@ from typing import Any
 from clusterlaunch.core import render
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.limits import MAX_PROCS_PER_HOST, MAX_WORLD_SIZE
-from clusterlaunch.core.model import Inventory, NodePlan
+from clusterlaunch.core.model import HostSpec, Inventory, NodePlan
 
 DEFAULT = "cuda"
 VISIBLE_DEVICES = {
@@ -40,6 +40,23 @@ NAMES = tuple(VISIBLE_DEVICES)
 def visible_var(accelerator: str | None) -> str:
     """The variable ``devices:`` sets on a host with ``accelerator`` (``None``: cuda's)."""
     return VISIBLE_DEVICES[accelerator or DEFAULT]
+
+
+def devices_value(devices: Sequence[int]) -> str:
+    """``devices: [1, 3]`` as its variable holds it: ``1,3``."""
+    return ",".join(str(d) for d in devices)
+
+
+def left_to_host(spec: HostSpec, exec_argv: Sequence[str] | None) -> str | None:
+    """``exec``'s ``devices:`` (``1,3``) on a host without ``accelerator:``, else ``None``.
+
+    Only the host can tell which variable they go in (``run`` knows from its
+    preflight): its agent is told them (``--devices``) and sets the variable a
+    run would set there (:func:`clusterlaunch.remote.accel.devices_environ`).
+    """
+    if exec_argv is None or spec.devices is None or spec.accelerator is not None:
+        return None
+    return devices_value(spec.devices)
 
 
 def _tools(accelerator: str | None) -> str:

@@ -79,19 +79,39 @@ def find_devices(declared=None):
     its exit status, none when it did not answer in time); ``visible`` is the
     accelerator's visible-devices variable as the job environment has it.
     """
+    found = find_tool(declared)
+    if found is None:
+        visible = os.environ.get(VISIBLE_DEVICES[declared]) if declared else None
+        return {"accelerator": declared, "tool": None, "gpus": None, "visible": visible}
+    kind, tool, path, arguments = found
+    return dict(
+        _run(path, arguments, PARSERS[tool]),
+        accelerator=kind,
+        tool=tool,
+        visible=os.environ.get(VISIBLE_DEVICES[kind]),
+    )
+
+
+def find_tool(declared=None):
+    """``(accelerator, tool, path, arguments)`` of the first tool on the PATH (only
+    ``declared``'s when given), or ``None``: the one detection ``run`` and ``exec`` share."""
     for kind, tool, arguments in TOOL_RUNS:
         if declared and kind != declared:
             continue
         path = _which(tool)
         if path is not None:
-            return dict(
-                _run(path, arguments, PARSERS[tool]),
-                accelerator=kind,
-                tool=tool,
-                visible=os.environ.get(VISIBLE_DEVICES[kind]),
-            )
-    visible = os.environ.get(VISIBLE_DEVICES[declared]) if declared else None
-    return {"accelerator": declared, "tool": None, "gpus": None, "visible": visible}
+            return kind, tool, path, arguments
+    return None
+
+
+def devices_environ(devices):
+    """``exec``'s ``devices:`` (``"1,3"``) in the variable this host's accelerator reads,
+    detected as ``run``'s preflight detects it (cuda's where no tool is found); without the
+    tool run: the kind is all ``exec`` needs."""
+    if devices is None:
+        return {}
+    found = find_tool()
+    return {VISIBLE_DEVICES[found[0] if found else "cuda"]: devices}
 
 
 def _run(path, arguments, parse, timeout=TOOL_TIMEOUT_S):
@@ -130,6 +150,6 @@ def last_lines(output):
 
 
 def _which(tool):
-    import shutil  # here: the agent bundles this module, and an exec needs no device check
+    import shutil  # here: the agent bundles this module, and most execs look for no tool
 
     return shutil.which(tool)

@@ -1,5 +1,5 @@
-"""Device tools on simulated hosts: one that hangs, one that fails, and what gpus: auto
-counts under a visible-devices variable.
+"""Device tools on simulated hosts: one that hangs, one that fails, what gpus: auto counts
+under a visible-devices variable, and the variable exec gives devices:.
 
 The hosts have no accelerators: fake ``nvidia-smi``/``npu-smi`` scripts first on the PATH
 (``setup:``) stand for the tools; everything else is real (sshd, the CLI, torchrun).
@@ -7,6 +7,7 @@ The hosts have no accelerators: fake ``nvidia-smi``/``npu-smi`` scripts first on
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from clusterlaunch.testing import LoopbackCluster
 from tests.cluster.support import rank_lines, run_cli, write_hosts
 
 pytestmark = [pytest.mark.cluster]
+
+ACCEL_DATA = Path(__file__).resolve().parents[1] / "unit" / "data" / "accel"
 
 
 def tools(folder: Path, **bodies: str) -> str:
@@ -116,3 +119,32 @@ def test_gpus_auto_counts_the_devices_torch_sees(
     assert checked.returncode == 2, checked.stdout
     hidden = "gpus: auto, but CUDA_VISIBLE_DEVICES='1,1' in the host's environment hides every"
     assert hidden in checked.stdout, checked.stdout
+
+
+@pytest.mark.torch
+def test_exec_gives_devices_the_variable_a_run_gives_them(
+    sim_cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    """Without ``accelerator:``, exec set CUDA_VISIBLE_DEVICES on an Ascend host, where a
+    run's ranks got ASCEND_RT_VISIBLE_DEVICES."""
+    npu = tools(tmp_path / "npu", npu_smi=f"exec cat {ACCEL_DATA / 'npu-smi.txt'}\n")  # 4 NPUs
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml",
+        [("node0", 2, {"setup": npu, "devices": [1, 3]}), ("node1", 2, {"devices": [1, 3]})],
+    )
+    shown = run_cli("exec", sim_cluster, str(hosts), "--", "sh", "-c", "env | grep VISIBLE")
+    assert shown.returncode == 0, shown.stderr
+    assert sorted(shown.stdout.splitlines()) == [
+        "[node0] ASCEND_RT_VISIBLE_DEVICES=1,3",
+        "[node1] CUDA_VISIBLE_DEVICES=1,3",  # no tool: cuda's
+    ]
+    ran = run_cli("run", sim_cluster, str(hosts), "show_env.py")
+    assert ran.returncode == 0, ran.stderr
+    given = {
+        (host, name, value)
+        for _, host, _, text in rank_lines(ran.stdout)
+        for name, value in json.loads(text.split("ENV=", 1)[1]).items()
+        if name.endswith("VISIBLE_DEVICES") and value is not None
+    }
+    assert given == {("node0", "ASCEND_RT_VISIBLE_DEVICES", "1,3"),
+                     ("node1", "CUDA_VISIBLE_DEVICES", "1,3")}  # fmt: skip

@@ -1,9 +1,10 @@
-"""A host's device tool run by the probe (a hung one, a failing one), and what gpus: auto
-counts from a visible-devices variable (torch's own reading)."""
+"""A host's device tool run by the probe (a hung one, a failing one), what gpus: auto counts
+from a visible-devices variable (torch's own reading), and exec's devices: variable."""
 
 from __future__ import annotations
 
 import random
+import shlex
 import time
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from clusterlaunch.core import accelerators
 from clusterlaunch.core.model import HostSpec, Inventory, LaunchOptions, NodePlan, SshTarget
 from clusterlaunch.core.planner import plan_job
 from clusterlaunch.remote import accel
+from clusterlaunch.remote.teardown import job_environ
+from clusterlaunch.remote.wire import parse_args
 
 
 def tool(tmp_path: Path, name: str, body: str) -> Path:
@@ -156,3 +159,41 @@ def test_auto_counts_what_torch_sees(visible: str, count: int, why: str | None) 
         assert said.startswith(why)
         (problem,) = accelerators.judge(_node(None), static)
         assert problem.startswith(f"gpus: auto, but {why}")
+
+
+def test_exec_leaves_the_devices_variable_to_a_host_without_accelerator() -> None:
+    """run's preflight detects the accelerator; exec has none, so its agent picks."""
+    hosts = (
+        HostSpec(host="a", gpus=2, devices=(1, 3)),
+        HostSpec(host="b", gpus=2, devices=(1, 3), accelerator="npu"),
+    )
+    options = LaunchOptions(script="")
+    targets = [SshTarget(alias=h.host, hostname=h.host) for h in hosts]
+    common = {"job_id": "j", "local_env": {}, "local_cwd": "/w", "agent_size": 1}
+    job = plan_job(Inventory("h", hosts), targets, options, exec_argv=["env"], **common)
+    variables = set(accelerators.VISIBLE_DEVICES.values())
+    assert not set(job.nodes[0].env) & variables
+    assert job.nodes[0].agent_argv[-2:] == ("--devices", "1,3")
+    assert "--devices 1,3 -- env" in job.nodes[0].command
+    assert job.nodes[1].env["ASCEND_RT_VISIBLE_DEVICES"] == "1,3"
+    assert "--devices" not in job.nodes[1].agent_argv
+    run = plan_job(Inventory("h", hosts), targets, LaunchOptions(script="t.py"), **common)
+    assert "--devices" not in run.nodes[0].agent_argv  # run: its plan is remade after the probe
+
+
+def test_the_agent_sets_the_variable_of_the_tool_it_finds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    argv = shlex.split("--job-id j --node-rank 0 --grace 5 --heartbeat-timeout 15")
+    args = parse_args([*argv, "--devices", "1,3", "--", "env"])
+    assert job_environ({}, "T=1", args, False) == {
+        "CLUSTERLAUNCH_AGENT": "1",
+        "CUDA_VISIBLE_DEVICES": "1,3",  # no tool: cuda's, as a run's plan would have it
+    }
+    tool(tmp_path, "rocm-smi", "exit 0\n")
+    tool(tmp_path, "npu-smi", "exit 0\n")
+    assert accel.devices_environ("1,3") == {"HIP_VISIBLE_DEVICES": "1,3"}  # the probe's order
+    assert accel.devices_environ(None) == {}
+    no_devices = parse_args([*argv, "--", "env"])
+    assert "HIP_VISIBLE_DEVICES" not in job_environ({}, "T=1", no_devices, False)
