@@ -150,7 +150,7 @@ def _parse_yaml(text: str, path: str) -> Inventory:
 
 def _ssh_client(data: Mapping[str, Any], path: str) -> str | None:
     """``ssh_client:``, one of :data:`SSH_CLIENTS` (``--ssh-client`` wins over it)."""
-    if "ssh_client" not in data:
+    if data.get("ssh_client") is None:
         return None
     value = data["ssh_client"]
     if value not in SSH_CLIENTS:

@@ -211,8 +211,10 @@ def _count(gpus: int | None) -> str:
 
 
 def spare_field(entry: Mapping[str, Any], path: str, field: str) -> bool:
-    """A host entry's ``spare:``: true or false (unset: false)."""
-    value = entry.get("spare", False)
+    """A host entry's ``spare:``: true or false (unset or null: false)."""
+    value = entry.get("spare")
+    if value is None:
+        return False
     if not isinstance(value, bool):
         raise HostsFileError(
             path, key_line(entry, "spare"), field, f"must be true or false, got {shown(value)}"
@@ -222,7 +224,7 @@ def spare_field(entry: Mapping[str, Any], path: str, field: str) -> bool:
 
 def max_restarts_field(data: Mapping[str, Any], path: str) -> int | None:
     """The hosts file's ``max_restarts:`` (``--max-restarts`` wins); None: not given."""
-    if "max_restarts" not in data:
+    if data.get("max_restarts") is None:
         return None
     number = as_int(data["max_restarts"])
     if number is None or not 0 <= number <= MAX_RESTARTS:

@@ -89,7 +89,7 @@ class Agent:
         why = prepare_scratch(self.args.tail_dir)  # a read-only or full /tmp: one line
         if why is not None:
             return self._fail_start(why)
-        env = job_environ(session_environ(), self.token, self.args.grace, self.tail is not None)
+        env = job_environ(session_environ(), self.token, self.args, self.tail is not None)
         argv = self.args.argv if self.tail is None else store_waiting(self.args.argv)
         try:
             self.job = start_job(argv, env)

@@ -197,6 +197,14 @@ def kill_now(pid):
         pass
 
 
+def kill_group_now(group):
+    """SIGKILL every process of process group ``group`` that is still there."""
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 class WorkerWatch:
     """Remembers when each of torchrun's workers died (for cross-host root cause)."""
 

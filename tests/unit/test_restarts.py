@@ -168,10 +168,6 @@ def test_hosts_file_spare_and_max_restarts() -> None:
             "h.yaml:1: max_restarts: must be a whole number 0-1,000, got true",
         ),
         (
-            "max_restarts: ~\nhosts:\n  - {host: a, gpus: 1}\n",
-            "h.yaml:1: max_restarts: must be a whole number 0-1,000, got ~",
-        ),
-        (
             "hosts:\n  - {host: a, gpus: 1, spare: true}\n",
             "h.yaml:2: spare: every host is a spare; mark only idle hosts spare: true",
         ),
