@@ -296,4 +296,4 @@ def _no_report(run: ProbeRun) -> str:
         return reports.python_not_found(run.report.node.python, status, tail)
     if status is None:
         return "no answer from the probe before the preflight timeout"
-    return reports.shell_failure(status, tail)
+    return reports.shell_failure(run.report.node.python, status, tail)

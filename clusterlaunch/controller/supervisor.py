@@ -259,7 +259,7 @@ class Supervisor:
             synced = host.decoder.synced  # the agent's Python started: it wrote its marker
             last = self.router.tails.lines(("host", host.node.host))
             host.status, said, host.lost = verdict.unreported_end(
-                host.status, host.setup, synced, last
+                host.status, host.setup, synced, last, host.node.python
             )
             if said and not self._teardown_started:
                 self.router.message(f"{host.node.host}: {said}")

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from clusterlaunch.core.bootstrap import too_old_python
+from clusterlaunch.core.bootstrap import not_a_python, ran_no_python, too_old_python
 from clusterlaunch.core.errors import JobOutcome
 from clusterlaunch.core.exits import ExitStatus, from_signal, shell_status
 from clusterlaunch.core.lines import TailKeeper
@@ -251,8 +251,20 @@ def _failed_before_python(status: int, in_setup: bool, tail: str) -> str:
     return said + shell_hints(tail)
 
 
+def names_no_python(status: int, in_setup: bool, tail: str) -> bool:
+    """Whether a host's shell that failed before our Python started ran a ``python:`` that is
+    no Python (:func:`~clusterlaunch.core.bootstrap.ran_no_python`): nothing else explains
+    it, neither the setup nor what the shell or srun said (:func:`shell_hints`)."""
+    explained = in_setup or bool(shell_hints(tail)) or "srun: error:" in tail
+    return not explained and ran_no_python(status)
+
+
 def unreported_end(
-    status: int | None, setup: SetupWatch, python_started: bool, last_lines: Sequence[str]
+    status: int | None,
+    setup: SetupWatch,
+    python_started: bool,
+    last_lines: Sequence[str],
+    python: str,
 ) -> tuple[int | None, str | None, bool]:
     """A host's stream ended without the agent's exit record: its status, what to say,
     and whether the host was lost.
@@ -264,11 +276,19 @@ def unreported_end(
     sourcing a script that ends in ``exit 0``, ``python: /bin/true``) ran
     nothing: it counts as failed, with 255 (no report), but was not lost.
     A Python older than the hosts need said so in its ``last_lines`` (the
-    bootstrap's one line): nothing started, which is 2, as for a setup timeout.
+    bootstrap's one line): nothing started, which is 2, as for a setup timeout; and so
+    is a ``python:`` that is no Python, which ``check`` and ``run`` refuse with 2 too
+    (its own status, bash's 2 or env's 125, says nothing of the job).
     """
     said_last = "\n".join(last_lines)
     if setup.timed_out or too_old_python(said_last):
         return int(ExitStatus.USAGE), None, False
+    if (
+        not python_started
+        and status is not None
+        and names_no_python(status, setup.running, said_last)
+    ):
+        return int(ExitStatus.USAGE), not_a_python(python, status), False
     if status == ExitStatus.OK and not python_started:
         return int(ExitStatus.HOST_LOST), ended_before_python(setup.running), False
     if not python_started and status is not None and not lost_without_report(status):

@@ -34,12 +34,14 @@ _CHECKS = (
     "accel",
     "torchfiles",
     "execformat",
+    "findmodule",
     "checks",
 )
 """The preflight's checks and what they use: the probe (``check``) and the agent (``run``)."""
 BUNDLES = {
     "agent": (
         *_CHECKS,
+        "channel",
         "teardown",
         "gate",
         "rootcause",
@@ -49,7 +51,7 @@ BUNDLES = {
         "storewait",
         "agent",
     ),
-    "probe": (*_CHECKS, "probe"),
+    "probe": (*_CHECKS, "channel", "probe"),
     "jobctl": (
         "core/exits",
         "core/protocol",

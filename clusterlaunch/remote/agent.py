@@ -1,14 +1,13 @@
 """The per-host agent: runs one node's job, streams it, and takes it down with the channel.
 
-Shipped as source over the SSH channel's stdin and run by the host's Python
-(stdlib only, Python >= 3.8). It
+Shipped over the SSH channel's stdin, run by the host's Python (stdlib, >= 3.8). It
 
 * for ``run`` (given ``--nonce``), first checks its host as the preflight
   probe would and starts nothing until the controller's go (``remote/gate.py``);
 * starts the job (torchrun, or a plain command for ``clusterlaunch exec``) in a
   session of its own and becomes child subreaper, so the whole tree stays ours;
-* forwards the job's output as frames on stdout: torchrun's own streams and, byte
-  for byte, each worker's file (torchrun ``--redirects 3``) tagged with its rank;
+* forwards the job's output as frames on its stdout, moved first out of reach (``channel.py``):
+  torchrun's streams and, byte for byte, each worker's file (``--redirects 3``) by rank;
 * reads its stdin for control: ``h`` heartbeat, ``t`` graceful teardown, ``k`` kill
   now; EOF (controller gone) or no heartbeat for ``--heartbeat-timeout`` s also do;
 * on teardown sends SIGTERM once to every process of the job (by PID and group,
@@ -27,6 +26,7 @@ import time
 
 from clusterlaunch.core.exits import ExitStatus, shell_status  # bundle: strip
 from clusterlaunch.core.protocol import JOB_STDERR  # bundle: strip
+from clusterlaunch.remote.channel import take_channel  # bundle: strip
 from clusterlaunch.remote.gate import checked_and_go  # bundle: strip
 from clusterlaunch.remote.proctree import (  # bundle: strip
     WorkerWatch,  # bundle: strip
@@ -55,9 +55,9 @@ CHUNK = 1 << 18
 class Agent:
     """One node's job from start to the last process gone."""
 
-    def __init__(self, args):
+    def __init__(self, args, channel):
         self.args = args
-        self.out = Output()
+        self.out = Output(channel)
         self.token = "CLUSTERLAUNCH_AGENT=%d.%d" % (os.getpid(), int(time.time() * 1e6))
         self.killer = TreeKiller(os.getpid(), self.token, args.grace)
         self.tail = None  # the rank files, from start(): the first rank may come with the go
@@ -76,8 +76,8 @@ class Agent:
     def start(self):
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
             signal.signal(signum, self._on_signal)
-        # A child's end wakes the loop (wakeup fd): torchrun's pipes end just before its
-        # exit status is ready, and the loop then slept 50 ms (a run's end: 0.02/0.07 s).
+        # A child's end wakes the loop (wakeup fd): torchrun's pipes end just before its exit
+        # status is ready, and the loop then slept 50 ms (a run's end: 0.02/0.07 s).
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)
         os.set_blocking(self.wake_w, False)
         signal.set_wakeup_fd(self.wake_w)
@@ -177,7 +177,7 @@ class Agent:
         readers = [self.wake_r] + ([self.control.fd] if self.control.open else [])
         if self.pipes is not None and not self.out.full:
             readers += self.pipes.fds()
-        writers = [1] if self.out.unsent and not self.out.broken else []
+        writers = [self.out.fd] if self.out.unsent and not self.out.broken else []
         try:
             ready, _, _ = select.select(readers, writers, [], timeout)
         except InterruptedError:
@@ -262,8 +262,7 @@ class Agent:
     def read_to_end(self):
         """Send every byte the job wrote: its processes are gone, so all of it is there now.
 
-        Not bounded in time: a slow controller makes the output wait (the
-        8 MiB cap), it never drops it.
+        Not bounded in time: a slow controller makes it wait (8 MiB cap), never drops it.
         """
         if self.tail is not None:
             self.tail.freeze()
@@ -290,9 +289,10 @@ class Agent:
 
 
 def main(argv=None):
+    channel = take_channel()  # first: before site.main(), a -m search or the job
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    code = Agent(args).run()
-    sys.stdout.flush()
+    code = Agent(args, channel).run()
+    sys.stdout.flush()  # fd 1 is stderr now: what user code printed
     os._exit(code)
 
 

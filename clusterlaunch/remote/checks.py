@@ -19,6 +19,7 @@ import sys
 
 from clusterlaunch.remote.accel import find_devices  # bundle: strip
 from clusterlaunch.remote.execformat import start_problem  # bundle: strip
+from clusterlaunch.remote.findmodule import module_problem  # bundle: strip
 from clusterlaunch.remote.records import (  # bundle: strip
     hostname,  # bundle: strip
     killed_at,  # bundle: strip
@@ -39,41 +40,6 @@ def torch_version():
         return metadata.version("torch")
     except metadata.PackageNotFoundError:
         return None
-
-
-def module_problem(name):
-    """Why ``python -m NAME`` would not start here, or None.
-
-    ``find_spec`` imports the parent packages, as ``python -m`` itself does.
-    """
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec(name)
-        package = spec is not None and spec.submodule_search_locations is not None
-        if package and importlib.util.find_spec(name + ".__main__") is None:
-            return "%r is a package without __main__.py; python -m cannot run it" % name
-    except ModuleNotFoundError as exc:  # a parent package is missing
-        return "no module %r for %s in %s (%s); check the name, workdir: and python:" % (
-            name,
-            sys.executable,
-            os.getcwd(),
-            exc,
-        )
-    except Exception as exc:  # a package's __init__ may raise anything
-        return "module %r cannot be imported in %s: %s: %s" % (
-            name,
-            os.getcwd(),
-            type(exc).__name__,
-            exc,
-        )
-    if spec is None:
-        return "no module %r for %s in %s; check the name, workdir: and python:" % (
-            name,
-            sys.executable,
-            os.getcwd(),
-        )
-    return None
 
 
 def script_problem(path):

@@ -46,6 +46,8 @@ def await_go(args, out, control):
 
     # The agent runs with -S (fast start, stdlib only); the checks need the
     # job's own sys.path, .pth files included: the torch it imports, -m modules.
+    # What site runs (sitecustomize.py, .pth lines) may print: the agent's main()
+    # took the channel off fd 1 before anything else (remote/channel.py).
     site.main()
     deadline = control.started + args.preflight_timeout
     fields, listener = static_stage(args)

@@ -95,6 +95,31 @@ def test_the_preflight_checks_the_module_and_the_program(sim_cluster, tmp_path: 
     assert result.stderr.count("program 'no-such-program' not found in PATH") == 2
 
 
+def test_what_site_and_a_module_print_before_the_job_is_host_output(
+    sim_cluster, tmp_path: Path
+) -> None:
+    """A sitecustomize.py that prints (the preflight's site.main() runs it) and a package
+    whose __init__ prints or needs torchrun's environment. The agent wrote the prints into
+    its channel: a job that succeeded was "host node1 was lost" (255), and check -m said
+    "garbled probe output"; the module check ran the __init__, which refused the job
+    (KeyError: 'LOCAL_RANK')."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text("print('site: ' + 'x' * 10000)\n")
+    (tmp_path / "chatty").mkdir()
+    init = "import os\nprint('chatty: loading config')\nRANK = int(os.environ['LOCAL_RANK'])\n"
+    (tmp_path / "chatty" / "__init__.py").write_text(init)
+    shutil.copy(WORKERS / "allreduce.py", tmp_path / "chatty" / "train.py")
+    setup = {"setup": f"export PYTHONPATH={tmp_path / 'site'}:{WORKERS}"}
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, setup), ("node1", 1, setup)])
+    result = run_cli("check", sim_cluster, "-m", str(hosts), "chatty.train", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    result = run_cli("run", sim_cluster, "-m", str(hosts), "chatty.train", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summed = [rank for rank, _, _, text in rank_lines(result.stdout) if "SUM=3 " in text]
+    assert sorted(summed) == [0, 1], result.stdout[-2000:]
+    assert "garbled" not in result.stderr and "lost" not in result.stderr
+
+
 def test_a_directory_and_a_zipapp_run_like_a_script(sim_cluster, tmp_path: Path) -> None:
     """``python DIR`` runs DIR/__main__.py and ``python app.pyz`` the archive: torchrun does,
     so neither the local check nor the hosts' preflight may refuse them."""

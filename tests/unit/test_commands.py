@@ -374,4 +374,4 @@ def test_setup_with_or_does_not_bypass_failed_cd(tmp_path: Path) -> None:
 
 def test_stdlib_programs_skip_site_packages() -> None:
     assert commands.bootstrap_argv("/py", "agent", 1, site=False)[:3] == ["/py", "-S", "-c"]
-    assert commands.bootstrap_argv("/py", "probe", 1)[:2] == ["/py", "-c"]  # finds torch
+    assert commands.bootstrap_argv("/py", "doctor", 1)[:2] == ["/py", "-c"]  # finds torch

@@ -697,7 +697,7 @@ def test_probe_command_uses_the_job_prefix() -> None:
     command = probe_command(node, "10.0.0.1", 0, "n0nce", "train.py", True, 999, 42, "job7")
     probe_argv = [
         "env", "A=1", f"{JOB_ID_VAR}={JOB}",
-        *commands.bootstrap_argv("python3", "probe", 999),
+        *commands.bootstrap_argv("python3", "probe", 999, site=False),
         "--master-addr", "10.0.0.1", "--nonce", "n0nce",
         "--timeout", f"{PROBE_DIAL_TIMEOUT_S:g}", "--listen", "0",
         "--script", "train.py", "--need-torch",

@@ -238,3 +238,33 @@ def test_a_lost_host_outweighs_the_signals_its_loss_sent_the_others() -> None:
 )
 def test_which_endings_without_a_report_are_a_lost_host(status: int | None, lost: bool) -> None:
     assert lost_without_report(status) is lost
+
+
+def test_a_python_that_is_no_python_is_named_with_its_fix() -> None:
+    """``python: /bin/bash`` (``env``, ``cat``, ``perl``): exec exited with the program's own
+    status (2, 125, 1, 29) and said "the shell failed ... before clusterlaunch's Python
+    started"; check and run quoted bash's syntax error. Now one line: python: and its fix."""
+    from clusterlaunch.core.outcome import unreported_end
+    from clusterlaunch.core.reports import shell_failure
+    from clusterlaunch.core.setupguard import SetupWatch
+
+    fix = "set python: to a Python 3.8 or newer in the hosts file (or --python)"
+    for status, tail in ((2, "/bin/bash: -S: invalid option"), (125, ""), (1, ""), (29, "")):
+        code, said, lost = unreported_end(
+            status, SetupWatch("h", expected=False), False, [tail], "/bin/x"
+        )
+        assert (code, lost) == (2, False)
+        before = f"(it exited {status} before clusterlaunch's Python started)"
+        assert said == f"python: /bin/x is not a Python {before}; {fix}"
+        assert shell_failure("/bin/x", status, tail) == said
+    # What something else explains keeps its own words and status.
+    cd_failed = "bash: line 1: cd: /nope: No such file or directory"
+    assert unreported_end(1, SetupWatch("h", expected=False), False, [cd_failed], "/bin/x")[0] == 1
+    assert "python:" not in shell_failure("/bin/x", 1, "srun: error: Slurm job 4 has expired")
+    assert "python: /bin/x" not in shell_failure("/bin/x", 127, "bash: /bin/x: not found")
+    assert (
+        unreported_end(137, SetupWatch("h", expected=False), False, [], "/bin/x")[0] == 137
+    )  # a signal
+    assert (
+        unreported_end(98, SetupWatch("h", expected=False), False, [], "/bin/x")[0] == 98
+    )  # stdin cut short
