@@ -96,7 +96,7 @@ class Supervisor:
         self._teardown_started = True
         if self.stop is not None and self.quiet_teardown:
             self.router.quiet_hosts()
-        self._request_teardown(b"t")
+        self._send_all(b"t")
         deadline = self.clock() + self.grace + 3.0
         hurry = False
         # Only hosts with an agent can end: after an unexpected error while starting, waiting
@@ -132,7 +132,7 @@ class Supervisor:
             return False  # the hosts are stopping already, for the same reason
         again = "second interrupt" if signalled else f"{stop.reason} during the teardown"
         self.router.message(f"{again}: killing everything now")
-        self._request_teardown(b"k")
+        self._send_all(b"k")
         return True
 
     # -- start ----------------------------------------------------------------
@@ -210,6 +210,8 @@ class Supervisor:
         if event.get("event") == "started":
             host.started = event
             self.router.started(host.node.host)
+        elif event.get("event") == "store":  # node 0's own torchrun listens: the others may dial
+            self._send_all(b"s")
         elif signalled is not None:
             if self.fail_fast:
                 self._set_stop(signalled)
@@ -286,7 +288,8 @@ class Supervisor:
         self._set_stop(JobOutcome(stop.exit_code, stop.reason, stopped=True))
         return replaced
 
-    def _request_teardown(self, command: bytes) -> None:
+    def _send_all(self, command: bytes) -> None:
+        """A control byte to every running host (one whose channel takes none: stdin closed)."""
         for host in self.hosts:
             if host.process is not None and not host.done and not host.process.send(command):
                 host.process.close_stdin()

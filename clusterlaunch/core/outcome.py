@@ -20,6 +20,7 @@ from clusterlaunch.core.errors import JobOutcome
 from clusterlaunch.core.exits import ExitStatus, from_signal, shell_status
 from clusterlaunch.core.lines import TailKeeper
 from clusterlaunch.core.model import NodePlan
+from clusterlaunch.core.porttaken import port_taken
 from clusterlaunch.core.setupguard import SetupWatch
 
 
@@ -93,11 +94,13 @@ def decide_outcome(
             rank=rank,
             tail=tails.lines(rank),
         )
+    tail = tails.lines(("host", culprit.node.host))
     return JobOutcome(
         culprit.code,
-        f"{culprit.node.host} exited with code {culprit.code}",
+        f"{culprit.node.host} exited with code {culprit.code}"
+        + port_taken(tail, culprit.node.argv),
         host=culprit.node.host,
-        tail=tails.lines(("host", culprit.node.host)),
+        tail=tail,
     )
 
 

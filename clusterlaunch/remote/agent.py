@@ -33,6 +33,7 @@ from clusterlaunch.remote.proctree import (  # bundle: strip
     become_subreaper,  # bundle: strip
     descendants,  # bundle: strip
     kill_now,  # bundle: strip
+    route_signals,  # bundle: strip
     signal,  # bundle: strip
     tree_is_complete,  # bundle: strip
 )  # bundle: strip
@@ -44,7 +45,7 @@ from clusterlaunch.remote.records import (  # bundle: strip
 from clusterlaunch.remote.rootcause import parse_root_cause, root_cause_complete  # bundle: strip
 from clusterlaunch.remote.scratch import prepare_scratch  # bundle: strip
 from clusterlaunch.remote.spawn import session_environ, start_job  # bundle: strip
-from clusterlaunch.remote.storewait import store_waiting  # bundle: strip
+from clusterlaunch.remote.storewait import NoGate, store_gate  # bundle: strip
 from clusterlaunch.remote.tail import JobPipes, RankTail  # bundle: strip
 from clusterlaunch.remote.teardown import TreeKiller, job_environ  # bundle: strip
 from clusterlaunch.remote.wire import Control, Output, parse_args  # bundle: strip
@@ -63,6 +64,7 @@ class Agent:
         self.tail = None  # the rank files, from start(): the first rank may come with the go
         self.watch = WorkerWatch()
         self.job = None
+        self.store = NoGate(args.argv)  # how torchrun starts: from start()
         self.pipes = None
         self.signals = []  # recorded by the handler, acted on by the loop
         self.hurry = False  # told twice to stop: no more grace, no more waiting
@@ -73,14 +75,8 @@ class Agent:
         self.forced_code = None  # set when we end a torchrun that already failed
 
     # -- start ----------------------------------------------------------------
-    def start(self):
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
-            signal.signal(signum, self._on_signal)
-        # A child's end wakes the loop (wakeup fd): torchrun's pipes end just before its exit
-        # status is ready, and the loop then slept 50 ms (a run's end: 0.02/0.07 s).
-        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
-        os.set_blocking(self.wake_w, False)
-        signal.set_wakeup_fd(self.wake_w)
+    def start(self, held):
+        route_signals(lambda signum, frame: self.signals.append(signum), self.wake_w)
         subreaper = become_subreaper()
         self.killer.tree_complete = tree_is_complete(subreaper)
         self.out.start()
@@ -90,9 +86,10 @@ class Agent:
         if why is not None:
             return self._fail_start(why)
         env = job_environ(session_environ(), self.token, self.args, self.tail is not None)
-        argv = self.args.argv if self.tail is None else store_waiting(self.args.argv)
+        self.store = store_gate(self.args.argv, torchrun=self.tail is not None)
+        held.stop()  # node 0's master port, held to this instant: now whoever binds it has it
         try:
-            self.job = start_job(argv, env)
+            self.job = start_job(self.store.argv, env, self.store.pass_fds)
         except OSError as exc:  # StartFailed: the status a shell gives, 126 or 127
             return self._fail_start("cannot start %s: %s" % (self.args.argv[0], exc), exc)
         self.pipes = JobPipes(self.job.stdout, self.job.stderr)
@@ -113,9 +110,6 @@ class Agent:
         self.out.event(event="exit", reason=self.reason, code=code, message=why)
         return False
 
-    def _on_signal(self, signum, frame):
-        self.signals.append(signum)  # only recorded: see handle_signals
-
     def handle_signals(self):
         while self.signals:
             signum = self.signals.pop(0)
@@ -131,9 +125,10 @@ class Agent:
     def run(self):
         """Pump until the job and everything it started are gone; return the exit code."""
         self.out.start()
-        if self.args.nonce is not None and not checked_and_go(self.args, self.out, self.control):
+        held = checked_and_go(self.args, self.out, self.control)
+        if held is None:
             return ExitStatus.NOT_STARTED  # nothing started: the controller said no, or left
-        if not self.start():
+        if not self.start(held):
             self.deliver()
             return ExitStatus.NOT_STARTED
         code = None
@@ -149,7 +144,7 @@ class Agent:
                 if self.killer.step() and code is not None:
                     break
             self.check_heartbeat()
-            self.wait(0 if busy else 0.05)
+            self.wait(0 if busy else self.store.idle_s(0.05))
         return self.finish(code)
 
     def pump(self):
@@ -159,6 +154,7 @@ class Agent:
             moved = self.read_inputs(final=False)
         if self.tail is not None and self.job is not None and self.job.poll() is None:
             self.watch.poll(self.job.pid)
+            self.store.watch(self.job.pid, self.out)  # node 0: says when its own torchrun listens
         self.out.flush()
         return moved
 
@@ -190,6 +186,8 @@ class Agent:
 
     def read_control(self):
         data = self.control.read()
+        if b"s" in data:  # node 0's own torchrun listens on the master port
+            self.store.release()
         if not data:
             self.begin_teardown("eof")  # controller gone or channel closed
         elif b"k" in data:

@@ -9,7 +9,9 @@ running on this host, or its temporary directory already taken (another
 user's, or a leftover): either would stop the agent.
 
 Node 0 (``listen``) binds the master port (``0`` = pick a free one), reports
-it, and answers connection checks until told the check is over. Every node
+it, and answers connection checks until the agent starts the job (the check
+is over by then; holding the port to the last instant leaves the least time
+for anything else to take it before torchrun's store binds it). Every node
 then dials ``master_addr:PORT`` and sends a nonce; only our own listener
 echoes it, so a hit on some other service does not count.
 """
@@ -193,27 +195,27 @@ class Serving:
     """Node 0's listener for the connection check, answered by :func:`serve` in a thread."""
 
     def __init__(self, listener, nonce, timeout):
-        import threading  # here: the agent bundles this module, and an exec starts no thread
-
         self.listener = listener
         self.timeout = timeout
-        self.stopping = threading.Event()
         self.thread = None
         if listener is not None:
+            import threading  # here: the agent bundles this module, and an exec starts no thread
+
+            self.stopping = threading.Event()
             serving = (listener, nonce, self.stopping, timeout)
             self.thread = threading.Thread(target=serve, args=serving, daemon=True)
             self.thread.start()
 
     def stop(self):
-        """Close the listener and wait for the thread to end.
+        """Close the listener (the port is free from here on) and wait for the thread to end.
 
         The agent forks the job next, and a fork beside a live thread may
         deadlock the child (Python 3.12 warns of it): the shutdown wakes an
         ``accept`` at once instead of at its next 0.2 s timeout.
         """
-        self.stopping.set()
         if self.listener is None:
             return
+        self.stopping.set()
         try:
             self.listener.shutdown(2)  # socket.SHUT_RDWR
         except OSError:

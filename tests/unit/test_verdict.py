@@ -8,6 +8,7 @@ its own (137: the OOM killer) failed, and the summary names it.
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -268,3 +269,65 @@ def test_a_python_that_is_no_python_is_named_with_its_fix() -> None:
     assert (
         unreported_end(98, SetupWatch("h", expected=False), False, [], "/bin/x")[0] == 98
     )  # stdin cut short
+
+
+# How torch says its store could not listen: with libuv (torch >= 2.4), and before it.
+PORT_TAKEN = [
+    "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+    "network address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: "
+    "address already in use",
+    "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+    "network address. The server socket has failed to bind to [::]:29500 (errno: 98 - Address "
+    "already in use). The server socket has failed to bind to 0.0.0.0:29500 (errno: 98 - "
+    "Address already in use).",
+]
+TORCHRUN_FAILED = {"event": "exit", "reason": "exited", "code": 1, "root_cause": None}
+
+
+def _first_summary_line(last_line: str, hosts: tuple[str, str] = ("a", "b")) -> str:
+    """The summary's first line when node 0's torchrun failed with ``last_line`` last."""
+    plan = two_ranks_per_host(hosts)
+    states = [HostState(node, done=True, status=0, order=node.node_rank + 1) for node in plan.nodes]
+    states[0].ended, states[1].ended = TORCHRUN_FAILED, TORN_DOWN
+    ranks = [(r, n.host, r - n.first_rank) for n in plan.nodes for r in n.global_ranks]
+    console = Console(io.BytesIO(), io.BytesIO())
+    router = OutputRouter(Prefixes(ranks, list(hosts), False), console)
+    router.host_output(
+        hosts[0], True, f"Traceback (most recent call last):\n{last_line}\n".encode()
+    )
+    outcome = decide_outcome(JobOutcome(1, f"{hosts[0]} failed"), states, router.tails)
+    assert (outcome.exit_code, outcome.host) == (1, hosts[0])
+    return render.outcome_text(outcome).splitlines()[0]
+
+
+@pytest.mark.parametrize("said", PORT_TAKEN)
+def test_node_0_s_torchrun_finding_the_master_port_taken_is_said_in_one_line(said: str) -> None:
+    assert _first_summary_line(said) == (
+        "job failed: a exited with code 1: its torchrun could not listen on the master port "
+        "29500, which something else took after the preflight had checked it free "
+        "(EADDRINUSE); run again with master_port: auto (--master-port auto), or free the "
+        "port or choose another"
+    )
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "RuntimeError: [gloo/transport/tcp/pair.cc:] bind: Address already in use",  # not the store
+        "torch.distributed.DistNetworkError: The server socket has failed to listen on any "
+        "local network address. port: 29500, code: -13, name: EACCES, message: permission denied",
+    ],
+)
+def test_other_failures_of_a_torchrun_get_no_port_line(said: str) -> None:
+    assert _first_summary_line(said) == "job failed: a exited with code 1"
+
+
+def test_troubleshooting_quotes_the_port_line() -> None:
+    quoted = _quoted_line("docs/troubleshooting.md", "clusterlaunch: job failed: node0 exited")
+    real = _first_summary_line(PORT_TAKEN[0], hosts=("node0", "node1"))
+    assert quoted == "clusterlaunch: " + real.replace("29500", "42875")
+
+
+def _quoted_line(doc: str, start: str) -> str:
+    text = (Path(__file__).resolve().parents[2] / doc).read_text()
+    return next(line for line in text.splitlines() if line.startswith(start))
