@@ -279,9 +279,8 @@ def unreported_end(
     sourcing a script that ends in ``exit 0``, ``python: /bin/true``) ran
     nothing: it counts as failed, with 255 (no report), but was not lost.
     A Python older than the hosts need said so in its ``last_lines`` (the
-    bootstrap's one line): nothing started, which is 2, as for a setup timeout; and so
-    is a ``python:`` that is no Python, which ``check`` and ``run`` refuse with 2 too
-    (its own status, bash's 2 or env's 125, says nothing of the job).
+    bootstrap's one line): nothing started, which is 2, as for a setup timeout, and for a
+    ``python:`` that is no Python (its own status, bash's 2, says nothing of the job).
     """
     said_last = "\n".join(last_lines)
     if setup.timed_out or too_old_python(said_last):
