@@ -20,7 +20,7 @@ from clusterlaunch.controller.readloop import SuspendWatch, Sweeps, read_round, 
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core import defaults
 from clusterlaunch.core import outcome as verdict
-from clusterlaunch.core.errors import JobOutcome, OutputLost, StopJob, TransportError
+from clusterlaunch.core.errors import HOST_LOST, JobOutcome, OutputLost, StopJob, TransportError
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.frames import Frame, FrameError
 from clusterlaunch.core.model import JobPlan
@@ -139,7 +139,9 @@ class Supervisor:
     def _start_all(self) -> None:
         hosts = [host for host in self.hosts if host.process is None]  # run's: held.hand_over
         starts = [(host.connection, host.node.command, program_payload("agent")) for host in hosts]
-        for host, process in zip(hosts, start_all(starts, self.fanout, "agent"), strict=True):
+        for host, process in zip(
+            hosts, start_all(starts, self.fanout, "agent", self._awake), strict=True
+        ):
             if not isinstance(process, TransportError):
                 host.process = process
                 continue
@@ -241,7 +243,7 @@ class Supervisor:
             self._ended_count += 1
             host.order, host.ended_before_stop = self._ended_count, self.stop is None
             self._flush(host)
-            self.router.message(f"{host.node.host}: host lost (no answer to keepalives)")
+            self.router.message(f"{host.node.host}: {HOST_LOST}")
             if self.fail_fast:
                 self._set_stop(JobOutcome(ExitStatus.HOST_LOST, f"host {host.node.host} was lost"))
             else:
