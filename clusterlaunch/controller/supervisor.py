@@ -139,9 +139,8 @@ class Supervisor:
     def _start_all(self) -> None:
         hosts = [host for host in self.hosts if host.process is None]  # run's: held.hand_over
         starts = [(host.connection, host.node.command, program_payload("agent")) for host in hosts]
-        for host, process in zip(
-            hosts, start_all(starts, self.fanout, "agent", self._awake), strict=True
-        ):
+        processes = start_all(starts, self.fanout, "agent", self._awake)
+        for host, process in zip(hosts, processes, strict=True):
             if not isinstance(process, TransportError):
                 host.process = process
                 continue
