@@ -93,12 +93,34 @@ def decide_outcome(
             rank=rank,
             tail=tails.lines(rank),
         )
+    code = (culprit.ended or {}).get("code")
+    if isinstance(code, int) and code < 0:  # a signal, and no rank to blame
+        return _killed(culprit, -code, tails)
     return JobOutcome(
         culprit.code,
         f"{culprit.node.host} exited with code {culprit.code}",
         host=culprit.node.host,
         tail=tails.lines(("host", culprit.node.host)),
     )
+
+
+def _killed(host: HostState, signum: int, tails: TailKeeper) -> JobOutcome:
+    """A host's job (torchrun, or ``exec``'s command) that a signal killed: not clusterlaunch,
+    which says so when it kills (``kill``, a teardown); someone or something on the host."""
+    torchrun = host.node.argv[1:3] == ("-m", "torch.distributed.run")
+    what = "torchrun" if torchrun else "the command"
+    name, where = _signal_name(signum), host.node.host
+    reason = f"{what} on {where} was killed by {name}, not by clusterlaunch (exit code {host.code})"
+    # torchrun's own last lines (its warnings) are not why it died; a command's may be.
+    tail = [] if torchrun else tails.lines(("host", where))
+    return JobOutcome(host.code, reason, host=where, tail=tail)
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def _with_earlier_failures(stop: JobOutcome, hosts: Sequence[HostState]) -> JobOutcome:
@@ -162,13 +184,9 @@ def signal_stop(host: str, event: Mapping[str, Any]) -> JobOutcome | None:
     if event.get("event") != "stopping" or number == reason or not number.isdigit():
         return None
     signum = int(number)
-    try:
-        name = signal.Signals(signum).name
-    except ValueError:
-        name = f"signal {signum}"
     return JobOutcome(
         from_signal(signum),
-        f"the agent on {host} got {name} (scancel, a time limit, a shutdown?)",
+        f"the agent on {host} got {_signal_name(signum)} (scancel, a time limit, a shutdown?)",
         host=host,
         stopped=True,
     )

@@ -8,6 +8,7 @@ its own (137: the OOM killer) failed, and the summary names it.
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -133,6 +134,28 @@ def test_a_host_failing_without_a_root_cause_is_named() -> None:
     outcome = decide_outcome(JobOutcome(143, "b failed"), hosts, router.tails)
     assert (outcome.exit_code, outcome.host, outcome.stopped) == (143, "b", False)
     assert render.outcome_text(outcome).startswith("job failed: b exited with code 143")
+
+
+def test_a_torchrun_killed_by_a_signal_says_so_and_quotes_none_of_its_lines() -> None:
+    """It was 'b exited with code 137' over torchrun's last warning, unrelated: as if it
+    had failed by itself, and nothing told it from clusterlaunch kill's 137."""
+    hosts, router = _setup({"a": TORN_DOWN, "b": {"event": "exit", "reason": "exited", "code": -9}})
+    outcome = decide_outcome(JobOutcome(137, "b failed"), hosts, router.tails)
+    assert outcome == JobOutcome(
+        137, "torchrun on b was killed by SIGKILL, not by clusterlaunch (exit code 137)", host="b"
+    )
+    assert render.outcome_text(outcome) == f"job failed: {outcome.reason}"
+
+
+def test_an_exec_command_killed_by_a_signal_keeps_its_last_lines() -> None:
+    hosts, router = _setup({"a": TORN_DOWN, "b": {"event": "exit", "reason": "exited", "code": -9}})
+    hosts[1].node = replace(hosts[1].node, argv=("sh", "-c", "make"))
+    outcome = decide_outcome(JobOutcome(137, "b failed"), hosts, router.tails)
+    assert (
+        outcome.reason
+        == "the command on b was killed by SIGKILL, not by clusterlaunch (exit code 137)"
+    )
+    assert outcome.tail == ["torchrun: worker failed"]  # here: the command's own line
 
 
 def test_exec_without_fail_fast_lists_every_failed_host() -> None:
