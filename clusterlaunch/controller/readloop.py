@@ -71,6 +71,10 @@ class SuspendWatch:
         self._last_tick = now
         return self._resumed_at is None or now - self._resumed_at >= RESUME_GRACE_S
 
+    def just_resumed(self) -> bool:
+        """True within ``RESUME_GRACE_S`` of a resume: a silence the hosts report now was ours."""
+        return not self()
+
 
 def read_round(
     processes: Sequence[tuple[K, RemoteProcess]],

@@ -23,6 +23,7 @@ from clusterlaunch.core import outcome as verdict
 from clusterlaunch.core.errors import HOST_LOST, JobOutcome, OutputLost, StopJob, TransportError
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.frames import Frame, FrameError
+from clusterlaunch.core.losttouch import host_stopped_the_job
 from clusterlaunch.core.model import JobPlan
 from clusterlaunch.core.protocol import EVENT, JOB_STDERR, JOB_STDOUT, NOISE
 from clusterlaunch.remote import program_payload
@@ -48,6 +49,7 @@ class Supervisor:
         fanout: int = defaults.FANOUT,
         stall_check: Callable[[], JobOutcome | None] | None = None,
         timeout_shown: float | None = None,
+        heartbeat_timeout: float = defaults.HEARTBEAT_TIMEOUT_S,
     ) -> None:
         """``fail_fast``: the first failing host stops all (torchrun jobs; ``exec --fail-fast``).
 
@@ -55,6 +57,7 @@ class Supervisor:
         goes to the log only (for ``exec``, host output *is* the job's output).
         ``fanout``: agents started at once. ``stall_check``: ``--stall-timeout``'s.
         ``timeout_shown``: the ``--timeout`` given, when ``timeout`` is what a restart left of it.
+        ``heartbeat_timeout``: the agents', named when a host and this controller lost touch.
         """
         self.plan = plan
         self.fanout = fanout
@@ -66,6 +69,7 @@ class Supervisor:
         self.timeout = timeout
         self.timeout_shown = timeout if timeout_shown is None else timeout_shown
         self.grace = grace
+        self.heartbeat_timeout = heartbeat_timeout
         self.clock = clock
         self.hosts = [HostRun(node, connection=connections[node.host]) for node in plan.nodes]
         self.stop: JobOutcome | None = None
@@ -118,7 +122,8 @@ class Supervisor:
         for host in self.hosts:
             if not host.done:
                 self._flush(host)
-                self.router.message(f"{host.node.host}: no confirmation that the job ended")
+            if note := host.teardown_note(self.heartbeat_timeout, self.plan.job_id):
+                self.router.message(note)
             if host.process is not None:
                 host.process.close()
 
@@ -219,13 +224,10 @@ class Supervisor:
         elif event.get("event") == "stopping" and event.get("reason") == "killed":
             self._set_stop(JobOutcome(ExitStatus.KILLED, KILLED, stopped=True))
         elif event.get("event") == "stopping" and event.get("reason") == "controller-lost":
-            self.router.message(
-                f"{host.node.host}: the host stopped the job: it heard nothing from this "
-                "controller for --heartbeat-timeout seconds (was clusterlaunch suspended?)"
-            )
-            self._set_stop(
-                JobOutcome(ExitStatus.HOST_LOST, "the hosts lost touch with the controller")
-            )
+            suspended = self._awake.just_resumed()
+            said, stop = host_stopped_the_job(host.node.host, self.heartbeat_timeout, suspended)
+            self.router.message(said)
+            self._set_stop(stop)
         elif event.get("event") == "exit":
             host.ended = event
             if event.get("message"):
@@ -242,6 +244,7 @@ class Supervisor:
             self._ended_count += 1
             host.order, host.ended_before_stop = self._ended_count, self.stop is None
             self._flush(host)
+            host.cut_off = True
             self.router.message(f"{host.node.host}: {HOST_LOST}")
             if self.fail_fast:
                 self._set_stop(JobOutcome(ExitStatus.HOST_LOST, f"host {host.node.host} was lost"))
@@ -259,11 +262,7 @@ class Supervisor:
             # No exit report: the agent never ran, or the host went away under it;
             # in teardown too (a failed Slurm node's srun ends after the other steps
             # got Slurm's SIGTERM: the lost host is still the cause).
-            synced = host.decoder.synced  # the agent's Python started: it wrote its marker
-            last = self.router.tails.lines(("host", host.node.host))
-            host.status, said, host.lost = verdict.unreported_end(
-                host.status, host.setup, synced, last, host.node.python
-            )
+            said = host.judge_unreported_end(self.router.tails.lines(("host", host.node.host)))
             if said and not self._teardown_started:
                 self.router.message(f"{host.node.host}: {said}")
             if host.lost and self.fail_fast:

@@ -13,7 +13,7 @@ from typing import Any
 from clusterlaunch.core.bootstrap import not_a_python, too_old_python
 from clusterlaunch.core.errors import HostProblem
 from clusterlaunch.core.model import NodePlan
-from clusterlaunch.core.outcome import ended_before_python, names_no_python, shell_hints
+from clusterlaunch.core.unreported import ended_before_python, names_no_python, shell_hints
 
 
 @dataclass
@@ -121,7 +121,7 @@ def python_not_found(python: str, status: int, tail: str) -> str:
 
 def shell_failure(python: str, status: int, tail: str) -> str:
     """A host's shell that ended before Python started, and why if we can tell
-    (:func:`~clusterlaunch.core.outcome.shell_hints`; a ``python:`` that is no Python)."""
+    (:func:`~clusterlaunch.core.unreported.shell_hints`; a ``python:`` that is no Python)."""
     if status == 0:
         return ended_before_python(False, tail)
     too_old = too_old_python(tail)

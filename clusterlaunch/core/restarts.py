@@ -124,12 +124,24 @@ def choose_layout(
             dropped.append(spec.host)
             replanned = True
     if len(chosen) < min_hosts:
-        reasons = why_not or {}
-        missing = ", ".join(f"{h} ({reasons.get(h, 'unusable')})" for h in dropped)
-        raise TooFewHosts(
-            f"only {len(chosen)} usable host(s), --min-hosts is {min_hosts}: {missing}"
-        )
+        unusable_spares = [spare.host for spare in spares if spare.host not in usable]
+        raise TooFewHosts(_too_few(len(chosen), min_hosts, dropped, unusable_spares, why_not))
     return Layout(tuple(chosen), tuple(replaced), tuple(dropped), replanned)
+
+
+def _too_few(
+    usable: int,
+    min_hosts: int,
+    dropped: Sequence[str],
+    spares: Sequence[str],
+    why_not: Mapping[str, str] | None,
+) -> str:
+    """One line: each host left out with its reason, then each spare that was tried and
+    could not take a place (else the user never learns the spare failed too)."""
+    reasons = why_not or {}
+    missing = ", ".join(f"{h} ({reasons.get(h, 'unusable')})" for h in dropped)
+    missing += "".join(f"; spare {h} ({reasons.get(h, 'unusable')})" for h in spares)
+    return f"only {usable} usable host(s), --min-hosts is {min_hosts}: {missing}"
 
 
 def layout_text(layout: Layout, world_size: int | None) -> str:

@@ -26,6 +26,7 @@ from clusterlaunch.remote.records import (  # bundle: strip
     hostname,  # bundle: strip
     killed_at,  # bundle: strip
     live_records,  # bundle: strip
+    this_hosts,  # bundle: strip
 )  # bundle: strip
 from clusterlaunch.remote.scratch import scratch_problem  # bundle: strip
 from clusterlaunch.remote.torchfiles import torch_files, torchrun_problem  # bundle: strip
@@ -102,9 +103,9 @@ def static_checks(args):
 
 
 def job_clash(job_id, tail_dir):
-    """A running job with our id, else our temporary directory already there."""
+    """A running job with our id on this host, else our temporary directory already there."""
     # live_records first: it removes what dead agents left, their temp dirs too.
-    for record in live_records():
+    for record in this_hosts(live_records()):
         if record.get("job_id") == job_id:
             return {
                 "job_running": {"pid": record.get("agent_pid"), "node": record.get("node_rank")}

@@ -8,6 +8,7 @@ its own (137: the OOM killer) failed, and the summary names it.
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,9 @@ from clusterlaunch.core.outcome import (
     decide_outcome,
     first_failure,
     is_host_signal,
-    lost_without_report,
     signal_stop,
 )
+from clusterlaunch.core.unreported import lost_without_report
 from tests.unit.plans import two_ranks_per_host
 
 
@@ -134,6 +135,28 @@ def test_a_host_failing_without_a_root_cause_is_named() -> None:
     outcome = decide_outcome(JobOutcome(143, "b failed"), hosts, router.tails)
     assert (outcome.exit_code, outcome.host, outcome.stopped) == (143, "b", False)
     assert render.outcome_text(outcome).startswith("job failed: b exited with code 143")
+
+
+def test_a_torchrun_killed_by_a_signal_says_so_and_quotes_none_of_its_lines() -> None:
+    """It was 'b exited with code 137' over torchrun's last warning, unrelated: as if it
+    had failed by itself, and nothing told it from clusterlaunch kill's 137."""
+    hosts, router = _setup({"a": TORN_DOWN, "b": {"event": "exit", "reason": "exited", "code": -9}})
+    outcome = decide_outcome(JobOutcome(137, "b failed"), hosts, router.tails)
+    assert outcome == JobOutcome(
+        137, "torchrun on b was killed by SIGKILL, not by clusterlaunch (exit code 137)", host="b"
+    )
+    assert render.outcome_text(outcome) == f"job failed: {outcome.reason}"
+
+
+def test_an_exec_command_killed_by_a_signal_keeps_its_last_lines() -> None:
+    hosts, router = _setup({"a": TORN_DOWN, "b": {"event": "exit", "reason": "exited", "code": -9}})
+    hosts[1].node = replace(hosts[1].node, argv=("sh", "-c", "make"))
+    outcome = decide_outcome(JobOutcome(137, "b failed"), hosts, router.tails)
+    assert (
+        outcome.reason
+        == "the command on b was killed by SIGKILL, not by clusterlaunch (exit code 137)"
+    )
+    assert outcome.tail == ["torchrun: worker failed"]  # here: the command's own line
 
 
 def test_exec_without_fail_fast_lists_every_failed_host() -> None:
@@ -245,9 +268,9 @@ def test_a_python_that_is_no_python_is_named_with_its_fix() -> None:
     """``python: /bin/bash`` (``env``, ``cat``, ``perl``): exec exited with the program's own
     status (2, 125, 1, 29) and said "the shell failed ... before clusterlaunch's Python
     started"; check and run quoted bash's syntax error. Now one line: python: and its fix."""
-    from clusterlaunch.core.outcome import unreported_end
     from clusterlaunch.core.reports import shell_failure
     from clusterlaunch.core.setupguard import SetupWatch
+    from clusterlaunch.core.unreported import unreported_end
 
     fix = "set python: to a Python 3.8 or newer in the hosts file (or --python)"
     for status, tail in ((2, "/bin/bash: -S: invalid option"), (125, ""), (1, ""), (29, "")):
