@@ -47,7 +47,7 @@ BUNDLES = {
         "storewait",
         "agent",
     ),
-    "probe": (*_CHECKS, "probe"),
+    "probe": (*_CHECKS, "teardown", "probe"),
     "jobctl": (
         "core/exits",
         "core/protocol",
@@ -55,9 +55,18 @@ BUNDLES = {
         "records",
         "storewait",
         "stacks",
+        "teardown",
         "jobctl",
     ),
-    "doctor": ("core/exits", "core/protocol", "torchfiles", "hostfacts", "doctor"),
+    "doctor": (
+        "core/exits",
+        "core/protocol",
+        "proctree",
+        "torchfiles",
+        "hostfacts",
+        "teardown",
+        "doctor",
+    ),
 }
 _STRIP_MARK = b"# bundle: strip"
 _PACKAGE = Path(__file__).parent.parent

@@ -46,7 +46,7 @@ from clusterlaunch.remote.scratch import prepare_scratch  # bundle: strip
 from clusterlaunch.remote.spawn import session_environ, start_job  # bundle: strip
 from clusterlaunch.remote.storewait import store_waiting  # bundle: strip
 from clusterlaunch.remote.tail import JobPipes, RankTail  # bundle: strip
-from clusterlaunch.remote.teardown import TreeKiller, job_environ  # bundle: strip
+from clusterlaunch.remote.teardown import TreeKiller, job_environ, setup_marker  # bundle: strip
 from clusterlaunch.remote.wire import Control, Output, parse_args  # bundle: strip
 
 CHUNK = 1 << 18
@@ -59,7 +59,7 @@ class Agent:
         self.args = args
         self.out = Output()
         self.token = "CLUSTERLAUNCH_AGENT=%d.%d" % (os.getpid(), int(time.time() * 1e6))
-        self.killer = TreeKiller(os.getpid(), self.token, args.grace)
+        self.killer = TreeKiller(os.getpid(), self.token, args.grace, setup=setup_marker())
         self.tail = None  # the rank files, from start(): the first rank may come with the go
         self.watch = WorkerWatch()
         self.job = None
@@ -131,10 +131,10 @@ class Agent:
     def run(self):
         """Pump until the job and everything it started are gone; return the exit code."""
         self.out.start()
-        if self.args.nonce is not None and not checked_and_go(self.args, self.out, self.control):
-            return ExitStatus.NOT_STARTED  # nothing started: the controller said no, or left
-        if not self.start():
+        go = self.args.nonce is None or checked_and_go(self.args, self.out, self.control)
+        if not go or not self.start():  # no go (the controller said no, or left), or no job
             self.deliver()
+            self.killer.end_leftovers()  # the setup's: nothing ends them after us
             return ExitStatus.NOT_STARTED
         code = None
         while True:

@@ -13,6 +13,7 @@ import sys
 
 from clusterlaunch.core.protocol import SYNC, encode_event  # bundle: strip
 from clusterlaunch.remote.checks import connect_stage, start_serving, static_stage  # bundle: strip
+from clusterlaunch.remote.teardown import setup_leftovers  # bundle: strip
 
 
 def report(**fields):
@@ -27,6 +28,14 @@ def read_line():
 
 
 def main(argv=None):
+    leftovers = setup_leftovers()
+    try:
+        probe(argv)
+    finally:
+        leftovers.end_leftovers()  # what the host's setup left running: ours to end
+
+
+def probe(argv):
     parser = argparse.ArgumentParser(prog="clusterlaunch-probe")
     parser.add_argument("--script")
     parser.add_argument("--module")
