@@ -23,7 +23,8 @@ probe, jobctl, doctor): what it left running is below us, or, started away
 from the tree (``setsid``, a daemon's double fork), marked by the
 ``CLUSTERLAUNCH_SETUP`` its wrapper exported (``core/setupguard.py``). Every
 program ends it before it exits, with the same killer: the agent with its job,
-the others (and an agent that started nothing) through :func:`end_leftovers`.
+the others (and an agent that started nothing) through
+:meth:`TreeKiller.end_leftovers`.
 
 torchrun has a deadline of its own: it SIGKILLs its workers 30 s after their
 SIGTERM (its ``LaunchConfig.shutdown_timeout``, from ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``
