@@ -51,7 +51,7 @@ BUNDLES = {
         "storewait",
         "agent",
     ),
-    "probe": (*_CHECKS, "channel", "probe"),
+    "probe": (*_CHECKS, "channel", "teardown", "probe"),
     "jobctl": (
         "core/exits",
         "core/protocol",
@@ -59,9 +59,18 @@ BUNDLES = {
         "records",
         "storewait",
         "stacks",
+        "teardown",
         "jobctl",
     ),
-    "doctor": ("core/exits", "core/protocol", "torchfiles", "hostfacts", "doctor"),
+    "doctor": (
+        "core/exits",
+        "core/protocol",
+        "proctree",
+        "torchfiles",
+        "hostfacts",
+        "teardown",
+        "doctor",
+    ),
 }
 _STRIP_MARK = b"# bundle: strip"
 _PACKAGE = Path(__file__).parent.parent

@@ -47,7 +47,7 @@ from clusterlaunch.remote.scratch import prepare_scratch  # bundle: strip
 from clusterlaunch.remote.spawn import session_environ, start_job  # bundle: strip
 from clusterlaunch.remote.storewait import NoGate, store_gate  # bundle: strip
 from clusterlaunch.remote.tail import JobPipes, RankTail  # bundle: strip
-from clusterlaunch.remote.teardown import TreeKiller, job_environ  # bundle: strip
+from clusterlaunch.remote.teardown import TreeKiller, job_environ, setup_marker  # bundle: strip
 from clusterlaunch.remote.wire import Control, Output, parse_args  # bundle: strip
 
 CHUNK = 1 << 18
@@ -60,7 +60,7 @@ class Agent:
         self.args = args
         self.out = Output(channel)
         self.token = "CLUSTERLAUNCH_AGENT=%d.%d" % (os.getpid(), int(time.time() * 1e6))
-        self.killer = TreeKiller(os.getpid(), self.token, args.grace)
+        self.killer = TreeKiller(os.getpid(), self.token, args.grace, setup=setup_marker())
         self.tail = None  # the rank files, from start(): the first rank may come with the go
         self.watch = WorkerWatch()
         self.job = None
@@ -126,10 +126,11 @@ class Agent:
         """Pump until the job and everything it started are gone; return the exit code."""
         self.out.start()
         held = checked_and_go(self.args, self.out, self.control)
-        if held is None:
-            return ExitStatus.NOT_STARTED  # nothing started: the controller said no, or left
-        if not self.start(held):
+        if held is None or not self.start(
+            held
+        ):  # no go (the controller said no, or left), or no job
             self.deliver()
+            self.killer.end_leftovers()  # the setup's: nothing ends them after us
             return ExitStatus.NOT_STARTED
         code = None
         while True:
