@@ -14,6 +14,7 @@ packages, and ``__init__.py`` files holding no statement but a docstring.
 Elsewhere torchrun decides.
 """
 
+import importlib
 import os
 import sys
 
@@ -66,7 +67,13 @@ def _locations(spec, fullname):
         return module.__path__
     if runs_code(spec):
         raise Undecided(fullname)
-    return spec.submodule_search_locations
+    # Imported for real, which runs none of the job's code (a namespace package, or an
+    # __init__.py of a docstring): the finders look up a namespace package's parent in
+    # sys.modules (KeyError, so every name below nsp.sub was undecided and passed).
+    try:
+        return importlib.import_module(fullname).__path__
+    except Exception:  # a finder from a .pth file may raise anything: the job would see it
+        raise Undecided(fullname) from None
 
 
 def find_spec(fullname, path):

@@ -174,6 +174,28 @@ def test_the_probes_module_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert "'plain' is not a package" in probe.module_problem("plain.train")
 
 
+def test_a_module_below_nested_namespace_packages_is_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below a namespace package in a namespace package every name was undecided (its
+    _NamespacePath recomputed itself from a parent never imported): ``-m nsp.sub.nothere`` and
+    ``-m nsp.sub`` (no __main__) passed the preflight, and torchrun failed on every rank."""
+    (tmp_path / "nsp" / "sub").mkdir(parents=True)  # no __init__.py anywhere
+    (tmp_path / "nsp" / "sub" / "modx.py").write_text("")
+    (tmp_path / "nsp" / "sub" / "app").mkdir()
+    (tmp_path / "nsp" / "sub" / "app" / "__main__.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert probe.module_problem("nsp.sub.modx") is None
+        assert probe.module_problem("nsp.sub.app") is None
+        assert "no module 'nsp.sub.nothere' for" in probe.module_problem("nsp.sub.nothere")
+        assert "'nsp.sub' is a package without __main__.py" in probe.module_problem("nsp.sub")
+    finally:  # imported for real (they run no code): not left for other tests
+        for name in ("nsp.sub.app", "nsp.sub", "nsp"):
+            sys.modules.pop(name, None)
+
+
 def test_the_module_check_runs_no_code_of_the_job(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
