@@ -229,6 +229,8 @@ class Supervisor:
                 self.router.message(f"{host.node.host}: {event['message']}")
             if event.get("reason") == "killed":
                 self._set_stop(JobOutcome(ExitStatus.KILLED, KILLED, stopped=True))
+            elif event.get("reason") == "job-running":  # exec: its id is another job's there
+                self._set_stop(verdict.id_in_use(host.node.host, event))
 
     def _check(self, host: HostRun) -> None:
         assert host.process is not None

@@ -38,7 +38,7 @@ def main(argv=None):
     parser.add_argument("--nonce", default="")
     parser.add_argument("--timeout", type=float, required=True)  # core/defaults.py
     parser.add_argument("--job-id")
-    parser.add_argument("--tail-dir")
+    parser.add_argument("--node-rank", type=int)
     args = parser.parse_args(argv)
     sys.stdout.buffer.write(SYNC)
     fields, listener = static_stage(args)

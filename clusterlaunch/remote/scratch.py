@@ -1,13 +1,14 @@
-"""Whether a host can hold a job's files: its record, and torchrun's per-rank files (stdlib only).
+"""Whether a host can hold a job's files: its record, its claim and torchrun's per-rank files.
 
-A read-only or full /tmp, or a record folder another user owns, passed the
-preflight: the job then failed at its record (a traceback), or ran without one
-(``ps`` and ``kill`` could not see it).
+All of them live in this user's private state dir (``remote/records.py``). A read-only
+or full /tmp, or a record folder another user owns, passed the preflight: the job then
+failed at its record (a traceback), or ran without one (``ps`` and ``kill`` could not
+see it).
 """
 
 import os
 
-from clusterlaunch.remote.records import TEMP_PREFIX, private_dir, record_folder  # bundle: strip
+from clusterlaunch.remote.records import private_dir, record_folder  # bundle: strip
 
 
 def write_problem(folder):
@@ -39,38 +40,27 @@ def cannot_write(path, exc, doing="write in"):
     )
 
 
-def scratch_problem(torchrun):
-    """The preflight's check: the record's folder, and /tmp for torchrun's files, written to."""
-    records = record_folder()  # found once: each look makes and lstats the state dirs
-    folders = [records] + ([os.path.dirname(TEMP_PREFIX)] if torchrun else [])
-    why = next((why for why in map(write_problem, folders) if why is not None), None)
-    return why or record_folder_problem(records)
+def scratch_problem():
+    """Why this user's state folder cannot hold a job's record and files here, or None.
+
+    One that is there but not this user's private one is said so first: written to,
+    another user's (root's) folder refused with a hint about free space.
+    """
+    folder = record_folder()  # found once: each look makes and lstats the state dirs
+    if os.path.lexists(folder) and not private_dir(folder):
+        return record_folder_problem(folder)
+    return write_problem(folder)
 
 
 def record_folder_problem(folder):
-    """Why ``folder`` (:func:`record_folder`'s) is not this user's private one, or None.
+    """Why ``folder`` (:func:`record_folder`'s) is not this user's private one.
 
     Another user's ``/tmp/clusterlaunch-UID`` (or one others may write in) is never
     written to; root could write there all the same, so the job ran untracked, and
     ``ps`` said "no jobs" (exit 0).
     """
-    if private_dir(folder):
-        return None
     return (
         "%s is not this user's private folder (another user owns it, or others may "
         "write in it), so ps and kill could not find the job: remove it, or make it "
         "this user's with mode 0700" % folder
     )
-
-
-def prepare_scratch(tail_dir):
-    """The agent's, before it starts the job (``exec`` has no preflight): why it cannot
-    write its record, or create ``tail_dir`` (torchrun's files; none for exec), or None."""
-    records = record_folder()
-    why = write_problem(records) or record_folder_problem(records)
-    if why is None and tail_dir:
-        try:
-            os.mkdir(tail_dir, 0o700)
-        except OSError as exc:
-            return cannot_write(tail_dir, exc, "create")
-    return why

@@ -1,8 +1,8 @@
 """A host whose /tmp cannot be written (read-only, or full): one line naming it, before
 anything starts.
 
-The agent keeps its job record in /tmp/clusterlaunch-UID (for ps and kill) and
-torchrun its per-rank files in /tmp/clusterlaunch-JOB-nN. Such a host passed the
+The agent keeps its job record (for ps and kill), its claim of the job id and
+torchrun's per-rank files in /tmp/clusterlaunch-UID. Such a host passed the
 preflight; ``run`` then failed with "cannot create ...: Read-only file system" (127),
 or, on a full one, the agent's own traceback twice (exit 1); ``exec`` the same
 traceback. Here node1's sshd runs in a mount namespace of its own whose /tmp is
@@ -12,12 +12,14 @@ read-only (the cluster's own directory under it stays writable for sshd).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from clusterlaunch.remote import program_source
 from clusterlaunch.testing import LoopbackCluster, SimHost
 from tests import mountns
 from tests.cluster.support import REPO, run_cli, write_hosts
@@ -68,13 +70,10 @@ def test_exec_starts_nothing_where_tmp_is_read_only(cluster, tmp_path: Path) -> 
 
 
 def _checks_under(mount: str) -> list[str]:
-    """The preflight's and the agent's scratch checks, run where ``mount`` (shell, run in a
+    """The preflight's (and the exec agent's) scratch check, run where ``mount`` (shell, run in a
     private mount namespace) has put a tmpfs over the record folder. Only the folder: a
     tmpfs over all of /tmp hid the checkout and its venv when they lay below /tmp."""
-    code = (
-        "from clusterlaunch.remote.scratch import prepare_scratch, scratch_problem\n"
-        "print(scratch_problem(False)); print(prepare_scratch(None))"
-    )
+    code = "from clusterlaunch.remote.scratch import scratch_problem\nprint(scratch_problem())"
     setup = f'mkdir -p -m 0700 {RECORDS} && {mount} && exec "$@"'
     argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", setup]
     argv += ["sh", sys.executable, "-c", code]
@@ -90,7 +89,7 @@ def test_a_full_record_folder_is_named_too() -> None:
     fill = f"mount -t tmpfs -o size=64k,mode=0700 tmpfs {RECORDS}"
     fill += f" && {{ head -c 1M /dev/zero >{RECORDS}/fill 2>/dev/null; true; }}"
     said = f"cannot write in {RECORDS} (No space left on device); it holds each job's record"
-    assert [line[: len(said)] for line in _checks_under(fill)] == [said, said]
+    assert [line[: len(said)] for line in _checks_under(fill)] == [said]
 
 
 def test_a_record_folder_another_user_owns_is_named() -> None:
@@ -100,4 +99,36 @@ def test_a_record_folder_another_user_owns_is_named() -> None:
         pytest.skip(why)
     plant = f"mount -t tmpfs -o mode=0700,uid=65534 tmpfs {RECORDS}"
     said = f"{RECORDS} is not this user's private folder (another user owns it"
-    assert [line[: len(said)] for line in _checks_under(plant)] == [said, said]
+    assert [line[: len(said)] for line in _checks_under(plant)] == [said]
+
+
+def test_a_record_folder_root_made_for_another_user_is_named_as_such() -> None:
+    """A user (nobody, here) whose /tmp/clusterlaunch-UID root made (0755) was told "cannot
+    write in it (Permission denied) ... free space in it": an ownership problem, not space."""
+    python = "/usr/bin/python3"  # nobody cannot run the venv's when it lies under /root
+    if os.geteuid() != 0 or not shutil.which("setpriv") or not os.access(python, os.X_OK):
+        pytest.skip("needs root, setpriv and /usr/bin/python3 to be another user")
+    # The probe as shipped (its checks, stdlib only), where nobody may read it.
+    bundle = Path(f"/tmp/clusterlaunch-test-probe-{os.getpid()}.py")
+    bundle.write_bytes(program_source("probe"))
+    bundle.chmod(0o644)
+    code = (
+        f"import importlib.util as u; s = u.spec_from_file_location('probe', {str(bundle)!r}); "
+        "m = u.module_from_spec(s); s.loader.exec_module(m); print(m.scratch_problem())"
+    )
+    planted = Path("/tmp/clusterlaunch-65534")
+    planted.mkdir(mode=0o755)
+    try:
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        done = subprocess.run(
+            [*as_nobody, "env", "-i", python, "-S", "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        planted.rmdir()
+        bundle.unlink()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"{planted} is not this user's private folder"), done.stdout
