@@ -7,11 +7,13 @@ starts (``remote/claims.py``); its per-rank files live in the user's private sta
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,15 @@ def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
 
 def _job_id(what: str) -> str:
     return f"{what}-{uuid.uuid4().hex[:8]}"  # other suites share this machine's user
+
+
+@pytest.fixture
+def forget_kills() -> Iterator[list[str]]:
+    """The ids a test killed: their dated marks go with the test (a day, else)."""
+    killed: list[str] = []
+    yield killed
+    for folder, job_id in itertools.product(records.state_dirs(), killed):
+        Path(folder, job_id + ".killed").unlink(missing_ok=True)
 
 
 def test_execs_started_together_run_one_job_of_an_id(sim_cluster, tmp_path: Path) -> None:
@@ -107,11 +118,14 @@ def test_folders_another_user_made_in_tmp_under_the_id_block_nothing(
 
 
 @pytest.mark.torch
-def test_a_kill_during_the_setup_keeps_the_run_from_starting(sim_cluster, tmp_path: Path) -> None:
+def test_a_kill_during_the_setup_keeps_the_run_from_starting(
+    sim_cluster, tmp_path: Path, forget_kills: list[str]
+) -> None:
     """No host held the id yet: kill said "no running job", and the job started 10 s later."""
     setup = {"setup": "sleep 12"}
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, setup), ("node1", 1, setup)])
     job_id = _job_id("in-setup")
+    forget_kills.append(job_id)
     plain = write_hosts(tmp_path / "plain.yaml", [("node0", 1), ("node1", 1)])  # kill's
     process = start_cli("run", sim_cluster, "--job-id", job_id, str(hosts), "sleeper.py")
     try:
@@ -133,13 +147,14 @@ def test_a_kill_during_the_setup_keeps_the_run_from_starting(sim_cluster, tmp_pa
 
 @pytest.mark.torch
 def test_a_kill_during_the_preflight_finds_the_job_still_starting(
-    sim_cluster, tmp_path: Path
+    sim_cluster, tmp_path: Path, forget_kills: list[str]
 ) -> None:
     """node0's agent holds the id and waits for its go while node1 is in its setup."""
     hosts = write_hosts(
         tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1, {"setup": "sleep 12"})]
     )
     job_id = _job_id("in-preflight")
+    forget_kills.append(job_id)
     plain = write_hosts(tmp_path / "plain.yaml", [("node0", 1), ("node1", 1)])  # kill's
     process = start_cli("run", sim_cluster, "--job-id", job_id, str(hosts), "sleeper.py")
     try:
@@ -158,13 +173,14 @@ def test_a_kill_during_the_preflight_finds_the_job_still_starting(
 
 
 def test_a_kill_during_the_setup_of_an_exec_keeps_it_from_starting(
-    sim_cluster, tmp_path: Path
+    sim_cluster, tmp_path: Path, forget_kills: list[str]
 ) -> None:
     """exec has no go: its agents, started right after their setup, find the mark left since
     their session began."""
     setup = {"setup": "sleep 8"}
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, setup), ("node1", 1, setup)])
     job_id = _job_id("exec-setup")
+    forget_kills.append(job_id)
     plain = write_hosts(tmp_path / "plain.yaml", [("node0", 1), ("node1", 1)])  # kill's
     process = start_cli("exec", sim_cluster, "--job-id", job_id, str(hosts), "--", "echo", "ran")
     try:
