@@ -26,6 +26,7 @@ from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.cli.heap import tune_heap
 from clusterlaunch.cli.passthrough import (
     check_script_argument,
+    command_parser,
     dash_value,
     foreign_option,
     split_passthrough,
@@ -208,8 +209,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(hint)
         unknown = unknown_option(parser, head)
         if unknown is not None:  # argparse itself could name the wrong word
-            parser.error(f"unrecognized arguments: {unknown}")
-        args = parser.parse_args(head)
+            command_parser(parser, head).error(f"unrecognized arguments: {unknown}")
+        args, extra = parser.parse_known_args(head)
+        if extra:  # argparse's own line named the top level's help, not the command's
+            command_parser(parser, head).error(f"unrecognized arguments: {' '.join(extra)}")
         args.passthrough = passthrough
         replaced = _install_signal_handlers()
         code = _run(args, console)

@@ -129,10 +129,10 @@ def foreign_option(parser: argparse.ArgumentParser, words: Sequence[str]) -> str
         from clusterlaunch.core import migrate  # only for the message: see cli/doctor.py
 
         name = word.split("=", 1)[0]
-        hint = migrate.equivalent(name)
+        command = next(w for w in words if not w.startswith("-"))
+        known, _ = _options(parser, command)
+        hint = migrate.equivalent(word, known)
         if hint is not None:
-            command = next(w for w in words if not w.startswith("-"))
-            known, _ = _options(parser, command)
             return hint if _fits(hint[len(name) :], known) else _not_here(name, command, hint)
     return None
 
@@ -192,6 +192,19 @@ def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentPar
         if isinstance(action, argparse._SubParsersAction):
             return dict(action.choices)
     return {}
+
+
+def command_parser(
+    parser: argparse.ArgumentParser, words: Sequence[str]
+) -> argparse.ArgumentParser:
+    """The parser of the command ``words`` give (``sandbox up``'s own), else ``parser``:
+    its errors name that command's help (``see clusterlaunch stacks --help``)."""
+    for word in words:
+        commands = _commands(parser)
+        if not commands:
+            break
+        parser = commands.get(word, parser)
+    return parser
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:

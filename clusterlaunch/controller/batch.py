@@ -12,9 +12,9 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from clusterlaunch.controller.readloop import read_round, start_all
+from clusterlaunch.controller.readloop import SuspendWatch, is_lost, read_round, start_all
 from clusterlaunch.core.defaults import FANOUT
-from clusterlaunch.core.errors import TransportError
+from clusterlaunch.core.errors import HOST_LOST, TransportError
 from clusterlaunch.transport.base import Connection, RemoteProcess
 
 K = TypeVar("K", bound=Hashable)
@@ -52,8 +52,10 @@ class Batch(Generic[K]):
         self._results: dict[K, Finished] = {}
         self._running: dict[K, RemoteProcess] = {}
         self._outputs: dict[K, tuple[list[bytes], list[bytes]]] = {}
+        self._awake = SuspendWatch(time.monotonic)
         starts = [(connection, command, stdin) for connection, command in jobs.values()]
-        for key, process in zip(self._keys, start_all(starts, fanout, "batch"), strict=True):
+        started = start_all(starts, fanout, "batch", self._awake)
+        for key, process in zip(self._keys, started, strict=True):
             if isinstance(process, TransportError):
                 self._results[key] = Finished(None, error=process.detail, started=False)
                 continue
@@ -91,6 +93,15 @@ class Batch(Generic[K]):
         running = self._running
         while running and not enough() and (left := deadline - time.monotonic()) > 0:
             read_round(list(running.items()), min(left, 0.2), self._take)
+            self._give_up_lost()
+
+    def _give_up_lost(self) -> None:
+        """End the commands whose host stopped answering: waiting on them waited out the
+        whole timeout (and ``ps`` said nothing of why)."""
+        for key in [key for key in self._running if is_lost(self._connections[key], self._awake)]:
+            out, err = (b"".join(part) for part in self._outputs[key])
+            self._results[key] = Finished(None, out, err, HOST_LOST)
+            self._running.pop(key).close()
 
     def running(self, key: K) -> bool:
         """Whether command ``key`` started and has neither ended nor been closed."""

@@ -20,13 +20,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterlaunch.controller.preflight import ProbeRun, pump_until
+from clusterlaunch.controller.probes import ProbeRun, pump_until
 from clusterlaunch.controller.readloop import start_all
 from clusterlaunch.controller.setups import end_setups
 from clusterlaunch.core import commands, defaults, render, reports
 from clusterlaunch.core.bootstrap import too_old_python
 from clusterlaunch.core.doctor import HostCheck, clock_skew
-from clusterlaunch.core.errors import HostProblem
+from clusterlaunch.core.errors import HOST_LOST, HostProblem
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.model import JobPlan, NodePlan
 from clusterlaunch.core.setupguard import OVERDUE_S, SetupGuard
@@ -218,6 +218,8 @@ def _why_not_started(run: ProbeRun) -> str | None:
     tail = render.last_lines(run.report.stderr, 3)
     if run.start_error is not None:
         return f"cannot start the doctor program: {run.start_error}"
+    if run.lost:
+        return HOST_LOST
     if run.setup.timed_out:
         return (
             f"setup did not finish within {run.setup.limit} s and was stopped; "
@@ -237,6 +239,8 @@ def _why_silent(run: ProbeRun) -> str:
     tail = render.last_lines(run.report.stderr, 3)
     if run.start_error is not None:
         return f"cannot start the doctor program: {run.start_error}"
+    if run.lost:
+        return HOST_LOST
     if run.garbled is not None:
         return f"garbled output ({run.garbled})"
     if run.setup.timed_out:

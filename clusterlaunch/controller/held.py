@@ -22,7 +22,8 @@ from collections.abc import Callable, Mapping
 
 from clusterlaunch.controller.hostrun import HostRun
 from clusterlaunch.controller.output import OutputRouter
-from clusterlaunch.controller.preflight import ProbeRun, check_hosts, judge_all, total_timeout
+from clusterlaunch.controller.preflight import check_hosts, judge_all, total_timeout
+from clusterlaunch.controller.probes import ProbeRun
 from clusterlaunch.core.checkplan import checking_agent_command
 from clusterlaunch.core.defaults import FANOUT, PREFLIGHT_TIMEOUT_S, SETUP_TIMEOUT_S
 from clusterlaunch.core.model import JobPlan, NodePlan, ScriptKind

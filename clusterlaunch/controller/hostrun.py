@@ -7,11 +7,14 @@ process on it, the decoder of its frames and the watch on its ``setup:``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from clusterlaunch.core.frames import FrameDecoder
+from clusterlaunch.core.losttouch import job_may_run_on
 from clusterlaunch.core.outcome import HostState
 from clusterlaunch.core.setupguard import SetupWatch
+from clusterlaunch.core.unreported import unreported_end
 from clusterlaunch.transport.base import Connection, RemoteProcess
 
 
@@ -22,8 +25,28 @@ class HostRun(HostState):
     connection: Connection
     process: RemoteProcess | None = None
     decoder: FrameDecoder = field(default_factory=FrameDecoder)
+    cut_off: bool = False
+    """Lost by its keepalives: nothing we send arrives, so its job may run on until its
+    agent misses our heartbeats for ``--heartbeat-timeout``."""
     setup: SetupWatch = field(init=False)
     """Its ``setup:``'s reports, read before the agent's frames."""
 
     def __post_init__(self) -> None:
         self.setup = SetupWatch(self.node.host, expected=bool(self.node.setup))
+
+    def teardown_note(self, heartbeat_timeout: float, job_id: str) -> str | None:
+        """What to say of this host once the teardown is over; None: its job ended."""
+        if not self.done:
+            return f"{self.node.host}: no confirmation that the job ended"
+        if self.cut_off:  # it never got our "t": only its heartbeat timeout ends its job
+            return job_may_run_on(self.node.host, heartbeat_timeout, job_id)
+        return None
+
+    def judge_unreported_end(self, last_lines: Sequence[str]) -> str | None:
+        """Its stream ended without the agent's exit record: set its status and whether it was
+        lost (:func:`~clusterlaunch.core.unreported.unreported_end`); what to say of it."""
+        synced = self.decoder.synced  # the agent's Python started: it wrote its marker
+        self.status, said, self.lost = unreported_end(
+            self.status, self.setup, synced, last_lines, self.node.python
+        )
+        return said

@@ -255,6 +255,7 @@ def supervise(
             timeout=request.timeout,
             timeout_shown=request.timeout_given,
             grace=request.options.grace,
+            heartbeat_timeout=request.options.heartbeat_timeout,
             fail_fast=torchrun or request.fail_fast,
             quiet_teardown=torchrun,
             fanout=request.fanout,

@@ -12,77 +12,20 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
 
-from clusterlaunch.controller.readloop import read_round, start_all
-from clusterlaunch.controller.setups import end_setups, kill_setups
+from clusterlaunch.controller.probes import ProbeRun, pump_until
+from clusterlaunch.controller.readloop import SuspendWatch, start_all
+from clusterlaunch.controller.setups import end_setups
 from clusterlaunch.core import accelerators, render, reports
 from clusterlaunch.core.checkplan import probe_command
 from clusterlaunch.core.defaults import FANOUT, PREFLIGHT_TIMEOUT_S, SETUP_TIMEOUT_S
-from clusterlaunch.core.errors import TransportError
+from clusterlaunch.core.errors import HOST_LOST
 from clusterlaunch.core.exits import ExitStatus
-from clusterlaunch.core.frames import FrameDecoder
 from clusterlaunch.core.model import JobPlan, NodePlan, ScriptKind
-from clusterlaunch.core.protocol import EVENT, NOISE
-from clusterlaunch.core.reports import HostReport, PreflightResult, compare_torch, host_problems
-from clusterlaunch.core.setupguard import OVERDUE_S, SetupWatch
+from clusterlaunch.core.reports import PreflightResult, compare_torch, host_problems
+from clusterlaunch.core.setupguard import OVERDUE_S
 from clusterlaunch.remote import program_payload
-from clusterlaunch.transport.base import Connection, RemoteProcess
-
-
-class ProbeRun:
-    """One host's checks (the probe's, or an agent's before its go) and the stages reported.
-
-    Also runs ``clusterlaunch doctor``'s program (controller/doctor.py).
-    """
-
-    def __init__(self, node: NodePlan, connection: Connection, script: str | None) -> None:
-        self.report = HostReport(node)
-        self.connection = connection
-        self.script = script
-        self.process: RemoteProcess | None = None
-        self.start_error: str | None = None
-        self.setup = SetupWatch(node.host, expected=bool(node.setup))
-        self.abandoned = False
-        self.garbled: str | None = None
-        self.decoder = FrameDecoder()
-        self.stages: dict[str, dict[str, Any]] = {}
-        self.early: list[tuple[bool, bytes]] = []
-        """What the host printed besides the reports (a chatty shell, the setup's stderr),
-        as ``(is_stderr, bytes)``: an agent shows it once its job starts, as it always did."""
-
-    def started(self, process: RemoteProcess | TransportError) -> None:
-        if isinstance(process, TransportError):  # a host problem like any other: in the table
-            self.start_error = process.detail
-        else:
-            self.process = process
-
-    def take(self, out: bytes, err: bytes) -> None:
-        """Bytes the program printed: its stages, after the setup's reports and any noise."""
-        self.report.stderr = (self.report.stderr + err)[-4096:]
-        if err:
-            self.early.append((True, err))
-        out = self.setup.feed(out)
-        if not out or self.garbled is not None:
-            return
-        try:
-            for frame in self.decoder.feed(out):
-                if frame.tag == EVENT:
-                    fields = frame.event()
-                    self.stages[str(fields.pop("stage", ""))] = fields
-                    self.report.static_at = self.report.static_at or time.monotonic()  # static's
-                elif frame.tag == NOISE:
-                    self.early.append((False, frame.data))
-        except ValueError as exc:  # FrameError, or an event that is not JSON
-            self.garbled = str(exc)
-
-    def send(self, data: bytes) -> None:
-        if self.process is not None:
-            self.process.send(data)
-
-    def done(self) -> bool:
-        gone = self.process is None or self.process.finished()
-        return self.abandoned or gone or self.garbled is not None
+from clusterlaunch.transport.base import Connection
 
 
 def run_preflight(
@@ -161,15 +104,16 @@ def check_hosts(
     unless its host's program is still wanted.
     """
     deadline = time.monotonic() + timeout
+    awake = SuspendWatch(time.monotonic)  # one for all the waits: a Ctrl-Z between them
     try:
         starts = []
         for run in runs:
             node = run.report.node
             listen = (plan.master_port or 0) if node.node_rank == 0 else None
             starts.append((run.connection, command(node, listen), payload))
-        for run, process in zip(runs, start_all(starts, fanout, "probe"), strict=True):
+        for run, process in zip(runs, start_all(starts, fanout, "probe", awake), strict=True):
             run.started(process)
-        return _probe(runs, deadline, notify or (lambda line: None), _once(progress), hold)
+        return _probe(runs, deadline, notify or (lambda line: None), _once(progress), hold, awake)
     finally:
         end_setups(runs, pump_until)
         for run in runs:
@@ -191,15 +135,20 @@ def _probe(
     notify: Callable[[str], None],
     progress: Callable[[ProbeRun], None],
     hold: bool,
+    awake: SuspendWatch,
 ) -> int | None:
     """The probe's three steps on every host; the master port node 0 bound."""
-    pump_until(runs, lambda r: "static" in r.stages or r.done(), deadline, notify, progress)
+
+    def pump(stage: str) -> None:
+        pump_until(runs, lambda r: stage in r.stages or r.done(), deadline, notify, progress, awake)
+
+    pump("static")
     master_port: int | None = runs[0].stages.get("static", {}).get("port")
     port_line = f"{master_port or ''}\n".encode()
     for run in runs:
         run.send(port_line)
     if master_port is not None:
-        pump_until(runs, lambda r: "connect" in r.stages or r.done(), deadline, notify, progress)
+        pump("connect")
         runs[0].send(b"done\n")
     # else node 0 bound nothing (port taken, or no report): no host can dial it, and
     # waiting for their checks held the error back for the 60 s preflight timeout.
@@ -209,34 +158,8 @@ def _probe(
     # "end" comes after node 0 closed its listener: enough to start torchrun on
     # that port. Waiting for the interpreters to exit as well would add their
     # shutdown to every launch.
-    pump_until(runs, lambda r: "end" in r.stages or r.done(), deadline, notify, progress)
+    pump("end")
     return master_port
-
-
-def pump_until(
-    runs: list[ProbeRun],
-    ready: Any,
-    deadline: float,
-    notify: Callable[[str], None],
-    progress: Callable[[ProbeRun], None] | None = None,
-) -> None:
-    def take(run: ProbeRun, out: bytes, err: bytes) -> None:
-        run.take(out, err)
-        if progress is not None:
-            progress(run)
-        for line in run.setup.notices():
-            notify(line)
-
-    while True:
-        pending = [run for run in runs if not ready(run)]
-        if not pending or time.monotonic() > deadline:
-            return
-        processes = [(run, run.process) for run in pending if run.process is not None]
-        read_round(processes, min(0.2, deadline - time.monotonic()), take)
-        overdue = [run for run in pending if run.setup.overdue()]
-        kill_setups([(run.connection, run.setup) for run in overdue])
-        for run in overdue:  # the host's own watchdog should have done it
-            run.setup.timed_out = run.abandoned = True
 
 
 def _once(progress: Callable[[str], None] | None) -> Callable[[ProbeRun], None]:
@@ -255,6 +178,9 @@ def _once(progress: Callable[[str], None] | None) -> Callable[[ProbeRun], None]:
 def _judge(run: ProbeRun) -> None:
     report = run.report
     static = run.stages.get("static")
+    if run.lost:  # whatever it had reported: its checks were cut short
+        report.problems.append(HOST_LOST)
+        return
     if static is None:
         report.problems.append(_no_report(run))
         return
@@ -297,4 +223,4 @@ def _no_report(run: ProbeRun) -> str:
         return reports.python_not_found(run.report.node.python, status, tail)
     if status is None:
         return "no answer from the probe before the preflight timeout"
-    return reports.shell_failure(status, tail)
+    return reports.shell_failure(run.report.node.python, status, tail)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from clusterlaunch.core.defaults import FANOUT
-from clusterlaunch.core.errors import TransportError
+from clusterlaunch.core.errors import HOST_LOST, TransportError
 from clusterlaunch.transport.base import Connection, RemoteProcess
 from clusterlaunch.transport.fanout import Failed, run_parallel
 
@@ -71,6 +71,10 @@ class SuspendWatch:
         self._last_tick = now
         return self._resumed_at is None or now - self._resumed_at >= RESUME_GRACE_S
 
+    def just_resumed(self) -> bool:
+        """True within ``RESUME_GRACE_S`` of a resume: a silence the hosts report now was ours."""
+        return not self()
+
 
 def read_round(
     processes: Sequence[tuple[K, RemoteProcess]],
@@ -118,7 +122,10 @@ def _wait_readable(fds: list[int], timeout: float) -> list[int]:
 
 
 def start_all(
-    starts: Sequence[tuple[Connection, str, bytes]], fanout: int = FANOUT, name: str = "start"
+    starts: Sequence[tuple[Connection, str, bytes]],
+    fanout: int = FANOUT,
+    name: str = "start",
+    awake: Callable[[], bool] | None = None,
 ) -> list[RemoteProcess | TransportError]:
     """Start every ``(connection, command, stdin)``, at most ``fanout`` channel opens at once.
 
@@ -127,13 +134,22 @@ def start_all(
     them. Each entry of the result is the process, or the ``TransportError``
     that kept it from starting (a host problem: the caller reports it). Any
     other exception is raised, after closing what did start.
+
+    A start whose host stops answering keepalives is given up on (paramiko waits an
+    hour for a channel to open); ``awake`` (a :class:`SuspendWatch`) keeps our own
+    suspension from counting as the hosts' silence.
     """
+    awake = awake or SuspendWatch(time.monotonic)
 
     def start(job: tuple[Connection, str, bytes]) -> RemoteProcess:
         connection, command, stdin = job
         return connection.start(command, stdin)
 
-    results = run_parallel(start, starts, fanout, name)
+    def lost(job: tuple[Connection, str, bytes]) -> TransportError | None:
+        connection = job[0]
+        return TransportError(connection.host, HOST_LOST) if is_lost(connection, awake) else None
+
+    results = run_parallel(start, starts, fanout, name, give_up=lost, late=_close)
     started: list[RemoteProcess | TransportError] = []
     for result in results:
         if not isinstance(result, Failed):
@@ -146,3 +162,17 @@ def start_all(
                     process.close()
             raise result.error
     return started
+
+
+def is_lost(connection: Connection, awake: Callable[[], bool]) -> bool:
+    """Whether ``connection``'s host stopped answering (asked of a program still running).
+
+    ``awake()`` first: it notes the time, so a suspension of ours is seen before the
+    silence it caused is misread (:class:`SuspendWatch`).
+    """
+    return awake() and not connection.alive()
+
+
+def _close(process: RemoteProcess) -> None:
+    """A program that started after its start was given up on: nobody reads it."""
+    process.close()

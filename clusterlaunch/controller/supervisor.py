@@ -20,9 +20,10 @@ from clusterlaunch.controller.readloop import SuspendWatch, Sweeps, read_round, 
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core import defaults
 from clusterlaunch.core import outcome as verdict
-from clusterlaunch.core.errors import JobOutcome, OutputLost, StopJob, TransportError
+from clusterlaunch.core.errors import HOST_LOST, JobOutcome, OutputLost, StopJob, TransportError
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.frames import Frame, FrameError
+from clusterlaunch.core.losttouch import host_stopped_the_job
 from clusterlaunch.core.model import JobPlan
 from clusterlaunch.core.protocol import EVENT, JOB_STDERR, JOB_STDOUT, NOISE
 from clusterlaunch.remote import program_payload
@@ -48,13 +49,14 @@ class Supervisor:
         fanout: int = defaults.FANOUT,
         stall_check: Callable[[], JobOutcome | None] | None = None,
         timeout_shown: float | None = None,
+        heartbeat_timeout: float = defaults.HEARTBEAT_TIMEOUT_S,
     ) -> None:
         """``fail_fast``: the first failing host stops all (torchrun jobs; ``exec --fail-fast``).
 
-        ``quiet_teardown``: once teardown starts, torchrun's own shutdown output
-        goes to the log only (for ``exec``, host output *is* the job's output).
-        ``fanout``: agents started at once. ``stall_check``: ``--stall-timeout``'s.
-        ``timeout_shown``: the ``--timeout`` given, when ``timeout`` is what a restart left of it.
+        ``quiet_teardown``: once teardown starts, torchrun's own shutdown output goes to the log
+        only (for ``exec``, host output *is* the job's output). ``fanout``: agents started at once.
+        ``stall_check``: ``--stall-timeout``'s. ``timeout_shown``: the ``--timeout`` given.
+        ``heartbeat_timeout``: the agents', named when a host and this controller lost touch.
         """
         self.plan = plan
         self.fanout = fanout
@@ -66,6 +68,7 @@ class Supervisor:
         self.timeout = timeout
         self.timeout_shown = timeout if timeout_shown is None else timeout_shown
         self.grace = grace
+        self.heartbeat_timeout = heartbeat_timeout
         self.clock = clock
         self.hosts = [HostRun(node, connection=connections[node.host]) for node in plan.nodes]
         self.stop: JobOutcome | None = None
@@ -96,7 +99,7 @@ class Supervisor:
         self._teardown_started = True
         if self.stop is not None and self.quiet_teardown:
             self.router.quiet_hosts()
-        self._request_teardown(b"t")
+        self._send_all(b"t")
         deadline = self.clock() + self.grace + 3.0
         hurry = False
         # Only hosts with an agent can end: after an unexpected error while starting, waiting
@@ -118,7 +121,8 @@ class Supervisor:
         for host in self.hosts:
             if not host.done:
                 self._flush(host)
-                self.router.message(f"{host.node.host}: no confirmation that the job ended")
+            if note := host.teardown_note(self.heartbeat_timeout, self.plan.job_id):
+                self.router.message(note)
             if host.process is not None:
                 host.process.close()
 
@@ -132,14 +136,15 @@ class Supervisor:
             return False  # the hosts are stopping already, for the same reason
         again = "second interrupt" if signalled else f"{stop.reason} during the teardown"
         self.router.message(f"{again}: killing everything now")
-        self._request_teardown(b"k")
+        self._send_all(b"k")
         return True
 
     # -- start ----------------------------------------------------------------
     def _start_all(self) -> None:
         hosts = [host for host in self.hosts if host.process is None]  # run's: held.hand_over
         starts = [(host.connection, host.node.command, program_payload("agent")) for host in hosts]
-        for host, process in zip(hosts, start_all(starts, self.fanout, "agent"), strict=True):
+        processes = start_all(starts, self.fanout, "agent", self._awake)
+        for host, process in zip(hosts, processes, strict=True):
             if not isinstance(process, TransportError):
                 host.process = process
                 continue
@@ -210,19 +215,18 @@ class Supervisor:
         if event.get("event") == "started":
             host.started = event
             self.router.started(host.node.host)
+        elif event.get("event") == "store":  # node 0's own torchrun listens: the others may dial
+            self._send_all(b"s")
         elif signalled is not None:
             if self.fail_fast:
                 self._set_stop(signalled)
         elif event.get("event") == "stopping" and event.get("reason") == "killed":
             self._set_stop(JobOutcome(ExitStatus.KILLED, KILLED, stopped=True))
         elif event.get("event") == "stopping" and event.get("reason") == "controller-lost":
-            self.router.message(
-                f"{host.node.host}: the host stopped the job: it heard nothing from this "
-                "controller for --heartbeat-timeout seconds (was clusterlaunch suspended?)"
-            )
-            self._set_stop(
-                JobOutcome(ExitStatus.HOST_LOST, "the hosts lost touch with the controller")
-            )
+            suspended = self._awake.just_resumed()
+            said, stop = host_stopped_the_job(host.node.host, self.heartbeat_timeout, suspended)
+            self.router.message(said)
+            self._set_stop(stop)
         elif event.get("event") == "exit":
             host.ended = event
             if event.get("message"):
@@ -241,7 +245,8 @@ class Supervisor:
             self._ended_count += 1
             host.order, host.ended_before_stop = self._ended_count, self.stop is None
             self._flush(host)
-            self.router.message(f"{host.node.host}: host lost (no answer to keepalives)")
+            host.cut_off = True
+            self.router.message(f"{host.node.host}: {HOST_LOST}")
             if self.fail_fast:
                 self._set_stop(JobOutcome(ExitStatus.HOST_LOST, f"host {host.node.host} was lost"))
             else:
@@ -258,11 +263,7 @@ class Supervisor:
             # No exit report: the agent never ran, or the host went away under it;
             # in teardown too (a failed Slurm node's srun ends after the other steps
             # got Slurm's SIGTERM: the lost host is still the cause).
-            synced = host.decoder.synced  # the agent's Python started: it wrote its marker
-            last = self.router.tails.lines(("host", host.node.host))
-            host.status, said, host.lost = verdict.unreported_end(
-                host.status, host.setup, synced, last
-            )
+            said = host.judge_unreported_end(self.router.tails.lines(("host", host.node.host)))
             if said and not self._teardown_started:
                 self.router.message(f"{host.node.host}: {said}")
             if host.lost and self.fail_fast:
@@ -288,7 +289,8 @@ class Supervisor:
         self._set_stop(JobOutcome(stop.exit_code, stop.reason, stopped=True))
         return replaced
 
-    def _request_teardown(self, command: bytes) -> None:
+    def _send_all(self, command: bytes) -> None:
+        """A control byte to every running host (one whose channel takes none: stdin closed)."""
         for host in self.hosts:
             if host.process is not None and not host.done and not host.process.send(command):
                 host.process.close_stdin()

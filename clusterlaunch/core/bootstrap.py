@@ -28,6 +28,8 @@ from importlib.util import MAGIC_NUMBER
 _OFFSET_DIGITS = 8
 _HEADER = 4 + _OFFSET_DIGITS  # the magic number, then where the source part starts
 
+PAYLOAD_CUT_SHORT = 98
+"""The bootstrap's status when stdin ends before the whole payload came (the controller left)."""
 MIN_PYTHON = (3, 8)
 """The oldest Python the hosts may run: the remote programs use what came with it."""
 _MAJOR, _MINOR = MIN_PYTHON
@@ -42,7 +44,7 @@ _TOO_OLD = (
 _BOOTSTRAP = (
     "import marshal,os,sys,zlib;v=sys.version_info[:2];v<{min} and sys.exit("
     '"clusterlaunch: %s ' + _TOO_OLD + '"%((sys.executable,)+v));b=bytearray();'
-    "[b.extend(os.read(0,{size}-len(b)) or os._exit(98)) for _ in iter(lambda:len(b)<{size},"
+    "[b.extend(os.read(0,{size}-len(b)) or os._exit({cut})) for _ in iter(lambda:len(b)<{size},"
     "False)];n=int(b[4:{header}]);exec(marshal.loads(zlib.decompress(b[{header}:n])) if "
     'b[:4]==getattr(sys.modules.get("_frozen_importlib_external"),"MAGIC_NUMBER",0) else '
     'compile(zlib.decompress(b[n:]),"clusterlaunch-{name}","exec"))'
@@ -60,16 +62,41 @@ def too_old_python(stderr: str) -> str | None:
     return found.group(1) if found else None
 
 
+def ran_no_python(status: int) -> bool:
+    """Whether a host's shell that ended with ``status`` before the bootstrap wrote a byte,
+    when nothing else explains it (no ``cd`` failed, no setup failed, no srun refused),
+    means ``python:`` names a program that is no Python (``/bin/bash``: 2, ``env``: 125).
+
+    A Python runs ``-S -c BOOTSTRAP`` whatever its version; the shell's own statuses
+    (126, 127: found but not executable, not found), a signal's (128 + N) and the
+    bootstrap's own say something else.
+    """
+    return 0 < status < 126 and status != PAYLOAD_CUT_SHORT
+
+
+def not_a_python(python: str, status: int) -> str:
+    """The line for a ``python:`` that is no Python (see :func:`ran_no_python`)."""
+    return (
+        f"python: {python} is not a Python (it exited {status} before clusterlaunch's Python "
+        f"started); set python: to a Python {_MAJOR}.{_MINOR} or newer in the hosts file "
+        "(or --python)"
+    )
+
+
 def bootstrap_argv(python: str, name: str, size: int, site: bool = True) -> list[str]:
     """``python [-S] -c <bootstrap>``: runs the ``size``-byte payload read from stdin.
 
-    Stdlib-only programs (the agent, jobctl) run with ``-S``: skipping
+    Stdlib-only programs (the agent, the probe, jobctl) run with ``-S``: skipping
     site-packages saves most of the interpreter's start-up (81 ms of 95 ms
-    measured here), once per host and job. The probe needs ``site`` to find
-    torch on the job's ``sys.path``.
+    measured here), once per host and job. The agent's and the probe's checks
+    need the job's ``sys.path`` (torch, ``-m`` modules): they run ``site.main()``
+    themselves, once their stdout is out of reach of what it runs
+    (``remote/channel.py``). The doctor program runs ``site`` as Python starts.
     """
     flags = [] if site else ["-S"]
-    code = _BOOTSTRAP.format(size=size, name=name, header=_HEADER, min=f"({_MAJOR},{_MINOR})")
+    code = _BOOTSTRAP.format(
+        size=size, name=name, header=_HEADER, min=f"({_MAJOR},{_MINOR})", cut=PAYLOAD_CUT_SHORT
+    )
     return [python, *flags, "-c", code]
 
 

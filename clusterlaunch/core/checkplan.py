@@ -35,7 +35,7 @@ def probe_command(
     ``listen_port`` is given for node 0 only (``0`` = choose a free port);
     ``job_id`` for torchrun jobs (does a job of that id hold the host already?).
     """
-    argv = commands.bootstrap_argv(node.python, "probe", probe_size)
+    argv = commands.bootstrap_argv(node.python, "probe", probe_size, site=False)
     argv += _check_options(node, master_addr, listen_port, nonce, script, need_torch, script_kind)
     if job_id is not None:
         argv += ["--job-id", job_id, "--node-rank", str(node.node_rank)]

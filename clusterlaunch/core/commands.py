@@ -74,6 +74,12 @@ def quote_word(word: str) -> str:
     return shlex.quote(word)
 
 
+def workdir_word(workdir: str) -> str:
+    """``workdir`` as ``cd`` gets it: quoted, a leading ``~`` left to the host, and ``-``
+    as ``./-`` (``cd -- -`` is ``cd "$OLDPWD"``: "OLDPWD not set", the job not started)."""
+    return quote_word(HostPath("./-" if workdir == "-" else workdir))
+
+
 def quote_argv(argv: Iterable[str]) -> str:
     """Join ``argv`` into one shell-safe string."""
     return " ".join(quote_word(word) for word in argv)
@@ -147,6 +153,9 @@ def torchrun_argv(spec: TorchrunSpec) -> list[str]:
         spec.log_dir,
         *spec.extra_args,
         *_SCRIPT_FLAGS[spec.script_kind],
+        # torchrun's argparse drops a "--" right after SCRIPT, but not after this one
+        # (Python 3.6-3.13): "train.py -- --lr 1" reaches the script as typed.
+        "--",
         spec.script,
         *spec.script_args,
     ]
@@ -191,7 +200,7 @@ def shell_command(
     """
     parts: list[str] = []
     if workdir:
-        parts.append("cd -- " + quote_word(HostPath(workdir)))
+        parts.append("cd -- " + workdir_word(workdir))
     if setup:
         parts.append(guarded(setup, guard or SetupGuard(SETUP_TIMEOUT_S)))
     assignments = [f"{name}={value}" for name, value in env.items()]
@@ -207,7 +216,7 @@ def sync_prepare_command(workdir: str, token: str) -> str:
 
     Run without the job's ``setup``: rsync's server is started the same bare way.
     """
-    where = quote_word(HostPath(workdir))
+    where = workdir_word(workdir)
     return (
         f"mkdir -p -- {where} && cd -- {where} && : > {shlex.quote(token)} && "
         "printf 'rsync=%s\\n' \"$(command -v rsync)\""
@@ -218,14 +227,14 @@ def sync_tokens_command(workdir: str, prefix: str) -> str:
     """Print ``token=<name>`` for every file in ``workdir`` whose name starts with ``prefix``."""
     # An unmatched glob prints the pattern itself; the caller keeps known names only.
     return (
-        f"cd -- {quote_word(HostPath(workdir))} && "
+        f"cd -- {workdir_word(workdir)} && "
         f"for f in {shlex.quote(prefix)}*; do printf 'token=%s\\n' \"$f\"; done"
     )
 
 
 def sync_cleanup_command(workdir: str, token: str) -> str:
     """Remove ``token`` from ``workdir``."""
-    return f"cd -- {quote_word(HostPath(workdir))} && rm -f -- {shlex.quote(token)}"
+    return f"cd -- {workdir_word(workdir)} && rm -f -- {shlex.quote(token)}"
 
 
 def proxy_command(argv: Sequence[str]) -> str:

@@ -80,6 +80,12 @@ DOCTOR_SIZES = tuple(1024 * 4**i for i in range(9))
 STALL_ACTIONS = ("stacks", "kill")
 """``run --stall-action``: what happens when no rank printed for ``--stall-timeout`` s."""
 
+PAYLOAD_KEPT_S = 7 * 24 * 3600.0
+"""A remote program's payload in the user's cache (``remote.program_payload``) is removed
+when another source's payload of that program is stored and it was written longer ago
+than this: two installs of different versions used in turn each keep theirs, and a
+checkout whose agent is edited leaves a week's payloads at most."""
+
 SANDBOX_DIR = ".sandbox"
 """Where ``clusterlaunch sandbox up`` keeps its simulated hosts."""
 

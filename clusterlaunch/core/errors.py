@@ -68,6 +68,11 @@ class SyncError(PreflightError):
         self.args = (f"code sync (--sync) failed on {hosts} host(s)",)
 
 
+HOST_LOST = "host lost (no answer to keepalives)"
+"""Why a host whose connection went silent is given up on, wherever that is noticed: the
+preflight, a batch (``ps``, ``kill``, the kills of setups), a channel still opening, a job."""
+
+
 class TransportError(ClusterlaunchError):
     """A host could not be reached, authenticated or talked to."""
 

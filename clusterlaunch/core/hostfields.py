@@ -21,10 +21,15 @@ AUTO = "auto"
 _MAX_SHOWN = 60
 
 
+def as_read(value: Any) -> str:
+    """What YAML made of a value, for a message; its null is "no value", not ``None``."""
+    return "no value" if value is None else shown(value)
+
+
 def got_text(mapping: Mapping[str, Any], key: str, fix: str = "") -> str:
     """``got VALUE; FIX`` for a text field: the one rule for all of them. A value YAML read
-    as something else (``yes``: True, ``~``: None) is shown as written; the fix: quote it."""
-    value, text = shown(mapping[key]), written(mapping, key)
+    as something else (``yes``: True, ``~``: no value) is shown as written; the fix: quote it."""
+    value, text = as_read(mapping[key]), written(mapping, key)
     if text == "":  # "host:" with nothing after it (YAML reads null)
         return f"got nothing (the value is empty); {fix}" if fix else "got nothing (it is empty)"
     if text and len(text) <= _MAX_SHOWN:
@@ -82,9 +87,9 @@ def gpus(source: Mapping[str, Any], path: str, line: int | None, field: str) -> 
     if number is None or not 1 <= number <= MAX_PROCS_PER_HOST:
         text = written(source, "gpus")  # "yes" was shown as "True"
         got = (
-            shown(value)
-            if text in (None, shown(value))
-            else f"{text}, which YAML reads as {shown(value)}"
+            as_read(value)
+            if text in (None, as_read(value))
+            else f"{text}, which YAML reads as {as_read(value)}"
         )
         raise HostsFileError(
             path,
@@ -98,19 +103,20 @@ def gpus(source: Mapping[str, Any], path: str, line: int | None, field: str) -> 
 def accelerator(
     entry: Mapping[str, Any], defaults: Mapping[str, Any], path: str, where: str
 ) -> str | None:
-    """``accelerator:``: cuda, rocm or npu (unset: detected by the preflight)."""
+    """``accelerator:``: cuda, rocm or npu (unset or null: detected by the preflight)."""
     source, field = (
         (entry, f"{where}.accelerator")
         if "accelerator" in entry
         else (defaults, "defaults.accelerator")
     )
-    value = optional_str(source, "accelerator", path, field)
-    if value is not None and value not in ACCELERATORS:
+    value = source.get("accelerator")
+    if value is not None and value not in ACCELERATORS:  # 1 or yes: shown as written
         raise HostsFileError(
             path,
             key_line(source, "accelerator"),
             field,
-            f"must be one of {', '.join(ACCELERATORS)}, got {shown(value)}",
+            f"must be one of {', '.join(ACCELERATORS)}, "
+            f"got {written(source, 'accelerator') or shown(value)}",
         )
     return value
 
@@ -124,7 +130,7 @@ def _device_index(value: Any) -> int | None:
 def devices(
     entry: Mapping[str, Any], gpus: int | None, path: str, where: str
 ) -> tuple[int, ...] | None:
-    if "devices" not in entry:
+    if entry.get("devices") is None:  # unset, or null (unset too)
         return None
     raw = entry["devices"]
     line = key_line(entry, "devices")
@@ -194,7 +200,7 @@ def port(
     entry: Mapping[str, Any], defaults: Mapping[str, Any], path: str, where: str
 ) -> int | None:
     source, field = (entry, f"{where}.port") if "port" in entry else (defaults, "defaults.port")
-    if "port" not in source:
+    if source.get("port") is None:
         return None
     port = as_int(source["port"])
     if port is None or not 1 <= port <= 65535:
@@ -208,7 +214,7 @@ def port(
 
 
 def master_port(data: Mapping[str, Any], path: str) -> int | None:
-    if "master_port" not in data or data["master_port"] == "auto":
+    if data.get("master_port") in (None, "auto"):
         return None
     port = as_int(data["master_port"])
     if port is None or not 1 <= port <= 65535:

@@ -75,9 +75,13 @@ def read_hosts_file(path: str) -> str:
 def parse_inventory(text: str, path: str) -> Inventory:
     """Parse hosts-file ``text`` (``path`` names it in messages, and anchors ``env_file:``)."""
     text = mpihostfile.without_bom(text)
-    if mpihostfile.looks_like_yaml(text):
-        return _parse_yaml(text, path)
-    return _parse_mpi(text, path)
+    try:
+        return (
+            _parse_yaml(text, path) if mpihostfile.looks_like_yaml(text) else _parse_mpi(text, path)
+        )
+    except HostsFileError:  # "master_port:29500" is the likelier cause, where there is one
+        mpihostfile.refuse_missing_space(text, path, (*TOP_KEYS, *SHARED_KEYS, *HOST_KEYS))
+        raise
 
 
 def _parse_mpi(text: str, path: str) -> Inventory:
@@ -146,7 +150,7 @@ def _parse_yaml(text: str, path: str) -> Inventory:
 
 def _ssh_client(data: Mapping[str, Any], path: str) -> str | None:
     """``ssh_client:``, one of :data:`SSH_CLIENTS` (``--ssh-client`` wins over it)."""
-    if "ssh_client" not in data:
+    if data.get("ssh_client") is None:
         return None
     value = data["ssh_client"]
     if value not in SSH_CLIENTS:

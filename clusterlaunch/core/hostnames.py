@@ -122,8 +122,9 @@ def host_name_problem(name: str) -> str | None:
     The rules of OpenSSH's ``valid_hostname``, which makes ``ssh`` exit with
     "hostname contains invalid characters"; also refused: anything
     unprintable (not only ASCII control characters), names longer than 255
-    characters, and ``%`` outside an IPv6 zone (paramiko expands ``%`` tokens
-    in a ProxyCommand again after substituting the name).
+    characters, ``%`` outside an IPv6 zone (paramiko expands ``%`` tokens
+    in a ProxyCommand again after substituting the name), and ``:`` outside an
+    IPv6 address (``node1:``, ``node1:x``: no name resolves).
     """
     if not name:
         return "is empty"
@@ -136,6 +137,8 @@ def host_name_problem(name: str) -> str | None:
             return f"contains {char!r}, which OpenSSH refuses in a host name"
     if "%" in name and not _is_ipv6(name):
         return "contains '%', which is allowed only in an IPv6 address's zone (fe80::1%eth0)"
+    if ":" in name and not _is_ipv6(name):  # "node1:" got as far as the preflight's lookup
+        return "contains ':' but is no IPv6 address; a host name holds no ':'"
     return None
 
 

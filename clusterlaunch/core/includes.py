@@ -7,7 +7,10 @@ name alone means every slot of that host, and a NAME may be a range as the
 hosts file writes one (``gpu[01-04]:0``: slot 0 of each). A host's slots are its ``devices:``
 when it has them, else ``0 .. gpus-1``. What is kept becomes the host's
 ``devices:`` (and so its ``*_VISIBLE_DEVICES``) and ``gpus:``; hosts left
-with no slot drop out, and the order of the hosts file is kept.
+with no slot drop out, and the order of the hosts file is kept. A host named
+twice has its slots merged and sorted, a name alone adding none to named slots
+(``w0:1@w0`` is GPU 1), as DeepSpeed reads a filter since 0.15.2
+(``parse_node_config_list``); before, a later entry replaced an earlier one.
 Pure: inventories in, inventories out.
 """
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from clusterlaunch.core import hostfields, hostnames
@@ -24,7 +25,10 @@ LINE_FORM = "a hostfile line reads HOST [slots=N] [max_slots=N]"
 # list item, a quoted key, or "key:" followed by a space or the line's end. A
 # hostfile line never does ("gpu1:4" and "fe80::1" have no space after ':').
 _YAML_START = re.compile(r"(---|%|[{\[\"']|-(\s|$)|[^\s:#]+\s*:(\s|$))")
-_HOROVOD = re.compile(r"([^\s:\[\]]+):([0-9]+)")
+_HOROVOD = re.compile(r"([^\s:]+):([0-9]+)")  # node0:2, node[0-1]:2
+# A YAML line without the space after "key:" (master_port:29500, - host:a): the KEY
+# group is checked against the hosts file's keys; VALUE has no blank.
+_NO_SPACE = re.compile(r"[ \t]*(?:-[ \t]+)?([A-Za-z_]+):([^\s:][^\s]*)[ \t]*")
 # What separates words in Open MPI's hostfile lexer (WHITE [\f\t\v ]); anything else
 # unprintable stays in its word, and the host name rules refuse it.
 _BLANKS = " \t\f\v"
@@ -93,6 +97,34 @@ def _check_name(name: str, path: str, line: int) -> None:
     if horovod and not _is_ip(name):
         host, slots = horovod.groups()
         raise HostsFileError(path, line, "", _colon_fix(name, host, slots))
+    if ":" in name and "[" not in name and not _is_ip(name):  # a range: checked expanded
+        raise HostsFileError(
+            path,
+            line,
+            "",
+            f"{hostnames.shown(name)} is no host name (a ':' outside an IPv6 address); this "
+            f"file is read as an MPI hostfile (its first line reads like one), and {LINE_FORM}",
+        )
+
+
+def refuse_missing_space(text: str, path: str, keys: Collection[str]) -> None:
+    """Raise for the first line that reads ``KEY:VALUE``, a hosts-file key without the
+    space YAML needs after its ``:`` (``master_port:29500``), if there is one.
+
+    Such a line made a YAML file an MPI hostfile (``master_port:auto`` first) or a YAML
+    error somewhere after it; the space is the fix, not the message that came first.
+    """
+    for number, raw in enumerate(file_lines(text), start=1):
+        found = _NO_SPACE.fullmatch(raw.removesuffix("\r"))
+        if found and found[1] in keys:
+            key, value = found.groups()
+            raise HostsFileError(
+                path,
+                number,
+                "",
+                f"{hostnames.shown(found[0].strip())}: YAML needs a space after the ':' "
+                f"of a key; write {key}: {value}",
+            )
 
 
 def _colon_fix(name: str, host: str, number: str) -> str:

@@ -137,12 +137,18 @@ def forwarded_env(options: LaunchOptions, local_env: Mapping[str, str]) -> dict[
 
 
 def node_env(
-    spec: HostSpec, options: LaunchOptions, job_id: str, forwarded: Mapping[str, str]
+    spec: HostSpec,
+    options: LaunchOptions,
+    job_id: str,
+    forwarded: Mapping[str, str],
+    *,
+    devices: bool = True,
 ) -> dict[str, str]:
-    """defaults → host → ``--forward-env`` (:func:`forwarded_env`) → ``--env``, then ours."""
+    """defaults → host → ``--forward-env`` (:func:`forwarded_env`) → ``--env``, then ours
+    (``devices``: with the host's ``devices:`` in its accelerator's variable)."""
     own = {JOB_ID_VAR: job_id}
-    if spec.devices is not None:
-        own[accelerators.visible_var(spec.accelerator)] = ",".join(str(d) for d in spec.devices)
+    if spec.devices is not None and devices:
+        own[accelerators.visible_var(spec.accelerator)] = accelerators.devices_value(spec.devices)
     return envpolicy.merge(spec.env, forwarded, dict(options.env), own)
 
 
@@ -197,10 +203,13 @@ def plan_job(
             )
         else:
             job_argv = list(exec_argv)
-        env = node_env(spec, options, job_id, forwarded)
+        on_host = accelerators.left_to_host(spec, exec_argv)
+        env = node_env(spec, options, job_id, forwarded, devices=on_host is None)
         agent_argv = _agent_argv(
             python, agent_size, job_id, node_rank, first_rank, options, exec_argv is None
         )
+        if on_host is not None:
+            agent_argv += ["--devices", on_host]
         guard = SetupGuard(options.setup_timeout)
         nodes.append(
             NodePlan(

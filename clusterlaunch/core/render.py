@@ -259,9 +259,10 @@ def kill_missing_text(job_id: str, where: str) -> str:
     )
 
 
-def last_lines(output: bytes, count: int) -> str:
+def last_lines(output: bytes | str, count: int) -> str:
     """A command's last ``count`` lines of ``output`` on one line, for a one-line error."""
-    return " | ".join(output.decode("utf-8", "replace").strip().splitlines()[-count:])
+    text = output.decode("utf-8", "replace") if isinstance(output, bytes) else output
+    return " | ".join(text.strip().splitlines()[-count:])
 
 
 # C0 and C1 controls and DEL: a newline in a script's name broke ps's table into three

@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterlaunch.core.bootstrap import too_old_python
+from clusterlaunch.core.bootstrap import not_a_python, too_old_python
 from clusterlaunch.core.errors import HostProblem
 from clusterlaunch.core.model import NodePlan
-from clusterlaunch.core.outcome import ended_before_python, job_running_text, shell_hints
+from clusterlaunch.core.outcome import job_running_text
+from clusterlaunch.core.unreported import ended_before_python, names_no_python, shell_hints
 
 
 @dataclass
@@ -122,14 +123,16 @@ def python_not_found(python: str, status: int, tail: str) -> str:
     return f"{python} not found (exit {status}): {tail}; fix python: or --python"
 
 
-def shell_failure(status: int, tail: str) -> str:
+def shell_failure(python: str, status: int, tail: str) -> str:
     """A host's shell that ended before Python started, and why if we can tell
-    (:func:`~clusterlaunch.core.outcome.shell_hints`)."""
+    (:func:`~clusterlaunch.core.unreported.shell_hints`; a ``python:`` that is no Python)."""
     if status == 0:
         return ended_before_python(False, tail)
     too_old = too_old_python(tail)
     if too_old is not None:
         return too_old
+    if names_no_python(status, False, tail):
+        return not_a_python(python, status)
     who = "srun" if tail.startswith("srun: error:") else "the shell"  # a step refused
     said = f"{who} failed before Python started (exit {status}): {tail or 'no output'}"
     return said + shell_hints(tail)

@@ -124,12 +124,24 @@ def choose_layout(
             dropped.append(spec.host)
             replanned = True
     if len(chosen) < min_hosts:
-        reasons = why_not or {}
-        missing = ", ".join(f"{h} ({reasons.get(h, 'unusable')})" for h in dropped)
-        raise TooFewHosts(
-            f"only {len(chosen)} usable host(s), --min-hosts is {min_hosts}: {missing}"
-        )
+        unusable_spares = [spare.host for spare in spares if spare.host not in usable]
+        raise TooFewHosts(_too_few(len(chosen), min_hosts, dropped, unusable_spares, why_not))
     return Layout(tuple(chosen), tuple(replaced), tuple(dropped), replanned)
+
+
+def _too_few(
+    usable: int,
+    min_hosts: int,
+    dropped: Sequence[str],
+    spares: Sequence[str],
+    why_not: Mapping[str, str] | None,
+) -> str:
+    """One line: each host left out with its reason, then each spare that was tried and
+    could not take a place (else the user never learns the spare failed too)."""
+    reasons = why_not or {}
+    missing = ", ".join(f"{h} ({reasons.get(h, 'unusable')})" for h in dropped)
+    missing += "".join(f"; spare {h} ({reasons.get(h, 'unusable')})" for h in spares)
+    return f"only {usable} usable host(s), --min-hosts is {min_hosts}: {missing}"
 
 
 def layout_text(layout: Layout, world_size: int | None) -> str:
@@ -211,8 +223,10 @@ def _count(gpus: int | None) -> str:
 
 
 def spare_field(entry: Mapping[str, Any], path: str, field: str) -> bool:
-    """A host entry's ``spare:``: true or false (unset: false)."""
-    value = entry.get("spare", False)
+    """A host entry's ``spare:``: true or false (unset or null: false)."""
+    value = entry.get("spare")
+    if value is None:
+        return False
     if not isinstance(value, bool):
         raise HostsFileError(
             path, key_line(entry, "spare"), field, f"must be true or false, got {shown(value)}"
@@ -222,7 +236,7 @@ def spare_field(entry: Mapping[str, Any], path: str, field: str) -> bool:
 
 def max_restarts_field(data: Mapping[str, Any], path: str) -> int | None:
     """The hosts file's ``max_restarts:`` (``--max-restarts`` wins); None: not given."""
-    if "max_restarts" not in data:
+    if data.get("max_restarts") is None:
         return None
     number = as_int(data["max_restarts"])
     if number is None or not 0 <= number <= MAX_RESTARTS:

@@ -4,40 +4,45 @@ Mistakes that would otherwise pass to every host: an option clusterlaunch
 owns, in any spelling torchrun accepts (:func:`owned_torchrun_option`); a
 word that is no option's value (torchrun would take it for the training
 script and run it instead of SCRIPT, which would become its first argument);
-an option without its value; ``-h``; a run id no file may be named.
+an option without its value; ``-h``; a run id no file may be named; a value
+torchrun refuses only once it has started, with a traceback on every host
+(``--max-restarts -1``: ``AssertionError: max_restarts must be >= 0``).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from clusterlaunch.core import limits
 from clusterlaunch.core.errors import UsageError
 
-# torchrun options clusterlaunch sets itself; passing them would desynchronise
-# the plan from what runs.
+# torchrun's long options (torch 2.13's get_args_parser, each also spelled with
+# underscores but --role and --standalone); a unit test compares them with the installed torch.
+TORCHRUN_OPTIONS = (
+    *("--nnodes", "--nproc-per-node", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id"),
+    *("--rdzv-conf", "--standalone", "--max-restarts", "--monitor-interval", "--start-method"),
+    *("--event-log-handler", "--role", "--module", "--no-python", "--run-path", "--log-dir"),
+    *("--redirects", "--tee", "--local-ranks-filter", "--duplicate-stdout-filters"),
+    *("--duplicate-stderr-filters", "--node-rank", "--master-addr", "--master-port"),
+    *("--local-addr", "--logs-specs", "--numa-binding", "--signals-to-handle"),
+    *("--shutdown-timeout", "--virtual-local-rank", "--help"),
+)
+# torchrun options clusterlaunch sets itself, or that would replace what it sets
+# (--standalone: the rendezvous; --run-path: how SCRIPT runs); passing them would
+# desynchronise the plan from what runs.
 OWNED_TORCHRUN_OPTIONS = (
-    "--nnodes",
-    "--nproc-per-node",
-    "--node-rank",
-    "--master-addr",
-    "--master-port",
-    "--standalone",
-    "--log-dir",
-    "--redirects",
-    "--tee",
-    "--local-ranks-filter",
-    "--logs-specs",
-    "--rdzv-backend",
-    "--rdzv-endpoint",
-    "--rdzv-conf",
-    "--rdzv-timeout",
-    "--max-nodes",
-    "--run-path",
+    *("--nnodes", "--nproc-per-node", "--node-rank", "--master-addr", "--master-port"),
+    *("--standalone", "--log-dir", "--redirects", "--tee", "--local-ranks-filter"),
+    *("--logs-specs", "--rdzv-backend", "--rdzv-endpoint", "--run-path"),
 )
 _OWNED_SHORT = {"-r": "--redirects", "-t": "--tee"}
+_REPLACES = {
+    "--standalone": "would replace the static rendezvous clusterlaunch sets",
+    "--run-path": "would run SCRIPT in torchrun's own process, not as clusterlaunch runs it",
+}
 RUN_ID_OPTION = "--rdzv-id"
 """Set by clusterlaunch to the job id unless ``--torchrun-args`` gives one."""
 
@@ -85,8 +90,9 @@ def _refuse_spelling(word: str) -> None:
         raise UsageError(f"--torchrun-args: {word}: write {RUN_ID_OPTION} in full")
     owned = owned_torchrun_option(word)
     if owned is not None:
+        what = _REPLACES.get(owned, "is set by clusterlaunch")
         raise UsageError(
-            f"--torchrun-args: {word} is set by clusterlaunch ({owned}); "
+            f"--torchrun-args: {word} {what} ({owned}); "
             "change the hosts file or clusterlaunch's own flags instead"
         )
 
@@ -139,6 +145,58 @@ def _option_before_equals(word: str) -> bool:
 def _check_value(option: str, value: str) -> None:
     if option.replace("_", "-") == RUN_ID_OPTION:
         limits.job_id(f"--torchrun-args: {RUN_ID_OPTION}", value)
+    name = torchrun_option(option)
+    wanted = None if name is None else _VALUE_RULES.get(name)
+    if wanted is not None and not wanted[1](value):
+        raise UsageError(f"--torchrun-args: {option} {value!r}: {wanted[0]}")
+
+
+def _whole(least: int) -> Callable[[str], bool]:
+    def accepts(value: str) -> bool:  # torchrun's type=int: int(), so " 3" and "+3" too
+        try:
+            return int(value) >= least
+        except ValueError:
+            return False
+
+    return accepts
+
+
+def _positive_seconds(value: str) -> bool:
+    try:
+        number = float(value)
+    except ValueError:
+        return False
+    return math.isfinite(number) and number > 0  # 0: an assertion; nan, inf: time.sleep fails
+
+
+def _rdzv_conf(value: str) -> bool:
+    """KEY=VALUE,... as torchrun's ``_parse_rendezvous_config`` reads it; the static
+    rendezvous reads ``timeout`` with ``int()``."""
+    pairs = [item.split("=", 1) for item in value.split(",")] if value.strip() else []
+    if any(len(pair) < 2 or not pair[0].strip() or not pair[1].strip() for pair in pairs):
+        return False
+    return all(key.strip() != "timeout" or _whole(1)(number) for key, number in pairs)
+
+
+# Values torchrun refuses only once it has started, on every host: (the fix, the check).
+_VALUE_RULES: dict[str, tuple[str, Callable[[str], bool]]] = {
+    "--max-restarts": ("use a whole number, 0 or more", _whole(0)),
+    "--shutdown-timeout": ("use a whole number of seconds, 0 or more", _whole(0)),
+    "--monitor-interval": ("use a number of seconds above 0, e.g. 0.5", _positive_seconds),
+    "--rdzv-conf": ("write KEY=VALUE[,KEY=VALUE...], e.g. timeout=900 (whole seconds)", _rdzv_conf),
+}
+
+
+def torchrun_option(word: str) -> str | None:
+    """The long option of torchrun's that ``word`` names as its argparse reads it
+    (``--max_r=1``: ``--max-restarts``), or ``None`` (none, or a prefix of several)."""
+    name = word.split("=", 1)[0].replace("_", "-")
+    if not name.startswith("--") or len(name) < 3:
+        return None
+    if name in TORCHRUN_OPTIONS:
+        return name
+    found = [option for option in TORCHRUN_OPTIONS if option.startswith(name)]
+    return found[0] if len(found) == 1 else None
 
 
 def _asks_help(word: str) -> bool:
@@ -188,7 +246,7 @@ def owned_torchrun_option(word: str) -> str | None:
         if name == RUN_ID_OPTION:
             return None  # the user's own run id wins over the job id
         matches = [o for o in OWNED_TORCHRUN_OPTIONS if o.startswith(name)] if name[2:] else []
-        if name.startswith("--rdzv") or name in matches:
+        if name in matches:
             return name
         return " or ".join(matches) or None
     for letter in word[1:] if word.startswith("-") else "":

@@ -93,6 +93,7 @@ class _Limited(Composer):
         self._depth = 0
         self._nodes = 0
         self._sizes: dict[Node, int] = {}  # expanded size of every finished node
+        self.tagged: set[Node] = set()  # scalars written with a tag (!!str 0755): as asked
 
     def compose_node(self, parent: Node | None, index: Any) -> Node:
         event = self.peek_event()  # type: ignore[attr-defined]
@@ -117,6 +118,13 @@ class _Limited(Composer):
         finally:
             self._depth -= 1
         self._sizes[node] = self._nodes - start
+        return node
+
+    def compose_scalar_node(self, anchor: Any) -> ScalarNode:
+        tag = self.peek_event().tag  # type: ignore[attr-defined]
+        node = super().compose_scalar_node(anchor)
+        if tag is not None:
+            self.tagged.add(node)
         return node
 
     def _composed(self, parent: Node | None, index: Any) -> Node:
@@ -164,7 +172,8 @@ def _line(event: Event) -> int:
 
 def _construct_text(loader: Any, node: ScalarNode) -> str | NumberForm:
     value = _sendable(node)
-    if not node.style and NUMBER_TEXT.fullmatch(value):  # unquoted 08, 0o17
+    # Unquoted 08, 0o17; "!!str 08" asks for the text, which every reader gives.
+    if not node.style and node not in loader.tagged and NUMBER_TEXT.fullmatch(value):
         return NumberForm(value, node.start_mark.line + 1, yaml12_number(value), "YAML 1.2")
     return value
 

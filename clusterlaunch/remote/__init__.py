@@ -13,9 +13,11 @@ import hashlib
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from clusterlaunch.core.bootstrap import encode_payload, is_payload_for_this_python
+from clusterlaunch.core.defaults import PAYLOAD_KEPT_S
 
 # Each remote program is its modules concatenated in order, minus the lines
 # marked "# bundle: strip" (the package imports that only work locally, where
@@ -33,12 +35,14 @@ _CHECKS = (
     "accel",
     "torchfiles",
     "execformat",
+    "findmodule",
     "checks",
 )
 """The preflight's checks and what they use: the probe (``check``) and the agent (``run``)."""
 BUNDLES = {
     "agent": (
         *_CHECKS,
+        "channel",
         "teardown",
         "gate",
         "rootcause",
@@ -48,7 +52,7 @@ BUNDLES = {
         "storewait",
         "agent",
     ),
-    "probe": (*_CHECKS, "probe"),
+    "probe": (*_CHECKS, "channel", "probe"),
     "jobctl": (
         "core/exits",
         "core/protocol",
@@ -92,38 +96,36 @@ def _module_bytes(module: str) -> bytes:
 def program_payload(name: str) -> bytes:
     """The bytes sent for remote program ``name``: what the bootstrap reads.
 
-    Kept beside Python's own compiled files (``remote/__pycache__``), else, where
-    that folder cannot be written (an install shared from a read-only place, as
-    on many login nodes), in the user's cache (``$XDG_CACHE_HOME/clusterlaunch``,
-    ``~/.cache/clusterlaunch``), keyed by the source's digest and the
-    interpreter's cache tag: compiling the agent (79 KB of source) costs 32-37 ms
-    of CPU here, a third of a command's start, reading it back 0.02 ms. With
-    ``PYTHONDONTWRITEBYTECODE`` nothing new is stored.
+    Kept in the user's cache (``$XDG_CACHE_HOME/clusterlaunch``, else
+    ``~/.cache/clusterlaunch``), keyed by the source's digest and the interpreter's
+    cache tag: compiling the agent (79 KB of source) costs 32-37 ms of CPU here, a
+    third of a command's start, reading it back 0.02 ms. Never in the installed
+    package: a file there is not in the install's record, so ``pip uninstall`` left
+    it, and with it a folder that a later install imported as a namespace package.
+    With ``PYTHONDONTWRITEBYTECODE`` nothing new is stored.
     """
     source = program_source(name)
     tag = sys.implementation.cache_tag
     if tag is None:  # this Python keeps no compiled files
         return encode_payload(name, source)
-    places = _stored_payload_paths(name, tag, source)
-    for stored in places:
-        with contextlib.suppress(OSError):
-            payload = stored.read_bytes()
-            if is_payload_for_this_python(payload):
-                return payload
+    stored = _stored_payload_path(name, tag, source)
+    with contextlib.suppress(OSError):
+        payload = stored.read_bytes()
+        if is_payload_for_this_python(payload):
+            return payload
     payload = encode_payload(name, source)
-    for stored in [] if sys.dont_write_bytecode else places:
-        if _store(stored, payload, older=_payload_file(name, tag, "*")):
-            break
+    if not sys.dont_write_bytecode:
+        _store(stored, payload, older=_payload_file(name, tag, "*"))
     return payload
 
 
-def _stored_payload_paths(name: str, tag: str, source: bytes) -> list[Path]:
-    """Where a payload of this source is kept, in the order tried."""
+def _stored_payload_path(name: str, tag: str, source: bytes) -> Path:
+    """Where a payload of this source is kept: the user's cache."""
     file = _payload_file(name, tag, hashlib.sha256(source).hexdigest()[:16])
     cache = os.environ.get("XDG_CACHE_HOME", "")
     if not os.path.isabs(cache):  # unset, empty or relative: ignored, as the XDG spec says
         cache = os.path.join(os.path.expanduser("~"), ".cache")
-    return [Path(__file__).parent / "__pycache__" / file, Path(cache) / "clusterlaunch" / file]
+    return Path(cache) / "clusterlaunch" / file
 
 
 def _payload_file(name: str, tag: str, digest: str) -> str:
@@ -131,26 +133,28 @@ def _payload_file(name: str, tag: str, digest: str) -> str:
     return f"{name}.{tag}.{digest}.payload"
 
 
-def _store(path: Path, payload: bytes, older: str) -> bool:
+def _store(path: Path, payload: bytes, older: str) -> None:
     """Write ``path`` whole or not at all (a rename), then remove the other files matching
-    the glob ``older`` (the same program's payloads for older sources); False: not written."""
+    the glob ``older`` (the same program's payloads for other sources) written more than
+    ``PAYLOAD_KEPT_S`` ago; where the cache cannot be written, nothing (the next command
+    builds the payload again)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     except OSError:
-        return False
+        return
     try:
         os.fchmod(handle, 0o644)  # as Python's own compiled files: readable by all
         with os.fdopen(handle, "wb") as out:
             out.write(payload)
         os.replace(temporary, path)
     except OSError:
-        return False
+        return
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
-    with contextlib.suppress(OSError):
-        for stale in path.parent.glob(older):
-            if stale != path:
-                stale.unlink(missing_ok=True)
-    return True
+    kept_since = time.time() - PAYLOAD_KEPT_S
+    for other in path.parent.glob(older):
+        with contextlib.suppress(OSError):  # (another command may remove it first)
+            if other != path and other.stat().st_mtime < kept_since:
+                other.unlink()

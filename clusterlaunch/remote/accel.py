@@ -8,6 +8,13 @@ parsers are tested against recorded output in tests/unit/data/accel/.
 
 import os
 
+from clusterlaunch.core.exits import shell_status  # bundle: strip
+from clusterlaunch.remote.proctree import kill_group_now  # bundle: strip
+
+TOOL_TIMEOUT_S = 15
+"""How long a device tool may take (a hung driver can keep ``nvidia-smi`` forever)."""
+SAID_LINES = 3
+"""The last lines of a failing tool's message the preflight shows (on one line there)."""
 VISIBLE_DEVICES = {
     "cuda": "CUDA_VISIBLE_DEVICES",
     "rocm": "HIP_VISIBLE_DEVICES",
@@ -68,39 +75,81 @@ def find_devices(declared=None):
     """``{"accelerator", "tool", "gpus", "visible"}`` for this host.
 
     ``gpus`` is the list of device indices, ``None`` when no tool is here (a
-    CPU host), or ``{"error": ...}`` when the tool failed; ``visible`` is the
+    CPU host), or ``{"error": ..., "code": ...}`` when the tool failed (``code``:
+    its exit status, none when it did not answer in time); ``visible`` is the
     accelerator's visible-devices variable as the job environment has it.
     """
+    found = find_tool(declared)
+    if found is None:
+        visible = os.environ.get(VISIBLE_DEVICES[declared]) if declared else None
+        return {"accelerator": declared, "tool": None, "gpus": None, "visible": visible}
+    kind, tool, path, arguments = found
+    return dict(
+        _run(path, arguments, PARSERS[tool]),
+        accelerator=kind,
+        tool=tool,
+        visible=os.environ.get(VISIBLE_DEVICES[kind]),
+    )
+
+
+def find_tool(declared=None):
+    """``(accelerator, tool, path, arguments)`` of the first tool on the PATH (only
+    ``declared``'s when given), or ``None``: the one detection ``run`` and ``exec`` share."""
     for kind, tool, arguments in TOOL_RUNS:
         if declared and kind != declared:
             continue
         path = _which(tool)
         if path is not None:
-            return dict(
-                _run(path, arguments, PARSERS[tool]),
-                accelerator=kind,
-                tool=tool,
-                visible=os.environ.get(VISIBLE_DEVICES[kind]),
-            )
-    visible = os.environ.get(VISIBLE_DEVICES[declared]) if declared else None
-    return {"accelerator": declared, "tool": None, "gpus": None, "visible": visible}
+            return kind, tool, path, arguments
+    return None
 
 
-def _run(path, arguments, parse):
+def devices_environ(devices):
+    """``exec``'s ``devices:`` (``"1,3"``) in the variable this host's accelerator reads,
+    detected as ``run``'s preflight detects it (cuda's where no tool is found); without the
+    tool run: the kind is all ``exec`` needs."""
+    if devices is None:
+        return {}
+    found = find_tool()
+    return {VISIBLE_DEVICES[found[0] if found else "cuda"]: devices}
+
+
+def _run(path, arguments, parse, timeout=TOOL_TIMEOUT_S):
+    """The tool's device indices; in a process group of its own, so a tool that does not
+    answer in time is stopped with everything it started (its children outlived it)."""
     import subprocess  # here, as re in the parsers: the agent bundles this module
 
     try:
-        result = subprocess.run(
-            [path, *arguments], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=15
+        tool = subprocess.Popen(
+            [path, *arguments],
+            stdin=subprocess.DEVNULL,  # not the SSH channel, which carries our control bytes
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"gpus": {"error": str(exc)}}
-    if result.returncode != 0:
-        return {"gpus": {"error": result.stderr.decode("utf-8", "replace").strip()[-200:]}}
-    return {"gpus": parse(result.stdout.decode("utf-8", "replace"))}
+    except OSError as exc:
+        return {"gpus": {"error": "cannot run %s: %s" % (path, exc.strerror or exc)}}
+    try:
+        out, err = tool.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group_now(tool.pid)
+        tool.wait()  # not communicate(): a child that left the group may hold the pipes
+        tool.stdout.close()
+        tool.stderr.close()
+        return {"gpus": {"error": "no answer within %d s; it was stopped" % timeout}}
+    if tool.returncode != 0:
+        said = err if err.strip() else out  # nvidia-smi says "No devices were found" on stdout
+        return {"gpus": {"error": last_lines(said), "code": shell_status(tool.returncode)}}
+    return {"gpus": parse(out.decode("utf-8", "replace"))}
+
+
+def last_lines(output):
+    """The last :data:`SAID_LINES` lines of a tool's message, each cut to 200 characters."""
+    lines = output.decode("utf-8", "replace").strip().splitlines()[-SAID_LINES:]
+    return "\n".join(line[:200] for line in lines)
 
 
 def _which(tool):
-    import shutil  # here: the agent bundles this module, and an exec needs no device check
+    import shutil  # here: the agent bundles this module, and most execs look for no tool
 
     return shutil.which(tool)

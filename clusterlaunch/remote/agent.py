@@ -1,14 +1,13 @@
 """The per-host agent: runs one node's job, streams it, and takes it down with the channel.
 
-Shipped as source over the SSH channel's stdin and run by the host's Python
-(stdlib only, Python >= 3.8). It
+Shipped over the SSH channel's stdin, run by the host's Python (stdlib, >= 3.8). It
 
 * for ``run`` (given ``--nonce``), first checks its host as the preflight
   probe would and starts nothing until the controller's go (``remote/gate.py``);
 * starts the job (torchrun, or a plain command for ``clusterlaunch exec``) in a
   session of its own and becomes child subreaper, so the whole tree stays ours;
-* forwards the job's output as frames on stdout: torchrun's own streams and, byte
-  for byte, each worker's file (torchrun ``--redirects 3``) tagged with its rank;
+* forwards the job's output as frames on its stdout, moved first out of reach (``channel.py``):
+  torchrun's streams and, byte for byte, each worker's file (``--redirects 3``) by rank;
 * reads its stdin for control: ``h`` heartbeat, ``t`` graceful teardown, ``k`` kill
   now; EOF (controller gone) or no heartbeat for ``--heartbeat-timeout`` s also do;
 * on teardown sends SIGTERM once to every process of the job (by PID and group,
@@ -27,11 +26,13 @@ import time
 
 from clusterlaunch.core.exits import ExitStatus, shell_status  # bundle: strip
 from clusterlaunch.core.protocol import JOB_STDERR  # bundle: strip
+from clusterlaunch.remote.channel import take_channel  # bundle: strip
 from clusterlaunch.remote.claims import live_claims  # bundle: strip
 from clusterlaunch.remote.gate import checked_and_go, claimed_start, take_claim  # bundle: strip
 from clusterlaunch.remote.proctree import (  # bundle: strip
     WorkerWatch,  # bundle: strip
     become_subreaper,  # bundle: strip
+    route_signals,  # bundle: strip
     signal,  # bundle: strip
     tree_is_complete,  # bundle: strip
 )  # bundle: strip
@@ -42,7 +43,7 @@ from clusterlaunch.remote.records import (  # bundle: strip
 )  # bundle: strip
 from clusterlaunch.remote.rootcause import kill_failed_torchrun, parse_root_cause  # bundle: strip
 from clusterlaunch.remote.spawn import session_environ, start_job  # bundle: strip
-from clusterlaunch.remote.storewait import store_waiting  # bundle: strip
+from clusterlaunch.remote.storewait import NoGate, store_gate  # bundle: strip
 from clusterlaunch.remote.tail import JobPipes, RankTail, with_log_dir  # bundle: strip
 from clusterlaunch.remote.teardown import (  # bundle: strip
     TreeKiller,  # bundle: strip
@@ -57,14 +58,15 @@ CHUNK = 1 << 18
 class Agent:
     """One node's job from start to the last process gone."""
 
-    def __init__(self, args):
+    def __init__(self, args, channel):
         self.args = args
-        self.out = Output()
+        self.out = Output(channel)
         self.token = "CLUSTERLAUNCH_AGENT=%d.%d" % (os.getpid(), int(time.time() * 1e6))
         self.killer = TreeKiller(os.getpid(), self.token, args.grace)
         self.tail = None  # the rank files, from start(): the first rank may come with the go
         self.watch = WorkerWatch()
         self.job = None
+        self.store = NoGate(args.argv)  # how torchrun starts: from start()
         self.pipes = None
         self.signals = []  # recorded by the handler, acted on by the loop
         self.hurry = False  # told twice to stop: no more grace, no more waiting
@@ -76,14 +78,8 @@ class Agent:
         self.forced_code = None  # set when we end a torchrun that already failed
 
     # -- start ----------------------------------------------------------------
-    def start(self):
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
-            signal.signal(signum, self._on_signal)
-        # A child's end wakes the loop (wakeup fd): torchrun's pipes end just before its
-        # exit status is ready, and the loop then slept 50 ms (a run's end: 0.02/0.07 s).
-        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
-        os.set_blocking(self.wake_w, False)
-        signal.set_wakeup_fd(self.wake_w)
+    def start(self, held):
+        route_signals(self._on_signal, self.wake_w)
         subreaper = become_subreaper()
         self.killer.tree_complete = tree_is_complete(subreaper)
         self.out.start()
@@ -94,10 +90,12 @@ class Agent:
         argv = self.args.argv
         if tail_dir is not None:
             self.tail = RankTail(tail_dir, self.args.first_rank)
-            argv = store_waiting(with_log_dir(argv, tail_dir))
-        env = job_environ(session_environ(), self.token, self.args.grace, self.tail is not None)
+            argv = with_log_dir(argv, tail_dir)
+        env = job_environ(session_environ(), self.token, self.args, self.tail is not None)
+        self.store = store_gate(argv, torchrun=self.tail is not None)
+        held.stop()  # node 0's master port, held to this instant: now whoever binds it has it
         try:
-            self.job = start_job(argv, env)
+            self.job = start_job(self.store.argv, env, self.store.pass_fds)
         except OSError as exc:  # StartFailed: the status a shell gives, 126 or 127
             return self._fail_start("cannot start %s: %s" % (self.args.argv[0], exc), exc)
         self.pipes = JobPipes(self.job.stdout, self.job.stderr)
@@ -139,11 +137,11 @@ class Agent:
         # kill finds an agent by its claim before its job starts: recorded, the signal keeps
         # the job from starting (by default SIGUSR1 ends a process unreported).
         signal.signal(signal.SIGUSR1, self._on_signal)
-        go = True
+        clash = {}
         if self.args.nonce is not None:  # run: claimed before the checks, which report a clash
             self.claim, clash = take_claim(self.args)
-            go = checked_and_go(self.args, self.out, self.control, clash)
-        if not go or not self.start():  # no go: the controller said no, or left
+        held = checked_and_go(self.args, self.out, self.control, clash)
+        if held is None or not self.start(held):  # no go: the controller said no, or left
             self.deliver()
             if self.claim is not None:
                 self.claim.remove()
@@ -161,7 +159,7 @@ class Agent:
                 if self.killer.step() and code is not None:
                     break
             self.check_heartbeat()
-            self.wait(0 if busy else 0.05)
+            self.wait(0 if busy else self.store.idle_s(0.05))
         return self.finish(code)
 
     def pump(self):
@@ -171,6 +169,7 @@ class Agent:
             moved = self.read_inputs(final=False)
         if self.tail is not None and self.job is not None and self.job.poll() is None:
             self.watch.poll(self.job.pid)
+            self.store.watch(self.job.pid, self.out)  # node 0: says when its own torchrun listens
         self.out.flush()
         return moved
 
@@ -189,7 +188,7 @@ class Agent:
         readers = [self.wake_r] + ([self.control.fd] if self.control.open else [])
         if self.pipes is not None and not self.out.full:
             readers += self.pipes.fds()
-        writers = [1] if self.out.unsent and not self.out.broken else []
+        writers = [self.out.fd] if self.out.unsent and not self.out.broken else []
         try:
             ready, _, _ = select.select(readers, writers, [], timeout)
         except InterruptedError:
@@ -202,6 +201,8 @@ class Agent:
 
     def read_control(self):
         data = self.control.read()
+        if b"s" in data:  # node 0's own torchrun listens on the master port
+            self.store.release()
         if not data:
             self.begin_teardown("eof")  # controller gone or channel closed
         elif b"k" in data:
@@ -260,8 +261,7 @@ class Agent:
     def read_to_end(self):
         """Send every byte the job wrote: its processes are gone, so all of it is there now.
 
-        Not bounded in time: a slow controller makes the output wait (the
-        8 MiB cap), it never drops it.
+        Not bounded in time: a slow controller makes it wait (8 MiB cap), never drops it.
         """
         if self.tail is not None:
             self.tail.freeze()
@@ -288,9 +288,10 @@ class Agent:
 
 
 def main(argv=None):
+    channel = take_channel()  # first: before site.main(), a -m search or the job
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    code = Agent(args).run()
-    sys.stdout.flush()
+    code = Agent(args, channel).run()
+    sys.stdout.flush()  # fd 1 is stderr now: what user code printed
     os._exit(code)
 
 

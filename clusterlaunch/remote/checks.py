@@ -10,7 +10,9 @@ and when the id was last killed here (``clusterlaunch kill``: a restart must not
 start).
 
 Node 0 (``listen``) binds the master port (``0`` = pick a free one), reports
-it, and answers connection checks until told the check is over. Every node
+it, and answers connection checks until the agent starts the job (the check
+is over by then; holding the port to the last instant leaves the least time
+for anything else to take it before torchrun's store binds it). Every node
 then dials ``master_addr:PORT`` and sends a nonce; only our own listener
 echoes it, so a hit on some other service does not count.
 """
@@ -21,6 +23,7 @@ import sys
 from clusterlaunch.remote.accel import find_devices  # bundle: strip
 from clusterlaunch.remote.claims import holder_of  # bundle: strip
 from clusterlaunch.remote.execformat import start_problem  # bundle: strip
+from clusterlaunch.remote.findmodule import module_problem  # bundle: strip
 from clusterlaunch.remote.records import hostname, killed_ago  # bundle: strip
 from clusterlaunch.remote.scratch import scratch_problem  # bundle: strip
 from clusterlaunch.remote.torchfiles import torch_files, torchrun_problem  # bundle: strip
@@ -37,41 +40,6 @@ def torch_version():
         return metadata.version("torch")
     except metadata.PackageNotFoundError:
         return None
-
-
-def module_problem(name):
-    """Why ``python -m NAME`` would not start here, or None.
-
-    ``find_spec`` imports the parent packages, as ``python -m`` itself does.
-    """
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec(name)
-        package = spec is not None and spec.submodule_search_locations is not None
-        if package and importlib.util.find_spec(name + ".__main__") is None:
-            return "%r is a package without __main__.py; python -m cannot run it" % name
-    except ModuleNotFoundError as exc:  # a parent package is missing
-        return "no module %r for %s in %s (%s); check the name, workdir: and python:" % (
-            name,
-            sys.executable,
-            os.getcwd(),
-            exc,
-        )
-    except Exception as exc:  # a package's __init__ may raise anything
-        return "module %r cannot be imported in %s: %s: %s" % (
-            name,
-            os.getcwd(),
-            type(exc).__name__,
-            exc,
-        )
-    if spec is None:
-        return "no module %r for %s in %s; check the name, workdir: and python:" % (
-            name,
-            sys.executable,
-            os.getcwd(),
-        )
-    return None
 
 
 def script_problem(path):
@@ -218,27 +186,27 @@ class Serving:
     """Node 0's listener for the connection check, answered by :func:`serve` in a thread."""
 
     def __init__(self, listener, nonce, timeout):
-        import threading  # here: the agent bundles this module, and an exec starts no thread
-
         self.listener = listener
         self.timeout = timeout
-        self.stopping = threading.Event()
         self.thread = None
         if listener is not None:
+            import threading  # here: the agent bundles this module, and an exec starts no thread
+
+            self.stopping = threading.Event()
             serving = (listener, nonce, self.stopping, timeout)
             self.thread = threading.Thread(target=serve, args=serving, daemon=True)
             self.thread.start()
 
     def stop(self):
-        """Close the listener and wait for the thread to end.
+        """Close the listener (the port is free from here on) and wait for the thread to end.
 
         The agent forks the job next, and a fork beside a live thread may
         deadlock the child (Python 3.12 warns of it): the shutdown wakes an
         ``accept`` at once instead of at its next 0.2 s timeout.
         """
-        self.stopping.set()
         if self.listener is None:
             return
+        self.stopping.set()
         try:
             self.listener.shutdown(2)  # socket.SHUT_RDWR
         except OSError:

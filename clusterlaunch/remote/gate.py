@@ -9,7 +9,8 @@ probe would (``static``, ``connect``, ``end`` event frames), and starts its job
 only on the controller's go. Lines on stdin, before the go:
 
 * node 0's master port (empty: there is none), which every node dials;
-* node 0 only: ``done`` once every node has dialled (its listener closes);
+* node 0 only: ``done`` once every node has dialled (it stops listening for dials, but
+  holds the port until the instant before it starts torchrun: :meth:`Serving.stop`);
 * ``go JSON``: the final job, with what the plan filled in after the
   preflight (the master port, ``gpus: auto`` counts): ``argv``, ``first_rank``,
   and the environment (``env`` to set, ``unset`` to remove); and ``since``, how
@@ -79,12 +80,20 @@ def claimed_start(args, claim, out, killed=False):
 
 
 def checked_and_go(args, out, control, clash):
-    """Check this host, then take the final job from the go into ``args``; False: no go.
-    ``clash``: what taking the job id's claim met (``remote/claims.py``), reported."""
-    go = await_go(args, out, control, clash)
-    if go is None:
+    """Check this host, then take the final job from the go into ``args``. ``clash``: what
+    taking the job id's claim met (``remote/claims.py``), reported.
+
+    What holds node 0's master port meanwhile (:class:`~checks.Serving`, to stop the
+    instant before the job starts: whatever binds the port first gets it), or None: no go.
+    Without a nonce (``exec``): no checks, no go, nothing held.
+    """
+    if args.nonce is None:
+        return start_serving(None, b"", 0)
+    held = await_go(args, out, control, clash)
+    if held is None:
         out.drain(1.0)
-        return False
+        return None
+    go, serving = held
     # The controller cannot expand a host's "~": the first word, this host's python
     # (python: ~/venv/bin/python), stays as the shell expanded it in the agent's own
     # command. The go changes only what follows it (the port, the process count).
@@ -95,36 +104,45 @@ def checked_and_go(args, out, control, clash):
     for name in go["unset"]:
         os.environ.pop(name, None)
     control.last_heard = time.monotonic()  # heartbeats begin with the job
-    return True
+    return serving
 
 
 def await_go(args, out, control, clash):
-    """Report the checks; the go's fields, or None (no go: a failed host, the controller gone)."""
+    """Report the checks; the go's fields and node 0's listener, still bound, or None (no
+    go: a failed host, the controller gone; the listener closed)."""
     import site
 
     # The agent runs with -S (fast start, stdlib only); the checks need the
     # job's own sys.path, .pth files included: the torch it imports, -m modules.
+    # What site runs (sitecustomize.py, .pth lines) may print: the agent's main()
+    # took the channel off fd 1 before anything else (remote/channel.py).
     site.main()
     deadline = control.started + args.preflight_timeout
     fields, listener = static_stage(args, clash)
     _report(out, args, stage="static", **fields)
     serving = start_serving(listener, args.nonce.encode(), args.timeout)
+    go = None
     try:
-        port_text = control.read_line(deadline)
-        if port_text is None:
-            return None
-        connect = connect_stage(args, port_text)
-        if connect is not None:
-            _report(out, args, stage="connect", **connect)
-        if listener is not None:
-            while True:  # every peer has dialled when the controller says "done"
-                line = control.read_line(deadline)
-                if line is None:
-                    return None
-                if line == "done":
-                    break
+        go = _checked(args, out, control, listener is not None, deadline)
     finally:
-        serving.stop()
+        if go is None:
+            serving.stop()
+    return None if go is None else (go, serving)
+
+
+def _checked(args, out, control, listens, deadline):
+    """The connection check, then the go's fields (None: no go)."""
+    port_text = control.read_line(deadline)
+    if port_text is None:
+        return None
+    connect = connect_stage(args, port_text)
+    if connect is not None:
+        _report(out, args, stage="connect", **connect)
+    while listens:  # every peer has dialled when the controller says "done"
+        line = control.read_line(deadline)
+        if line is None:
+            return None
+        listens = line != "done"
     _report(out, args, stage="end")
     line = control.read_line(deadline)
     if line is None or not line.startswith("go "):

@@ -24,6 +24,7 @@ from clusterlaunch.remote.records import (  # bundle: strip
     live_records,  # bundle: strip
     mark_killed,  # bundle: strip
     process_start_time,  # bundle: strip
+    this_hosts,  # bundle: strip
 )  # bundle: strip
 from clusterlaunch.remote.stacks import job_stacks  # bundle: strip
 
@@ -34,29 +35,8 @@ def emit(**fields):
 
 
 def this_hosts_records():
-    """The live records but those of jobs started through an sshd on another port."""
+    """The live records of jobs that came in through this session's sshd."""
     return this_hosts(live_records())
-
-
-def this_hosts(records):
-    """``records`` (or claims) but those of jobs started through an sshd on another port.
-
-    A machine's records are all this machine's, but two sshd on it (two simulated
-    clusters on 127.0.0.11, one port each) are two hosts: a job that came in on
-    the other port is the other host's, which this one must neither list nor
-    kill. That host answers for it itself, when it is asked too. One sshd, any
-    address it is reached at: every record is kept.
-    """
-    server = os.environ.get("SSH_CONNECTION", "").split()[2:4]
-    if len(server) != 2:
-        return records  # not over SSH (localhost, srun): nothing to tell apart
-    return [r for r in records if not _other_port(r.get("ssh_server"), server[1])]
-
-
-def _other_port(recorded, port):
-    """True when ``recorded`` ("addr port") came in on another port than ``port``."""
-    words = str(recorded or "").split()
-    return len(words) == 2 and words[1] != port
 
 
 def kill_job(job_id, timeout):

@@ -6,19 +6,23 @@ before a ``run``. Reports each stage as an event frame of
 before the sync marker is noise to the controller): ``static``, then, once the
 controller sends node 0's port on stdin, ``connect``; node 0 keeps its
 listener open until stdin says ``done``; ``end`` last.
+
+Started with ``-S``, as the agent: it first takes its stdout out of reach
+(:mod:`clusterlaunch.remote.channel`), then runs ``site.main()`` for the job's
+own ``sys.path``, whose ``sitecustomize.py`` or ``.pth`` files may print.
 """
 
 import argparse
 import sys
 
 from clusterlaunch.core.protocol import SYNC, encode_event  # bundle: strip
+from clusterlaunch.remote.channel import take_channel, write_all  # bundle: strip
 from clusterlaunch.remote.checks import connect_stage, start_serving, static_stage  # bundle: strip
 
 
-def report(**fields):
+def report(channel, **fields):
     """One stage's findings, as an event frame (``stage`` names it)."""
-    sys.stdout.buffer.write(encode_event(fields))
-    sys.stdout.buffer.flush()
+    write_all(channel, encode_event(fields))
 
 
 def read_line():
@@ -27,6 +31,10 @@ def read_line():
 
 
 def main(argv=None):
+    channel = take_channel()  # first: before site.main() or a -m search
+    import site
+
+    site.main()  # the job's sys.path: the torch it would import, -m modules
     parser = argparse.ArgumentParser(prog="clusterlaunch-probe")
     parser.add_argument("--script")
     parser.add_argument("--module")
@@ -40,20 +48,20 @@ def main(argv=None):
     parser.add_argument("--job-id")
     parser.add_argument("--node-rank", type=int)
     args = parser.parse_args(argv)
-    sys.stdout.buffer.write(SYNC)
+    write_all(channel, SYNC)
     fields, listener = static_stage(args)
-    report(stage="static", **fields)
+    report(channel, stage="static", **fields)
     serving = start_serving(listener, args.nonce.encode(), args.timeout)
     if args.master_addr:
         connect = connect_stage(args, read_line())
         if connect is not None:
-            report(stage="connect", **connect)
+            report(channel, stage="connect", **connect)
     if listener is not None:
         # Wait for the controller: every peer has dialled (or EOF: it gave up).
         while read_line() not in ("done", ""):
             pass
         serving.stop()
-    report(stage="end")
+    report(channel, stage="end")
 
 
 if __name__ == "__main__":

@@ -49,6 +49,20 @@ def term_when_parent_dies(agent_pid):
         os._exit(ExitStatus.TERMINATED)
 
 
+def route_signals(handler, wake_fd):
+    """The agent's signals to ``handler`` (which only records them), its loop woken through
+    ``wake_fd``: SIGTERM, SIGINT, SIGHUP, SIGUSR1 (``clusterlaunch kill``), and SIGCHLD.
+
+    A child's end wakes the loop too: torchrun's pipes end just before its exit
+    status is ready, and the loop then slept 50 ms (a run's end: 0.02/0.07 s).
+    """
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
+        signal.signal(signum, handler)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    os.set_blocking(wake_fd, False)
+    signal.set_wakeup_fd(wake_fd)
+
+
 def prctl():
     """libc's prctl(2): see :func:`libc_function`."""
     return libc_function("prctl")
@@ -193,6 +207,14 @@ def kill_now(pid):
     """SIGKILL ``pid`` if it still exists."""
     try:
         os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def kill_group_now(group):
+    """SIGKILL every process of process group ``group`` that is still there."""
+    try:
+        os.killpg(group, signal.SIGKILL)
     except ProcessLookupError:
         pass
 

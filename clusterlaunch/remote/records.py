@@ -273,3 +273,17 @@ def _record_files():
         if info.st_uid == os.getuid():  # never read records from a directory someone planted
             paths += [os.path.join(folder, n) for n in names if n.endswith(".json")]
     return paths
+
+
+def this_hosts(records):
+    """The ``records`` of jobs that came in through this session's sshd (address and port).
+
+    A machine's records are all this machine's, but each sshd on it is a host: the
+    simulated ones share one machine, each its own address (127.0.0.11, .12, ...) or
+    port. A job that came in through another sshd is another host's, which this one
+    must neither count as its own (the preflight), list nor kill; that host answers
+    for it itself. Not over SSH (``localhost``, ``srun``), or a record that names no
+    server: nothing to tell apart, kept.
+    """
+    server = " ".join(os.environ.get("SSH_CONNECTION", "").split()[2:4])
+    return [r for r in records if not server or r.get("ssh_server", "") in ("", server)]

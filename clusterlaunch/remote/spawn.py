@@ -81,16 +81,19 @@ def returncode_of(status):
     return os.WEXITSTATUS(status)
 
 
-def start_job(argv, env):
-    """Start ``argv`` (found on ``env``'s PATH) with ``env``; a :class:`Job`, or OSError."""
+def start_job(argv, env, pass_fds=()):
+    """Start ``argv`` (found on ``env``'s PATH) with ``env``; a :class:`Job`, or OSError.
+
+    ``pass_fds``: descriptors the job inherits, as Popen's; handed over: closed here.
+    """
     agent = os.getpid()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     report_r, report_w = os.pipe()  # close-on-exec: end of file means the exec worked
     pid = os.fork()
     if pid == 0:
-        _become_job(argv, env, agent, (out_w, err_w, report_w))
-    for fd in (out_w, err_w, report_w):
+        _become_job(argv, env, agent, (out_w, err_w, report_w), pass_fds)
+    for fd in (out_w, err_w, report_w, *pass_fds):
         os.close(fd)
     report = _read_to_end(report_r)
     if report:
@@ -102,7 +105,7 @@ def start_job(argv, env):
     return Job(pid, os.fdopen(out_r, "rb", 0), os.fdopen(err_r, "rb", 0))
 
 
-def _become_job(argv, env, agent, fds):
+def _become_job(argv, env, agent, fds, pass_fds):
     """In the child: set it up and exec ``argv``; never returns."""
     out_w, err_w, report_w = fds
     try:
@@ -113,7 +116,9 @@ def _become_job(argv, env, agent, fds):
         stdin = os.open(os.devnull, os.O_RDONLY)
         for fd, target in ((stdin, 0), (out_w, 1), (err_w, 2)):
             os.dup2(fd, target)
-        _close_descriptors(keep=report_w)
+        _close_descriptors(keep=(report_w, *pass_fds))
+        for fd in pass_fds:
+            os.set_inheritable(fd, True)
         _exec_on_path(argv, env)
     except BaseException as exc:  # anything at all: the agent must hear of it, not hang
         status, message = _why_not_executed(exc, argv[0])
@@ -177,14 +182,14 @@ def _why_not_executed(exc, name):
 
 
 def _close_descriptors(keep):
-    """Close every descriptor above 2 but ``keep`` (the agent's own are close-on-exec
+    """Close every descriptor above 2 but those in ``keep`` (the agent's own are close-on-exec
     already; this is for any its parent left open, as Popen's ``close_fds``)."""
     try:
         fds = [int(name) for name in os.listdir("/proc/self/fd")]
     except OSError:
         fds = range(3, 1024)  # no /proc: the common soft limit
     for fd in fds:
-        if fd > 2 and fd != keep:
+        if fd > 2 and fd not in keep:
             try:
                 os.close(fd)
             except OSError:

@@ -29,6 +29,7 @@ import math
 import os
 import time
 
+from clusterlaunch.remote.accel import devices_environ  # bundle: strip
 from clusterlaunch.remote.proctree import (  # bundle: strip
     children_of,  # bundle: strip
     descendants,  # bundle: strip
@@ -54,13 +55,14 @@ def kill_if_no_workers(torchrun_pid):
         kill_now(torchrun_pid)
 
 
-def job_environ(session, token, grace, torchrun):
-    """The job's environment: the session's, the agent's marker, and for torchrun a shutdown
-    deadline past ``grace`` (a user's own value too: ``--grace`` is the time between the
-    signals)."""
+def job_environ(session, token, args, torchrun):
+    """The job's environment: the session's, the agent's marker, for torchrun a shutdown
+    deadline past ``args.grace`` (a user's own value too: ``--grace`` is the time between
+    the signals), and for ``exec`` the variable of ``args.devices`` (``accel.py``)."""
     env = dict(session, CLUSTERLAUNCH_AGENT=token.partition("=")[2])
     if torchrun:
-        env[SHUTDOWN_VAR] = str(math.ceil(grace) + SHUTDOWN_MARGIN_S)
+        env[SHUTDOWN_VAR] = str(math.ceil(args.grace) + SHUTDOWN_MARGIN_S)
+    env.update(devices_environ(args.devices))
     return env
 
 

@@ -170,6 +170,7 @@ class Args:
         self.listen = None
         self.timeout = None  # the connection check's (core/defaults.py), given with --nonce
         self.script = self.module = self.program = self.accelerator = None
+        self.devices = None  # exec's devices: on a host without accelerator: (accel.py)
         self.need_torch = False
 
 
@@ -189,6 +190,7 @@ _OPTIONS = {
     "--module": ("module", str),
     "--program": ("program", str),
     "--accelerator": ("accelerator", str),
+    "--devices": ("devices", str),
     "--need-torch": ("need_torch", None),  # a flag: no value
 }
 

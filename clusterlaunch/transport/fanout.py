@@ -28,15 +28,28 @@ class Failed(Generic[R]):
 
 
 def run_parallel(
-    func: Callable[[T], R], items: Sequence[T], limit: int, name: str = "fanout"
+    func: Callable[[T], R],
+    items: Sequence[T],
+    limit: int,
+    name: str = "fanout",
+    give_up: Callable[[T], Exception | None] | None = None,
+    late: Callable[[R], None] | None = None,
 ) -> list[R | Failed[R]]:
-    """``func(item)`` for every item, at most ``limit`` at once; results in item order."""
+    """``func(item)`` for every item, at most ``limit`` at once; results in item order.
+
+    ``give_up(item)``, asked of each call still running every slice, may end the wait
+    for it: its result is the exception returned, and its slot goes to the next item
+    (a channel open on a host that stopped answering waited out paramiko's hour).
+    A call given up on that returns after all has its result passed to ``late``.
+    """
     results: list[R | Failed[R]] = [Failed(RuntimeError("not run"))] * len(items)
     if not items:
         return results
     slots = threading.BoundedSemaphore(max(1, limit))
     lock = threading.Lock()
     done = threading.Event()
+    settled = [False] * len(items)
+    running: set[int] = set()
     remaining = [len(items)]
     # The first ``limit`` calls wait until all of them are started. Otherwise each
     # Thread.start() waits for its thread to take the GIL from those already at
@@ -44,29 +57,53 @@ def run_parallel(
     # after the first, 25-30 ms with the gate (a 32-host exec, paramiko).
     gate = threading.Event()
 
+    def settle(index: int, result: R | Failed[R]) -> bool:
+        """Record ``index``'s result once (under ``lock``); False when it was already."""
+        if settled[index]:
+            return False
+        settled[index] = True
+        running.discard(index)
+        results[index] = result
+        slots.release()
+        remaining[0] -= 1
+        if remaining[0] == 0:
+            done.set()
+        return True
+
     def call(index: int, item: T) -> None:
         gate.wait()
         try:
-            results[index] = func(item)
+            result: R | Failed[R] = func(item)
         except Exception as exc:  # handed back to the caller, who decides
-            results[index] = Failed(exc)
-        finally:
-            slots.release()
-            with lock:
-                remaining[0] -= 1
-                if remaining[0] == 0:
-                    done.set()
+            result = Failed(exc)
+        with lock:
+            kept = settle(index, result)
+        if not kept and late is not None and not isinstance(result, Failed):
+            late(result)
+
+    def give_up_on_some() -> None:
+        if give_up is None:
+            return
+        with lock:
+            waiting = sorted(running)
+        for index in waiting:
+            error = give_up(items[index])
+            if error is not None:
+                with lock:
+                    settle(index, Failed(error))
 
     for index, item in enumerate(items):
         while not slots.acquire(timeout=_SLICE_S):
-            pass  # a signal handler may raise here
+            give_up_on_some()  # and a signal handler may raise here
+        with lock:
+            running.add(index)
         thread = threading.Thread(target=call, args=(index, item), name=name, daemon=True)
         thread.start()
         if index + 1 >= limit:
             gate.set()  # the rest start as slots free: each as soon as it is started
     gate.set()
     while not done.wait(_SLICE_S):
-        pass
+        give_up_on_some()
     return results
 
 

@@ -145,6 +145,8 @@ class SshConnection:
         self._closed = threading.Event()
         self._keepalives: keepalive.KeepaliveLoop | None = None
         self._channels: list[paramiko.Channel] = []  # what ran here: busy while one is open
+        self._opening = 0  # channels being opened: busy too (a lost host never answers one)
+        self._opening_lock = threading.Lock()
 
     @property
     def _transport(self) -> paramiko.Transport:
@@ -181,7 +183,8 @@ class SshConnection:
 
     def _busy(self) -> bool:
         """Whether a command or SFTP session is open here (read by the keepalive thread)."""
-        return any(not channel.closed for channel in list(self._channels))
+        opening = self._opening > 0
+        return opening or any(not channel.closed for channel in list(self._channels))
 
     def alive(self) -> bool:
         """Connected, and the peer answered recently."""
@@ -193,7 +196,22 @@ class SshConnection:
         return active and silent < self._settings.dead_after
 
     def start(self, command: str, stdin: bytes = b"") -> SshProcess:
-        """Open a session channel, exec ``command``, write ``stdin``."""
+        """Open a session channel, exec ``command``, write ``stdin``.
+
+        paramiko waits up to an hour for the channel to open and for ever for the
+        exec's answer: on a host that stopped answering, only the caller can give up
+        (``readloop.start_all``, when :meth:`alive` says so; keepalives are asked
+        meanwhile) or :meth:`close` end the wait.
+        """
+        with self._opening_lock:
+            self._opening += 1
+        try:
+            return self._start(command, stdin)
+        finally:
+            with self._opening_lock:
+                self._opening -= 1
+
+    def _start(self, command: str, stdin: bytes) -> SshProcess:
         try:
             channel = self._transport.open_session(window_size=WINDOW, max_packet_size=1 << 15)
             self._channels.append(channel)

@@ -15,7 +15,6 @@ ssh would.
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import os
 from collections.abc import Iterable
@@ -27,6 +26,7 @@ from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import LOCALHOST, HostSpec, SshTarget
 from clusterlaunch.transport import sshkeywords, sshtarget
 from clusterlaunch.transport.fanout import every_result
+from clusterlaunch.transport.hostnames import host_line_matches
 from clusterlaunch.transport.paramikoconfig import SSHException
 from clusterlaunch.transport.sshinclude import (
     ConfigLine,
@@ -140,12 +140,7 @@ class LoadedConfig:
     @staticmethod
     def _hosts(header: ConfigLine, alias: str) -> bool:
         """A ``Host`` line's patterns match ``alias`` (``!pattern`` excludes)."""
-        matched = False
-        for pattern in words(header.value, header.where):
-            if pattern.startswith("!") and fnmatch.fnmatch(alias, pattern[1:]):
-                return False
-            matched = matched or fnmatch.fnmatch(alias, pattern)
-        return matched
+        return host_line_matches(words(header.value, header.where), alias)
 
 
 def _same(line: ConfigLine, value: str) -> bool:

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from clusterlaunch.transport import sshcanonical, sshordered
+from clusterlaunch.transport.hostnames import host_line_matches, pattern_list_matches
 from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHConfigDict
 from clusterlaunch.transport.sshinclude import (
     LISTS,
@@ -39,7 +40,7 @@ from clusterlaunch.transport.sshinclude import (
     unquoted,
 )
 
-_WILDCARDS = frozenset("*?[!")
+_WILDCARDS = frozenset("*?!")  # ssh's (match.c): "[" is itself
 
 
 class _Blocks(SSHConfig):
@@ -115,11 +116,21 @@ class _Blocks(SSHConfig):
         return value
 
     def _pattern_matches(self, patterns: Any, target: str) -> bool:
-        # fnmatch compiles a regular expression for each new pattern: one per host of a
-        # config with a block per host (33 for a 32-host exec), where a name is a name.
-        if isinstance(patterns, list) and not any(_WILDCARDS.intersection(p) for p in patterns):
-            return target in patterns
-        return bool(super()._pattern_matches(patterns, target))  # type: ignore[misc]
+        # OpenSSH's matching (match.c), not paramiko's fnmatch: "[01]" is no character
+        # class, and Match host/originalhost compare lowercased names (match_hostname).
+        if isinstance(patterns, list):  # a Host line's words: each as written (readconf.c)
+            if not any(_WILDCARDS.intersection(p) for p in patterns):
+                return target in patterns  # names (a block per host): compared, not matched
+            return host_line_matches(patterns, target)
+        if isinstance(patterns, HostPatterns):
+            return pattern_list_matches(patterns, target.lower(), lower=True)
+        return pattern_list_matches(patterns, target, lower=False)  # Match user, localuser
+
+
+class HostPatterns(str):
+    """A ``Match host`` or ``originalhost`` pattern list, matched in any case as ssh does
+    (match.c's match_hostname lowercases both): paramiko's did not, and ``Match
+    originalhost NODE0`` missed node0."""
 
 
 class IndexedSshConfig(SSHConfig):
@@ -137,8 +148,13 @@ class IndexedSshConfig(SSHConfig):
         self._canonical: dict[str, str] = {}
 
     def parse(self, file_obj: Iterable[str]) -> None:
-        """paramiko's parse, each SendEnv/SetEnv line under a numbered keyword of its own."""
+        """paramiko's parse, each SendEnv/SetEnv line under a numbered keyword of its own,
+        and ``Match host``/``originalhost`` patterns marked to match in any case."""
         super().parse(_for_paramiko(file_obj))
+        for block in self._config:  # type: ignore[attr-defined]
+            for criterion in block.get("matches", ()):
+                if criterion["type"] in ("host", "originalhost"):
+                    criterion["param"] = HostPatterns(criterion["param"])
 
     def lookup(self, hostname: str, user: str | None = None) -> SSHConfigDict:
         """The options for ``hostname`` as paramiko's lookup gives them (ControlPath
@@ -208,18 +224,10 @@ def _for_paramiko(lines: Iterable[str]) -> Iterable[str]:
 
 
 def _criteria(said: list[str]) -> str:
-    """A Match line's criteria as paramiko should read them, as ssh does.
-
-    ``all`` next to others (``final``, ``canonical``) adds nothing, and paramiko refused
-    the line ("Match does not allow 'all' mixed with anything but 'canonical'"), and
-    with it Fedora's and RHEL's system file. ``host`` and ``originalhost`` patterns
-    match in any case (match.c's match_hostname lowercases them): paramiko's did not,
-    and ``Match originalhost NODE0`` missed node0.
-    """
+    """A Match line's criteria as paramiko should read them, as ssh does: ``all`` next to
+    others (``final``, ``canonical``) adds nothing, and paramiko refused the line ("Match
+    does not allow 'all' mixed with anything but 'canonical'"), and with it Fedora's and
+    RHEL's system file. (``host`` patterns in any case: :class:`HostPatterns`.)"""
     if len(said) > 1:
         said = [word for word in said if word.lower() != "all"]
-    kept = []
-    for index, word in enumerate(said):
-        follows = said[index - 1].lower().lstrip("!") if index else ""
-        kept.append(word.lower() if follows in ("host", "originalhost") else word)
-    return " ".join(kept)
+    return " ".join(said)

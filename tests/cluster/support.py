@@ -166,3 +166,14 @@ def ssh_agent(sock: Path) -> Iterator[Path]:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def assert_every_agent_stopped(kill_table: str) -> None:
+    """``kill``'s table: every row stopped, at least one.
+
+    Each host answers for its own agents only, and the first one stopped ends the
+    job: its controller may take the others down before their host's ``kill``
+    finds them, so how many rows there are is a race.
+    """
+    rows = kill_table.splitlines()[2:]
+    assert rows and all(row.split()[2] == "stopped" for row in rows), kill_table

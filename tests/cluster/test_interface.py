@@ -54,6 +54,35 @@ def test_module_and_program_run_like_a_script(sim_cluster, tmp_path: Path) -> No
             assert json.loads(text.split("ARGV=", 1)[1]) == ["--lr", "1"], (kind, text)
 
 
+def test_a_double_dash_after_script_reaches_it_as_typed(sim_cluster, tmp_path: Path) -> None:
+    """``SCRIPT -- --lr 1``: torchrun's parser dropped a ``--`` right after the script; on
+    node 0 and on node 1 (started through the store-wait program), for each kind of SCRIPT."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    given = ["--", "--lr", "1", "--", "--", "-m", "x"]
+    kinds = {
+        "script": [str(hosts), "allreduce.py"],
+        "module": ["-m", str(hosts), "clpkg.train"],
+        "program": ["--no-python", str(hosts), "./run_allreduce.sh"],
+    }
+    for kind, words in kinds.items():
+        result = run_cli("run", sim_cluster, "--env", f"WORKER_PYTHON={PYTHON}", *words, *given)
+        assert result.returncode == 0, (kind, result.stderr)
+        lines = rank_lines(result.stdout)
+        assert sorted(host for _, host, _, _ in lines) == ["node0", "node1"], (kind, lines)
+        for *_, text in lines:
+            assert json.loads(text.split("ARGV=", 1)[1]) == given, (kind, text)
+
+
+def test_rdzv_conf_is_the_users_to_give(sim_cluster, tmp_path: Path) -> None:
+    """clusterlaunch passes no --rdzv-conf, so it reaches torchrun (the static
+    rendezvous reads its timeout); it was refused as clusterlaunch's own."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    extra = "--torchrun-args=--rdzv-conf timeout=900 --max-restarts 0"
+    result = run_cli("run", sim_cluster, extra, str(hosts), "allreduce.py")
+    assert result.returncode == 0, result.stderr
+    assert sorted(rank for rank, *_ in rank_lines(result.stdout)) == [0, 1]
+
+
 def test_the_preflight_checks_the_module_and_the_program(sim_cluster, tmp_path: Path) -> None:
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
     result = run_cli("run", sim_cluster, "-m", str(hosts), "clpkg.nope")
@@ -64,6 +93,31 @@ def test_the_preflight_checks_the_module_and_the_program(sim_cluster, tmp_path: 
     result = run_cli("run", sim_cluster, "--no-python", str(hosts), "no-such-program")
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("program 'no-such-program' not found in PATH") == 2
+
+
+def test_what_site_and_a_module_print_before_the_job_is_host_output(
+    sim_cluster, tmp_path: Path
+) -> None:
+    """A sitecustomize.py that prints (the preflight's site.main() runs it) and a package
+    whose __init__ prints or needs torchrun's environment. The agent wrote the prints into
+    its channel: a job that succeeded was "host node1 was lost" (255), and check -m said
+    "garbled probe output"; the module check ran the __init__, which refused the job
+    (KeyError: 'LOCAL_RANK')."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text("print('site: ' + 'x' * 10000)\n")
+    (tmp_path / "chatty").mkdir()
+    init = "import os\nprint('chatty: loading config')\nRANK = int(os.environ['LOCAL_RANK'])\n"
+    (tmp_path / "chatty" / "__init__.py").write_text(init)
+    shutil.copy(WORKERS / "allreduce.py", tmp_path / "chatty" / "train.py")
+    setup = {"setup": f"export PYTHONPATH={tmp_path / 'site'}:{WORKERS}"}
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, setup), ("node1", 1, setup)])
+    result = run_cli("check", sim_cluster, "-m", str(hosts), "chatty.train", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    result = run_cli("run", sim_cluster, "-m", str(hosts), "chatty.train", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summed = [rank for rank, _, _, text in rank_lines(result.stdout) if "SUM=3 " in text]
+    assert sorted(summed) == [0, 1], result.stdout[-2000:]
+    assert "garbled" not in result.stderr and "lost" not in result.stderr
 
 
 def test_a_directory_and_a_zipapp_run_like_a_script(sim_cluster, tmp_path: Path) -> None:

@@ -12,7 +12,14 @@ import pytest
 
 from clusterlaunch.remote import records
 from clusterlaunch.testing import find_processes
-from tests.cluster.support import PYTHON, run_cli, start_cli, wait_for_lines, write_hosts
+from tests.cluster.support import (
+    PYTHON,
+    assert_every_agent_stopped,
+    run_cli,
+    start_cli,
+    wait_for_lines,
+    write_hosts,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.torch]
 
@@ -63,7 +70,7 @@ def test_kill_stops_one_job_and_spares_the_other(sim_cluster, tmp_path: Path, cl
 
         killed = run_cli("kill", sim_cluster, *use, str(hosts), job_a)
         assert killed.returncode == 0, killed.stderr
-        assert killed.stdout.count("stopped") == 2
+        assert_every_agent_stopped(killed.stdout)
 
         # The attached controller of job-a reports it, with its own exit status.
         assert first.wait(timeout=30) == 137
@@ -144,7 +151,7 @@ def test_ps_and_kill_find_a_job_whose_python_and_records_depend_on_setup(
         assert list(runtime.iterdir()) == []  # records do not follow the setup's environment
         killed = run_cli("kill", sim_cluster, str(hosts), job_id)
         assert killed.returncode == 0, killed.stderr
-        assert killed.stdout.count("stopped") == 2
+        assert_every_agent_stopped(killed.stdout)
         assert job.wait(timeout=30) == 137
     finally:
         if job.poll() is None:

@@ -54,3 +54,17 @@ def test_exec_starts_nothing_on_a_host_whose_python_is_too_old(sim_cluster, host
     assert f"[node0] clusterlaunch: {SAID} {FIX}" in result.stderr
     assert "1 of 2 host(s) failed: node0 (2)" in result.stderr
     assert "Traceback" not in result.stderr and "without a report" not in result.stderr
+
+
+def test_troubleshooting_shows_what_doctor_and_ps_print(sim_cluster, hosts: Path) -> None:
+    """docs/troubleshooting.md said doctor printed ps's error line; it prints its table."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md").read_text()
+    blocks = [block.split("```", 1)[0] for block in text.split("```text\n")[1:]]
+    [quoted] = [block for block in blocks if "node0  doctor" in block]
+    doctor = run_cli("doctor", sim_cluster, str(hosts), timeout=90)
+    shown = (doctor.stdout + doctor.stderr).replace(str(OLD), "/usr/bin/python3")
+    assert doctor.returncode == 2 and set(quoted.splitlines()) <= set(shown.splitlines()), shown
+    ps = run_cli("ps", sim_cluster, str(hosts), timeout=90)
+    error = "clusterlaunch: error: node0: /usr/bin/python3 is Python 3.6; "
+    assert ps.stderr.replace(str(OLD), "/usr/bin/python3").startswith(error)
+    assert error.rstrip() in " ".join(text.split())  # (the doc wraps it)

@@ -184,6 +184,30 @@ def test_a_shell_that_exits_0_before_python_is_a_failed_host(
         assert said in row and "no output" not in row
 
 
+@pytest.mark.parametrize("program", ["/bin/bash", "/usr/bin/env", "/bin/cat"])
+def test_a_python_that_is_no_python_is_named_with_its_fix(
+    sim_cluster, tmp_path: Path, program: str
+) -> None:
+    # exec exited with the program's own status (bash 2, env 125, cat 1) and said "the shell
+    # failed before clusterlaunch's Python started"; check and run quoted bash's syntax error.
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, {"python": program}), ("node1", 1)])
+    said = f"python: {program} is not a Python (it exited "
+    fix = "set python: to a Python 3.8 or newer in the hosts file (or --python)"
+    result = run_cli("exec", sim_cluster, str(hosts), "--", "echo", "ran", timeout=60)
+    assert result.returncode == 2, result.stderr
+    [line] = [
+        line for line in result.stderr.splitlines() if line.startswith("clusterlaunch: node0")
+    ]
+    assert line.startswith(f"clusterlaunch: node0: {said}") and line.endswith(fix), line
+    assert "1 of 2 host(s) failed: node0 (2)" in result.stderr
+    for command in ("check", "run"):
+        result = run_cli(command, sim_cluster, str(hosts), "sleeper.py", timeout=60)
+        assert result.returncode == 2, result.stderr
+        table = (result.stdout + result.stderr).splitlines()  # check: stdout, run: stderr
+        [row] = [line for line in table if line.startswith("0 ")]
+        assert said in row and row.endswith(fix), row
+
+
 def test_a_missing_workdir_fails_the_preflight_with_the_fix(sim_cluster, tmp_path: Path) -> None:
     # It said only "the shell failed before Python started (exit 1): bash: line 1: cd: ...".
     missing = tmp_path / "no-such-dir"

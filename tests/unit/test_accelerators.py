@@ -85,7 +85,7 @@ def test_a_failing_tool_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
     (bin_dir / "nvidia-smi").chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir))
-    assert accel.find_devices()["gpus"] == {"error": "NVIDIA-SMI has failed"}
+    assert accel.find_devices()["gpus"] == {"error": "NVIDIA-SMI has failed", "code": 9}
 
 
 def node(nproc: int | None, devices: tuple[int, ...] | None = None) -> NodePlan:

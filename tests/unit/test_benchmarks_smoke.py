@@ -232,7 +232,7 @@ def test_the_timing_wrapper_times_torchrun_as_either_node_starts_it(tmp_path: Pa
     wrapper.chmod(0o755)
     for argv in (
         ["-m", "torch.distributed.run", "--node-rank", "0"],
-        ["-c", storewait.program(), "--node-rank", "1"],
+        ["-c", storewait.program(3), "--node-rank", "1"],
         ["-c", "import torch.distributed.run"],  # not clusterlaunch's program
         ["-S", "-c", "import zlib"],  # the agent's bootstrap
     ):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -11,6 +14,7 @@ import pytest
 
 from clusterlaunch import remote
 from clusterlaunch.core import bootstrap
+from clusterlaunch.core.defaults import PAYLOAD_KEPT_S
 
 SOURCE_DIGEST = "41cf6794ba4200b8"  # sha256(b"source"), first 16 hex digits
 TAG = sys.implementation.cache_tag
@@ -87,17 +91,22 @@ def test_shipped_programs_are_about_their_source_s_size_and_load_whole() -> None
 def test_a_stored_payload_is_read_back_and_a_bad_one_rebuilt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    stored = tmp_path / "__pycache__" / f"probe.{TAG}.0123.payload"
-    older = tmp_path / "__pycache__" / f"probe.{TAG}.old.payload"
-    other = tmp_path / "__pycache__" / f"agent.{TAG}.old.payload"  # another program's: kept
-    monkeypatch.setattr(remote, "_stored_payload_paths", lambda name, tag, source: [stored])
+    stored = tmp_path / "clusterlaunch" / f"probe.{TAG}.0123.payload"
+    older = tmp_path / "clusterlaunch" / f"probe.{TAG}.old.payload"
+    recent = tmp_path / "clusterlaunch" / f"probe.{TAG}.other.payload"  # another install's
+    other = tmp_path / "clusterlaunch" / f"agent.{TAG}.old.payload"  # another program's: kept
+    monkeypatch.setattr(remote, "_stored_payload_path", lambda name, tag, source: stored)
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     build = remote.program_payload.__wrapped__  # without the per-process cache
     stored.parent.mkdir()
-    older.write_bytes(b"from an earlier version")
-    other.write_bytes(b"the agent's")
+    for file in (older, recent, other):
+        file.write_bytes(b"from another version")
+    week_ago = time.time() - PAYLOAD_KEPT_S - 60
+    for file in (older, other):
+        os.utime(file, (week_ago, week_ago))
     payload = build("probe")
-    assert stored.read_bytes() == payload and not older.exists() and other.exists()
+    assert stored.read_bytes() == payload and not older.exists()
+    assert recent.exists() and other.exists()
     assert stored.stat().st_mode & 0o777 == 0o644
     kept = payload_of("stored", "stored")
     stored.write_bytes(kept)
@@ -111,8 +120,8 @@ def test_a_stored_payload_is_read_back_and_a_bad_one_rebuilt(
 def test_nothing_is_stored_without_bytecode_writing_or_a_writable_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    stored = tmp_path / "__pycache__" / f"probe.{TAG}.0123.payload"
-    monkeypatch.setattr(remote, "_stored_payload_paths", lambda name, tag, source: [stored])
+    stored = tmp_path / "clusterlaunch" / f"probe.{TAG}.0123.payload"
+    monkeypatch.setattr(remote, "_stored_payload_path", lambda name, tag, source: stored)
     build = remote.program_payload.__wrapped__
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     assert bootstrap.is_payload_for_this_python(build("probe"))
@@ -123,17 +132,17 @@ def test_nothing_is_stored_without_bytecode_writing_or_a_writable_folder(
     assert list(tmp_path.iterdir()) == [stored.parent]
 
 
-def test_payloads_are_kept_by_source_digest_and_interpreter_beside_compiled_files_or_cached(
+def test_payloads_are_kept_by_source_digest_and_interpreter_in_the_user_s_cache(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", "/home/me/.cache-elsewhere")
-    beside, cached = remote._stored_payload_paths("agent", TAG, b"source")
-    assert beside.parent == Path(remote.__file__).parent / "__pycache__"
-    assert cached.parent == Path("/home/me/.cache-elsewhere/clusterlaunch")
-    assert beside.name == cached.name == f"agent.{TAG}.{SOURCE_DIGEST}.payload"
+    cached = remote._stored_payload_path("agent", TAG, b"source")
+    assert cached == Path(
+        f"/home/me/.cache-elsewhere/clusterlaunch/agent.{TAG}.{SOURCE_DIGEST}.payload"
+    )
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # ignored, as the XDG spec says
     monkeypatch.setenv("HOME", "/home/me")
-    assert remote._stored_payload_paths("agent", TAG, b"")[1].parent == Path(
+    assert remote._stored_payload_path("agent", TAG, b"").parent == Path(
         "/home/me/.cache/clusterlaunch"
     )
 
@@ -141,24 +150,31 @@ def test_payloads_are_kept_by_source_digest_and_interpreter_beside_compiled_file
         raise AssertionError("a Python that keeps no compiled files has no stored payload")
 
     monkeypatch.setattr(sys.implementation, "cache_tag", None)
-    monkeypatch.setattr(remote, "_stored_payload_paths", no_path)
+    monkeypatch.setattr(remote, "_stored_payload_path", no_path)
     assert bootstrap.is_payload_for_this_python(remote.program_payload.__wrapped__("agent"))
 
 
-def test_a_read_only_install_keeps_its_payloads_in_the_user_s_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The package's folder cannot be written (a shared install): the user's cache takes
-    the payload, and the next command reads it from there instead of compiling again."""
-    beside = tmp_path / "install" / "__pycache__" / f"agent.{TAG}.0123.payload"
-    beside.parent.parent.mkdir()
-    beside.parent.write_text("not a folder")  # unwritable, even for root
-    cached = tmp_path / "cache" / "clusterlaunch" / beside.name
-    monkeypatch.setattr(remote, "_stored_payload_paths", lambda name, tag, source: [beside, cached])
-    monkeypatch.setattr(sys, "dont_write_bytecode", False)
-    build = remote.program_payload.__wrapped__
-    payload = build("agent")
-    assert cached.read_bytes() == payload
-    kept = payload_of("cached", "cached")
-    cached.write_bytes(kept)
-    assert build("agent") == kept  # read from the cache, not built
+def test_the_installed_package_is_never_written_to(tmp_path: Path) -> None:
+    """A payload beside the package's bytecode was no file of the install's record: ``pip
+    uninstall`` left it and its folders, and a later ``import clusterlaunch`` found a
+    namespace package (``cannot import name 'program_payload'``). A copy of the package,
+    writable, run as a command runs it: its payloads go to the user's cache only."""
+    package = tmp_path / "site" / "clusterlaunch"
+    shutil.copytree(
+        Path(remote.__file__).parent.parent, package, ignore=shutil.ignore_patterns("*.payload")
+    )
+    before = sorted(path for path in package.rglob("*") if "__pycache__" not in path.parts)
+    cache = tmp_path / "cache"
+    environment = {**os.environ, "PYTHONPATH": str(package.parent), "XDG_CACHE_HOME": str(cache)}
+    environment.pop("PYTHONDONTWRITEBYTECODE", None)
+    build = "from clusterlaunch import remote; [remote.program_payload(n) for n in remote.BUNDLES]"
+    for _ in range(2):  # built, then read back
+        argv = [sys.executable, "-c", build + "; print(remote.__file__)"]
+        done = subprocess.run(argv, env=environment, cwd=tmp_path, capture_output=True, check=True)
+        assert done.stdout.decode().strip() == str(package / "remote" / "__init__.py")
+    assert not list(package.rglob("*.payload"))
+    after = sorted(path for path in package.rglob("*") if "__pycache__" not in path.parts)
+    assert after == before
+    assert {path.name.split(".")[0] for path in (cache / "clusterlaunch").iterdir()} == set(
+        remote.BUNDLES
+    )

@@ -222,7 +222,16 @@ def test_missing_script_checked_before_any_connection(
 
 @pytest.mark.parametrize(
     "torchrun_args",
-    ["--max-restarts 3 --monitor-interval 1", "--max_restarts=3", "--role 'a b'", "--rdzv-id x"],
+    [
+        "--max-restarts 3 --monitor-interval 1",
+        "--max_restarts=3",
+        "--role 'a b'",
+        "--rdzv-id x",
+        "--max-restarts 0 --monitor-interval 0.5 --shutdown-timeout 0",
+        "--rdzv-conf timeout=900",  # clusterlaunch sets no --rdzv-conf: the user's to give
+        "--rdzv_conf=timeout=5,join_timeout=3",
+        "--max-nodes 2",  # no option of torch 2.13's: the preflight judges it, as a typo
+    ],
 )
 def test_allowed_torchrun_args_pass(
     work: Path, capsys: pytest.CaptureFixture[str], torchrun_args: str
@@ -243,7 +252,7 @@ def test_allowed_torchrun_args_pass(
     words = shlex.split(command)
     extra = shlex.split(torchrun_args)
     start = words.index("--log-dir") + 2
-    assert words[start : start + len(extra) + 1] == [*extra, "train.py"]
+    assert words[start : start + len(extra) + 2] == [*extra, "--", "train.py"]
 
 
 def test_python_option_with_equals_is_refused(
@@ -275,7 +284,7 @@ def torchrun_words(node_rank: int, nproc: int, addr: str, port: str, *script: st
         "--master-addr", addr,
         "--master-port", port, "--redirects", "3",
         "--log-dir", "AUTO",
-        *script,
+        "--", *script,
     ]  # fmt: skip
 
 

@@ -168,19 +168,19 @@ def test_a_host_whose_exec_refused_what_setup_exported_is_told_why() -> None:
     """setup: can export what no check sees beforehand (a helper's 200 kB variable)."""
     from clusterlaunch.core.reports import shell_failure
 
-    said = shell_failure(126, "bash: line 2: /usr/bin/env: Argument list too long")
+    said = shell_failure("python3", 126, "bash: line 2: /usr/bin/env: Argument list too long")
     assert said.startswith("the shell failed before Python started (exit 126): bash: line 2:")
     assert said.endswith(
         "with what setup: exports, are more than this host's exec takes: pass large data in a file"
     )
-    assert shell_failure(1, "sh: 1: exec: /x: not found") == (
-        "the shell failed before Python started (exit 1): sh: 1: exec: /x: not found"
+    assert shell_failure("/x", 127, "sh: 1: exec: /x: not found") == (
+        "the shell failed before Python started (exit 127): sh: 1: exec: /x: not found"
     )
 
 
 def test_a_step_srun_refused_is_srun_not_the_shell() -> None:
     from clusterlaunch.core.reports import shell_failure
 
-    assert shell_failure(1, "srun: error: Slurm job 4 has expired") == (
+    assert shell_failure("python3", 1, "srun: error: Slurm job 4 has expired") == (
         "srun failed before Python started (exit 1): srun: error: Slurm job 4 has expired"
     )

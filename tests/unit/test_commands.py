@@ -128,8 +128,9 @@ def test_shell_command_round_trip(value: str) -> None:
     command = commands.shell_command(
         value or "/w", None, {"HK": value, "HK2": "x"}, ["prog", value]
     )
+    workdir = {"": "/w", "-": "./-"}.get(value, value)  # cd -- - would be cd "$OLDPWD"
     assert shlex.split(command) == [
-        "cd", "--", value or "/w", "&&", "exec", "env", f"HK={value}", "HK2=x", "prog", value,
+        "cd", "--", workdir, "&&", "exec", "env", f"HK={value}", "HK2=x", "prog", value,
     ]  # fmt: skip
 
 
@@ -185,7 +186,7 @@ def test_bootstrap_and_torchrun_argv() -> None:
         "py", "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "4",
         "--node-rank", "1", "--rdzv-backend", "static", "--master-addr", "10.0.0.1",
         "--master-port", "AUTO", "--redirects", "3", "--log-dir", "/tmp/l",
-        "--max-restarts", "1", "t.py", "--", "-x",
+        "--max-restarts", "1", "--", "t.py", "--", "-x",
     ]  # fmt: skip
 
 
@@ -228,7 +229,7 @@ def _hostile_plan(workdir: str, python: str, setup: str | None = None) -> tuple[
         "--node-rank", "0", "--rdzv-backend", "static", "--rdzv-id", "j1",
         "--master-addr", "10.0.0.1",
         "--master-port", "29500", "--redirects", "3", "--log-dir", "AUTO",
-        "train script.py", *HOSTILE,
+        "--", "train script.py", *HOSTILE,
     ]  # fmt: skip
     return node, expected_argv
 
@@ -271,6 +272,24 @@ def test_relative_workdir_starting_with_dash(shell: str, tmp_path: Path) -> None
     result = run_shell(shell, command, tmp_path)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["cwd"] == str(tmp_path / "-w $x")
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_workdir_named_dash_is_that_folder(shell: str, tmp_path: Path) -> None:
+    """``cd -- -`` is ``cd "$OLDPWD"`` ("OLDPWD not set": nothing ran), in the job's command
+    and in --sync's: each cds to ``./-``."""
+    token = ".clusterlaunch-sync-00ff-1"
+    prepared = run_shell(shell, commands.sync_prepare_command("-", token), tmp_path)
+    assert prepared.returncode == 0, prepared.stderr
+    assert (tmp_path / "-" / token).is_file()
+    listed = run_shell(shell, commands.sync_tokens_command("-", ".clusterlaunch-sync-"), tmp_path)
+    assert listed.stdout.decode().splitlines() == [f"token={token}"]
+    assert run_shell(shell, commands.sync_cleanup_command("-", token), tmp_path).returncode == 0
+    assert list((tmp_path / "-").iterdir()) == []
+    command = commands.shell_command("-", None, {}, [sys.executable, "-c", DUMP_CODE])
+    result = run_shell(shell, command, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["cwd"] == str(tmp_path / "-")
 
 
 @pytest.mark.parametrize("shell", SHELLS)
@@ -355,4 +374,4 @@ def test_setup_with_or_does_not_bypass_failed_cd(tmp_path: Path) -> None:
 
 def test_stdlib_programs_skip_site_packages() -> None:
     assert commands.bootstrap_argv("/py", "agent", 1, site=False)[:3] == ["/py", "-S", "-c"]
-    assert commands.bootstrap_argv("/py", "probe", 1)[:2] == ["/py", "-c"]  # finds torch
+    assert commands.bootstrap_argv("/py", "doctor", 1)[:2] == ["/py", "-c"]  # finds torch

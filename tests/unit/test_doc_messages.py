@@ -53,3 +53,16 @@ def test_every_command_states_the_same_python_default(command: str) -> None:
     """ps, kill and stacks choose the interpreter as run does (planner.python_for)."""
     assert _python_help(command) == _python_help("run")
     assert "else python3" in str(_python_help(command))
+
+
+def test_troubleshooting_quotes_the_lost_touch_lines() -> None:
+    from clusterlaunch.core.losttouch import host_stopped_the_job, job_may_run_on
+
+    said, stop = host_stopped_the_job("node1", 2, suspended=False)
+    doc = "docs/troubleshooting.md"
+    assert _quoted(doc, "clusterlaunch: node1: the host stopped") == f"clusterlaunch: {said}"
+    assert _quoted(doc, "clusterlaunch: job failed: node1 lost touch") == (
+        f"clusterlaunch: job failed: {stop.reason}"
+    )
+    may_run = job_may_run_on("node2", 120, "JOBID")
+    assert _quoted(doc, "clusterlaunch: node2: its part of the job") == f"clusterlaunch: {may_run}"

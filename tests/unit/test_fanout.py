@@ -110,3 +110,33 @@ def test_an_interrupted_caller_leaves_the_rest_untaken() -> None:
     release.set()  # the two calls under way end; no further call was started
     time.sleep(0.1)
     assert sorted(taken) == [0, 1]
+
+
+def test_a_call_given_up_on_frees_its_slot_and_its_late_result_is_handed_over() -> None:
+    """A channel open on a lost host never returns (paramiko waits an hour): giving up on
+    it must not hold the caller, nor the slot the next item needs."""
+    release = threading.Event()
+    late: list[str] = []
+    given_up = TimeoutError("lost")
+
+    def work(item: str) -> str:
+        if item == "stuck":
+            release.wait(10)
+        return item.upper()
+
+    started = time.monotonic()
+    results = run_parallel(
+        work,
+        ["stuck", "a", "b"],
+        limit=1,  # "a" and "b" start only once "stuck"'s slot is given back
+        give_up=lambda item: given_up if item == "stuck" else None,
+        late=late.append,
+    )
+    assert time.monotonic() - started < 5
+    assert isinstance(results[0], Failed) and results[0].error is given_up
+    assert results[1:] == ["A", "B"]
+    release.set()
+    deadline = time.monotonic() + 5
+    while not late and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert late == ["STUCK"]  # the caller closes what started after it gave up

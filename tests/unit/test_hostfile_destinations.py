@@ -53,6 +53,24 @@ def test_a_destination_form_is_refused_with_the_keys_to_write(host: str, fix: st
     assert "user: 'node[0-1]'" not in message and "user: 'ssh://" not in message
 
 
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        (with_host("'node1:x'"), "2: hosts[0].host: 'node1:x'"),
+        (with_host("'node1:'"), "2: hosts[0].host: 'node1:'"),
+        (with_host("'gpu[1-2]:a'"), "2: hosts[0].host: 'gpu1:a'"),
+        (with_host("node1") + "    addr: 'a:b:c'\n", "4: hosts[0].addr: 'a:b:c'"),
+        ("master_addr: 'n:x'\n" + with_host("node1"), "1: master_addr: 'n:x'"),
+    ],
+)
+def test_a_stray_colon_is_refused_as_the_file_is_read(text: str, where: str) -> None:
+    """``host: "node1:x"`` planned a job whose master was ``node1:x:AUTO``."""
+    assert (
+        refusal(text)
+        == f"{PATH}:{where} contains ':' but is no IPv6 address; a host name holds no ':'"
+    )
+
+
 @pytest.mark.parametrize("host", ["'::1'", "'fe80::1%eth0'", "'2001:db8::7'", "node0", "gpu[1-2]"])
 def test_ipv6_addresses_and_names_stay_accepted(host: str) -> None:
     inventory = parse_inventory(with_host(host), PATH)

@@ -173,6 +173,28 @@ def test_both_event_sources_make_the_same_number_forms(source: type | None) -> N
     }
 
 
+@pytest.mark.parametrize("source", [PythonEvents, None])
+def test_a_value_tagged_as_text_is_that_text(source: type | None) -> None:
+    """``!!str 0755`` (or the non-specific ``! 0755``) asks for the text, which every YAML
+    reader gives; it was refused as "YAML 1.2 reads it as 755". ``!!int 0755`` is still a
+    number YAML changes."""
+    text = "a: !!str 0755\nb: !!str 08\nc: ! 0o17\nd: &x !!str 0x1F\ne: *x\nf: !!int 0755\n"
+    data = load_yaml(text) if source is None else yaml.load(text, Loader=loader_class(source))
+    assert data == {
+        "a": "0755",
+        "b": "08",
+        "c": "0o17",
+        "d": "0x1F",
+        "e": "0x1F",
+        "f": NumberForm("0755", 6, 493),
+    }
+
+
+def test_an_env_value_tagged_as_text_reaches_the_job_as_written(tmp_path: Path) -> None:
+    spec = load(tmp_path, HOST + "    env: {A: !!str 0755, B: !!str 08}\n").hosts[0]
+    assert spec.env == {"A": "0755", "B": "08"}
+
+
 @pytest.mark.parametrize("gpus", ["auto", "1", "2"])
 def test_an_empty_devices_list_is_refused_whatever_gpus_says(tmp_path: Path, gpus: str) -> None:
     text = f"hosts:\n  - host: localhost\n    gpus: {gpus}\n    devices: []\n"

@@ -120,3 +120,57 @@ def test_a_quoted_host_name_is_the_text_in_quotes(name: str) -> None:
 def test_a_merged_value_overridden_by_a_written_one_is_shown_as_the_written_one() -> None:
     text = "hosts:\n  - gpus: 1\n    <<: {host: yes}\n    host: [b]\n"
     assert refusal(text) == "hosts.yaml:4: hosts[0].host: must be a host name, got ['b']"
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "unset"),
+    [
+        (HOST + "    devices: ~\n", "devices", None),
+        (HOST + "    devices: null\n", "devices", None),
+        (HOST + "    port: ~\n", "port", None),
+        ("defaults: {port: ~}\n" + HOST, "port", None),
+        (HOST + "    accelerator: ~\n", "accelerator", None),
+        (HOST + "    spare: ~\n  - {host: b, gpus: 1}\n", "spare", False),
+    ],
+)
+def test_an_optional_host_field_written_as_null_is_unset(
+    text: str, field: str, unset: object
+) -> None:
+    """hosts-file.md: "An optional field written as YAML's null is unset" (devices: ~ was
+    refused with "got None")."""
+    assert getattr(parse(text).hosts[0], field) == unset
+
+
+@pytest.mark.parametrize(
+    ("text", "field"), [("master_port: ~\n", "master_port"), ("ssh_client: ~\n", "ssh_client")]
+)
+def test_an_optional_top_level_field_written_as_null_is_unset(text: str, field: str) -> None:
+    assert getattr(parse(text + HOST), field) is None
+    assert parse("max_restarts: null\n" + HOST).max_restarts is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "hosts:\n  - host: a\n    gpus: ~\n",
+            "hosts.yaml:3: hosts[0].gpus: must be auto or a positive integer up to 1,024, "
+            "got ~, which YAML reads as no value",
+        ),
+        (
+            HOST + "    env: {A: null}\n",
+            "hosts.yaml:4: hosts[0].env.A: must be a string, got null, which YAML reads as "
+            'no value; write it in quotes ("null")',
+        ),
+    ],
+)
+def test_a_null_where_a_value_is_needed_is_never_shown_as_none(text: str, message: str) -> None:
+    assert refusal(text) == message
+
+
+@pytest.mark.parametrize(("value", "shown"), [("1", "1"), ('"1"', "'1'"), ("yes", "yes")])
+def test_an_unknown_accelerator_is_answered_with_the_known_ones(value: str, shown: str) -> None:
+    """``accelerator: 1`` said to quote it, and "1" was then refused for not being one."""
+    assert refusal(HOST + f"    accelerator: {value}\n") == (
+        f"hosts.yaml:4: hosts[0].accelerator: must be one of cuda, rocm, npu, got {shown}"
+    )

@@ -156,9 +156,12 @@ TORCHRUN = [
         ("--node 1", "(--node-rank)"),
         ("--master x", "(--master-addr or --master-port)"),
         ("--master_port=1", "(--master-port)"),
-        ("--rdzv_conf=x", "(--rdzv-conf)"),
+        ("--rdzv_conf=x", "--rdzv_conf 'x': write KEY=VALUE[,KEY=VALUE...]"),
+        ("--rdzv-conf timeout=abc", "--rdzv-conf 'timeout=abc': write KEY=VALUE"),
+        ("--rdzv-conf timeout=0", "--rdzv-conf 'timeout=0': write KEY=VALUE"),
+        ("--rdzv-conf a=1,,b=2", "--rdzv-conf 'a=1,,b=2': write KEY=VALUE"),
+        ("--rdzv 1", "(--rdzv-backend or --rdzv-endpoint)"),
         ("--rdzv_backend c10d", "(--rdzv-backend)"),
-        ("--standalone", "(--standalone)"),
         ("--local-ranks-filter 0", "(--local-ranks-filter)"),
         ("--logs_specs x", "(--logs-specs)"),
         ("--run-path", "(--run-path)"),
@@ -189,6 +192,17 @@ TORCHRUN = [
         ("--virtual-local-rank=1", "--virtual-local-rank takes no value"),
         ("--role -.", "--role needs a value before -."),
         ("--role -1.2.3", "--role needs a value before -1.2.3"),
+        # torchrun took them, then stopped on every host with a traceback.
+        ("--max-restarts -1", "--max-restarts '-1': use a whole number, 0 or more"),
+        ("--max_restarts=-1", "--max_restarts '-1': use a whole number, 0 or more"),
+        ("--max-r -1", "--max-r '-1': use a whole number"),
+        ("--max-restarts x", "--max-restarts 'x': use a whole number"),
+        ("--monitor-interval 0", "--monitor-interval '0': use a number of seconds above 0"),
+        ("--monitor_interval=-1", "'-1': use a number of seconds above 0"),
+        ("--monitor-interval nan", "'nan': use a number of seconds above 0"),
+        ("--monitor-interval inf", "'inf': use a number of seconds above 0"),
+        ("--shutdown-timeout -1", "--shutdown-timeout '-1': use a whole number of seconds"),
+        ("--standalone", "would replace the static rendezvous clusterlaunch sets"),
     ]
 ]
 

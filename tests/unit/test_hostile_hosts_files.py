@@ -170,6 +170,12 @@ MPI = [
     ("mpi-bom-typo", "\ufeffgpu1 slots=2\ngpu2 slots= 4\n", "2: expected slots=N, got 'slots= 4'"),
     ("mpi-comma-subshell", "gpu1,pxn$(id) slots=1\n", "contains '$'"),
     ("mpi-world", "gpu[1-65] slots=1024\n", "a job has at most 65,536 ranks"),
+    # Each reached the preflight ("cannot resolve 'node1:'") or planned a master "node1:x".
+    ("mpi-stray-colon", "node0 slots=1\nnode1:\n", "bad.yaml:2: 'node1:' is no host name"),
+    ("mpi-yaml-line", "node0 slots=2\nhosts:\n", "bad.yaml:2: 'hosts:' is no host name"),
+    ("mpi-horovod-range", "node[0-1]:2\n", "write node[0-1] slots=2"),
+    ("yaml-stray-colon", entry("node1:x"), "'node1:x' contains ':' but is no IPv6 address"),
+    ("yaml-no-space", "master_port:auto\nhosts:\n  - host: a\n", "write master_port: auto"),
 ]
 
 HEAVY = {"alias-bomb", "deep-5000", "range-billion", "range-million", "gpus-trillion"}

@@ -87,6 +87,23 @@ def test_parse_inclusion_exclusion() -> None:
     }
 
 
+def test_a_host_named_twice_has_its_slots_merged_and_sorted_as_deepspeed_does() -> None:
+    """DeepSpeed since 0.15.2 (PR #6530, ``parse_node_config_list``) reads the filter into
+    one slot list per host first: the entries of a host are merged, duplicates dropped and
+    the slots sorted; a name without slots adds none to a host that has some. Before it,
+    a later entry replaced an earlier one and the order given was kept."""
+    hosts = {"worker-0": [0, 1, 2, 3], "worker-1": [0, 1, 2, 3]}
+    assert resource_filter(hosts, include="worker-0:1@worker-0") == {"worker-0": [1]}
+    assert resource_filter(hosts, include="worker-0:1@worker-0:2") == {"worker-0": [1, 2]}
+    assert resource_filter(hosts, include="worker-1:2,0") == {"worker-1": [0, 2]}
+    for exclude in ("worker-1:0@worker-1", "worker-1@worker-1:0"):
+        assert resource_filter(hosts, exclude=exclude) == {
+            "worker-0": [0, 1, 2, 3],
+            "worker-1": [1, 2, 3],
+        }
+    assert parse_filter("w0@w1:2,0@w1:1", "--include") == {"w0": [], "w1": [0, 1, 2]}
+
+
 @pytest.mark.parametrize("spec", ["worker-0:4", "worker-0:99", "worker-0:0,4"])
 def test_parse_inclusion_exclusion_errors(spec: str) -> None:
     hosts = {"worker-0": [0, 1, 2, 3]}

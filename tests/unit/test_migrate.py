@@ -8,7 +8,7 @@ import pytest
 
 from clusterlaunch.cli.main import build_parser, main
 from clusterlaunch.cli.passthrough import _subparser, foreign_option
-from clusterlaunch.core import migrate
+from clusterlaunch.core import migrate, torchrunargs
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "coming-from.md"
 BEGIN, END = "<!-- begin flag tables -->\n", "<!-- end flag tables -->"
@@ -26,6 +26,7 @@ def test_every_tool_is_in_the_table() -> None:
         "DeepSpeed",
         "accelerate",
         "mpirun",
+        "pdsh",
     }
 
 
@@ -51,7 +52,7 @@ def test_every_tool_is_in_the_table() -> None:
         (["run", "--master_addr", "x", "hf", "t.py"], "--master_addr: use --master-addr"),
         (["exec", "-m", "hf", "ls"], "-m: use clusterlaunch run -m HOSTS MODULE"),
         (["run", "--no_python", "hf", "t"], "--no_python: use clusterlaunch run --no-python"),
-        (["run", "--num_processes", "8", "hf", "t"], "--num_processes: use gpus: in the hosts"),
+        (["run", "--num_processes", "8", "hf", "t"], "--num_processes: use gpus: per host"),
         (["run", "--main_process_ip", "x", "hf", "t"], "--main_process_ip: use --master-addr"),
         (["run", "-np", "8", "hf", "t.py"], "-np: use gpus: per host in the hosts file"),
         (["run", "-x", "NCCL_DEBUG", "hf", "t.py"], "-x: use --env KEY=VALUE, --env-file FILE"),
@@ -59,6 +60,59 @@ def test_every_tool_is_in_the_table() -> None:
         (["run", "-mca", "btl", "tcp", "hf", "t.py"], "-mca: not needed: clusterlaunch starts"),
         (["run", "-map-by", "node", "hf", "t.py"], "-map-by: ranks follow the hosts file"),
         (["run", "-N", "2", "hf", "t.py"], "-N: use gpus: in the hosts file"),
+        # torchrun's own spellings: argparse takes a unique prefix and -t/-r's value attached.
+        (["run", "-t3", "hf", "t.py"], "-t3: use --log-dir DIR"),
+        (["run", "-r3", "hf", "t.py"], "-r3: use --log-dir DIR"),
+        (["run", "-t=0:3,1:2", "hf", "t.py"], "-t: use --log-dir DIR"),
+        (["run", "--nproc", "2", "hf", "t.py"], "--nproc: use gpus: in the hosts file"),
+        (["run", "--nproc_per=2", "hf", "t.py"], "--nproc_per: use gpus: in the hosts file"),
+        (["run", "--max-r", "2", "hf", "t.py"], "--max-r: use --max-restarts N"),
+        (
+            ["run", "--star", "fork", "hf", "t.py"],
+            '--star: torchrun\'s own: pass it with --torchrun-args="--start-method VALUE"',
+        ),
+        (
+            ["run", "--monitor-interval", "1", "hf", "t.py"],
+            "--monitor-interval: torchrun's own: pass it with --torchrun-args=\"--monitor-interval",
+        ),
+        # MPICH's -hosts was read as -h with 'osts' attached: "ignored explicit argument".
+        (["run", "-hosts", "n0,n1", "hf", "t.py"], "-hosts: write the hosts in a hosts file"),
+        (["run", "--allow-run-as-root", "hf", "t.py"], "--allow-run-as-root: not needed"),
+        (["run", "-tag-output", "hf", "t.py"], "-tag-output: not needed: every line starts"),
+        (["run", "--report-bindings", "hf", "t.py"], "--report-bindings: not needed: clust"),
+        (["run", "-display-map", "hf", "t.py"], "-display-map: use --dry-run"),
+        (["run", "-rf", "ranks.txt", "hf", "t.py"], "-rf: ranks follow the hosts file"),
+        (["run", "-genv", "A", "1", "hf", "t.py"], "-genv: use --env KEY=VALUE"),
+        (["run", "-w", "n[1-2]", "hf", "t.py"], "-w: write the hosts in a hosts file"),
+        (["exec", "-f", "8", "hf", "ls"], "-f: use --fanout N"),
+        (["run", "--ssh", "2222", "hf", "t.py"], "--ssh: use port: in the hosts file"),
+        (["run", "--venv_script", "v", "hf", "t.py"], "--venv_script: use setup: source VENV"),
+        (
+            ["run", "--mixed_precision", "bf16", "hf", "t.py"],
+            "--mixed_precision: use --env ACCELERATE_MIXED_PRECISION=bf16",
+        ),
+        (
+            ["run", "--num_cpu_threads_per_process", "4", "hf", "t.py"],
+            "--num_cpu_threads_per_process: use --env OMP_NUM_THREADS=N",
+        ),
+        (
+            ["run", "--use_deepspeed", "hf", "t.py"],
+            "--use_deepspeed: use --env ACCELERATE_USE_DEEPSPEED=true",
+        ),
+        (["run", "--use_fsdp", "hf", "t.py"], "--use_fsdp: use --env ACCELERATE_USE_FSDP=true"),
+        (
+            ["run", "--dynamo_backend", "x", "hf", "t.py"],
+            "--dynamo_backend: use --env ACCELERATE_DYNAMO_BACKEND=",
+        ),
+        (
+            ["run", "--main_training_function", "m", "hf", "t.py"],
+            "--main_training_function: not needed (TPU pods only)",
+        ),
+        (["run", "--same_network", "hf", "t.py"], "--same_network: not needed: every node"),
+        (
+            ["run", "--deepspeed_config_file", "d.json", "hf", "t.py"],
+            "--deepspeed_config_file: use --env ACCELERATE_DEEPSPEED_CONFIG_FILE=F with",
+        ),
     ],
 )
 def test_foreign_flags_get_one_line(
@@ -84,9 +138,40 @@ def test_unknown_flags_outside_the_table_keep_argparses_message(
 ) -> None:
     assert main(["check", "--grace", "1", "hf"]) == 2
     err = capsys.readouterr().err
-    assert (
-        err == "clusterlaunch: error: unrecognized arguments: --grace (see clusterlaunch --help)\n"
+    assert err == (
+        "clusterlaunch: error: unrecognized arguments: --grace (see clusterlaunch check --help)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [
+        (["stacks", "--env", "A=1", "h.yaml", "j"], "stacks"),
+        (["check", "h.yaml", "t.py", "--", "x"], "check"),  # argparse's own extras
+        (["kill", "h.yaml", "j", "extra"], "kill"),
+        (["sandbox", "up", "--bogus"], "sandbox up"),
+        (["run", "--e", "x", "h.yaml", "t.py"], "run"),  # --env's prefix: not torchrun's --event-
+    ],
+)
+def test_a_parse_error_names_the_commands_help(
+    argv: list[str], command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It named ``clusterlaunch --help``, which lists the commands, not their options."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("clusterlaunch: error: unrecognized arguments: "), err
+    assert err.endswith(f" (see clusterlaunch {command} --help)\n") and err.count("\n") == 1
+
+
+def test_every_prefix_torchruns_argparse_takes_gets_a_line() -> None:
+    """``--nproc 2`` is torchrun's --nproc-per-node to its argparse (a unique prefix)."""
+    options = [o for o in torchrunargs.TORCHRUN_OPTIONS if o != "--help"]
+    for option in options:
+        for end in range(3, len(option) + 1):
+            prefix = option[:end]
+            if [o for o in options if o.startswith(prefix)] == [option]:
+                for spelled in (prefix, "--" + prefix[2:].replace("-", "_")):
+                    assert migrate.equivalent(spelled) is not None, spelled
 
 
 def test_every_torchrun_option_is_ours_or_gets_a_line() -> None:
@@ -115,7 +200,7 @@ def test_every_torchrun_option_is_ours_or_gets_a_line() -> None:
         (["run", "--virtual-local-rank", "hf", "t.py"], '--torchrun-args="--virtual-local-rank"'),
         (
             ["run", "--rdzv-conf", "a=b", "hf", "t.py"],
-            "--rdzv-conf: clusterlaunch uses static rendezvous",
+            '--rdzv-conf: torchrun\'s own: pass it with --torchrun-args="--rdzv-conf VALUE"',
         ),
     ],
 )

@@ -106,6 +106,14 @@ def test_a_line_without_slots_is_one_slot_as_in_open_mpi() -> None:
         ("\ufeffgpu1 slots=2\ngpu2 slots 3\n", "t.txt:2: expected slots=N, got 'slots 3'"),
         ("gpu1\ngpu[1-2]!gpu[1-2] slots=2\n", "t.txt:2: 'gpu[1-2]!gpu[1-2]' stands for no host"),
         ("gpu1,@all\n", "t.txt:1: 'gpu1,@all': '@all' is a ClusterShell group"),
+        # A range in Horovod's form got the YAML advice "write host: 'node0' and port: 2".
+        ("node[0-1]:2\n", "t.txt:1: 'node[0-1]:2' is Horovod's HOST:SLOTS form; write node[0-1] "),
+        # A stray ':' passed, and the preflight could not resolve 'node1:' after connecting.
+        ("node0 slots=1\nnode1:\n", "t.txt:2: 'node1:' is no host name (a ':' outside an IPv6"),
+        ("node0 slots=1\nnode1:x\n", "t.txt:2: 'node1:x' is no host name"),
+        ("node0 slots=1\nnode[1-2]:x\n", "t.txt:2: 'node1:x' contains ':' but is no IPv6"),
+        # A YAML line in a hostfile was a host named "hosts:".
+        ("node0 slots=2\nhosts:\n", "t.txt:2: 'hosts:' is no host name (a ':' outside an IPv6"),
     ],
 )
 def test_errors_name_file_line_and_token(text: str, message: str) -> None:
@@ -120,6 +128,34 @@ def test_a_user_in_a_hostfile_gets_advice_a_hostfile_can_follow() -> None:
         "hosts file (user: alice)"
     )
     assert "host: gpu1 and user:" not in message  # the YAML advice, unwritable here
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # Read as a hostfile: "29500 is past the 1,024 slots ... set the port in your SSH config".
+        ("master_port:29500\nhosts:\n  - {host: a, gpus: 1}\n", "1: 'master_port:29500'"),
+        # Read as a hostfile: "expected KEY=VALUE such as slots=N, got 'host:'" on line 3.
+        ("master_port:auto\nhosts:\n  - host: a\n    gpus: 1\n", "1: 'master_port:auto'"),
+        # YAML errors at the next line, or hosts[0] "must be a mapping ..., got 'host:a'".
+        ("hosts:\n  - {host: a, gpus: 1}\nmaster_port:29500\n", "3: 'master_port:29500'"),
+        ("hosts:\n  - host: a\n    gpus:2\n", "3: 'gpus:2'"),
+        ("hosts:\n  - host:a\n", "2: '- host:a'"),
+    ],
+)
+def test_a_yaml_key_without_its_space_gets_that_advice(text: str, message: str) -> None:
+    key, value = message.split("'")[1].removeprefix("- ").split(":")
+    assert error_of(text, "h.yaml") == (
+        f"h.yaml:{message}: YAML needs a space after the ':' of a key; write {key}: {value}"
+    )
+
+
+def test_a_key_like_word_elsewhere_is_left_alone() -> None:
+    """Inside setup's block, or a hostfile's own host: the advice is only for a file
+    that fails to read, and only for a line that is a hosts-file key and one word."""
+    text = "hosts:\n  - host: a\n    gpus: 1\n    setup: |\n      env:X=1\n"
+    assert hosts_of(text, "h.yaml") == [("a", 1)]
+    assert "port: 22222" in error_of("node0:22222 slots=1\n")
 
 
 def test_bom_and_ipv6() -> None:

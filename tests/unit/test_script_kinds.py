@@ -38,13 +38,32 @@ def torchrun_tail(capsys: pytest.CaptureFixture[str], *argv: str) -> list[str]:
 
 def test_module_and_program_reach_torchrun(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert torchrun_tail(capsys, "-m", "h.yaml", "pkg.train", "--lr", "1") == [
-        "--module", "pkg.train", "--lr", "1",
+        "--module", "--", "pkg.train", "--lr", "1",
     ]  # fmt: skip
-    assert torchrun_tail(capsys, "--module", "h.yaml", "pkg.train") == ["--module", "pkg.train"]
+    assert torchrun_tail(capsys, "--module", "h.yaml", "pkg.train") == [
+        "--module", "--", "pkg.train",
+    ]  # fmt: skip
     assert torchrun_tail(capsys, "--no-python", "h.yaml", "./run.sh", "-m") == [
-        "--no-python", "./run.sh", "-m",
+        "--no-python", "--", "./run.sh", "-m",
     ]  # fmt: skip
-    assert torchrun_tail(capsys, "h.yaml", "train.py", "-m") == ["train.py", "-m"]
+    assert torchrun_tail(capsys, "h.yaml", "train.py", "-m") == ["--", "train.py", "-m"]
+
+
+def test_a_double_dash_after_script_is_the_scripts(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torchrun's argparse drops a ``--`` right after SCRIPT; after the ``--`` that ends
+    its options it keeps every word, so the script gets ``-- --lr 1`` as typed."""
+    torchrun = pytest.importorskip("torch.distributed.run")  # its own parser judges
+    for flags, script in (((), "train.py"), (("-m",), "pkg.train"), (("--no-python",), "./r")):
+        argv = ["run", "--dry-run", "--json", "--job-id", "j", *flags, "h.yaml", script]
+        assert main([*argv, "--", "--lr", "1", "--", "-m"]) == 0, capsys.readouterr()
+        words = shlex.split(json.loads(capsys.readouterr().out)["nodes"][0]["command"])
+        parsed = torchrun.get_args_parser().parse_args(
+            words[words.index("torch.distributed.run") + 1 :]
+        )
+        given = [parsed.training_script, *parsed.training_script_args]
+        assert given == [script, "--", "--lr", "1", "--", "-m"], flags
 
 
 def test_the_run_id_is_the_job_id_unless_given(
@@ -133,26 +152,58 @@ def test_probe_command_asks_for_the_right_check() -> None:
 
 def test_the_probes_module_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "__init__.py").write_text('"""A package."""\n# nothing runs\n')
     (tmp_path / "pkg" / "train.py").write_text("")
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "__init__.py").write_text("")
     (tmp_path / "app" / "__main__.py").write_text("")
-    (tmp_path / "broken").mkdir()
-    (tmp_path / "broken" / "__init__.py").write_text("raise RuntimeError('no CUDA here')\n")
+    (tmp_path / "spaced").mkdir()  # a namespace package: no __init__.py
+    (tmp_path / "spaced" / "train.py").write_text("")
+    (tmp_path / "plain.py").write_text("")
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))  # python -c puts the workdir first, as -m does
     assert probe.module_problem("pkg.train") is None
     assert probe.module_problem("app") is None  # python -m app runs app/__main__.py
+    assert probe.module_problem("spaced.train") is None
     assert probe.module_problem("json.tool") is None  # installed for the hosts' Python
-    assert "'json' is a package without __main__.py" in probe.module_problem("json")
     assert "no module 'pkg.nope' for" in probe.module_problem("pkg.nope")
+    assert "no module 'spaced.nope' for" in probe.module_problem("spaced.nope")
     assert "'pkg' is a package without __main__.py" in probe.module_problem("pkg")
-    assert "no module 'mypkg.train'" in probe.module_problem("mypkg.train")
-    message = probe.module_problem("broken.train")
-    assert "cannot be imported" in message and "RuntimeError: no CUDA here" in message
-    for name in ("pkg", "pkg.train", "app", "broken"):
-        sys.modules.pop(name, None)
+    assert "no module 'mypkg.train' for" in probe.module_problem("mypkg.train")
+    assert "(no 'mypkg'); check the name" in probe.module_problem("mypkg.train")
+    assert "'plain' is not a package" in probe.module_problem("plain.train")
+
+
+def test_the_module_check_runs_no_code_of_the_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """find_spec ran each package's __init__ in the agent: a print garbled its channel,
+    os.environ["LOCAL_RANK"] and sys.exit refused a job torchrun runs, an import of torch
+    stayed loaded for the whole job. Where only that code could tell, torchrun decides."""
+    inits = {
+        "chatty": 'print("chatty: loading config")\n',
+        "envpkg": 'import os\nLOCAL_RANK = int(os.environ["LOCAL_RANK"])\n',
+        "exitpkg": 'import sys\nsys.exit("exitpkg: run me under torchrun")\n',
+        "heavy": "import heavydep\n",
+        "extended": "__path__.append(__path__[0] + '/more')\n",
+    }
+    for name, init in inits.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(init)
+        (tmp_path / name / "train.py").write_text("")
+    (tmp_path / "extended" / "more").mkdir()
+    (tmp_path / "extended" / "more" / "extra.py").write_text("")
+    (tmp_path / "heavydep.py").write_text('print("heavydep imported")\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    for name in inits:
+        assert probe.module_problem(f"{name}.train") is None, name
+        assert probe.module_problem(f"{name}.nope") is None, name  # its __init__ could add it
+        assert probe.module_problem(name) is None, name  # could its __init__ add __main__?
+    assert probe.module_problem("extended.extra") is None  # found only once __init__ ran
+    assert [name for name in [*inits, "heavydep"] if name in sys.modules] == []
+    assert capfd.readouterr().out == ""
 
 
 def test_the_probes_program_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

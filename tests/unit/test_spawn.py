@@ -76,6 +76,18 @@ def test_the_job_inherits_no_other_descriptor_and_no_ignored_sigpipe(tmp_path: P
     assert ignored_mask & (1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1)) == 0
 
 
+def test_the_job_inherits_the_descriptors_passed_and_the_agent_s_copies_close() -> None:
+    """A node's release pipe (``remote/storewait.py``): the job reads it, the agent writes."""
+    read, write = os.pipe()  # close-on-exec, as os.pipe makes them
+    reading = [sys.executable, "-S", "-c", PROBE % f"os.read({read}, 8)"]
+    job = start_job(reading, dict(os.environ), (read,))
+    with pytest.raises(OSError):
+        os.fstat(read)  # handed over: only the job has it now
+    os.write(write, b"go\n")
+    os.close(write)
+    assert finish(job) == (b"b'go\\n'\n", b"", 0)
+
+
 @pytest.mark.parametrize(
     ("kind", "status"), [("missing", 127), ("not executable", 126), ("a directory", 126)]
 )

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import fnmatch
 import getpass
 from unittest import mock
 
 import paramiko
 import pytest
 
+from clusterlaunch.transport import sshlookup
+from clusterlaunch.transport.hostnames import host_line_matches
 from clusterlaunch.transport.sshlookup import IndexedSshConfig
 
 CONFIG = """
@@ -128,15 +129,16 @@ def test_empty_config() -> None:
 
 
 def test_literal_names_are_compared_not_compiled() -> None:
-    # fnmatch compiles (and caches) a regular expression per pattern: one per host here.
+    # A wildcard is a regular expression compiled (and cached) per pattern: one per host here.
     text = "".join(f"Host h{i} alias{i}\n    Port {1000 + i}\n" for i in range(50))
     text += "Host h*\n    User nodes\n"
     config = IndexedSshConfig.from_text(text)
     plain = paramiko.SSHConfig.from_text(text)
-    with mock.patch("fnmatch.fnmatch", wraps=fnmatch.fnmatch) as matched:
+    with mock.patch.object(sshlookup, "host_line_matches", wraps=host_line_matches) as matched:
         found = {name: config.lookup(name) for name in ("h7", "alias7", "h49", "h50", "H7")}
     assert found == {name: plain.lookup(name) for name in found}
     assert found["h7"]["port"] == "1007" and found["alias7"]["port"] == "1007"
     assert "user" not in found["alias7"] and found["h50"]["user"] == "nodes"
-    # Only wildcards go through fnmatch (here "h*", and paramiko's own "*" check).
-    assert {call.args[1] for call in matched.call_args_list} <= {"h*", "*"}
+    # Only a line with a wildcard is matched as patterns: "h*", and "*", the block paramiko
+    # makes of the lines above the first Host.
+    assert {tuple(call.args[0]) for call in matched.call_args_list} == {("h*",), ("*",)}

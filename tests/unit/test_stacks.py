@@ -130,7 +130,7 @@ def test_torchrun_is_found_as_either_node_starts_it() -> None:
         for proc in procs:
             proc.kill()
             proc.wait()
-    assert program().startswith(MARK + "\n")
+    assert program(3).startswith(MARK + "\n")
 
 
 def test_stall_watch_dumps_once_and_kills_with_its_own_status() -> None:

@@ -248,13 +248,48 @@ def test_a_host_failing_its_keepalives_is_lost() -> None:
     assert "b: host lost (no answer to keepalives)" in run.err
 
 
-def test_hosts_that_lost_the_controller_stop_with_255() -> None:
+def test_a_lost_host_is_said_to_run_on_until_its_heartbeat_timeout() -> None:
+    """Cut off, it never gets the teardown: its job runs on until its agent misses the
+    controller for --heartbeat-timeout. Nothing said so (35 s after a Ctrl-C, it ran)."""
+    run = supervise(
+        {"a": RUNNING, "b": FakeAgent([started(), Unresponsive(), Hang()])}, heartbeat_timeout=120
+    )
+    job = two_ranks_per_host().job_id
+    assert run.err.splitlines()[-1] == (
+        "clusterlaunch: b: its part of the job may still be running there: its agent ends it "
+        "after --heartbeat-timeout (120 s) without word from this controller; clusterlaunch "
+        f"ps HOSTS lists it, clusterlaunch kill HOSTS {job} ends it once the host answers"
+    )
+    assert "a: its part" not in run.err  # it got the teardown and confirmed it
+
+
+def test_a_host_that_lost_an_awake_controller_names_the_network() -> None:
+    """A short partition under a small --heartbeat-timeout was blamed on a suspension of
+    this controller, which was never suspended, and on every host."""
     gave_up = FakeAgent(
         [started(), Pause(2), stopping("controller-lost"), *exits(-15, "controller-lost")]
     )
-    run = supervise({"a": gave_up, "b": RUNNING})
+    run = supervise({"a": RUNNING, "b": gave_up}, heartbeat_timeout=2)
+    cut = "the network between here and b was cut"
+    assert run.outcome == JobOutcome(255, f"b lost touch with the controller ({cut})", host="b")
+    assert (
+        "b: the host stopped the job: it heard nothing from this controller for "
+        "--heartbeat-timeout (2 s), though the controller was not suspended and kept sending: "
+        f"{cut} for that long"
+    ) in run.err
+    assert "suspended?" not in run.err
+
+
+def test_hosts_that_lost_a_suspended_controller_stop_with_255() -> None:
+    gave_up = FakeAgent(
+        [started(), Suspend(30), stopping("controller-lost"), *exits(-15, "controller-lost")]
+    )
+    run = supervise({"a": gave_up, "b": RUNNING}, clock=FakeClock(tick=0.1))
     assert run.outcome == JobOutcome(255, "the hosts lost touch with the controller")
-    assert "heard nothing from this controller for --heartbeat-timeout seconds" in run.err
+    assert (
+        "a: the host stopped the job: it heard nothing from this controller for "
+        "--heartbeat-timeout seconds (was clusterlaunch suspended?)"
+    ) in run.err
 
 
 def test_a_host_that_cannot_start_its_agent_is_255_and_nothing_else_runs_on() -> None:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch.core import commands
+from clusterlaunch.core import commands, torchrunargs
+from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.render import jobs_text
 from clusterlaunch.core.reports import RemoteJob
 from clusterlaunch.core.torchrunargs import user_command
@@ -120,6 +121,47 @@ def test_every_option_clusterlaunch_passes_is_known_to_the_installed_torch() -> 
     assert torchfiles.torchrun_problem(commands.torchrun_argv(spec), "2.13") is None
 
 
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed")
+def test_the_list_of_torchrun_options_is_the_installed_torchs() -> None:
+    from torch.distributed.run import get_args_parser
+
+    long = {o.replace("_", "-") for a in get_args_parser()._actions for o in a.option_strings}
+    assert set(torchrunargs.TORCHRUN_OPTIONS) == {o for o in long if o.startswith("--")}
+    assert set(torchrunargs.OWNED_TORCHRUN_OPTIONS) < set(torchrunargs.TORCHRUN_OPTIONS)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed")
+@pytest.mark.parametrize(
+    "given",
+    [
+        "--max-restarts -1",
+        "--max_r=-2",
+        "--shutdown-timeout -1",
+        "--rdzv-conf x",
+        "--rdzv-conf timeout=",
+        "--rdzv-conf =3",
+        "--rdzv-conf a=1,,b=2",
+    ],
+)
+def test_values_torchrun_refuses_at_its_start_are_refused_here(given: str) -> None:
+    """The installed torchrun parses them, then refuses them in config_from_args, which
+    runs on every host once the job has started; here they are one line, exit 2."""
+    from torch.distributed.run import config_from_args, get_args_parser
+
+    parsed = get_args_parser().parse_args([*shlex.split(given), "t.py"])
+    with pytest.raises((AssertionError, ValueError)):
+        config_from_args(parsed)
+    with pytest.raises(UsageError, match="--torchrun-args: "):
+        torchrunargs.parse_torchrun_args(given)
+
+
+def test_values_torchrun_takes_pass() -> None:
+    given = (
+        "--max-restarts 0 --shutdown-timeout=0 --monitor_interval 0.01 --rdzv-conf a=1,timeout=9"
+    )
+    assert torchrunargs.parse_torchrun_args(given) == tuple(shlex.split(given))
+
+
 @pytest.mark.parametrize(
     ("argv", "shown"),
     [
@@ -132,6 +174,10 @@ def test_every_option_clusterlaunch_passes_is_known_to_the_installed_torch() -> 
         ("p -m torch.distributed.run --nnodes 1 --module pkg.train --lr 1", "-m pkg.train --lr 1"),
         ("/v/bin/torchrun --nnodes 1 --no-python --redirects 3 sh -c x", "sh -c x"),
         ("p -m torch.distributed.run --nnodes 1 -- --odd.py -v", "--odd.py -v"),
+        # as clusterlaunch starts it: "--" ends torchrun's options, the script's "--" stays
+        ("p -m torch.distributed.run --log-dir /l -- t.py -- --lr 1", "t.py -- --lr 1"),
+        ("p -m torch.distributed.run --module -- pkg.t -- -x", "-m pkg.t -- -x"),
+        ("p -m torch.distributed.run --no-python -- ./r.sh -- a", "./r.sh -- a"),
         ("sh -c 'sleep 60'", "sh -c 'sleep 60'"),  # exec: the command itself
     ],
 )

@@ -36,7 +36,7 @@ def test_an_unknown_option_whose_value_has_a_space_is_named(
     positionals = POSITIONALS[command]
     hosts, rest = positionals[:1], positionals[1:]
     err = _error([command, "--bogus=x y", *hosts, *rest], capsys)
-    expected = "unrecognized arguments: --bogus=x y (see clusterlaunch --help)"
+    expected = f"unrecognized arguments: --bogus=x y (see clusterlaunch {command} --help)"
     assert err == f"clusterlaunch: error: {expected}\n"
 
 
@@ -54,7 +54,7 @@ def test_an_unknown_option_whose_value_has_a_space_is_named(
 def test_an_option_of_another_command_is_named_not_its_value(
     argv: list[str], named: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    expected = f"unrecognized arguments: {named} (see clusterlaunch --help)"
+    expected = f"unrecognized arguments: {named} (see clusterlaunch {argv[0]} --help)"
     assert _error(argv, capsys) == f"clusterlaunch: error: {expected}\n"
 
 

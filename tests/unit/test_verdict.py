@@ -8,6 +8,8 @@ its own (137: the OOM killer) failed, and the summary names it.
 from __future__ import annotations
 
 import io
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,9 +25,9 @@ from clusterlaunch.core.outcome import (
     decide_outcome,
     first_failure,
     is_host_signal,
-    lost_without_report,
     signal_stop,
 )
+from clusterlaunch.core.unreported import lost_without_report
 from tests.unit.plans import two_ranks_per_host
 
 
@@ -135,6 +137,28 @@ def test_a_host_failing_without_a_root_cause_is_named() -> None:
     assert render.outcome_text(outcome).startswith("job failed: b exited with code 143")
 
 
+def test_a_torchrun_killed_by_a_signal_says_so_and_quotes_none_of_its_lines() -> None:
+    """It was 'b exited with code 137' over torchrun's last warning, unrelated: as if it
+    had failed by itself, and nothing told it from clusterlaunch kill's 137."""
+    hosts, router = _setup({"a": TORN_DOWN, "b": {"event": "exit", "reason": "exited", "code": -9}})
+    outcome = decide_outcome(JobOutcome(137, "b failed"), hosts, router.tails)
+    assert outcome == JobOutcome(
+        137, "torchrun on b was killed by SIGKILL, not by clusterlaunch (exit code 137)", host="b"
+    )
+    assert render.outcome_text(outcome) == f"job failed: {outcome.reason}"
+
+
+def test_an_exec_command_killed_by_a_signal_keeps_its_last_lines() -> None:
+    hosts, router = _setup({"a": TORN_DOWN, "b": {"event": "exit", "reason": "exited", "code": -9}})
+    hosts[1].node = replace(hosts[1].node, argv=("sh", "-c", "make"))
+    outcome = decide_outcome(JobOutcome(137, "b failed"), hosts, router.tails)
+    assert (
+        outcome.reason
+        == "the command on b was killed by SIGKILL, not by clusterlaunch (exit code 137)"
+    )
+    assert outcome.tail == ["torchrun: worker failed"]  # here: the command's own line
+
+
 def test_exec_without_fail_fast_lists_every_failed_host() -> None:
     done = {"event": "exit", "reason": "exited", "code": 0}
     hosts, router = _setup({"a": {**done, "code": 130}, "b": done})
@@ -238,3 +262,95 @@ def test_a_lost_host_outweighs_the_signals_its_loss_sent_the_others() -> None:
 )
 def test_which_endings_without_a_report_are_a_lost_host(status: int | None, lost: bool) -> None:
     assert lost_without_report(status) is lost
+
+
+def test_a_python_that_is_no_python_is_named_with_its_fix() -> None:
+    """``python: /bin/bash`` (``env``, ``cat``, ``perl``): exec exited with the program's own
+    status (2, 125, 1, 29) and said "the shell failed ... before clusterlaunch's Python
+    started"; check and run quoted bash's syntax error. Now one line: python: and its fix."""
+    from clusterlaunch.core.reports import shell_failure
+    from clusterlaunch.core.setupguard import SetupWatch
+    from clusterlaunch.core.unreported import unreported_end
+
+    fix = "set python: to a Python 3.8 or newer in the hosts file (or --python)"
+    for status, tail in ((2, "/bin/bash: -S: invalid option"), (125, ""), (1, ""), (29, "")):
+        code, said, lost = unreported_end(
+            status, SetupWatch("h", expected=False), False, [tail], "/bin/x"
+        )
+        assert (code, lost) == (2, False)
+        before = f"(it exited {status} before clusterlaunch's Python started)"
+        assert said == f"python: /bin/x is not a Python {before}; {fix}"
+        assert shell_failure("/bin/x", status, tail) == said
+    # What something else explains keeps its own words and status.
+    cd_failed = "bash: line 1: cd: /nope: No such file or directory"
+    assert unreported_end(1, SetupWatch("h", expected=False), False, [cd_failed], "/bin/x")[0] == 1
+    assert "python:" not in shell_failure("/bin/x", 1, "srun: error: Slurm job 4 has expired")
+    assert "python: /bin/x" not in shell_failure("/bin/x", 127, "bash: /bin/x: not found")
+    assert (
+        unreported_end(137, SetupWatch("h", expected=False), False, [], "/bin/x")[0] == 137
+    )  # a signal
+    assert (
+        unreported_end(98, SetupWatch("h", expected=False), False, [], "/bin/x")[0] == 98
+    )  # stdin cut short
+
+
+# How torch says its store could not listen: with libuv (torch >= 2.4), and before it.
+PORT_TAKEN = [
+    "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+    "network address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: "
+    "address already in use",
+    "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+    "network address. The server socket has failed to bind to [::]:29500 (errno: 98 - Address "
+    "already in use). The server socket has failed to bind to 0.0.0.0:29500 (errno: 98 - "
+    "Address already in use).",
+]
+TORCHRUN_FAILED = {"event": "exit", "reason": "exited", "code": 1, "root_cause": None}
+
+
+def _first_summary_line(last_line: str, hosts: tuple[str, str] = ("a", "b")) -> str:
+    """The summary's first line when node 0's torchrun failed with ``last_line`` last."""
+    plan = two_ranks_per_host(hosts)
+    states = [HostState(node, done=True, status=0, order=node.node_rank + 1) for node in plan.nodes]
+    states[0].ended, states[1].ended = TORCHRUN_FAILED, TORN_DOWN
+    ranks = [(r, n.host, r - n.first_rank) for n in plan.nodes for r in n.global_ranks]
+    console = Console(io.BytesIO(), io.BytesIO())
+    router = OutputRouter(Prefixes(ranks, list(hosts), False), console)
+    router.host_output(
+        hosts[0], True, f"Traceback (most recent call last):\n{last_line}\n".encode()
+    )
+    outcome = decide_outcome(JobOutcome(1, f"{hosts[0]} failed"), states, router.tails)
+    assert (outcome.exit_code, outcome.host) == (1, hosts[0])
+    return render.outcome_text(outcome).splitlines()[0]
+
+
+@pytest.mark.parametrize("said", PORT_TAKEN)
+def test_node_0_s_torchrun_finding_the_master_port_taken_is_said_in_one_line(said: str) -> None:
+    assert _first_summary_line(said) == (
+        "job failed: a exited with code 1: its torchrun could not listen on the master port "
+        "29500, which something else took after the preflight had checked it free "
+        "(EADDRINUSE); run again with master_port: auto (--master-port auto), or free the "
+        "port or choose another"
+    )
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "RuntimeError: [gloo/transport/tcp/pair.cc:] bind: Address already in use",  # not the store
+        "torch.distributed.DistNetworkError: The server socket has failed to listen on any "
+        "local network address. port: 29500, code: -13, name: EACCES, message: permission denied",
+    ],
+)
+def test_other_failures_of_a_torchrun_get_no_port_line(said: str) -> None:
+    assert _first_summary_line(said) == "job failed: a exited with code 1"
+
+
+def test_troubleshooting_quotes_the_port_line() -> None:
+    quoted = _quoted_line("docs/troubleshooting.md", "clusterlaunch: job failed: node0 exited")
+    real = _first_summary_line(PORT_TAKEN[0], hosts=("node0", "node1"))
+    assert quoted == "clusterlaunch: " + real.replace("29500", "42875")
+
+
+def _quoted_line(doc: str, start: str) -> str:
+    text = (Path(__file__).resolve().parents[2] / doc).read_text()
+    return next(line for line in text.splitlines() if line.startswith(start))
