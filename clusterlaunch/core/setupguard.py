@@ -9,7 +9,9 @@ program sent to Python. So:
 
 * :func:`guarded` wraps the setup: stdin ``/dev/null``, stdout onto stderr, a
   watchdog that ends it after ``--setup-timeout`` seconds even if the
-  controller is gone, and its process group reported on stdout first;
+  controller is gone (and, at once, what it left when it ended the shell),
+  its process group reported on stdout first, and :data:`SETUP_VAR` exported,
+  by which the program after it ends what it left running;
 * :class:`SetupWatch` reads those reports out of a host's stdout and says when
   a setup is slow;
 * :func:`clusterlaunch.controller.setups.kill_setups` ends, through a fresh channel, every setup the
@@ -51,23 +53,61 @@ class SetupGuard:
     timeout: float
 
 
+SETUP_VAR = "CLUSTERLAUNCH_SETUP"
+"""Exported by the wrapper before the setup runs, ``PID.START`` of its shell: what the
+setup starts carries it, so the program the shell becomes finds what the setup left
+running, even detached (``remote/teardown.py``: ``setup_marker``)."""
+
+# The watchdog's clock, in 1/100 s: the uptime (the steps' own time drifted 1.6 ms a
+# step), else the steps counted. `1${frac}-100` keeps a fraction like "08" out of octal.
+_CLOCK = (
+    "__cl_now() { if read -r __cl_u __cl_x 2>/dev/null </proc/uptime; "
+    "then __cl_n=$((${__cl_u%.*}*100+1${__cl_u#*.}-100)); else __cl_n=$((__cl_n+__cl_q)); fi; }; "
+)
+# Whether the shell is still there: not a zombie (a parent that reaps it only once its
+# pipes end, as Python's communicate() does, kept its PID alive for kill -0), else,
+# without /proc, kill -0.
+_SHELL_ALIVE = (
+    "__cl_alive() { if { read -r __cl_l </proc/$$/stat; } 2>/dev/null; then "
+    '__cl_l=${__cl_l##*") "}; [ "${__cl_l%% *}" != Z ]; else kill -0 $$ 2>/dev/null; fi; }; '
+)
+# Whether the setup's group holds a live process besides the watchdog (which is in it):
+# field 5 of /proc/PID/stat, read by the shell itself (no process started, any shell).
+_OTHERS_LEFT = (
+    "__cl_left() { __cl_c=0; for __cl_f in /proc/[0-9]*/stat; do "
+    '{ read -r __cl_l <"$__cl_f"; } 2>/dev/null || continue; __cl_l=${__cl_l##*") "}; '
+    "__cl_z=${__cl_l%% *}; __cl_l=${__cl_l#* }; __cl_l=${__cl_l#* }; "
+    '[ "${__cl_l%% *}" = $$ ] && [ "$__cl_z" != Z ] && __cl_c=$((__cl_c+1)); done; '
+    "[ $__cl_c -gt 1 ]; }; "
+)
+# After the group's SIGTERM, with the channel let go (the controller hears the end at
+# once): SIGKILL to what is left 2 s later, if anything is.
+_KILL_LEFT = (
+    "exec >/dev/null 2>&1; __cl_i=0; "
+    "while [ $__cl_i -lt 20 ] && __cl_left; do sleep 0.1; __cl_i=$((__cl_i+1)); done; "
+    "! __cl_left || kill -s KILL -- -$$"
+)
+
+
 def guarded(setup: str, guard: SetupGuard) -> str:
     """``setup`` as shell code that reports its PID and cannot hang or outlive us.
 
     Before the setup the shell prints ``@@setup@@ pid=PID start=T limit=S``:
     sshd made it a session leader, so PID is also the process group of
     everything the setup starts. A watchdog in that group ends it after
-    ``limit`` seconds (SIGTERM, SIGKILL 2 s later), controller or not. Ended
-    early (the setup finished, or ``kill_command``), it ends its own ``sleep``
-    too: a trap only notes the SIGTERM, and the loop kills its ``sleep`` if
-    the wait did not reap it (see the comment below).
-    Killing the watchdog alone left its ``sleep`` running for up to its step
-    (1 s), found as a leftover by a sandbox ``down`` right after a run.
-    ``kill -s SIG -- -PGID`` is the form dash accepts.
-    An EXIT trap ends the watchdog if the setup calls ``exit``; it is set after
-    the watchdog starts: forked with the trap already set, bash 5.2 printed
-    ``wait_for: No record of process N`` on stderr in 27 of 30 runs over ssh
-    (0 of 30 this way).
+    ``limit`` seconds (SIGTERM, SIGKILL 2 s later), controller or not.
+    It looks every 0.1 s (0.5 s after the first 5 s) whether the shell is still
+    there: a setup that ended it (``exit``, a failure, or ``exec CMD``, which
+    no trap sees) is answered at once, not after ``--setup-timeout`` (``exec
+    true`` held the channel for all of it, and left the watchdog), and the
+    watchdog ends what that setup left in its group, then itself.
+    A setup that succeeds ends the watchdog; a trap only notes the SIGTERM,
+    and the loop kills its ``sleep`` if the wait did not reap it (see the
+    comment below). Killing the watchdog alone left its ``sleep`` running for
+    up to its step, found as a leftover by a sandbox ``down`` right after a run.
+    ``kill -s SIG -- -PGID`` is the form dash accepts. What the setup leaves
+    running after it succeeds carries :data:`SETUP_VAR`, for the program the
+    shell becomes to end with itself.
     The setup is a group closed on its own line: a trailing comment cannot
     swallow the rest, and its "||" cannot bypass a failed ``cd``. Its stdout
     goes to stderr: the shell's stdout carries only the protocol.
@@ -84,23 +124,26 @@ def guarded(setup: str, guard: SetupGuard) -> str:
     # fork and its exec still runs dash's handler, which noted the signal and lost it
     # (a `sleep 1` outlived the watchdog in 1 of 100 runs of `setup: true`).
     watchdog = (
-        "trap '' PIPE; __cl_t=0; trap '__cl_t=1' TERM; __cl_i=0; "
-        f"while [ $__cl_t = 0 ] && [ $__cl_i -lt {limit} ]; do "
-        "sleep 1 </dev/null >/dev/null 2>&1 & __cl_p=$!; __cl_r=129; "
+        "trap '' PIPE; __cl_t=0; trap '__cl_t=1' TERM; __cl_i=0; __cl_n=0; __cl_q=0; "
+        f"{_CLOCK}{_SHELL_ALIVE}{_OTHERS_LEFT}__cl_now; __cl_e=$((__cl_n+{limit * 100})); "
+        "while [ $__cl_t = 0 ] && __cl_alive && [ $__cl_n -lt $__cl_e ]; do "
+        "if [ $__cl_i -lt 50 ]; then __cl_d=0.1 __cl_q=10; else __cl_d=0.5 __cl_q=50; fi; "
+        "sleep $__cl_d </dev/null >/dev/null 2>&1 & __cl_p=$!; __cl_r=129; "
         "[ $__cl_t = 1 ] || { wait $__cl_p; __cl_r=$?; }; "
         "[ $__cl_t = 0 ] || [ $__cl_r -le 128 ] || kill -s KILL $__cl_p 2>/dev/null; "
-        "__cl_i=$((__cl_i+1)); done; [ $__cl_t = 0 ] || exit 0; trap '' TERM; "
+        "__cl_i=$((__cl_i+1)); __cl_now; done; [ $__cl_t = 0 ] || exit 0; trap '' TERM; "
+        "if __cl_alive; then "
         f"kill -s TERM -- -$$ 2>/dev/null || kill -s TERM $$; printf '{mark} timeout\\n'; "
         f"printf 'clusterlaunch: setup did not finish within {limit} s "
-        "(--setup-timeout); stopped it\\n' >&2; "
-        "exec >/dev/null 2>&1; sleep 2; kill -s KILL -- -$$"
+        "(--setup-timeout); stopped it\\n' >&2; else kill -s TERM -- -$$ 2>/dev/null; fi; "
+        + _KILL_LEFT
     )
     return (
-        f"{{ ( {watchdog} ) </dev/null & __cl_w=$!; "
-        "trap 'kill $__cl_w 2>/dev/null' EXIT; "
-        f'printf \'{mark} pid=%s start=%s limit={limit}\\n\' "$$" "$({_start_time("$$")})"; '
-        "{ " + setup.strip() + "\n} </dev/null >&2; __cl_s=$?; kill $__cl_w 2>/dev/null; "
-        "trap - EXIT; [ $__cl_s -eq 0 ] || exit $__cl_s; } && "
+        f"{{ ( {watchdog} ) </dev/null & __cl_w=$!; __cl_st=$({_start_time('$$')}); "
+        f'export {SETUP_VAR}="$$.$__cl_st"; '
+        f'printf \'{mark} pid=%s start=%s limit={limit}\\n\' "$$" "$__cl_st"; '
+        "{ " + setup.strip() + "\n} </dev/null >&2; __cl_s=$?; "
+        "[ $__cl_s -eq 0 ] || exit $__cl_s; kill $__cl_w 2>/dev/null; } && "
         f"printf '{mark} done\\n'"
     )
 

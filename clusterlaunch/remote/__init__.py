@@ -52,7 +52,7 @@ BUNDLES = {
         "storewait",
         "agent",
     ),
-    "probe": (*_CHECKS, "channel", "probe"),
+    "probe": (*_CHECKS, "channel", "teardown", "probe"),
     "jobctl": (
         "core/exits",
         "core/protocol",
@@ -61,9 +61,20 @@ BUNDLES = {
         "claims",
         "storewait",
         "stacks",
+        "accel",
+        "teardown",
         "jobctl",
     ),
-    "doctor": ("core/exits", "core/protocol", "torchfiles", "hostfacts", "doctor"),
+    "doctor": (
+        "core/exits",
+        "core/protocol",
+        "proctree",
+        "torchfiles",
+        "hostfacts",
+        "accel",
+        "teardown",
+        "doctor",
+    ),
 }
 _STRIP_MARK = b"# bundle: strip"
 _PACKAGE = Path(__file__).parent.parent

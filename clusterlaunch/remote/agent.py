@@ -49,6 +49,7 @@ from clusterlaunch.remote.teardown import (  # bundle: strip
     TreeKiller,  # bundle: strip
     job_environ,  # bundle: strip
     kill_if_no_workers,  # bundle: strip
+    setup_marker,  # bundle: strip
 )  # bundle: strip
 from clusterlaunch.remote.wire import Control, Output, parse_args  # bundle: strip
 
@@ -62,7 +63,7 @@ class Agent:
         self.args = args
         self.out = Output(channel)
         self.token = "CLUSTERLAUNCH_AGENT=%d.%d" % (os.getpid(), int(time.time() * 1e6))
-        self.killer = TreeKiller(os.getpid(), self.token, args.grace)
+        self.killer = TreeKiller(os.getpid(), self.token, args.grace, setup=setup_marker())
         self.tail = None  # the rank files, from start(): the first rank may come with the go
         self.watch = WorkerWatch()
         self.job = None
@@ -134,15 +135,15 @@ class Agent:
     def run(self):
         """Pump until the job and everything it started are gone; return the exit code."""
         self.out.start()
-        # kill finds an agent by its claim before its job starts: recorded, the signal keeps
-        # the job from starting (by default SIGUSR1 ends a process unreported).
+        # kill may find our claim before the job starts: SIGUSR1 recorded (by default it ends us)
         signal.signal(signal.SIGUSR1, self._on_signal)
         clash = {}
         if self.args.nonce is not None:  # run: claimed before the checks, which report a clash
             self.claim, clash = take_claim(self.args)
         held = checked_and_go(self.args, self.out, self.control, clash)
-        if held is None or not self.start(held):  # no go: the controller said no, or left
+        if held is None or not self.start(held):  # no go (the controller said no, or left), no job
             self.deliver()
+            self.killer.end_leftovers()  # the setup's: nothing ends them after us
             if self.claim is not None:
                 self.claim.remove()
             return ExitStatus.NOT_STARTED

@@ -26,6 +26,7 @@ import time
 
 from clusterlaunch.core.protocol import SYNC, encode_event  # bundle: strip
 from clusterlaunch.remote.hostfacts import host_facts  # bundle: strip
+from clusterlaunch.remote.teardown import setup_leftovers  # bundle: strip
 
 CHUNK = 1 << 20
 
@@ -167,6 +168,14 @@ def obey(command, nonce, timeout):
 
 
 def main(argv=None):
+    leftovers = setup_leftovers()
+    try:
+        examine(argv)
+    finally:
+        leftovers.end_leftovers()  # what the host's setup left running: ours to end
+
+
+def examine(argv):
     parser = argparse.ArgumentParser(prog="clusterlaunch-doctor")
     parser.add_argument("--master-addr")
     parser.add_argument("--nonce", required=True)

@@ -27,6 +27,7 @@ from clusterlaunch.remote.records import (  # bundle: strip
     this_hosts,  # bundle: strip
 )  # bundle: strip
 from clusterlaunch.remote.stacks import job_stacks  # bundle: strip
+from clusterlaunch.remote.teardown import setup_leftovers  # bundle: strip
 
 
 def emit(**fields):
@@ -89,6 +90,14 @@ def own_records(records):
 
 
 def main(argv=None):
+    leftovers = setup_leftovers()
+    try:
+        answer(argv)
+    finally:
+        leftovers.end_leftovers()  # what the host's setup left running: ours to end
+
+
+def answer(argv):
     parser = argparse.ArgumentParser(prog="clusterlaunch-jobctl")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list")

@@ -18,6 +18,7 @@ import sys
 from clusterlaunch.core.protocol import SYNC, encode_event  # bundle: strip
 from clusterlaunch.remote.channel import take_channel, write_all  # bundle: strip
 from clusterlaunch.remote.checks import connect_stage, start_serving, static_stage  # bundle: strip
+from clusterlaunch.remote.teardown import setup_leftovers  # bundle: strip
 
 
 def report(channel, **fields):
@@ -35,6 +36,14 @@ def main(argv=None):
     import site
 
     site.main()  # the job's sys.path: the torch it would import, -m modules
+    leftovers = setup_leftovers()
+    try:
+        probe(argv, channel)
+    finally:
+        leftovers.end_leftovers()  # what the host's setup left running: ours to end
+
+
+def probe(argv, channel):
     parser = argparse.ArgumentParser(prog="clusterlaunch-probe")
     parser.add_argument("--script")
     parser.add_argument("--module")

@@ -153,25 +153,29 @@ def descendants(root):
     return found
 
 
-def marked_processes(marker):
-    """Processes of ours whose environment contains ``marker`` (``NAME=value``).
+def marked_processes(*markers):
+    """Processes of ours whose environment contains one of ``markers`` (``NAME=value``;
+    None: no marker).
 
     A second net behind the subreaper, for kernels without subreapers or children
-    lists (``tree_is_complete``); only our own user's environments are readable.
+    lists (``tree_is_complete``), and for what a setup left (``teardown.setup_marker``);
+    only our own user's environments are readable.
     Mid-``execve`` a process's environment reads empty for a moment (1 read in 300
     of a ``setsid sleep`` just started, here; a sweep missed one so in CI): the
     empty ones are read once more.
     """
-    needle, me = marker.encode() + b"\0", str(os.getpid())
-    found, empty = _marked([n for n in os.listdir("/proc") if n.isdigit() and n != me], needle)
+    needles, me = [m.encode() + b"\0" for m in markers if m], str(os.getpid())
+    if not needles:
+        return []
+    found, empty = _marked([n for n in os.listdir("/proc") if n.isdigit() and n != me], needles)
     if empty:  # rare: kernel threads and zombies give an error here, not b""
         time.sleep(0.001)
-        found += _marked(empty, needle)[0]
+        found += _marked(empty, needles)[0]
     return found
 
 
-def _marked(names, needle):
-    """The live processes among ``names`` whose environment holds ``needle``; the empty."""
+def _marked(names, needles):
+    """The live processes among ``names`` whose environment holds one of ``needles``; the empty."""
     found, empty = [], []
     for name in names:
         try:
@@ -181,7 +185,7 @@ def _marked(names, needle):
             continue
         if not environ:
             empty.append(name)
-        elif needle in environ or environ.endswith(needle[:-1]):
+        elif any(needle in environ or environ.endswith(needle[:-1]) for needle in needles):
             info = read_stat(int(name))
             if info is not None and info[0] != "Z":
                 found.append(int(name))

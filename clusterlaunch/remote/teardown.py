@@ -18,6 +18,14 @@ cleaning up (a checkpoint's save, cut short). Three senders once did it:
 What is forked into a group after its SIGTERM went out is left to the process
 that leads it (it is cleaning up); SIGKILL after ``--grace`` ends everything.
 
+A host's ``setup:`` runs in the shell that then becomes the program (agent,
+probe, jobctl, doctor): what it left running is below us, or, started away
+from the tree (``setsid``, a daemon's double fork), marked by the
+``CLUSTERLAUNCH_SETUP`` its wrapper exported (``core/setupguard.py``). Every
+program ends it before it exits, with the same killer: the agent with its job,
+the others (and an agent that started nothing) through
+:meth:`TreeKiller.end_leftovers`.
+
 torchrun has a deadline of its own: it SIGKILLs its workers 30 s after their
 SIGTERM (its ``LaunchConfig.shutdown_timeout``, from ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``
 in the torch this project pins; older torchruns have the 30 s built in), which
@@ -31,6 +39,7 @@ import time
 
 from clusterlaunch.remote.accel import devices_environ  # bundle: strip
 from clusterlaunch.remote.proctree import (  # bundle: strip
+    become_subreaper,  # bundle: strip
     children_of,  # bundle: strip
     descendants,  # bundle: strip
     kill_now,  # bundle: strip
@@ -38,10 +47,13 @@ from clusterlaunch.remote.proctree import (  # bundle: strip
     read_stat,  # bundle: strip
     reap,  # bundle: strip
     signal,  # bundle: strip
+    tree_is_complete,  # bundle: strip
 )  # bundle: strip
 
 SHUTDOWN_VAR = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
 SHUTDOWN_MARGIN_S = 5  # torchrun's own SIGKILL comes this long after the agent's
+SETUP_VAR = "CLUSTERLAUNCH_SETUP"  # = core/setupguard.SETUP_VAR (not bundled): the setup's shell
+LEFTOVER_GRACE_S = 2.0  # a setup's leftovers: SIGKILL this long after SIGTERM, as the watchdog's
 
 
 def kill_if_no_workers(torchrun_pid):
@@ -60,10 +72,35 @@ def job_environ(session, token, args, torchrun):
     deadline past ``args.grace`` (a user's own value too: ``--grace`` is the time between
     the signals), and for ``exec`` the variable of ``args.devices`` (``accel.py``)."""
     env = dict(session, CLUSTERLAUNCH_AGENT=token.partition("=")[2])
+    env.pop(SETUP_VAR, None)  # the job is not the setup's
     if torchrun:
         env[SHUTDOWN_VAR] = str(math.ceil(args.grace) + SHUTDOWN_MARGIN_S)
     env.update(devices_environ(args.devices))
     return env
+
+
+def setup_marker():
+    """``CLUSTERLAUNCH_SETUP=PID.START`` if this very process is the shell that ran a setup.
+
+    Its PID and start time, as the wrapper exported them (an exec keeps both);
+    any other value came from elsewhere (a clusterlaunch started from inside a
+    job with a setup) and marks processes that are not ours to end: None.
+    """
+    stat = read_stat(os.getpid())
+    value = os.environ.get(SETUP_VAR)
+    if stat is None or value != "%d.%d" % (os.getpid(), stat[3]):
+        return None
+    return "%s=%s" % (SETUP_VAR, value)
+
+
+def setup_leftovers():
+    """For a program without a job (probe, jobctl, doctor): the killer of what its setup left
+    running, to :meth:`TreeKiller.end_leftovers` before it exits. Where a setup ran, the
+    program becomes child subreaper, as the agent does."""
+    killer = TreeKiller(os.getpid(), None, LEFTOVER_GRACE_S, setup=setup_marker())
+    if killer.setup is not None:
+        killer.tree_complete = tree_is_complete(become_subreaper())
+    return killer
 
 
 def signal_all(pids, signum):
@@ -95,10 +132,12 @@ def send_term(group, pid):
 class TreeKiller:
     """SIGTERM → grace → SIGKILL for everything below the agent, by PID and group."""
 
-    def __init__(self, root, marker, grace, keep=None):
+    def __init__(self, root, marker, grace, keep=None, setup=None):
         self.root = root
         self.keep = keep
         self.marker = marker
+        self.setup = setup
+        """The setup's marker (:func:`setup_marker`): its leftovers may be anywhere."""
         self.tree_complete = False  # see tree_is_complete: then no marker sweep
         self.grace = grace
         self.started = None
@@ -110,14 +149,15 @@ class TreeKiller:
         self.trusted = set()  # the workers' groups (or, torch < 2, PIDs) left to it
 
     def targets(self, sweep=False):
-        """Live processes of the job; ``sweep`` also scans /proc for the marker.
+        """Live processes of the job; ``sweep`` also scans /proc for the markers.
 
-        The sweep is skipped where the tree is complete: it would scan every
-        process on the host to find none the walk missed.
+        The sweep is skipped where the tree is complete and no setup ran: it
+        would scan every process on the host to find none the walk missed. What
+        a setup detached left the tree before we were subreaper.
         """
         pids = set(descendants(self.root))
-        if sweep and not self.tree_complete:
-            pids.update(marked_processes(self.marker))
+        if sweep and (self.setup or not self.tree_complete):
+            pids.update(marked_processes(self.marker, self.setup))
         pids.discard(self.root)
         return sorted(pids)
 
@@ -156,6 +196,19 @@ class TreeKiller:
         else:
             self._term(left)
         return False
+
+    def end_leftovers(self):
+        """For a program that ends without a job: SIGTERM to everything below it and what
+        its setup left, SIGKILL to what is left after at most :data:`LEFTOVER_GRACE_S`;
+        returns once all of it is gone.
+
+        Before, ``ps``, ``check`` and the rest left a setup's ``sleep 300 &`` running,
+        and waited for it: it held the session's stderr, so the channel never ended.
+        """
+        self.grace = min(self.grace, LEFTOVER_GRACE_S)
+        self.start()
+        while not self.step():
+            time.sleep(0.02)
 
     def _term(self, pids):
         """SIGTERM once to each of ``pids`` not yet covered: by group where one leads

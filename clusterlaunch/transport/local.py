@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import pwd
 import subprocess
+import sys
 
 from clusterlaunch.core.commands import for_login_shell, home_relative
 from clusterlaunch.core.exits import shell_status
 from clusterlaunch.core.model import LOCALHOST
 
 _CHUNK = 1 << 20
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # Linux's; Python 3.10+ names it
 
 
 def login_shell() -> str:
@@ -38,6 +41,20 @@ def local_path(path: str) -> str:
     quoted) is below :func:`start_directory`, as over SSH and SFTP.
     """
     return os.path.join(start_directory(), home_relative(path))
+
+
+def _make_room(fd: int, size: int) -> None:
+    """Let stdin pipe ``fd`` hold ``size`` bytes, so that writing them does not wait for a reader.
+
+    An SSH channel takes them at once (its 2 MiB window); a pipe holds 64 KiB, and
+    behind a ``setup:`` that hangs nobody reads what follows the command: the
+    agent's 100 KB held the start of a ``localhost`` host until the setup ended,
+    with no slow-setup notice and nothing a Ctrl-C could stop it by. Best effort:
+    Linux only, up to its pipe-max-size (1 MiB unless lowered).
+    """
+    if size > 1 << 16 and sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, _F_SETPIPE_SZ, size)
 
 
 class LocalProcess:
@@ -131,6 +148,8 @@ class LocalConnection:
             cwd=start_directory(),
         )
         process = LocalProcess(popen)
+        assert popen.stdin is not None
+        _make_room(popen.stdin.fileno(), len(sent))
         process.send(sent)
         return process
 

@@ -300,10 +300,14 @@ def test_setup_runs_as_shell_code_before_the_program(shell: str, tmp_path: Path)
     )
     result = run_shell(shell, command, tmp_path)
     assert result.returncode == 0, result.stderr
-    assert json.loads(without_setup_reports(result.stdout))["env"] == {
+    watch = SetupWatch("h", expected=True)
+    assert json.loads(watch.feed(result.stdout))["env"] == {
         "FROM_SETUP": "set by setup",
         "FROM_SETUP2": "two",
         "HK": "v",
+        # The shell's PID and start time: the program it became finds the setup's
+        # leftovers by it (remote/teardown.py's setup_marker).
+        "CLUSTERLAUNCH_SETUP": f"{watch.pid}.{watch.start}",
     }
 
 
@@ -337,7 +341,8 @@ def test_full_node_command_through_shell(shell: str, tmp_path: Path) -> None:
     node, expected_argv = _hostile_plan(str(workdir), python, setup="export FROM_SETUP=1")
     result = run_shell(shell, node.command, tmp_path)  # type: ignore[attr-defined]
     assert result.returncode == 0, result.stderr
-    seen = json.loads(without_setup_reports(result.stdout))
+    watch = SetupWatch("h", expected=True)
+    seen = json.loads(watch.feed(result.stdout))
     assert seen["argv"] == expected_argv[1:]
     assert seen["cwd"] == str(workdir)
     assert seen["env"] == {
@@ -345,6 +350,7 @@ def test_full_node_command_through_shell(shell: str, tmp_path: Path) -> None:
         "HKCLI": "$(touch pwned) 'q' \"d\" é\n",
         JOB_ID_VAR: "j1",
         "FROM_SETUP": "1",
+        "CLUSTERLAUNCH_SETUP": f"{watch.pid}.{watch.start}",  # the agent keeps it from the job
     }
     assert not list(workdir.iterdir())
 

@@ -19,6 +19,7 @@ from typing import IO
 
 import pytest
 
+from clusterlaunch.core import setupguard
 from clusterlaunch.remote import proctree, teardown
 
 MARKER = f"CLUSTERLAUNCH_AGENT={os.getpid()}.test"
@@ -78,9 +79,36 @@ def test_a_complete_tree_is_not_swept(detached: int, monkeypatch: pytest.MonkeyP
     killer = teardown.TreeKiller(os.getpid(), MARKER, grace=5)
     killer.tree_complete = True
     swept: list[str] = []
-    monkeypatch.setattr(teardown, "marked_processes", lambda marker: swept.append(marker) or [])
+    monkeypatch.setattr(teardown, "marked_processes", lambda *marks: swept.extend(marks) or [])
     assert detached not in killer.targets(sweep=True)
     assert swept == []
+
+
+def test_the_setup_marker_is_only_this_very_processs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The wrapper exports PID.START of the shell that then becomes the program; any other
+    # value (a clusterlaunch run from inside a job with a setup) marks processes not ours.
+    assert teardown.SETUP_VAR == setupguard.SETUP_VAR  # one name, on both sides
+    stat = proctree.read_stat(os.getpid())
+    assert stat is not None
+    mine = f"{os.getpid()}.{stat[3]}"
+    monkeypatch.setenv(teardown.SETUP_VAR, mine)
+    assert teardown.setup_marker() == f"CLUSTERLAUNCH_SETUP={mine}"
+    for other in (f"{os.getpid()}.{stat[3] + 1}", f"{os.getppid()}.{stat[3]}", ""):
+        monkeypatch.setenv(teardown.SETUP_VAR, other)
+        assert teardown.setup_marker() is None
+    monkeypatch.delenv(teardown.SETUP_VAR)
+    assert teardown.setup_marker() is None
+
+
+def test_what_a_setup_detached_is_swept_below_a_subreaper_too(
+    detached: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A setup's daemon left the tree before the program became subreaper: the tree is
+    # complete from then on, but only the setup's marker finds that one.
+    killer = teardown.TreeKiller(os.getpid(), None, grace=5, setup=MARKER)
+    killer.tree_complete = True
+    assert detached in killer.targets(sweep=True)
+    assert detached not in killer.targets()
 
 
 # prctl(2) through ctypes' C part: each check runs in a Python of its own (subreaper

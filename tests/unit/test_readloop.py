@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
@@ -188,3 +190,18 @@ def test_batch_reports_each_command_in_the_order_given() -> None:
 
 def test_run_all_with_nothing_to_run() -> None:
     assert run_all({}, 1.0) == {}
+
+
+def test_a_local_command_that_reads_nothing_yet_does_not_hold_up_its_start() -> None:
+    # An agent's 100 KB behind a setup that hangs: a 64 KiB pipe blocked the start
+    # until the setup ended, before its PID was read or a Ctrl-C could end it.
+    began = time.monotonic()
+    process = LOCAL.start("echo $$; exec sleep 30", b"x" * 200_000)
+    took = time.monotonic() - began
+    out = b""
+    while not out.endswith(b"\n") and time.monotonic() - began < 10:
+        out += process.read()[0]
+        time.sleep(0.01)
+    os.kill(int(out), signal.SIGKILL)
+    process.close()
+    assert took < 2

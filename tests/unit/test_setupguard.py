@@ -217,6 +217,29 @@ def test_failing_setup_keeps_its_code_and_leaves_nothing(
     assert _wait_gone(process.pid, 0.5) == []  # the watchdog took its `sleep` along
 
 
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize(
+    ("setup", "code"),
+    [("exec true", 0), ("sleep 600 & exit 3", 3), ("(trap '' TERM; exec sleep 600) & false", 1)],
+)
+def test_a_setup_that_ends_the_shell_is_answered_at_once_and_leaves_nothing(
+    shell: str, setup: str, code: int, started: list
+) -> None:
+    """``exec CMD`` replaces the shell, so no trap sees it: the watchdog held the
+    session until its limit (30 s here) and lived on; what a failed setup left in
+    its group kept the session open as long as it ran."""
+    process = _start(shell, setup)
+    started.append(process)
+    begin = time.monotonic()
+    out, _ = process.communicate(timeout=20)
+    assert time.monotonic() - begin < 5  # the SIGTERM-proof sleep: SIGKILL 2 s later
+    watch = SetupWatch("h", expected=True)
+    assert watch.feed(out) == b"" and watch.pid == process.pid
+    assert not watch.done and not watch.timed_out
+    assert process.returncode == code
+    assert _wait_gone(process.pid, 1.0) == []  # the watchdog ended the group, then itself
+
+
 @pytest.mark.cluster  # 30 shells each: ~1.2 s
 @pytest.mark.parametrize("shell", SHELLS)
 def test_a_setup_that_ends_at_once_leaves_no_sleep_behind(shell: str, started: list) -> None:
