@@ -80,7 +80,7 @@ def static_checks(args, clash=None):
         "cwd": os.getcwd(),
     }
     fields.update(find_devices(args.accelerator))
-    fields["scratch_problem"] = scratch_problem()
+    fields["scratch_problem"] = scratch_problem(args.need_torch)  # torchrun: its rank files too
     if args.need_torch:
         fields["torch"] = torch_version()
         # torchrun reads every option from PET_<NAME> too, past the checks of its argv.

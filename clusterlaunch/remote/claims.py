@@ -10,8 +10,17 @@ target naming the agent that holds it: ``PID.START.NODE`` (PID, start time in cl
 node rank). ``os.symlink`` fails where the name exists, so of two agents only one holds
 it, whatever the timing. PLACE is the sshd address and port the agent's session came in
 on (hosts simulated on one machine are each a place of their own), or without SSH
-(``localhost``, ``srun``) the node rank. Next to it, ``ID@PLACE`` is the holder's folder
-for torchrun's per-rank files.
+(``localhost``, ``srun``) the node rank.
+
+The holder's folder for torchrun's per-rank files, ``ID@PLACE``, is in
+``/tmp/clusterlaunch-UID`` (:func:`rank_files_dir`), not next to the claim: those files
+are every byte every rank writes, for the whole job, and the state dir is
+``/run/user/UID`` where that exists, a tmpfs in RAM that systemd caps at 10% of it,
+where a chatty job's ranks would fail to write (ENOSPC). ``/tmp`` is what torchrun's
+own default uses. Like the state dirs, it is never taken from the environment
+(``TMPDIR``): whoever sweeps a dead holder's claim (another agent, ``ps``, ``kill``,
+after a ``setup:`` of its own) must find its files where the holder made them.
+Where no ``/run/user/UID`` exists, the two folders are one.
 
 A claim whose agent is gone (its PID and start time no longer match: SIGKILLed, or its
 host rebooted) blocks nothing: the next claimant replaces it, and finishing agents and
@@ -20,6 +29,7 @@ read.
 """
 
 import os
+import stat
 import time
 
 from clusterlaunch.remote.records import (  # bundle: strip
@@ -53,7 +63,7 @@ class Claim:
     def __init__(self, path, target):
         self.path = path
         self.target = target
-        self.tail_dir = path[: -len(CLAIM)]
+        self.tail_dir = rank_files_dir(os.path.basename(path))
 
     @classmethod
     def take(cls, job_id, node_rank, let_go_s=LET_GO_S):
@@ -84,17 +94,28 @@ class Claim:
         raise FileExistsError("%s keeps changing" % path)
 
     def make_tail_dir(self):
-        """The folder torchrun writes the per-rank files to, made empty, 0700."""
-        _remove_tree(self.tail_dir)  # a dead holder's, never swept: it is ours now
+        """The folder torchrun writes the per-rank files to, made empty, 0700, in
+        :func:`rank_files_root` (checked private and writable just before: ``scratch.py``)."""
+        _remove_rank_files(self.tail_dir)  # a dead holder's, never swept: it is ours now
         os.mkdir(self.tail_dir, 0o700)
         return self.tail_dir
 
     def remove(self):
         """Release it (the job has ended here): its files go, then the claim. Nobody else
         removes a claim whose agent lives, so the one at ``path`` is still ours."""
-        _remove_tree(self.tail_dir)
+        _remove_rank_files(self.tail_dir)
         if _read(self.path) == self.target:
             _remove_tree(self.path)
+
+
+def rank_files_root():
+    """Where this user's per-rank folders are: ``/tmp/clusterlaunch-UID`` (see above)."""
+    return state_dirs()[-1]
+
+
+def rank_files_dir(claim_name):
+    """The per-rank files' folder of the claim named ``claim_name`` (``ID@PLACE.claim``)."""
+    return os.path.join(rank_files_root(), claim_name[: -len(CLAIM)])
 
 
 def holder_of(job_id, node_rank):
@@ -174,10 +195,21 @@ def _drop_if_unchanged(folder, path, seen):
         if seen is None:
             _remove_tree(path)  # not a link (nor a claim): in the way of one
             return
-        _remove_tree(path[: -len(CLAIM)])  # its files first: a new holder makes its own
+        _remove_rank_files(rank_files_dir(os.path.basename(path)))  # its files, then it
         os.unlink(path)
     finally:
         os.close(lock)
+
+
+def _remove_rank_files(path):
+    """Remove the per-rank folder ``path``, only from this user's own folder (in ``/tmp``,
+    another user may have made one of that name: nothing in it is ours to remove)."""
+    try:
+        info = os.lstat(os.path.dirname(path))
+    except OSError:
+        return
+    if info.st_uid == os.getuid() and stat.S_ISDIR(info.st_mode):
+        _remove_tree(path)
 
 
 def _remove_tree(path):

@@ -32,7 +32,7 @@ from clusterlaunch.core.exits import ExitStatus  # bundle: strip
 from clusterlaunch.remote.checks import connect_stage, start_serving, static_stage  # bundle: strip
 from clusterlaunch.remote.claims import Claim  # bundle: strip
 from clusterlaunch.remote.records import killed_since, record_folder  # bundle: strip
-from clusterlaunch.remote.scratch import cannot_write, scratch_problem  # bundle: strip
+from clusterlaunch.remote.scratch import RANK_FILES, cannot_write, scratch_problem  # bundle: strip
 
 
 def take_claim(args):
@@ -56,7 +56,7 @@ def claimed_start(args, claim, out, killed=False):
     files (``start-failed``), another job holds the id here (``job-running``, 2), or it was
     killed since its controller started (``killed``, 137, announced as for a running job):
     a dated mark says so, or (``killed``) SIGUSR1 came to the agent holding the claim."""
-    why = scratch_problem()  # a read-only or full /tmp: one line
+    why = scratch_problem(args.rank_files)  # a read-only or full /tmp: one line
     if why is None and claim is None:  # exec: claimed now (run: before its checks)
         claim, clash = take_claim(args)
         if "job_running" in clash:
@@ -68,11 +68,11 @@ def claimed_start(args, claim, out, killed=False):
         out.event(event="exit", reason="killed", code=ExitStatus.KILLED)
         return claim, None, "killed"
     tail_dir = None
-    if why is None and args.rank_files:  # torchrun's per-rank files, in the claim's folder
+    if why is None and args.rank_files:  # torchrun's per-rank files: claims.rank_files_dir
         try:
             tail_dir = claim.make_tail_dir()
         except OSError as exc:
-            why = cannot_write(claim.tail_dir, exc, "create")
+            why = cannot_write(claim.tail_dir, exc, "create", RANK_FILES)
     if why is None:
         return claim, tail_dir, None
     out.event(event="exit", reason="start-failed", code=ExitStatus.NOT_STARTED, message=why)

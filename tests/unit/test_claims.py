@@ -145,3 +145,58 @@ def test_what_is_in_a_claims_way_is_no_claim(state: Path) -> None:
     claim, holder = claims.Claim.take("j", 0)
     assert claim is not None and holder is None
     claim.remove()
+
+
+@pytest.fixture
+def runtime_and_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A host with ``/run/user/UID`` (a tmpfs in RAM): the state dirs are it, then /tmp's."""
+    runtime, tmp = tmp_path / "run-user-clusterlaunch", tmp_path / "tmp-clusterlaunch"
+    for folder in (runtime, tmp):
+        folder.mkdir(mode=0o700)
+    monkeypatch.setattr(records, "state_dirs", lambda: [str(runtime), str(tmp)])
+    monkeypatch.setattr(claims, "state_dirs", records.state_dirs)
+    monkeypatch.delenv("SSH_CONNECTION", raising=False)
+    monkeypatch.delenv("SLURMD_NODENAME", raising=False)
+    return runtime, tmp
+
+
+def test_rank_files_are_in_tmp_not_next_to_the_claim_in_ram(
+    runtime_and_tmp: tuple[Path, Path],
+) -> None:
+    """Every byte every rank writes, for the whole job: in /run/user/UID (systemd caps it
+    at 10% of RAM) a chatty job filled it and its ranks' writes failed (ENOSPC)."""
+    runtime, tmp = runtime_and_tmp
+    claim, _ = claims.Claim.take("j", 0)
+    assert claim is not None
+    tail = Path(claim.make_tail_dir())
+    assert tail == tmp / "j@n0" and oct(tail.stat().st_mode & 0o777) == "0o700"
+    assert os.listdir(runtime) == ["j@n0.claim"]  # the claim stays in the state dir
+    (tail / "0.log").write_text("rank output")
+    claim.remove()
+    assert os.listdir(runtime) == [] and os.listdir(tmp) == []
+
+
+def test_a_dead_holders_rank_files_in_tmp_are_swept_with_its_claim(
+    runtime_and_tmp: tuple[Path, Path],
+) -> None:
+    runtime, tmp = runtime_and_tmp
+    (runtime / "j@n0.claim").symlink_to(f"{_dead_pid()}.12345.0")
+    (tmp / "j@n0").mkdir()
+    (tmp / "j@n0" / "0.log").write_text("left behind")
+    assert claims.live_claims() == []
+    assert not (tmp / "j@n0").exists() and not (runtime / "j@n0.claim").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a folder another user's")
+def test_rank_files_in_a_folder_another_user_made_are_not_touched(
+    runtime_and_tmp: tuple[Path, Path],
+) -> None:
+    """/tmp is everyone's: a /tmp/clusterlaunch-UID someone else made holds nothing of ours
+    (the preflight refuses it), and a dead claim's sweep removes nothing from it."""
+    runtime, tmp = runtime_and_tmp
+    (tmp / "j@n0").mkdir()
+    (tmp / "j@n0" / "theirs").write_text("not ours")
+    os.chown(tmp, 65534, 65534)
+    (runtime / "j@n0.claim").symlink_to(f"{_dead_pid()}.12345.0")
+    assert claims.live_claims() == []
+    assert (tmp / "j@n0" / "theirs").exists() and not (runtime / "j@n0.claim").exists()
