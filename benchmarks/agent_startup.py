@@ -41,7 +41,7 @@ from clusterlaunch.remote import program_source
 
 AGENT_IMPORTS = "import ctypes, errno, fcntl, itertools, os, select, _signal, sys, time, zlib"
 ARGV = ["--job-id", "j1", "--node-rank", "0", "--grace", "5", "--heartbeat-timeout", "15"]
-ARGV += ["--first-rank", "0", "--tail-dir", "/tmp/x", "--", "python3", "-m", "x"]
+ARGV += ["--first-rank", "0", "--rank-files", "--", "python3", "-m", "x"]
 EVENT = "{'event': 'started', 'pid': 1, 'agent_pid': 2, 'hostname': 'h', 'subreaper': True}"
 OPTIONS = """
 parser = argparse.ArgumentParser(prog="clusterlaunch-agent", allow_abbrev=False)
@@ -50,7 +50,7 @@ parser.add_argument("--node-rank", type=int, required=True)
 parser.add_argument("--grace", type=float, required=True)
 parser.add_argument("--heartbeat-timeout", type=float, required=True)
 parser.add_argument("--first-rank", type=int, default=0)
-parser.add_argument("--tail-dir")
+parser.add_argument("--rank-files", action="store_true")
 """
 WITH_ARGPARSE = f"""
 import argparse

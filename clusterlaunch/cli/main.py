@@ -81,7 +81,7 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
             if text:
                 console.out.write(text.encode() + b"\n")
         else:
-            reports, missed, marked = jobs.kill_job(
+            reports, missed, starting = jobs.kill_job(
                 reachable,
                 targets,
                 connections,
@@ -97,11 +97,13 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
         console.err.write(f"clusterlaunch: error: {host.host}: {host.why}\n".encode())
     if args.command == "ps":
         return ExitStatus.USAGE if unanswered else ExitStatus.OK
+    if starting and not reports:  # in its preflight: marked, it will not start
+        console.say(render.kill_starting_text(args.job_id, starting))
+        return ExitStatus.USAGE if unanswered else ExitStatus.OK
     if not reports:
         if len(unanswered) < len(inventory.hosts):
             where = "the hosts that answered" if unanswered else "these hosts"
-            pending = " (a restart of it that has not started yet will not start)"
-            console.say(f"clusterlaunch: no running job {args.job_id} on {where}{pending * marked}")
+            console.say(render.kill_missing_text(args.job_id, where))
         return ExitStatus.USAGE if unanswered else ExitStatus.FAILED
     console.out.write(render.kill_text(args.job_id, reports).encode() + b"\n")
     if unanswered:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from collections.abc import Callable, Mapping
 
 from clusterlaunch.controller.hostrun import HostRun
@@ -38,10 +39,14 @@ GO_SLACK_S = 60.0
 class HeldAgents:
     """Every host's agent, checked and waiting for its go."""
 
-    def __init__(self, plan: JobPlan, runs: list[ProbeRun], result: PreflightResult) -> None:
+    def __init__(
+        self, plan: JobPlan, runs: list[ProbeRun], result: PreflightResult, started: float
+    ) -> None:
         self.plan = plan
         self.runs = runs
         self.result = result
+        self.started = started
+        """When the job was asked for (monotonic): the go says how long ago."""
         self._handed_over = False
 
     def hand_over(self, plan: JobPlan, hosts: list[HostRun], router: OutputRouter) -> None:
@@ -50,7 +55,7 @@ class HeldAgents:
         setup done; what the host printed before (the setup's words) is shown first."""
         for run, host in zip(self.runs, hosts, strict=True):
             assert run.process is not None  # the preflight passed: every agent reported
-            job = json.dumps(_final_job(run.report.node, host.node))
+            job = json.dumps(_final_job(run.report.node, host.node, self.started))
             run.process.send(f"go {job}\n".encode())
             host.process, host.decoder, host.setup = run.process, run.decoder, run.setup
             for is_stderr, data in run.early:  # stderr: the transport's own (ssh, srun)
@@ -80,12 +85,14 @@ def hold_preflight(
     script_kind: ScriptKind = "file",
     progress: Callable[[str], None] | None = None,
     limit: float | None = None,
+    started: float | None = None,
 ) -> HeldAgents:
     """Start every host's agent in its preflight; never raises for a host problem.
 
     The caller owns the result: :meth:`HeldAgents.go` or :meth:`HeldAgents.close`.
     ``progress`` hears of each host whose checks are done. ``limit``: at most this many
-    seconds in all, setups included.
+    seconds in all, setups included. ``started``: when the job was asked for (monotonic;
+    default now): an agent that finds a ``clusterlaunch kill`` since then does not start.
     """
     payload = program_payload("agent")
     nonce = secrets.token_hex(8)
@@ -98,7 +105,9 @@ def hold_preflight(
         )
 
     runs = [ProbeRun(node, connections[node.host], script) for node in plan.nodes]
-    held = HeldAgents(plan, runs, PreflightResult([], None))
+    held = HeldAgents(
+        plan, runs, PreflightResult([], None), time.monotonic() if started is None else started
+    )
     try:
         port = check_hosts(
             plan, runs, command, payload, timeout, notify, fanout, hold=True, progress=progress
@@ -110,11 +119,13 @@ def hold_preflight(
     return held
 
 
-def _final_job(checked: NodePlan, final: NodePlan) -> dict[str, object]:
-    """What the go tells an agent: the job as it is now planned, and the variables it drops."""
+def _final_job(checked: NodePlan, final: NodePlan, started: float) -> dict[str, object]:
+    """What the go tells an agent: the job as it is now planned, the variables it drops, and
+    how long ago the job was asked for (a span: the hosts' clocks may differ from ours)."""
     return {
         "argv": list(final.argv),
         "first_rank": final.first_rank,
         "env": dict(final.env),
         "unset": [name for name in checked.env if name not in final.env],
+        "since": round(time.monotonic() - started, 3),
     }

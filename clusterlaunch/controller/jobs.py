@@ -25,9 +25,10 @@ from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.frames import FrameDecoder
 from clusterlaunch.core.model import HostSpec, SshTarget
+from clusterlaunch.core.outcome import job_running_text
 from clusterlaunch.core.planner import python_for
 from clusterlaunch.core.protocol import EVENT
-from clusterlaunch.core.reports import KillReport, RemoteJob, Unanswered, job_running_text
+from clusterlaunch.core.reports import KillReport, RemoteJob, Unanswered
 from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.base import Connection
 
@@ -103,14 +104,18 @@ def kill_job(
     timeout: float = KILL_WAIT_S,
     setup_timeout: float = SETUP_TIMEOUT_S,
     fanout: int = FANOUT,
-) -> tuple[list[KillReport], list[Unanswered], bool]:
+) -> tuple[list[KillReport], list[Unanswered], list[str]]:
     """Ask every agent of ``job_id`` on these hosts to tear its job down; wait for it.
-    Also whether some host left word for a restart of it not started yet."""
+    Also the hosts where it was still starting (its preflight): it will not start."""
     args = ["kill", job_id, "--timeout", str(timeout)]
     reports: dict[tuple[int, int], KillReport] = {}
     ask = _Ask(args, python, timeout + 10, setup_timeout, fanout)
     answers, unanswered = _ask_everywhere(specs, connections, ask)
-    marked = any(record.get("event") == "marked" for _, record in answers)
+    starting = {
+        _attribute(record, alias, targets)
+        for alias, record in answers
+        if record.get("event") == "starting"
+    }
     for alias, record in answers:
         if record.get("event") != "killed":
             continue
@@ -123,7 +128,7 @@ def kill_job(
         )
         if key not in reports or report.stopped:
             reports[key] = report
-    return sorted(reports.values(), key=lambda r: r.node_rank), unanswered, marked
+    return sorted(reports.values(), key=lambda r: r.node_rank), unanswered, sorted(starting)
 
 
 def _whole(text: Any) -> int | None:

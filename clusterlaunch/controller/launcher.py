@@ -151,6 +151,7 @@ def hold(
         script_kind=request.options.script_kind,
         progress=preflight_progress(status),
         limit=limit,
+        started=request.started,
     )
 
 

@@ -64,6 +64,7 @@ class ProbeRun:
                 if frame.tag == EVENT:
                     fields = frame.event()
                     self.stages[str(fields.pop("stage", ""))] = fields
+                    self.report.static_at = self.report.static_at or time.monotonic()  # static's
                 elif frame.tag == NOISE:
                     self.early.append((False, frame.data))
         except ValueError as exc:  # FrameError, or an event that is not JSON

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from clusterlaunch.core import defaults
@@ -48,3 +49,6 @@ class JobRequest:
     stall_timeout: float | None = None
     stall_action: str = "stacks"
     """``--stall-timeout``/``--stall-action`` (controller/stall.py)."""
+    started: float = field(default_factory=time.monotonic)
+    """When the job was asked for (``time.monotonic()``; a restart keeps it): a
+    ``clusterlaunch kill`` of its id after this keeps it from starting (remote/gate.py)."""

@@ -84,9 +84,15 @@ def open_rank_logs(plan: JobPlan, restart: int, log_dir: LogDir | None, say: Say
 
 
 def killed_since(result: PreflightResult, started: float) -> bool:
-    """Whether some host says ``clusterlaunch kill`` was run for this job since it started."""
-    times = [report.static.get("killed_at") or 0.0 for report in result.reports]
-    return max(times, default=0.0) >= started
+    """Whether some host says ``clusterlaunch kill`` was run for this job since it started
+    (``started``: ``time.monotonic()``). Hosts say how long ago, and the span is laid on
+    our clock: a host's clock ahead of ours cancelled a restart for a kill of the id made
+    just before the job began (a ``kill`` of the old job, then ``run`` again)."""
+    return any(
+        report.static_at - report.static["killed_ago"] >= started
+        for report in result.reports
+        if report.static_at is not None and report.static.get("killed_ago") is not None
+    )
 
 
 def request_for(

@@ -77,7 +77,7 @@ def _attempts(
     say = announcer(console, log_dir)
     rules = request.restarts
     deadline = None if request.timeout is None else time.monotonic() + request.timeout
-    started = time.time()  # a `clusterlaunch kill` after this cancels the restarts
+    started = request.started  # a `clusterlaunch kill` after this cancels the restarts
     # The first attempt is today's launch: any host failing its preflight is bad
     # input or a broken host, reported before anything starts (exit 2).
     outcome = launcher.launch_in(request, console, plan, log_dir, source)
@@ -116,7 +116,7 @@ def _restart(
 ) -> JobOutcome:
     """Attempt ``restart + 1``: connect and preflight every host again, then run on those left.
 
-    ``started`` (wall clock): a ``clusterlaunch kill`` of this job since then, seen
+    ``started`` (monotonic): a ``clusterlaunch kill`` of this job since then, seen
     by any host's preflight, ends the job instead. ``deadline`` (monotonic): where
     ``--timeout`` ends the job, connecting, syncing and preflighting included.
     """

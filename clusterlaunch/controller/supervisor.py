@@ -53,10 +53,9 @@ class Supervisor:
     ) -> None:
         """``fail_fast``: the first failing host stops all (torchrun jobs; ``exec --fail-fast``).
 
-        ``quiet_teardown``: once teardown starts, torchrun's own shutdown output
-        goes to the log only (for ``exec``, host output *is* the job's output).
-        ``fanout``: agents started at once. ``stall_check``: ``--stall-timeout``'s.
-        ``timeout_shown``: the ``--timeout`` given, when ``timeout`` is what a restart left of it.
+        ``quiet_teardown``: once teardown starts, torchrun's own shutdown output goes to the log
+        only (for ``exec``, host output *is* the job's output). ``fanout``: agents started at once.
+        ``stall_check``: ``--stall-timeout``'s. ``timeout_shown``: the ``--timeout`` given.
         ``heartbeat_timeout``: the agents', named when a host and this controller lost touch.
         """
         self.plan = plan
@@ -234,6 +233,8 @@ class Supervisor:
                 self.router.message(f"{host.node.host}: {event['message']}")
             if event.get("reason") == "killed":
                 self._set_stop(JobOutcome(ExitStatus.KILLED, KILLED, stopped=True))
+            elif event.get("reason") == "job-running":  # exec: its id is another job's there
+                self._set_stop(verdict.id_in_use(host.node.host, event))
 
     def _check(self, host: HostRun) -> None:
         assert host.process is not None

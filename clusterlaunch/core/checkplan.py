@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from clusterlaunch.core import commands, defaults, limits
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import JobPlan, NodePlan, ScriptKind
-from clusterlaunch.core.planner import remote_log_dir
 from clusterlaunch.core.setupguard import SetupGuard
 
 _SCRIPT_FLAG = {"file": "--script", "module": "--module", "program": "--program"}
@@ -34,12 +33,12 @@ def probe_command(
     """The preflight probe for ``node`` (``check``), under exactly the job's shell prefix.
 
     ``listen_port`` is given for node 0 only (``0`` = choose a free port);
-    ``job_id`` for torchrun jobs (is one of that id running, its temp dir taken?).
+    ``job_id`` for torchrun jobs (does a job of that id hold the host already?).
     """
     argv = commands.bootstrap_argv(node.python, "probe", probe_size, site=False)
     argv += _check_options(node, master_addr, listen_port, nonce, script, need_torch, script_kind)
     if job_id is not None:
-        argv += ["--job-id", job_id, "--tail-dir", remote_log_dir(job_id, node.node_rank)]
+        argv += ["--job-id", job_id, "--node-rank", str(node.node_rank)]
     guard = SetupGuard(setup_timeout)
     return commands.shell_command(node.workdir, node.setup, node.env, argv, guard)
 

@@ -48,7 +48,9 @@ class TorchrunSpec:
 
 
 AUTO = "AUTO"
-"""Shown in place of what the preflight decides (``auto`` port, process count) in a dry run."""
+"""Shown in place of what the preflight decides (``auto`` port, process count) in a dry run;
+torchrun's ``--log-dir``, which each host's agent makes in the user's private state dir
+and fills in (``remote/claims.py``)."""
 AUTO_PORT = AUTO
 _SCRIPT_FLAGS = {"file": (), "module": ("--module",), "program": ("--no-python",)}
 

@@ -192,6 +192,23 @@ def signal_stop(host: str, event: Mapping[str, Any]) -> JobOutcome | None:
     )
 
 
+def job_running_text(node: object, pid: object) -> str:
+    """A job of this id holds the host already (run's preflight; exec's agent, or asked
+    ps's way before it starts)."""
+    return (
+        f"a job with this id is already running here (node {node}, agent pid {pid}); "
+        "choose another --job-id, or clusterlaunch kill it"
+    )
+
+
+def id_in_use(host: str, event: Mapping[str, Any]) -> JobOutcome:
+    """``exec``'s agent on ``host`` found its id held there by another job (its claim,
+    remote/claims.py): the whole command stops, 2, as for bad input."""
+    running = event.get("job_running") or {}
+    said = job_running_text(running.get("node"), running.get("pid"))
+    return JobOutcome(ExitStatus.USAGE, f"{host}: {said}", host=host)
+
+
 def is_host_signal(stop: JobOutcome) -> bool:
     """Whether ``stop`` came from :func:`signal_stop` (a stop that names a host)."""
     return stop.stopped and stop.host is not None

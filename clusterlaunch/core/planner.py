@@ -56,11 +56,6 @@ def new_job_id(now: datetime.datetime | None = None) -> str:
     return f"cl-{moment:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
 
 
-def remote_log_dir(job_id: str, node_rank: int) -> str:
-    """Where torchrun writes node ``node_rank``'s per-rank files (tailed, then removed)."""
-    return f"/tmp/clusterlaunch-{job_id}-n{node_rank}"
-
-
 def parse_env_assignments(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
     """``--env KEY=VALUE`` words → pairs, with a clear error for each bad one."""
     result = []
@@ -198,7 +193,7 @@ def plan_job(
                     node_rank=node_rank,
                     master_addr=master_addr,
                     master_port=master_port,
-                    log_dir=remote_log_dir(job_id, node_rank),
+                    log_dir=commands.AUTO,  # the host's agent makes it: claims.py
                     extra_args=options.torchrun_args,
                     script=options.script,
                     script_args=options.script_args,
@@ -272,7 +267,7 @@ def _agent_argv(
     ]
     if torchrun:
         first = commands.AUTO if first_rank is None else str(first_rank)
-        argv += ["--first-rank", first, "--tail-dir", remote_log_dir(job_id, node_rank)]
+        argv += ["--first-rank", first, "--rank-files"]
     return argv
 
 
@@ -288,5 +283,4 @@ __all__ = [
     "parse_env_assignments",
     "parse_torchrun_args",
     "plan_job",
-    "remote_log_dir",
 ]

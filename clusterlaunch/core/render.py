@@ -243,6 +243,22 @@ def kill_text(job_id: str, reports: Sequence[KillReport]) -> str:
     return f"job {job_id}:\n" + table(("host", "node", "state", "after"), rows)
 
 
+def kill_starting_text(job_id: str, hosts: Sequence[str]) -> str:
+    """``kill`` of a job still in its preflight on ``hosts``: it does not start."""
+    return (
+        f"clusterlaunch: job {job_id} was still starting on {', '.join(hosts)}: it will not start"
+    )
+
+
+def kill_missing_text(job_id: str, where: str) -> str:
+    """``kill`` found no job ``job_id`` on ``where``: but one still starting there (its
+    ``setup:``, a restart's backoff) finds the mark ``kill`` left and does not start."""
+    return (
+        f"clusterlaunch: no running job {job_id} on {where}; "
+        "a job of that id still starting will not start"
+    )
+
+
 def last_lines(output: bytes | str, count: int) -> str:
     """A command's last ``count`` lines of ``output`` on one line, for a one-line error."""
     text = output.decode("utf-8", "replace") if isinstance(output, bytes) else output

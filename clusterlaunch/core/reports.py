@@ -13,6 +13,7 @@ from typing import Any
 from clusterlaunch.core.bootstrap import not_a_python, too_old_python
 from clusterlaunch.core.errors import HostProblem
 from clusterlaunch.core.model import NodePlan
+from clusterlaunch.core.outcome import job_running_text
 from clusterlaunch.core.unreported import ended_before_python, names_no_python, shell_hints
 
 
@@ -27,6 +28,9 @@ class HostReport:
     problems: list[str] = field(default_factory=list)
     stderr: bytes = b""
     exit_status: int | None = None
+    static_at: float | None = None
+    """When the controller had ``static`` (``time.monotonic()``): its spans (``killed_ago``)
+    are measured from then, on the host's clock, which may differ from ours."""
 
 
 @dataclass
@@ -153,22 +157,7 @@ def host_problems(static: dict[str, Any]) -> list[str]:
     return problems
 
 
-def job_running_text(node: object, pid: object) -> str:
-    """A job of this id runs on the host already (run's preflight; exec asks ps's way)."""
-    return (
-        f"a job with this id is already running here (node {node}, agent pid {pid}); "
-        "choose another --job-id, or clusterlaunch kill it"
-    )
-
-
 def job_clashes(static: dict[str, Any]) -> list[str]:
-    """A job of this id already running on the host, or its temp dir already there."""
-    running, taken = static.get("job_running"), static.get("tail_dir_taken")
-    if running:
-        return [job_running_text(running.get("node"), running.get("pid"))]
-    if taken:
-        return [
-            f"{taken.get('path')} already exists (owner uid {taken.get('uid')}); remove it, "
-            "or choose another --job-id"
-        ]
-    return []
+    """A job of this id already holding the host (running, or still in its preflight)."""
+    running = static.get("job_running")
+    return [job_running_text(running.get("node"), running.get("pid"))] if running else []

@@ -27,12 +27,11 @@ import time
 from clusterlaunch.core.exits import ExitStatus, shell_status  # bundle: strip
 from clusterlaunch.core.protocol import JOB_STDERR  # bundle: strip
 from clusterlaunch.remote.channel import take_channel  # bundle: strip
-from clusterlaunch.remote.gate import checked_and_go  # bundle: strip
+from clusterlaunch.remote.claims import live_claims  # bundle: strip
+from clusterlaunch.remote.gate import checked_and_go, claimed_start, take_claim  # bundle: strip
 from clusterlaunch.remote.proctree import (  # bundle: strip
     WorkerWatch,  # bundle: strip
     become_subreaper,  # bundle: strip
-    descendants,  # bundle: strip
-    kill_now,  # bundle: strip
     route_signals,  # bundle: strip
     signal,  # bundle: strip
     tree_is_complete,  # bundle: strip
@@ -42,12 +41,16 @@ from clusterlaunch.remote.records import (  # bundle: strip
     clean_up_after_dead_agents,  # bundle: strip
     hostname,  # bundle: strip
 )  # bundle: strip
-from clusterlaunch.remote.rootcause import parse_root_cause, root_cause_complete  # bundle: strip
-from clusterlaunch.remote.scratch import prepare_scratch  # bundle: strip
+from clusterlaunch.remote.rootcause import kill_failed_torchrun, parse_root_cause  # bundle: strip
 from clusterlaunch.remote.spawn import session_environ, start_job  # bundle: strip
 from clusterlaunch.remote.storewait import NoGate, store_gate  # bundle: strip
-from clusterlaunch.remote.tail import JobPipes, RankTail  # bundle: strip
-from clusterlaunch.remote.teardown import TreeKiller, job_environ, setup_marker  # bundle: strip
+from clusterlaunch.remote.tail import JobPipes, RankTail, with_log_dir  # bundle: strip
+from clusterlaunch.remote.teardown import (  # bundle: strip
+    TreeKiller,  # bundle: strip
+    job_environ,  # bundle: strip
+    kill_if_no_workers,  # bundle: strip
+    setup_marker,  # bundle: strip
+)  # bundle: strip
 from clusterlaunch.remote.wire import Control, Output, parse_args  # bundle: strip
 
 CHUNK = 1 << 18
@@ -72,21 +75,25 @@ class Agent:
         self.control = Control(args.heartbeat_timeout)
         self.wake_r, self.wake_w = os.pipe()
         self.record = None
+        self.claim = None  # the job id's, on this host: remote/claims.py
         self.forced_code = None  # set when we end a torchrun that already failed
 
     # -- start ----------------------------------------------------------------
     def start(self, held):
-        route_signals(lambda signum, frame: self.signals.append(signum), self.wake_w)
+        route_signals(self._on_signal, self.wake_w)
         subreaper = become_subreaper()
         self.killer.tree_complete = tree_is_complete(subreaper)
         self.out.start()
-        if self.args.tail_dir:
-            self.tail = RankTail(self.args.tail_dir, self.args.first_rank)
-        why = prepare_scratch(self.args.tail_dir)  # a read-only or full /tmp: one line
-        if why is not None:
-            return self._fail_start(why)
+        killed = signal.SIGUSR1 in self.signals  # a kill found its claim already
+        self.claim, tail_dir, self.reason = claimed_start(self.args, self.claim, self.out, killed)
+        if self.reason is not None:
+            return False
+        argv = self.args.argv
+        if tail_dir is not None:
+            self.tail = RankTail(tail_dir, self.args.first_rank)
+            argv = with_log_dir(argv, tail_dir)
         env = job_environ(session_environ(), self.token, self.args, self.tail is not None)
-        self.store = store_gate(self.args.argv, torchrun=self.tail is not None)
+        self.store = store_gate(argv, torchrun=self.tail is not None)
         held.stop()  # node 0's master port, held to this instant: now whoever binds it has it
         try:
             self.job = start_job(self.store.argv, env, self.store.pass_fds)
@@ -95,7 +102,7 @@ class Agent:
         self.pipes = JobPipes(self.job.stdout, self.job.stderr)
         self.killer.keep = self.job.pid
         self.killer.forwarder = self.job.pid if self.tail is not None else None  # torchrun's
-        self.record = JobRecord.create(self.args, self.job.pid)
+        self.record = JobRecord.create(self.args, self.job.pid, self.tail and self.tail.root)
         self.out.event(
             event="started",
             pid=self.job.pid,
@@ -109,6 +116,9 @@ class Agent:
         self.reason, code = "start-failed", getattr(error, "status", ExitStatus.NOT_STARTED)
         self.out.event(event="exit", reason=self.reason, code=code, message=why)
         return False
+
+    def _on_signal(self, signum, frame):
+        self.signals.append(signum)  # only recorded: see handle_signals
 
     def handle_signals(self):
         while self.signals:
@@ -125,12 +135,17 @@ class Agent:
     def run(self):
         """Pump until the job and everything it started are gone; return the exit code."""
         self.out.start()
-        held = checked_and_go(self.args, self.out, self.control)
-        if held is None or not self.start(
-            held
-        ):  # no go (the controller said no, or left), or no job
+        # kill may find our claim before the job starts: SIGUSR1 recorded (by default it ends us)
+        signal.signal(signal.SIGUSR1, self._on_signal)
+        clash = {}
+        if self.args.nonce is not None:  # run: claimed before the checks, which report a clash
+            self.claim, clash = take_claim(self.args)
+        held = checked_and_go(self.args, self.out, self.control, clash)
+        if held is None or not self.start(held):  # no go (the controller said no, or left), no job
             self.deliver()
             self.killer.end_leftovers()  # the setup's: nothing ends them after us
+            if self.claim is not None:
+                self.claim.remove()
             return ExitStatus.NOT_STARTED
         code = None
         while True:
@@ -197,32 +212,17 @@ class Agent:
             self.begin_teardown("requested")
 
     def end_failed_torchrun(self):
-        """Once torchrun has printed its root-cause block, end it at once.
-
-        By then it has closed its workers; what is left is 0.7-1.4 s of
-        interpreter shutdown (measured) before it exits, all of which the
-        other hosts would otherwise spend still running. Its exit code is 1
-        whatever we do, and the block says which rank failed and how.
-        """
+        """Once torchrun has printed its root cause, end it at once (rootcause.py: why)."""
         if self.tail is None or self.forced_code is not None or self.reason is not None:
             return
-        text = bytes(self.pipes.err_tail[-16384:]).decode("utf-8", "replace")
-        if not root_cause_complete(text) or descendants(self.job.pid):
-            return
-        self.forced_code = 1
-        kill_now(self.job.pid)
+        if kill_failed_torchrun(self.job.pid, self.pipes.err_tail):
+            self.forced_code = 1
 
     def unstick_exit_barrier(self, code):
-        """SIGKILL a torchrun that has no workers left once teardown is under way.
-
-        Such a torchrun waits in its exit barrier (up to 300 s) for the other
-        nodes and ignores SIGTERM there; with no workers there is nothing left
-        for it to shut down gracefully, so the grace period would only delay.
-        """
+        """In teardown, SIGKILL a torchrun with no workers left (teardown.py: why)."""
         if self.tail is None or code is not None or self.killer.escalated:
             return
-        if not descendants(self.job.pid):
-            kill_now(self.job.pid)
+        kill_if_no_workers(self.job.pid)
 
     def check_heartbeat(self):
         if self.killer.started is None and self.control.silent:
@@ -250,11 +250,12 @@ class Agent:
             escalated=self.killer.escalated,
             teardown_s=self.killer.took(),
         )
-        if self.tail is not None:
-            self.tail.remove()  # read to the end above: nothing unsent is lost
-        if self.record is not None:
-            self.record.remove()
+        # The files (read to the end above: nothing unsent is lost), the record, the claim.
+        for trace in (self.tail, self.record, self.claim):
+            if trace is not None:
+                trace.remove()
         clean_up_after_dead_agents()  # that could not do it themselves
+        live_claims()  # and their claims, files and all
         self.deliver()
         return shell_status(code)
 

@@ -4,9 +4,10 @@ Stdlib only, Python >= 3.8; bundled into both programs. Each runs under the
 job's own ``cd WORKDIR && SETUP && exec env ... PYTHON`` prefix, so the checks
 test exactly what the job will use.
 
-With a job id (torchrun jobs) they also report a job of that id already
-running on this host, or its temporary directory already taken (another
-user's, or a leftover): either would stop the agent.
+With a job id (torchrun jobs) they also report a job of that id already holding
+this host (its claim, ``remote/claims.py``: running, or still in its preflight),
+and when the id was last killed here (``clusterlaunch kill``: a restart must not
+start).
 
 Node 0 (``listen``) binds the master port (``0`` = pick a free one), reports
 it, and answers connection checks until the agent starts the job (the check
@@ -20,14 +21,10 @@ import os
 import sys
 
 from clusterlaunch.remote.accel import find_devices  # bundle: strip
+from clusterlaunch.remote.claims import holder_of  # bundle: strip
 from clusterlaunch.remote.execformat import start_problem  # bundle: strip
 from clusterlaunch.remote.findmodule import module_problem  # bundle: strip
-from clusterlaunch.remote.records import (  # bundle: strip
-    hostname,  # bundle: strip
-    killed_at,  # bundle: strip
-    live_records,  # bundle: strip
-    this_hosts,  # bundle: strip
-)  # bundle: strip
+from clusterlaunch.remote.records import hostname, killed_ago  # bundle: strip
 from clusterlaunch.remote.scratch import scratch_problem  # bundle: strip
 from clusterlaunch.remote.torchfiles import torch_files, torchrun_problem  # bundle: strip
 
@@ -73,7 +70,9 @@ def program_problem(name):
     return "program %r not found in %s; check the name and workdir:" % (name, where)
 
 
-def static_checks(args):
+def static_checks(args, clash=None):
+    """The first report's checks. ``clash``: the agent's, from taking its claim (it holds
+    the id now, so looking again would find itself); the probe looks."""
     fields = {
         "hostname": hostname(),
         "python": sys.version.split()[0],  # platform.python_version(), without its 8 ms import
@@ -81,7 +80,7 @@ def static_checks(args):
         "cwd": os.getcwd(),
     }
     fields.update(find_devices(args.accelerator))
-    fields["scratch_problem"] = scratch_problem(args.need_torch)
+    fields["scratch_problem"] = scratch_problem(args.need_torch)  # torchrun: its rank files too
     if args.need_torch:
         fields["torch"] = torch_version()
         # torchrun reads every option from PET_<NAME> too, past the checks of its argv.
@@ -97,24 +96,15 @@ def static_checks(args):
     if args.program:
         fields["script_problem"] = program_problem(args.program)
     if args.job_id:
-        fields.update(job_clash(args.job_id, args.tail_dir))
-        fields["killed_at"] = killed_at(args.job_id)  # clusterlaunch kill: no restart
+        fields.update(job_clash(args.job_id, args.node_rank) if clash is None else clash)
+        fields["killed_ago"] = killed_ago(args.job_id)  # clusterlaunch kill: no restart
     return fields
 
 
-def job_clash(job_id, tail_dir):
-    """A running job with our id on this host, else our temporary directory already there."""
-    # live_records first: it removes what dead agents left, their temp dirs too.
-    for record in this_hosts(live_records()):
-        if record.get("job_id") == job_id:
-            return {
-                "job_running": {"pid": record.get("agent_pid"), "node": record.get("node_rank")}
-            }
-    try:
-        info = os.lstat(tail_dir)
-    except OSError:
-        return {}
-    return {"tail_dir_taken": {"path": tail_dir, "uid": info.st_uid}}
+def job_clash(job_id, node_rank):
+    """A live agent holding our id here (``{"job_running": ...}``), else nothing."""
+    holder = holder_of(job_id, node_rank)
+    return {} if holder is None else {"job_running": holder}
 
 
 def serve(listener, nonce, stop, timeout):
@@ -171,9 +161,9 @@ def dial(addr, port, nonce, timeout):
     return None
 
 
-def static_stage(args):
+def static_stage(args, clash=None):
     """The first report's fields, and node 0's listener (None elsewhere, or if it failed)."""
-    fields = static_checks(args)
+    fields = static_checks(args, clash)
     listener = None
     if args.listen is not None:
         import socket

@@ -3,7 +3,9 @@
 ``list`` prints every live record; ``stacks JOB_ID`` the Python stack of each
 of that job's workers (``remote/stacks.py``); ``kill JOB_ID`` sends SIGUSR1 to each agent
 of that job (which then tears its job down: SIGTERM, grace, SIGKILL, by
-process group and PID) and waits until the agents are gone. Either ends with
+process group and PID) and waits until the agents are gone; an agent that holds the
+id's claim but has not started its job yet (its preflight) is told too, and does not
+start it, and a dated mark stops one not even there yet (``remote/gate.py``). Each ends with
 an ``end`` line, so an empty answer is never mistaken for "no jobs". Agents are
 identified by PID *and* start time, so a recycled PID is never signalled, and
 nothing but our own agents is ever touched. Every answer is an event frame of
@@ -16,6 +18,7 @@ import sys
 import time
 
 from clusterlaunch.core.protocol import SYNC, encode_event  # bundle: strip
+from clusterlaunch.remote.claims import live_claims  # bundle: strip
 from clusterlaunch.remote.proctree import signal  # bundle: strip
 from clusterlaunch.remote.records import (  # bundle: strip
     live_records,  # bundle: strip
@@ -38,15 +41,21 @@ def this_hosts_records():
 
 
 def kill_job(job_id, timeout):
-    # Also between two attempts of a job that may restart: its next must not start.
-    if mark_killed(job_id):
-        emit(event="marked", job_id=job_id)
+    # Dated, whether or not the job runs here: one of this id still starting (its setup,
+    # a restart's backoff) does not start at its go (remote/gate.py).
+    mark_killed(job_id)
     targets = [r for r in this_hosts_records() if r["job_id"] == job_id]
+    running = [r["agent_pid"] for r in targets]
+    starting = [
+        c
+        for c in this_hosts(live_claims())
+        if c["job_id"] == job_id and c["agent_pid"] not in running
+    ]
     started = time.monotonic()
-    for record in targets:
-        if process_start_time(record["agent_pid"]) == record["agent_start"]:
+    for agent in targets + starting:  # one in its preflight records the signal: no start
+        if process_start_time(agent["agent_pid"]) == agent["agent_start"]:
             try:
-                os.kill(record["agent_pid"], signal.SIGUSR1)
+                os.kill(agent["agent_pid"], signal.SIGUSR1)
             except ProcessLookupError:
                 pass
     pending = list(targets)
@@ -63,6 +72,8 @@ def kill_job(job_id, timeout):
             stopped=record not in pending,
             seconds=round(time.monotonic() - started, 3),
         )
+    for claim in starting:
+        emit(event="starting", **claim)
 
 
 def own_records(records):
@@ -99,6 +110,7 @@ def answer(argv):
     args = parser.parse_args(argv)
     sys.stdout.buffer.write(SYNC)
     if args.command == "list":
+        live_claims()  # dead agents' claims, files and all, go as their records do
         for record in this_hosts_records():
             emit(event="job", **record)
     elif args.command == "stacks":

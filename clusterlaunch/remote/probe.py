@@ -55,7 +55,7 @@ def probe(argv, channel):
     parser.add_argument("--nonce", default="")
     parser.add_argument("--timeout", type=float, required=True)  # core/defaults.py
     parser.add_argument("--job-id")
-    parser.add_argument("--tail-dir")
+    parser.add_argument("--node-rank", type=int)
     args = parser.parse_args(argv)
     write_all(channel, SYNC)
     fields, listener = static_stage(args)

@@ -74,13 +74,11 @@ def process_start_time(pid):
 class JobRecord:
     """The on-disk record of one node's job, removed when the job ends."""
 
-    def __init__(self, path, job_id=None, may_restart=False):
+    def __init__(self, path):
         self.path = path
-        self.job_id = job_id
-        self.may_restart = may_restart
 
     @classmethod
-    def create(cls, args, job_pid):
+    def create(cls, args, job_pid, tail_dir=None):
         """Write the record; None (and no error) where no private state dir exists."""
         folder = private_state_dir()
         if folder is None:
@@ -98,7 +96,7 @@ class JobRecord:
             "hostname": hostname(),
             "cwd": os.getcwd(),
             "grace": args.grace,
-            "tail_dir": args.tail_dir,
+            "tail_dir": tail_dir,
             # "server_ip server_port" of the SSH session: tells hosts apart that
             # share one machine (and one state directory), as test hosts do.
             "ssh_server": " ".join(os.environ.get("SSH_CONNECTION", "").split()[2:4]),
@@ -108,59 +106,39 @@ class JobRecord:
         name = "%s.n%d.%d.%s.json" % (args.job_id, args.node_rank, me, start)
         path = os.path.join(folder, name)
         temporary = path + ".tmp"
-        try:  # checked writable just before (prepare_scratch): only a race fails here
+        try:  # checked writable just before (scratch_problem): only a race fails here
             with open(temporary, "w") as handle:
                 handle.write(to_json(record))
             os.replace(temporary, path)
         except OSError:
             return None
-        return cls(path, args.job_id, record["restart_count"] is not None)
+        return cls(path)
 
     def remove(self):
-        """The job has ended here. One that may restart (``--max-restarts``) leaves a note,
-        so ``kill`` between its attempts knows it; one that may not takes its kill mark."""
+        """The job has ended here."""
         _remove(self.path)
-        if self.may_restart:
-            _touch(self.job_id + _ENDED)
-        elif self.job_id is not None:
-            _remove_notes(self.job_id, (_KILLED,))
 
 
-TEMP_PREFIX = "/tmp/clusterlaunch-"
 _KILLED = ".killed"
-_ENDED = ".ended"  # an attempt of a job that may restart ended here
+_OLD_NOTES = (_KILLED, ".ended")  # .ended: left by an older version's restartable jobs
 NOTE_KEEP_S = 86400.0
-"""A job's notes outlive its last record this long: a restart comes after its backoff,
-connect, setup and preflight (minutes); then they are swept, never read again."""
+"""A kill mark lives this long: a job still starting when it was left (a slow setup, a
+restart's backoff) finds it; then it is swept, so marks never pile up."""
 
 
 def mark_killed(job_id):
-    """Leave word that ``job_id`` was killed: a restart of it (``--max-restarts``) that
-    has not started yet finds this in its preflight and does not start. Only for a job
-    that runs here or ran here and may restart: a mistyped id leaves nothing."""
-    if not any(r["job_id"] == job_id for r in live_records()) and not _notes(job_id, _ENDED):
-        return False
-    return _touch(job_id + _KILLED)
-
-
-def _touch(name):
+    """Leave word, time-stamped, that ``job_id`` was killed, whether or not it runs here: a
+    job of that id whose controller started before it does not start (its agents look at
+    the go, a restart's preflight too). Marks older than :data:`NOTE_KEEP_S` go first."""
+    _sweep_old_notes()
     folder = private_state_dir()
     if folder is None:
         return False
-    with open(os.path.join(folder, name), "w"):
-        return True
-
-
-def _notes(job_id, suffix):
-    return [
-        p for p in (os.path.join(f, job_id + suffix) for f in state_dirs()) if os.path.exists(p)
-    ]
-
-
-def _remove_notes(job_id, suffixes):
-    for suffix in suffixes:
-        for path in _notes(job_id, suffix):
-            _remove(path)
+    path = os.path.join(folder, job_id + _KILLED)
+    with open(path, "w"):
+        pass
+    os.utime(path)  # an existing mark is dated anew
+    return True
 
 
 def _remove(path):
@@ -181,12 +159,41 @@ def killed_at(job_id):
     return max(times) if times else None
 
 
+def killed_ago(job_id):
+    """How many seconds ago ``job_id`` was last killed here, or None: a span, which the
+    controller compares with its own clock (the hosts' clocks may differ from it)."""
+    when = killed_at(job_id)
+    return None if when is None else max(0.0, time.time() - when)
+
+
+def killed_since(job_id, since=None):
+    """Whether ``job_id`` was killed here after its controller started, ``since`` seconds
+    ago (the go says; without one, ``exec``: after this agent's session began, its setup
+    before it)."""
+    when = killed_at(job_id)
+    if when is None:
+        return False
+    start = time.time() - since if since is not None else started_at(os.getpid())
+    return start is not None and when >= start
+
+
+def started_at(pid):
+    """When ``pid`` started, on ``time.time()``'s clock, or None if it is gone."""
+    ticks = process_start_time(pid)
+    try:
+        with open("/proc/uptime") as handle:
+            uptime = float(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None if ticks is None else time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
+
+
 def live_records():
     """Records whose agent still runs. Those of dead agents are cleaned up on the way.
 
     An agent that was SIGKILLed (or lost with its host) could not remove its
-    record or its job's temporary directory; whoever reads the records next
-    (``ps``, ``kill``, or any agent finishing) does it for it.
+    record; whoever reads the records next (``ps``, ``kill``, or any agent
+    finishing) does it for it (its files go with its claim: ``remote/claims.py``).
     """
     return _sweep(_record_files())
 
@@ -205,11 +212,11 @@ def clean_up_after_dead_agents():
 
 
 def _sweep_old_notes():
-    """Remove the notes of jobs that ended here more than :data:`NOTE_KEEP_S` ago."""
+    """Remove the kill marks left more than :data:`NOTE_KEEP_S` ago."""
     old = time.time() - NOTE_KEEP_S
     for folder in state_dirs():
         try:
-            names = [n for n in os.listdir(folder) if n.endswith((_KILLED, _ENDED))]
+            names = [n for n in os.listdir(folder) if n.endswith(_OLD_NOTES)]
         except OSError:
             continue
         for path in (os.path.join(folder, name) for name in names):
@@ -230,7 +237,7 @@ def _sweep(paths):
         if process_start_time(record.get("agent_pid", -1)) == record.get("agent_start"):
             records.append(record)
         else:
-            _clean_up_after(record, path)
+            _remove(path)
     return records
 
 
@@ -266,24 +273,6 @@ def _record_files():
         if info.st_uid == os.getuid():  # never read records from a directory someone planted
             paths += [os.path.join(folder, n) for n in names if n.endswith(".json")]
     return paths
-
-
-def _clean_up_after(record, path):
-    tail_dir = record.get("tail_dir")
-    # Only a directory the record names, in the shape the planner gives it,
-    # owned by us: a record file is never trusted to delete anything else.
-    if isinstance(tail_dir, str) and tail_dir.startswith(TEMP_PREFIX) and "/.." not in tail_dir:
-        try:
-            if os.lstat(tail_dir).st_uid == os.getuid():
-                import shutil
-
-                shutil.rmtree(tail_dir, ignore_errors=True)
-        except OSError:
-            pass
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 
 def this_hosts(records):

@@ -1,8 +1,11 @@
 """Parse torchrun's "Root Cause (first observed failure)" block (stdlib only).
 
 torchrun exits 1 whatever its workers did; the worker's own exit code and its
-global rank are only in this block on torchrun's stderr.
+global rank are only in this block on torchrun's stderr. Once it is out and the
+workers are gone, the agent ends torchrun (:func:`kill_failed_torchrun`).
 """
+
+from clusterlaunch.remote.proctree import descendants, kill_now  # bundle: strip
 
 ROOT_CAUSE_HEADER = "Root Cause (first observed failure):"
 _FIELD = r"^\s{1,4}(\w+)\s*:\s?(.*)$"
@@ -47,3 +50,19 @@ def parse_root_cause(text):
         "host": fields.get("host"),
         "error_file": fields.get("error_file"),
     }
+
+
+def kill_failed_torchrun(torchrun_pid, err_tail):
+    """SIGKILL torchrun once its stderr (``err_tail``) holds its root-cause block and it
+    has no workers left; True if it was.
+
+    By then it has closed its workers; what is left is 0.7-1.4 s of
+    interpreter shutdown (measured) before it exits, all of which the
+    other hosts would otherwise spend still running. Its exit code is 1
+    whatever we do, and the block says which rank failed and how.
+    """
+    text = bytes(err_tail[-16384:]).decode("utf-8", "replace")
+    if not root_cause_complete(text) or descendants(torchrun_pid):
+        return False
+    kill_now(torchrun_pid)
+    return True

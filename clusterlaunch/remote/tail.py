@@ -30,6 +30,15 @@ JOB_PIPE_BYTES = 1 << 20
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # Linux's; Python 3.10+ names it
 
 
+def with_log_dir(argv, path):
+    """torchrun's ``argv`` with its ``--log-dir`` (the plan's ``AUTO``) set to ``path``: the
+    first one, the planner's (``--torchrun-args`` may not hold one; the script's come after)."""
+    if "--log-dir" not in argv[1:]:
+        return argv
+    at = argv.index("--log-dir", 1) + 1
+    return [*argv[:at], path, *argv[at + 1 :]]
+
+
 def _listdir(path):
     try:
         return sorted(os.listdir(path))

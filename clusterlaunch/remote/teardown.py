@@ -42,6 +42,7 @@ from clusterlaunch.remote.proctree import (  # bundle: strip
     become_subreaper,  # bundle: strip
     children_of,  # bundle: strip
     descendants,  # bundle: strip
+    kill_now,  # bundle: strip
     marked_processes,  # bundle: strip
     read_stat,  # bundle: strip
     reap,  # bundle: strip
@@ -53,6 +54,17 @@ SHUTDOWN_VAR = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
 SHUTDOWN_MARGIN_S = 5  # torchrun's own SIGKILL comes this long after the agent's
 SETUP_VAR = "CLUSTERLAUNCH_SETUP"  # = core/setupguard.SETUP_VAR (not bundled): the setup's shell
 LEFTOVER_GRACE_S = 2.0  # a setup's leftovers: SIGKILL this long after SIGTERM, as the watchdog's
+
+
+def kill_if_no_workers(torchrun_pid):
+    """SIGKILL a torchrun that has no workers left (the agent's teardown is under way).
+
+    Such a torchrun waits in its exit barrier (up to 300 s) for the other
+    nodes and ignores SIGTERM there; with no workers there is nothing left
+    for it to shut down gracefully, so the grace period would only delay.
+    """
+    if not descendants(torchrun_pid):
+        kill_now(torchrun_pid)
 
 
 def job_environ(session, token, args, torchrun):

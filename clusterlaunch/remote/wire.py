@@ -159,7 +159,8 @@ class Args:
         self.grace = None  # required, like the heartbeat timeout: the planner
         self.heartbeat_timeout = None  # always passes both (core/defaults.py)
         self.first_rank = 0  # None: decided by the preflight ("AUTO"; gpus: auto), sent with the go
-        self.tail_dir = None
+        self.rank_files = False  # torchrun's per-rank files, in the folder of the agent's claim
+        self.since = None  # run: how long before the go its controller started (the go says)
         self.argv = []
         # The preflight (``run``): given a nonce, the agent checks its host and
         # waits for the controller's go (remote/gate.py) before it starts the job.
@@ -179,7 +180,7 @@ _OPTIONS = {
     "--grace": ("grace", float),
     "--heartbeat-timeout": ("heartbeat_timeout", float),
     "--first-rank": ("first_rank", lambda text: None if text == "AUTO" else int(text)),
-    "--tail-dir": ("tail_dir", str),
+    "--rank-files": ("rank_files", None),  # a flag: no value
     "--nonce": ("nonce", str),
     "--preflight-timeout": ("preflight_timeout", float),
     "--master-addr": ("master_addr", str),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 import uuid
 from pathlib import Path
 
@@ -89,7 +90,6 @@ def test_kill_stops_one_job_and_spares_the_other(sim_cluster, tmp_path: Path, cl
 
         missing = run_cli("kill", sim_cluster, *use, str(hosts), job_a)
         assert missing.returncode == 1 and f"no running job {job_a}" in missing.stderr
-        assert records.killed_at(job_a) is None  # its word went with its records
     finally:
         for process in (first, second):
             if process.poll() is None:
@@ -159,11 +159,17 @@ def test_ps_and_kill_find_a_job_whose_python_and_records_depend_on_setup(
             job.wait(timeout=30)
 
 
-def test_kill_of_an_id_that_never_ran_leaves_nothing(sim_cluster, tmp_path: Path) -> None:
-    """A mistyped id left ``<id>.killed`` on every host, every time (181 of them)."""
+def test_kill_of_an_id_that_never_ran_leaves_a_dated_mark(sim_cluster, tmp_path: Path) -> None:
+    """It may be a job still in its setup: that one finds the mark and does not start
+    (tests/cluster/test_job_ids.py). Marks a day old are swept (tests/unit/test_records.py)."""
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
     typo = f"typo-{uuid.uuid4().hex[:8]}"
     result = run_cli("kill", sim_cluster, str(hosts), typo)
     assert result.returncode == 1, result.stderr
-    assert result.stderr == f"clusterlaunch: no running job {typo} on these hosts\n"
-    assert records.killed_at(typo) is None
+    assert result.stderr == (
+        f"clusterlaunch: no running job {typo} on these hosts; "
+        "a job of that id still starting will not start\n"
+    )
+    assert time.time() - (records.killed_at(typo) or 0) < 60
+    for folder in records.state_dirs():  # this test's own
+        Path(folder, typo + ".killed").unlink(missing_ok=True)

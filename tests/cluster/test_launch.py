@@ -20,6 +20,7 @@ import pytest
 from clusterlaunch.core.defaults import CONNECT_TIMEOUT_S, PREFLIGHT_TIMEOUT_S
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.limits import MAX_ARG_BYTES, MAX_EXEC_BYTES
+from clusterlaunch.remote import records
 from tests.cluster.support import (
     PYTHON,
     WORKERS,
@@ -577,7 +578,7 @@ def test_agent_killed_on_a_host_takes_its_job_with_it(
         wait_for_lines(process, b" up", 2, timeout=90)
         node1 = sim_cluster.host("node1").marker
         agents = [
-            p for p in find_processes([node1]) if "--tail-dir" in p.cmdline and "-c" in p.cmdline
+            p for p in find_processes([node1]) if "--rank-files" in p.cmdline and "-c" in p.cmdline
         ]
         assert len(agents) == 1, agents
         os.kill(agents[0].pid, signal.SIGKILL)  # nothing can run in the agent now
@@ -588,13 +589,14 @@ def test_agent_killed_on_a_host_takes_its_job_with_it(
             process.wait()
     # torchrun got SIGTERM from the kernel (parent-death signal) and took its workers.
     assert_no_orphans(sim_cluster, timeout=5.0)
-    # The dead agent could not remove its temp dir; the next agent to finish on
-    # that machine (here node0's, which shares it) cleans up after it.
-    leftover = Path(f"/tmp/clusterlaunch-{job}-n1")
+    # The dead agent could not release its claim nor remove its files; the next agent to
+    # finish on that machine (here node0's, which shares it) cleans up after it.
+    host = sim_cluster.host("node1")
+    claim = Path(records.private_state_dir() or "", f"{job}@{host.addr}_{host.port}.claim")
     deadline = time.monotonic() + 5
-    while leftover.exists() and time.monotonic() < deadline:
+    while os.path.lexists(claim) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not leftover.exists()
+    assert not os.path.lexists(claim) and not claim.with_suffix("").exists()
 
 
 def test_proxy_command(sim_cluster_factory, tmp_path: Path) -> None:

@@ -304,7 +304,7 @@ def test_kill_during_the_backoff_cancels_the_restart(sim_cluster, tmp_path: Path
         _stderr_until(process, "restart 1 of 3 in 6 s")
         killed = run_cli("kill", sim_cluster, str(hosts), "kill-in-backoff")
         assert killed.returncode == 1, killed.stderr  # nothing running at this moment
-        assert "a restart of it that has not started yet will not start" in killed.stderr
+        assert "a job of that id still starting will not start" in killed.stderr
         code, err = _ended(process, 60)
     assert code == ExitStatus.KILLED, err[-3000:]
     assert "job stopped: the job was killed (clusterlaunch kill), before restart 1" in err

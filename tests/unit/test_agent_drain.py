@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -36,9 +37,11 @@ class FakeController:
         agent.write_bytes(program_source("agent"))
         script = tmp_path / "job.py"
         script.write_text(JOB_HEADER + job)
-        argv = [sys.executable, "-S", str(agent), "--job-id", "t", "--node-rank", "0"]
+        job_id = f"unit-drain-{uuid.uuid4().hex[:8]}"  # every agent claims its id here
+        argv = [sys.executable, "-S", str(agent), "--job-id", job_id, "--node-rank", "0"]
         argv += ["--grace", "5", "--heartbeat-timeout", "15"]  # what the planner passes
-        argv += [*options, "--", sys.executable, str(script)]  # later options win
+        argv += options  # later options win
+        argv += ["--", sys.executable, str(script), "--log-dir", "AUTO"]  # as torchrun's: AUTO
         self.process = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
@@ -113,9 +116,9 @@ JOB_HEADER = "import os, sys\n\n" + inspect.getsource(pattern) + "\n\n"
 
 @pytest.mark.cluster  # 24 MiB through three processes: 1.4 s
 def test_slow_reader_gets_every_byte_of_pipes_and_rank_files(tmp_path: Path) -> None:
-    tail_dir = tmp_path / "tail"
-    job = (
-        f"base = {str(tail_dir)!r} + '/run_0/attempt_0'\n"
+    job = (  # torchrun's --log-dir (AUTO) becomes the folder of the agent's claim
+        "base = sys.argv[2] + '/run_0/attempt_0'\n"
+        f"open({str(tmp_path / 'tail')!r}, 'w').write(sys.argv[2])\n"
         f"for local, name, label in ((0, 'stdout.log', 'r4'), (1, 'stderr.log', 'r5')):\n"
         "    os.makedirs('%s/%d' % (base, local), exist_ok=True)\n"
         "    with open('%s/%d/%s' % (base, local, name), 'wb') as f:\n"
@@ -125,7 +128,7 @@ def test_slow_reader_gets_every_byte_of_pipes_and_rank_files(tmp_path: Path) -> 
         "sys.stderr.buffer.write(pattern('err', 48000))\n"
         f"open({str(tmp_path / 'job.pid')!r}, 'w').write(str(os.getpid()))\n"
     )
-    controller = FakeController(tmp_path, job, "--tail-dir", str(tail_dir), "--first-rank", "4")
+    controller = FakeController(tmp_path, job, "--rank-files", "--first-rank", "4")
     controller.heartbeats()
     # The job writes 24 MiB (three times the agent's output cap) and exits while
     # nobody reads. (The agent used to delete the rank files here, unread.)
@@ -138,7 +141,7 @@ def test_slow_reader_gets_every_byte_of_pipes_and_rank_files(tmp_path: Path) -> 
     assert [e["event"] for e in events] == ["started", "exit"]
     assert order[-1] == EVENT and events[-1]["code"] == 0  # the exit comes after all output
     assert controller.process.returncode == 0
-    assert not tail_dir.exists()  # removed only once read
+    assert not Path((tmp_path / "tail").read_text()).exists()  # removed only once read
 
 
 def test_stdin_eof_ends_the_drain(tmp_path: Path) -> None:

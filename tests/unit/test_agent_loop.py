@@ -9,18 +9,20 @@ program over real pipes is ``test_agent_drain.py``; over SSH, the cluster tier.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
 import time
 import traceback
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from clusterlaunch.core.frames import EVENT, FrameDecoder
-from clusterlaunch.remote import proctree, teardown
+from clusterlaunch.remote import claims, proctree, records, teardown
 from clusterlaunch.remote.agent import Agent, main
 
 ROOT_CAUSE = (
@@ -34,7 +36,9 @@ class ForkedAgent:
     """The agent (``main``, so ``Agent.run``) in a forked child, stdin and stdout on pipes here."""
 
     def __init__(self, command: list[str], *options: str) -> None:
-        argv = ["--job-id", "t1", "--node-rank", "0", "--heartbeat-timeout", "60", "--grace", "5"]
+        self.job_id = f"unit-loop-{uuid.uuid4().hex[:8]}"  # every agent claims its id here
+        argv = ["--job-id", self.job_id, "--node-rank", "0", "--heartbeat-timeout", "60"]
+        argv += ["--grace", "5"]
         argv += options
         argv += ["--", *command]
         stdin_r, self.stdin_w = os.pipe()
@@ -223,33 +227,44 @@ def test_a_job_that_cannot_start_is_127(tmp_path: Path) -> None:
     assert agent.events[0]["message"].startswith(f"cannot start {tmp_path}/no-such-program: ")
 
 
-def test_a_tail_dir_that_cannot_be_made_is_a_start_failure(tmp_path: Path) -> None:
-    agent = ForkedAgent(["true"], "--tail-dir", str(tmp_path / "missing" / "tail"))
+def test_a_tail_dir_that_cannot_be_made_is_a_start_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def full(claim: claims.Claim) -> str:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(claims.Claim, "make_tail_dir", full)  # in the forked agent
+    agent = ForkedAgent(["true"], "--rank-files")
     assert agent.finish() == 127
-    assert agent.events[0]["message"].startswith(f"cannot create {tmp_path}/missing/tail")
+    said = agent.events[0]["message"]
+    assert said.startswith("cannot create ") and f"/{agent.job_id}@" in said
+    assert "(No space left on device)" in said
 
 
 def test_rank_files_are_framed_with_their_global_rank(tmp_path: Path) -> None:
-    tail = tmp_path / "tail"
+    # torchrun's --log-dir (the plan's AUTO) becomes the folder of the agent's claim.
     write = (
-        'mkdir -p "$0/run_0/attempt_0/0" "$0/run_0/attempt_0/1"; '
-        'printf r4 > "$0/run_0/attempt_0/0/stdout.log"; '
-        'printf e5 > "$0/run_0/attempt_0/1/stderr.log"'
+        'echo "$2" > "$0"; mkdir -p "$2/run_0/attempt_0/0" "$2/run_0/attempt_0/1"; '
+        'printf r4 > "$2/run_0/attempt_0/0/stdout.log"; '
+        'printf e5 > "$2/run_0/attempt_0/1/stderr.log"'
     )
+    told = tmp_path / "log-dir"
     agent = ForkedAgent(
-        ["sh", "-c", write, str(tail)], "--tail-dir", str(tail), "--first-rank", "4"
+        ["sh", "-c", write, str(told), "--log-dir", "AUTO"], "--rank-files", "--first-rank", "4"
     )
     assert agent.finish() == 0
     assert agent.output == {b"o4": b"r4", b"e5": b"e5"}
-    assert not tail.exists()  # read to the end, then removed
+    tail = Path(told.read_text().strip())
+    assert tail.name.startswith(f"{agent.job_id}@")
+    assert tail.parent == Path(records.private_state_dir() or "")  # no other user's to plant
+    assert not tail.exists()  # read to the end, then removed with the claim
+    assert claims.holder_of(agent.job_id, 0) is None
 
 
 def test_a_printed_root_cause_ends_torchrun_at_once(tmp_path: Path) -> None:
     # torchrun prints the block, then spends a second shutting down: the agent ends it.
     job = f"printf '%s' '{ROOT_CAUSE}' >&2; exec sleep 30"
-    agent = ForkedAgent(
-        ["sh", "-c", job], "--tail-dir", str(tmp_path / "tail"), "--first-rank", "4"
-    )
+    agent = ForkedAgent(["sh", "-c", job], "--rank-files", "--first-rank", "4")
     began = time.monotonic()
     assert agent.finish() == 1
     assert time.monotonic() - began < 20  # not the sleep's 30 s
@@ -262,8 +277,7 @@ def test_a_job_without_workers_is_not_given_the_grace(tmp_path: Path) -> None:
     # torchrun in its exit barrier ignores SIGTERM; with no workers left it is killed at once.
     agent = ForkedAgent(
         ["sh", "-c", "trap '' TERM; echo ready; exec sleep 30"],
-        "--tail-dir",
-        str(tmp_path / "t"),
+        "--rank-files",
         "--grace",
         "60",
     )

@@ -29,9 +29,9 @@ def test_events_are_json_with_statuses_as_numbers() -> None:
 def test_parse_args() -> None:
     args = parse_args(
         ["--job-id", "j", "--node-rank", "2", "--grace", "1.5", "--heartbeat-timeout", "20",
-         "--tail-dir", "/t", "--", "python", "-m", "torch.distributed.run", "--", "x"]
+         "--rank-files", "--", "python", "-m", "torch.distributed.run", "--", "x"]
     )  # fmt: skip
-    assert (args.job_id, args.node_rank, args.grace, args.tail_dir) == ("j", 2, 1.5, "/t")
+    assert (args.job_id, args.node_rank, args.grace, args.rank_files) == ("j", 2, 1.5, True)
     assert args.heartbeat_timeout == 20.0 and args.first_rank == 0
     assert args.argv == ["python", "-m", "torch.distributed.run", "--", "x"]
 

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 
 from clusterlaunch.core.bootstrap import bootstrap_argv
 from clusterlaunch.core.frames import EVENT, FrameDecoder
@@ -35,7 +36,8 @@ def started_agent(command: list[str]) -> tuple[subprocess.Popen[bytes], set[str]
     payload = program_payload("agent")
     argv = bootstrap_argv(sys.executable, "agent", len(payload), site=False)
     argv[1:1] = ["-X", "importtime"]
-    argv += ["--job-id", "t", "--node-rank", "0", "--grace", "5", "--heartbeat-timeout", "15"]
+    job_id = f"unit-start-{uuid.uuid4().hex[:8]}"  # every agent claims its id on this machine
+    argv += ["--job-id", job_id, "--node-rank", "0", "--grace", "5", "--heartbeat-timeout", "15"]
     agent = subprocess.Popen(
         [*argv, "--", *command],
         stdin=subprocess.PIPE,

@@ -62,7 +62,7 @@ def test_the_agent_keeps_what_site_prints_off_its_channel(tmp_path: Path) -> Non
     go = {"argv": ["sh", "-c", "echo ran"], "first_rank": 0, "env": {}, "unset": []}
     options = ["--job-id", "t", "--node-rank", "0", "--grace", "5", "--heartbeat-timeout", "15"]
     options += ["--nonce", "n", "--preflight-timeout", "30", "--master-addr", "127.0.0.1"]
-    options += ["--timeout", "5", "--module", "chatty.train", "--tail-dir", str(tmp_path / "t")]
+    options += ["--timeout", "5", "--module", "chatty.train", "--rank-files"]
     options += ["--", "sh"]
     lines = b"\n" + f"go {json.dumps(go)}\n".encode()  # no master port; the go
     done = run_bundled("agent", options, lines, tmp_path, env)

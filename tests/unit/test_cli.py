@@ -251,7 +251,7 @@ def test_allowed_torchrun_args_pass(
     command = json.loads(out)["nodes"][0]["command"]
     words = shlex.split(command)
     extra = shlex.split(torchrun_args)
-    start = words.index("/tmp/clusterlaunch-j1-n0", words.index("--log-dir")) + 1
+    start = words.index("--log-dir") + 2
     assert words[start : start + len(extra) + 2] == [*extra, "--", "train.py"]
 
 
@@ -273,7 +273,7 @@ def agent_words(python: str, node_rank: int, first_rank: int) -> list[str]:
         *commands.bootstrap_argv(python, "agent", len(program_payload("agent")), site=False),
         "--job-id", "j1", "--node-rank", str(node_rank),
         "--grace", "5", "--heartbeat-timeout", "15",
-        "--first-rank", str(first_rank), "--tail-dir", f"/tmp/clusterlaunch-j1-n{node_rank}",
+        "--first-rank", str(first_rank), "--rank-files",
     ]  # fmt: skip
 
 
@@ -283,7 +283,7 @@ def torchrun_words(node_rank: int, nproc: int, addr: str, port: str, *script: st
         "--node-rank", str(node_rank), "--rdzv-backend", "static", "--rdzv-id", "j1",
         "--master-addr", addr,
         "--master-port", port, "--redirects", "3",
-        "--log-dir", f"/tmp/clusterlaunch-j1-n{node_rank}",
+        "--log-dir", "AUTO",
         "--", *script,
     ]  # fmt: skip
 

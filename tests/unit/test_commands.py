@@ -223,12 +223,12 @@ def _hostile_plan(workdir: str, python: str, setup: str | None = None) -> tuple[
     expected_argv = [
         *commands.bootstrap_argv(python, "agent", 777, site=False),
         "--job-id", "j1", "--node-rank", "0", "--grace", "5", "--heartbeat-timeout", "15",
-        "--first-rank", "0", "--tail-dir", "/tmp/clusterlaunch-j1-n0",
+        "--first-rank", "0", "--rank-files",
         "--",
         python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "1",
         "--node-rank", "0", "--rdzv-backend", "static", "--rdzv-id", "j1",
         "--master-addr", "10.0.0.1",
-        "--master-port", "29500", "--redirects", "3", "--log-dir", "/tmp/clusterlaunch-j1-n0",
+        "--master-port", "29500", "--redirects", "3", "--log-dir", "AUTO",
         "--", "train script.py", *HOSTILE,
     ]  # fmt: skip
     return node, expected_argv

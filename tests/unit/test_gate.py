@@ -11,7 +11,6 @@ import json
 import os
 import site
 import socket
-from pathlib import Path
 
 import pytest
 
@@ -39,11 +38,11 @@ def free_port() -> int:
         return port
 
 
-def node0_args(port: int, tmp_path: Path) -> Args:
+def node0_args(port: int) -> Args:
     """The agent's arguments for node 0's preflight (it binds ``port``)."""
     return parse_args(
         ["--job-id", "j", "--node-rank", "0", "--grace", "1", "--heartbeat-timeout", "15",
-         "--tail-dir", str(tmp_path / "tail"), "--nonce", "n0", "--preflight-timeout", "30",
+         "--rank-files", "--nonce", "n0", "--preflight-timeout", "30",
          "--master-addr", "127.0.0.1", "--listen", str(port), "--timeout", "5", "--", "python"]
     )  # fmt: skip
 
@@ -55,7 +54,7 @@ def preflight(args: Args, lines: str) -> object:
     os.write(control_w, lines.encode())
     os.close(control_w)
     try:
-        return checked_and_go(args, Output(out_w), Control(15, control_r))
+        return checked_and_go(args, Output(out_w), Control(15, control_r), {})
     finally:
         for fd in (control_r, out_r, out_w):
             os.close(fd)
@@ -67,9 +66,9 @@ def _site_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(site, "main", lambda: None)
 
 
-def test_node_0_holds_the_port_past_the_check_until_the_job_starts(tmp_path: Path) -> None:
+def test_node_0_holds_the_port_past_the_check_until_the_job_starts() -> None:
     port = free_port()
-    held = preflight(node0_args(port, tmp_path), f"{port}\ndone\ngo {json.dumps(GO)}\n")
+    held = preflight(node0_args(port), f"{port}\ndone\ngo {json.dumps(GO)}\n")
     assert held is not None
     assert port_taken(port)  # the check is over, the go came: still node 0's
     held.stop()  # type: ignore[attr-defined]  # what the agent does just before the fork
@@ -77,9 +76,9 @@ def test_node_0_holds_the_port_past_the_check_until_the_job_starts(tmp_path: Pat
 
 
 @pytest.mark.parametrize("lines", ["", "{port}\n", "{port}\ndone\n", "{port}\ndone\nno\n"])
-def test_without_a_go_the_port_is_let_go(lines: str, tmp_path: Path) -> None:
+def test_without_a_go_the_port_is_let_go(lines: str) -> None:
     port = free_port()
-    assert preflight(node0_args(port, tmp_path), lines.format(port=port)) is None
+    assert preflight(node0_args(port), lines.format(port=port)) is None
     assert not port_taken(port)
 
 

@@ -33,7 +33,6 @@ from clusterlaunch.core.planner import (
     parse_env_assignments,
     parse_torchrun_args,
     plan_job,
-    remote_log_dir,
 )
 from clusterlaunch.core.setupguard import SetupGuard, guarded
 
@@ -96,8 +95,7 @@ def agent_words(python: str, node_rank: int, first_rank: int | None) -> list[str
         words += [
             "--first-rank",
             str(first_rank),
-            "--tail-dir",
-            f"/tmp/clusterlaunch-{JOB}-n{node_rank}",
+            "--rank-files",
         ]
     return words
 
@@ -162,7 +160,7 @@ def test_full_plan_by_equality() -> None:
             "--master-addr", "10.0.0.1",
             "--master-port", "29500",
             "--redirects", "3",
-            "--log-dir", f"/tmp/clusterlaunch-j1-n{node_rank}",
+            "--log-dir", "AUTO",
             "--max-restarts", "3",
             "--", "train.py", "--lr", "3e-4",
         )  # fmt: skip
@@ -242,7 +240,7 @@ def test_torchrun_argv_layout_with_auto_port() -> None:
         "--nnodes", "2", "--nproc-per-node", "4", "--node-rank", "1",
         "--rdzv-backend", "static", "--rdzv-id", JOB,
         "--master-addr", "a", "--master-port", commands.AUTO_PORT,
-        "--redirects", "3", "--log-dir", "/tmp/clusterlaunch-j1-n1",
+        "--redirects", "3", "--log-dir", "AUTO",
         "--", "train.py",
     )  # fmt: skip
 
@@ -680,10 +678,6 @@ def test_parse_torchrun_args_unclosed_quote() -> None:
 # --------------------------------------------------------------------------------------------- misc
 
 
-def test_remote_log_dir() -> None:
-    assert remote_log_dir("cl-x", 3) == "/tmp/clusterlaunch-cl-x-n3"
-
-
 def test_new_job_id_shape() -> None:
     moment = datetime.datetime(2024, 5, 6, 7, 8, 9)
     job_id = new_job_id(moment)
@@ -701,7 +695,7 @@ def test_probe_command_uses_the_job_prefix() -> None:
         "--master-addr", "10.0.0.1", "--nonce", "n0nce",
         "--timeout", f"{PROBE_DIAL_TIMEOUT_S:g}", "--listen", "0",
         "--script", "train.py", "--need-torch",
-        "--job-id", "job7", "--tail-dir", "/tmp/clusterlaunch-job7-n0",
+        "--job-id", "job7", "--node-rank", "0",
     ]  # fmt: skip
     # The same setup guard as the job's, with the nonce as the shell's token.
     setup = guarded("true", SetupGuard(42))

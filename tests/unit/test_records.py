@@ -1,5 +1,7 @@
 """Job records on a host (``remote/records.py``): a finishing agent cleans up after dead ones.
 
+Their files go with their claims: ``test_claims.py``.
+
 Real processes and files; the state directory is a temporary one.
 """
 
@@ -54,15 +56,12 @@ def test_a_live_agents_record_is_told_by_its_name_and_not_read(state) -> None:
     assert live.exists() and read == []
 
 
-def test_a_dead_agents_record_and_temp_dir_are_removed(state, tmp_path: Path) -> None:
+def test_a_dead_agents_record_is_removed(state) -> None:
     folder, read = state
     pid = _dead_pid()
-    tail_dir = Path(f"{records.TEMP_PREFIX}unit-{os.getpid()}-n0")
-    tail_dir.mkdir()
-    (tail_dir / "0.log").write_text("left behind")
-    dead = _write(folder, f"job.n0.{pid}.12345.json", pid, 12345, str(tail_dir))
+    dead = _write(folder, f"job.n0.{pid}.12345.json", pid, 12345, "")
     records.clean_up_after_dead_agents()
-    assert not dead.exists() and not tail_dir.exists()
+    assert not dead.exists()
     assert read == [dead.name]
 
 
@@ -80,3 +79,30 @@ def test_a_name_with_a_recycled_pid_is_read_and_cleaned_up(state) -> None:
     recycled = _write(folder, f"job.n0.{me}.1.json", me, 1, "")
     records.clean_up_after_dead_agents()
     assert not recycled.exists() and read == [recycled.name]
+
+
+def test_kill_marks_any_id_dated_and_sweeps_marks_a_day_old(state) -> None:
+    """A kill leaves a dated mark whether or not the job runs here (it may still be in its
+    setup); marks left more than a day before go, so they never pile up (209 once did)."""
+    folder, _ = state
+    old = folder / "gone.killed"
+    old.write_text("")
+    two_days = records.time.time() - 2 * records.NOTE_KEEP_S
+    os.utime(old, (two_days, two_days))
+    before = records.time.time() - 1  # mtime resolution
+    assert records.mark_killed("never-ran")
+    assert (records.killed_at("never-ran") or 0) >= before
+    assert not old.exists()
+    assert 0 <= (records.killed_ago("never-ran") or -1) < 5
+
+
+def test_a_kill_stops_only_a_job_its_controller_started_before(state) -> None:
+    """``since``: how long ago the job's controller started (the go says), on this host's
+    clock; without it (``exec``), the agent's own start, which its setup came after."""
+    records.mark_killed("j")
+    assert records.killed_since("j", since=60.0)  # started a minute ago, killed since
+    assert not records.killed_since("j", since=0.0)  # started just now, after the kill
+    assert records.killed_since("j")  # this process started before the mark
+    assert not records.killed_since("other", since=60.0)
+    started = records.started_at(os.getpid())
+    assert started is not None and started <= records.time.time()

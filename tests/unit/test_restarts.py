@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
-import time
 from pathlib import Path
 
 import pytest
 
 from clusterlaunch.cli.main import main
+from clusterlaunch.controller.restartparts import killed_since
 from clusterlaunch.core import restarts
 from clusterlaunch.core.errors import HostsFileError, JobOutcome
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.hostfile import parse_inventory
 from clusterlaunch.core.model import HostSpec
 from clusterlaunch.core.render import jobs_text
-from clusterlaunch.core.reports import RemoteJob
+from clusterlaunch.core.reports import HostReport, PreflightResult, RemoteJob
 from clusterlaunch.core.restarts import Layout, RestartPolicy, TooFewHosts, choose_layout
-from clusterlaunch.remote import records
+from tests.unit.plans import two_ranks_per_host
 
 A, B, C = HostSpec("a", 2), HostSpec("b", 2), HostSpec("c", 2)
 SPARE = HostSpec("s", 2, spare=True)
@@ -275,23 +274,18 @@ def test_ps_shows_the_attempt() -> None:
     assert rows[2].split()[:4] == ["j2", "b", "0", "1"]
 
 
-def test_kill_leaves_word_for_a_restart_not_started_yet() -> None:
-    """Between two attempts (no record: the note its last one left), not for a mistyped id,
-    and the word goes with the job: 181 ``.killed`` files of ids that never ran piled up."""
-    job = f"unit-killed-{os.getpid()}"
-    folder = next(f for f in records.state_dirs() if records.private_dir(f))
-    assert records.killed_at(job) is None
-    try:
-        assert not records.mark_killed(job)  # never ran here: nothing left behind
-        assert records.killed_at(job) is None
-        restartable = records.JobRecord(str(Path(folder, job + ".json")), job, may_restart=True)
-        restartable.remove()  # an attempt of a job with --max-restarts ended
-        before = time.time() - 1  # mtime resolution
-        assert records.mark_killed(job)
-        when = records.killed_at(job)
-        assert when is not None and when >= before
-        records.JobRecord(str(Path(folder, job + ".json")), job, may_restart=False).remove()
-        assert records.killed_at(job) is None  # the job is over: its word with it
-    finally:
-        for name in (job + ".killed", job + ".ended"):
-            Path(folder, name).unlink(missing_ok=True)
+def test_a_kill_counts_from_when_the_host_says_it_came_not_by_its_clock() -> None:
+    """A host tells how long ago the id was killed, laid on our clock when its report came:
+    a host clock ahead of ours made a kill of the old job, just before a new ``run`` of the
+    id, look later than the new job's start, and its restart was cancelled."""
+    node = two_ranks_per_host(("a",)).nodes[0]
+
+    def result(killed_ago: float | None, static_at: float | None) -> PreflightResult:
+        report = HostReport(node, static={"killed_ago": killed_ago}, static_at=static_at)
+        return PreflightResult([report], None)
+
+    started = 1000.0  # the job was asked for then (time.monotonic())
+    assert killed_since(result(5.0, 1010.0), started)  # killed at 1005: during the job
+    assert not killed_since(result(15.0, 1010.0), started)  # at 995: before it began
+    assert not killed_since(result(None, 1010.0), started)  # never killed there
+    assert not killed_since(result(5.0, None), started)  # no report

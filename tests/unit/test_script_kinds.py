@@ -33,7 +33,7 @@ def torchrun_tail(capsys: pytest.CaptureFixture[str], *argv: str) -> list[str]:
     """The words after torchrun's --log-dir value in the planned command."""
     assert main(["run", "--dry-run", "--json", "--job-id", "j", *argv]) == 0, capsys.readouterr()
     words = shlex.split(json.loads(capsys.readouterr().out)["nodes"][0]["command"])
-    return words[len(words) - words[::-1].index("/tmp/clusterlaunch-j-n0") :]
+    return words[words.index("--log-dir") + 2 :]
 
 
 def test_module_and_program_reach_torchrun(work: Path, capsys: pytest.CaptureFixture[str]) -> None:

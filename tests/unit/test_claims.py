@@ -1,0 +1,202 @@
+"""One job of an id per user and host (``remote/claims.py``): atomic, released, never stale.
+
+Real processes and links; the state directory is a temporary one.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.remote import claims, records
+from tests.unit.test_records import _dead_pid
+
+RACERS = 24
+CLAIM_AND_WAIT = """
+import os, sys
+from clusterlaunch.remote import claims, records
+records.state_dirs = lambda: [sys.argv[1]]
+claims.state_dirs = records.state_dirs
+os.read(0, 1)  # all start together
+claim, holder = claims.Claim.take("same", 0)
+print("won" if claim else "refused", flush=True)
+os.read(0, 1)  # hold it until the test has counted
+"""
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "state"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setattr(records, "state_dirs", lambda: [str(folder)])
+    monkeypatch.setattr(claims, "state_dirs", records.state_dirs)
+    monkeypatch.delenv("SSH_CONNECTION", raising=False)
+    monkeypatch.delenv("SLURMD_NODENAME", raising=False)
+    return folder
+
+
+def test_of_many_agents_started_at_once_exactly_one_holds_the_id(state: Path) -> None:
+    """Asking first (ps's way) let two of five ``exec --job-id`` started together run."""
+    env = {**os.environ, "PYTHONPATH": str(Path(claims.__file__).parents[2])}
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", CLAIM_AND_WAIT, str(state)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        for _ in range(RACERS)
+    ]
+    try:
+        for racer in racers:
+            assert racer.stdin is not None
+            racer.stdin.write(b"g")
+            racer.stdin.flush()
+        said = [racer.stdout.readline().strip() for racer in racers if racer.stdout]
+    finally:
+        for racer in racers:
+            racer.communicate(b"e", timeout=30)
+    assert sorted(said) == [b"refused"] * (RACERS - 1) + [b"won"]
+
+
+def test_a_held_id_is_refused_with_its_holder_then_free_once_released(state: Path) -> None:
+    claim, holder = claims.Claim.take("j", 0)
+    assert claim is not None and holder is None
+    other, holder = claims.Claim.take("j", 0, let_go_s=0)
+    assert other is None and holder == {"pid": os.getpid(), "node": 0}
+    assert claims.holder_of("j", 0) == holder
+    tail = Path(claim.make_tail_dir())
+    (tail / "0.log").write_text("rank output")
+    assert oct(tail.stat().st_mode & 0o777) == "0o700"
+    claim.remove()
+    assert not tail.exists() and os.listdir(state) == []
+    again, holder = claims.Claim.take("j", 0)
+    assert again is not None and holder is None
+    again.remove()
+
+
+def test_another_place_on_the_machine_is_another_host(
+    state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Simulated hosts share one machine: their sshd's address tells them apart."""
+    monkeypatch.setenv("SSH_CONNECTION", "127.0.0.1 50000 127.0.0.11 22")
+    node0, _ = claims.Claim.take("j", 0)
+    monkeypatch.setenv("SSH_CONNECTION", "127.0.0.1 50001 127.0.0.12 22")
+    node1, _ = claims.Claim.take("j", 1)
+    again, holder = claims.Claim.take("j", 0, let_go_s=0)  # another job, through node1's sshd
+    assert node0 is not None and node1 is not None and again is None
+    assert holder == {"pid": os.getpid(), "node": 1}
+    described = sorted(c["ssh_server"] for c in claims.live_claims())
+    assert described == ["127.0.0.11 22", "127.0.0.12 22"]
+    node0.remove()
+    node1.remove()
+
+
+def test_a_holder_that_lets_go_at_once_is_waited_for(state: Path) -> None:
+    """A restart's dropped layout: its agents end on their channel's close as the next
+    layout's agents start on the same hosts, and took their claims for a clash."""
+    env = {**os.environ, "PYTHONPATH": str(Path(claims.__file__).parents[2])}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", CLAIM_AND_WAIT, str(state)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    assert holder.stdin is not None and holder.stdout is not None
+    holder.stdin.write(b"g")
+    holder.stdin.flush()
+    assert holder.stdout.readline().strip() == b"won"
+    threading.Timer(0.5, lambda: holder.communicate(b"e", timeout=30)).start()
+    claim, held_by = claims.Claim.take("same", 0)
+    assert claim is not None and held_by is None
+    claim.remove()
+
+
+def test_a_dead_agents_claim_blocks_nothing_and_its_files_go(state: Path) -> None:
+    """A SIGKILLed agent could not release its claim (nor remove its files)."""
+    pid = _dead_pid()
+    (state / "j@n0.claim").symlink_to(f"{pid}.12345.0")
+    (state / "j@n0").mkdir()
+    (state / "j@n0" / "0.log").write_text("left behind")
+    (state / "k@n0.claim").symlink_to(f"{pid}.12345.0")
+    (state / "k@n0").mkdir()
+    claim, holder = claims.Claim.take("j", 0)  # the next job of the id takes it over
+    assert claim is not None and holder is None and not (state / "j@n0").exists()
+    assert claims.live_claims() == [
+        {
+            "job_id": "j",
+            "node_rank": 0,
+            "agent_pid": os.getpid(),
+            "agent_start": records.process_start_time(os.getpid()),
+            "ssh_server": "",
+        }
+    ]
+    assert sorted(os.listdir(state)) == [".claims.lock", "j@n0.claim"]  # k's went too
+    claim.remove()
+
+
+def test_what_is_in_a_claims_way_is_no_claim(state: Path) -> None:
+    (state / "j@n0.claim").mkdir()  # not a link: nobody's claim
+    claim, holder = claims.Claim.take("j", 0)
+    assert claim is not None and holder is None
+    claim.remove()
+
+
+@pytest.fixture
+def runtime_and_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A host with ``/run/user/UID`` (a tmpfs in RAM): the state dirs are it, then /tmp's."""
+    runtime, tmp = tmp_path / "run-user-clusterlaunch", tmp_path / "tmp-clusterlaunch"
+    for folder in (runtime, tmp):
+        folder.mkdir(mode=0o700)
+    monkeypatch.setattr(records, "state_dirs", lambda: [str(runtime), str(tmp)])
+    monkeypatch.setattr(claims, "state_dirs", records.state_dirs)
+    monkeypatch.delenv("SSH_CONNECTION", raising=False)
+    monkeypatch.delenv("SLURMD_NODENAME", raising=False)
+    return runtime, tmp
+
+
+def test_rank_files_are_in_tmp_not_next_to_the_claim_in_ram(
+    runtime_and_tmp: tuple[Path, Path],
+) -> None:
+    """Every byte every rank writes, for the whole job: in /run/user/UID (systemd caps it
+    at 10% of RAM) a chatty job filled it and its ranks' writes failed (ENOSPC)."""
+    runtime, tmp = runtime_and_tmp
+    claim, _ = claims.Claim.take("j", 0)
+    assert claim is not None
+    tail = Path(claim.make_tail_dir())
+    assert tail == tmp / "j@n0" and oct(tail.stat().st_mode & 0o777) == "0o700"
+    assert os.listdir(runtime) == ["j@n0.claim"]  # the claim stays in the state dir
+    (tail / "0.log").write_text("rank output")
+    claim.remove()
+    assert os.listdir(runtime) == [] and os.listdir(tmp) == []
+
+
+def test_a_dead_holders_rank_files_in_tmp_are_swept_with_its_claim(
+    runtime_and_tmp: tuple[Path, Path],
+) -> None:
+    runtime, tmp = runtime_and_tmp
+    (runtime / "j@n0.claim").symlink_to(f"{_dead_pid()}.12345.0")
+    (tmp / "j@n0").mkdir()
+    (tmp / "j@n0" / "0.log").write_text("left behind")
+    assert claims.live_claims() == []
+    assert not (tmp / "j@n0").exists() and not (runtime / "j@n0.claim").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a folder another user's")
+def test_rank_files_in_a_folder_another_user_made_are_not_touched(
+    runtime_and_tmp: tuple[Path, Path],
+) -> None:
+    """/tmp is everyone's: a /tmp/clusterlaunch-UID someone else made holds nothing of ours
+    (the preflight refuses it), and a dead claim's sweep removes nothing from it."""
+    runtime, tmp = runtime_and_tmp
+    (tmp / "j@n0").mkdir()
+    (tmp / "j@n0" / "theirs").write_text("not ours")
+    os.chown(tmp, 65534, 65534)
+    (runtime / "j@n0.claim").symlink_to(f"{_dead_pid()}.12345.0")
+    assert claims.live_claims() == []
+    assert (tmp / "j@n0" / "theirs").exists() and not (runtime / "j@n0.claim").exists()
