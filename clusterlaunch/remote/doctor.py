@@ -26,7 +26,7 @@ import time
 
 from clusterlaunch.core.protocol import SYNC, encode_event  # bundle: strip
 from clusterlaunch.remote.hostfacts import host_facts  # bundle: strip
-from clusterlaunch.remote.teardown import setup_leftovers  # bundle: strip
+from clusterlaunch.remote.teardown import ending_setup_leftovers  # bundle: strip
 
 CHUNK = 1 << 20
 
@@ -168,11 +168,7 @@ def obey(command, nonce, timeout):
 
 
 def main(argv=None):
-    leftovers = setup_leftovers()
-    try:
-        examine(argv)
-    finally:
-        leftovers.end_leftovers()  # what the host's setup left running: ours to end
+    return ending_setup_leftovers(examine, argv)
 
 
 def examine(argv):

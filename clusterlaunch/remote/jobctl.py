@@ -27,7 +27,7 @@ from clusterlaunch.remote.records import (  # bundle: strip
     this_hosts,  # bundle: strip
 )  # bundle: strip
 from clusterlaunch.remote.stacks import job_stacks  # bundle: strip
-from clusterlaunch.remote.teardown import setup_leftovers  # bundle: strip
+from clusterlaunch.remote.teardown import ending_setup_leftovers  # bundle: strip
 
 
 def emit(**fields):
@@ -90,11 +90,7 @@ def own_records(records):
 
 
 def main(argv=None):
-    leftovers = setup_leftovers()
-    try:
-        answer(argv)
-    finally:
-        leftovers.end_leftovers()  # what the host's setup left running: ours to end
+    return ending_setup_leftovers(answer, argv)
 
 
 def answer(argv):

@@ -18,7 +18,7 @@ import sys
 from clusterlaunch.core.protocol import SYNC, encode_event  # bundle: strip
 from clusterlaunch.remote.channel import take_channel, write_all  # bundle: strip
 from clusterlaunch.remote.checks import connect_stage, start_serving, static_stage  # bundle: strip
-from clusterlaunch.remote.teardown import setup_leftovers  # bundle: strip
+from clusterlaunch.remote.teardown import ending_setup_leftovers  # bundle: strip
 
 
 def report(channel, **fields):
@@ -36,11 +36,7 @@ def main(argv=None):
     import site
 
     site.main()  # the job's sys.path: the torch it would import, -m modules
-    leftovers = setup_leftovers()
-    try:
-        probe(argv, channel)
-    finally:
-        leftovers.end_leftovers()  # what the host's setup left running: ours to end
+    return ending_setup_leftovers(probe, argv, channel)
 
 
 def probe(argv, channel):

@@ -93,14 +93,17 @@ def setup_marker():
     return "%s=%s" % (SETUP_VAR, value)
 
 
-def setup_leftovers():
-    """For a program without a job (probe, jobctl, doctor): the killer of what its setup left
-    running, to :meth:`TreeKiller.end_leftovers` before it exits. Where a setup ran, the
-    program becomes child subreaper, as the agent does."""
+def ending_setup_leftovers(program, *args):
+    """``program(*args)`` for a program without a job (probe, jobctl, doctor), then the end
+    of what the host's setup left running (:meth:`TreeKiller.end_leftovers`): ours to end.
+    Where a setup ran, the program becomes child subreaper, as the agent does."""
     killer = TreeKiller(os.getpid(), None, LEFTOVER_GRACE_S, setup=setup_marker())
     if killer.setup is not None:
         killer.tree_complete = tree_is_complete(become_subreaper())
-    return killer
+    try:
+        return program(*args)
+    finally:
+        killer.end_leftovers()
 
 
 def signal_all(pids, signum):
