@@ -387,9 +387,10 @@ def test_a_localhost_workdir_is_read_as_over_ssh(
     home = tmp_path / "home"
     home.mkdir()
     hosts = write_hosts(tmp_path / "hosts.yaml", [("localhost", 1, {"workdir": workdir})])
-    result = run_in(
-        project, None, "exec", "--sync", str(hosts), "--", "pwd", env={"HOME": str(home)}
-    )
+    # The controller caches its programs' payloads in the user's cache, by default in HOME:
+    # elsewhere, so that the workdir ~ holds just what --sync sent.
+    env = {"HOME": str(home), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    result = run_in(project, None, "exec", "--sync", str(hosts), "--", "pwd", env=env)
     assert result.returncode == 0, result.stderr
     expected = (home / under_home).resolve()
     assert result.stdout == f"[localhost] {expected}\n"
