@@ -117,6 +117,20 @@ def test_folders_another_user_made_in_tmp_under_the_id_block_nothing(
     assert result.stdout.count("ENV=") == 2
 
 
+def _killed_while_starting(sim_cluster, tmp_path: Path, hosts: Path, job_id: str):
+    """``run`` of ``hosts`` killed 6 s in (from a hosts file without setups): kill's result,
+    and the run's status, stdout and stderr."""
+    plain = write_hosts(tmp_path / "plain.yaml", [("node0", 1), ("node1", 1)])  # kill's
+    process = start_cli("run", sim_cluster, "--job-id", job_id, str(hosts), "sleeper.py")
+    try:
+        time.sleep(6)
+        killed = run_cli("kill", sim_cluster, str(plain), job_id)
+        code, out, err = _ended(process)
+    finally:
+        _stop([process])
+    return killed, code, out, err
+
+
 @pytest.mark.torch
 def test_a_kill_during_the_setup_keeps_the_run_from_starting(
     sim_cluster, tmp_path: Path, forget_kills: list[str]
@@ -126,14 +140,7 @@ def test_a_kill_during_the_setup_keeps_the_run_from_starting(
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, setup), ("node1", 1, setup)])
     job_id = _job_id("in-setup")
     forget_kills.append(job_id)
-    plain = write_hosts(tmp_path / "plain.yaml", [("node0", 1), ("node1", 1)])  # kill's
-    process = start_cli("run", sim_cluster, "--job-id", job_id, str(hosts), "sleeper.py")
-    try:
-        time.sleep(6)
-        killed = run_cli("kill", sim_cluster, str(plain), job_id)
-        code, out, err = _ended(process)
-    finally:
-        _stop([process])
+    killed, code, out, err = _killed_while_starting(sim_cluster, tmp_path, hosts, job_id)
     assert killed.returncode == 1, killed.stderr
     assert killed.stderr == (
         f"clusterlaunch: no running job {job_id} on these hosts; "
@@ -155,14 +162,7 @@ def test_a_kill_during_the_preflight_finds_the_job_still_starting(
     )
     job_id = _job_id("in-preflight")
     forget_kills.append(job_id)
-    plain = write_hosts(tmp_path / "plain.yaml", [("node0", 1), ("node1", 1)])  # kill's
-    process = start_cli("run", sim_cluster, "--job-id", job_id, str(hosts), "sleeper.py")
-    try:
-        time.sleep(6)
-        killed = run_cli("kill", sim_cluster, str(plain), job_id)
-        code, out, err = _ended(process)
-    finally:
-        _stop([process])
+    killed, code, out, err = _killed_while_starting(sim_cluster, tmp_path, hosts, job_id)
     assert killed.returncode == 0, killed.stderr
     assert (
         killed.stderr
