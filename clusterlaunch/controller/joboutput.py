@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from clusterlaunch.controller.console import Console
+from clusterlaunch.controller.console import Console, message_bytes
 from clusterlaunch.controller.logdir import LogDir, rank_log, stamp
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.status import StatusLine
@@ -89,7 +89,7 @@ def connection_notes(
 
     def note(line: str) -> None:
         if log_dir is not None:
-            log_dir.write("controller.log", f"{stamp()} clusterlaunch: {line}\n".encode())
+            log_dir.write("controller.log", message_bytes(f"{stamp()} clusterlaunch: {line}\n"))
         if say is not None:
             say(f"clusterlaunch: {line}")
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from clusterlaunch.controller.console import message_bytes
 from clusterlaunch.core.errors import OutputLost, PreflightError, UsageError
 from clusterlaunch.core.exits import ExitStatus
 
@@ -149,7 +150,7 @@ def closing(log_dir: LogDir | None) -> Iterator[None]:
     except PreflightError as failure:
         if log_dir is not None:
             with contextlib.suppress(OutputLost):
-                log_dir.write("controller.log", f"{stamp()} {failure.report()}\n".encode())
+                log_dir.write("controller.log", message_bytes(f"{stamp()} {failure.report()}\n"))
         raise
     finally:
         if log_dir is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from clusterlaunch.controller.console import Console, GuardedStream
+from clusterlaunch.controller.console import Console, GuardedStream, message_bytes
 from clusterlaunch.controller.logdir import LogDir, rank_log, stamp
 from clusterlaunch.controller.status import StatusLine
 from clusterlaunch.core.errors import OutputLost
@@ -120,7 +120,7 @@ class OutputRouter:
 
     def message(self, text: str) -> None:
         """clusterlaunch's own message, always to stderr."""
-        line = f"clusterlaunch: {text}\n".encode()
+        line = message_bytes(f"clusterlaunch: {text}") + b"\n"
         self._begin()
         self._say(line, f"{stamp()} ".encode() + line)
 

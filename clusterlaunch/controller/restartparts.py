@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from clusterlaunch.controller.console import Console
+from clusterlaunch.controller.console import Console, message_bytes
 from clusterlaunch.controller.logdir import LogDir, rank_log, stamp
 from clusterlaunch.controller.request import JobRequest
 from clusterlaunch.core import render
@@ -129,10 +129,10 @@ def announcer(console: Console, log_dir: LogDir | None) -> Say:
     """A line for the console's stderr and controller.log, as the job's own messages."""
 
     def say(text: str) -> None:
-        line = f"clusterlaunch: {text}\n"
-        console.err.write(line.encode())
+        line = message_bytes(f"clusterlaunch: {text}") + b"\n"
+        console.err.write(line)
         console.err.flush()
         if log_dir is not None:
-            log_dir.write("controller.log", f"{stamp()} {line}".encode())
+            log_dir.write("controller.log", f"{stamp()} ".encode() + line)
 
     return say
