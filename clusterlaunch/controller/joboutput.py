@@ -39,7 +39,8 @@ def open_log_dir(plan: JobPlan, request: JobRequest) -> LogDir | None:
         return None
     log_dir = LogDir(request.log_dir)
     rank_logs = [rank_log(rank, request.restart_count) for rank, _, _ in job_ranks(plan, request)]
-    log_dir.open([*rank_logs, *host_logs(plan, request).values(), "controller.log"])
+    names = [*rank_logs, *host_logs(plan, request).values(), "controller.log"]
+    log_dir.open(names, restarts=request.restarts.max_restarts)  # later attempts' too
     return log_dir
 
 

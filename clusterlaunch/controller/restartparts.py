@@ -74,12 +74,11 @@ def say_ranks_gone(request: JobRequest, world: int, restart: int, say: Say) -> N
 
 
 def open_rank_logs(plan: JobPlan, restart: int, log_dir: LogDir | None, say: Say) -> None:
-    """Each rank of a later attempt writes its own file: say which, create them now."""
+    """Each rank of a later attempt writes its own file: say which, create them now, before
+    its go (a name taken: UsageError, and the restart does not start)."""
     if log_dir is None:
         return
-    ranks = [rank for node in plan.nodes for rank in node.global_ranks]
-    for rank in ranks:
-        log_dir.write(rank_log(rank, restart), b"")
+    log_dir.create(rank_log(rank, restart) for node in plan.nodes for rank in node.global_ranks)
     say(f"attempt {restart + 1}: each rank's output in rank-N.attempt-{restart + 1}.log")
 
 
