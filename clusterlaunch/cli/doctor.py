@@ -93,8 +93,11 @@ def run_doctor(args: argparse.Namespace, console: Console) -> int:
             text = f"{bench['error']}: {' | '.join(bench['tail'])}"
             findings.append(Finding("error", "all hosts", text))
     throughput = result.throughput if args.bandwidth else None
-    show = doctorview.doctor_json if args.report_json else doctorview.doctor_text
-    console.out.write(show(result.checks, findings, throughput, bench).encode() + b"\n")
+    if args.report_json:  # JSON has escapes of its own
+        report = doctorview.doctor_json(result.checks, findings, throughput, bench)
+        console.out.write(report.encode() + b"\n")
+    else:
+        console.show(doctorview.doctor_text(result.checks, findings, throughput, bench))
     errors = any(finding.level == "error" for finding in findings)
     return ExitStatus.FAILED if errors else ExitStatus.OK
 
@@ -130,7 +133,7 @@ def run_stacks(args: argparse.Namespace, console: Console) -> int:
     hosts = [spec.host for spec in inventory.hosts]
     console.out.write(stacks_text(dumps, notes, prefixes_for(dumps, hosts, console.color())))
     for host in unanswered + missed:
-        console.err.write(f"clusterlaunch: error: {host.host}: {host.why}\n".encode())
+        console.say(f"clusterlaunch: error: {host.host}: {render.printable(host.why)}")
     if unanswered or missed:
         return ExitStatus.USAGE
     if not dumps and not notes:

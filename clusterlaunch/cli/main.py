@@ -39,7 +39,6 @@ from clusterlaunch.core import render
 from clusterlaunch.core.errors import ClusterlaunchError, PreflightError, StopJob, UsageError
 from clusterlaunch.core.exits import ExitStatus, from_signal
 from clusterlaunch.core.hostfile import load_inventory
-from clusterlaunch.core.limits import one_line
 from clusterlaunch.core.model import JobPlan
 from clusterlaunch.core.restarts import dry_run_fields, dry_run_text
 from clusterlaunch.core.syncsource import SourceTree, dry_run_field, dry_run_line
@@ -78,8 +77,10 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
             # "No jobs" only when every host answered, these and the unreachable ones.
             asked = [*unanswered, *missed]
             text = render.jobs_json(found) if args.json else render.jobs_text(found, asked)
-            if text:
+            if text and args.json:  # JSON has escapes of its own
                 console.out.write(text.encode() + b"\n")
+            elif text:
+                console.show(text)
         else:
             reports, missed, starting = jobs.kill_job(
                 reachable,
@@ -94,7 +95,7 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
         close_all(connections)
     unanswered += missed
     for host in unanswered:
-        console.err.write(f"clusterlaunch: error: {host.host}: {host.why}\n".encode())
+        console.say(f"clusterlaunch: error: {host.host}: {render.printable(host.why)}")
     if args.command == "ps":
         return ExitStatus.USAGE if unanswered else ExitStatus.OK
     if starting and not reports:  # in its preflight: marked, it will not start
@@ -105,7 +106,7 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
             where = "the hosts that answered" if unanswered else "these hosts"
             console.say(render.kill_missing_text(args.job_id, where))
         return ExitStatus.USAGE if unanswered else ExitStatus.FAILED
-    console.out.write(render.kill_text(args.job_id, reports).encode() + b"\n")
+    console.show(render.kill_text(args.job_id, reports))
     if unanswered:
         return ExitStatus.USAGE
     return ExitStatus.OK if all(r.stopped for r in reports) else ExitStatus.FAILED
@@ -145,7 +146,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return ExitStatus.OK
     if args.command == "check":
         result = check(request, plan, console)
-        console.out.write(render.preflight_text(result).encode() + b"\n")
+        console.show(render.preflight_text(result))
         return ExitStatus.USAGE if result.problems else ExitStatus.OK
     outcome = run_job(request, plan, console, source)
     return outcome.exit_code  # the launcher has printed (and logged) the summary
@@ -221,20 +222,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PreflightError as exc:
         console.say(exc.report())
         return ExitStatus.USAGE
-    except UsageError as exc:
-        console.say(f"clusterlaunch: error: {one_line(str(exc))}")
+    except UsageError as exc:  # one line: a name given with a newline in it split it in two
+        console.say(f"clusterlaunch: error: {render.printable(str(exc))}")
         return ExitStatus.USAGE
     except StopJob as stop:
         if stop.exit_code != ExitStatus.BROKEN_PIPE:  # | head: leave as SIGPIPE would, quietly
             console.say(f"clusterlaunch: {stop.reason}")
         return stop.exit_code
     except ClusterlaunchError as exc:
-        console.say(f"clusterlaunch: error: {one_line(str(exc))}")
+        console.say(f"clusterlaunch: error: {render.printable(str(exc))}")
         return ExitStatus.FAILED
     except OSError as exc:
         # Last resort for a local failure nothing above expected; whatever was
         # started has been torn down by the finally blocks it passed through.
-        console.say(f"clusterlaunch: error: {one_line(_os_error_text(exc))}")
+        console.say(f"clusterlaunch: error: {render.printable(_os_error_text(exc))}")
         return ExitStatus.FAILED
     finally:
         console.err.flush(stop=False)

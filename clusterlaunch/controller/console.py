@@ -15,6 +15,7 @@ from typing import Any, BinaryIO
 from clusterlaunch.core.errors import OutputLost
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.lines import OpenLine
+from clusterlaunch.core.render import printable
 
 
 class Console:
@@ -64,8 +65,12 @@ class Console:
     def say(self, text: str) -> None:
         """One of clusterlaunch's own lines on stderr; never raises (a closed stderr drops it)."""
         self.end_line(self.err, stop=False)
-        self.err.write(as_bytes(text) + b"\n", stop=False)
+        self.err.write(message_bytes(text) + b"\n", stop=False)
         self.err.flush(stop=False)
+
+    def show(self, text: str) -> None:
+        """clusterlaunch's own report on stdout (a table: ``check``, ``ps``, ``doctor``)."""
+        self.out.write(message_bytes(text) + b"\n")
 
 
 class Stopped:
@@ -173,6 +178,15 @@ def _same_place(out: GuardedStream, err: GuardedStream) -> bool:
     except (OSError, ValueError, AttributeError):  # a BytesIO has no descriptor
         return False
     return (one.st_dev, one.st_ino) == (two.st_dev, two.st_ino)
+
+
+def message_bytes(text: str) -> bytes:
+    """One of clusterlaunch's own messages or reports, as the console and ``controller.log``
+    get it: what a host wrote into it (a setup's output, a rank's last lines, an error of
+    ssh's or of a tool there) has its control characters written as escapes, so it cannot
+    drive the terminal. The output of ranks and commands is not a message: it goes as it
+    was written (``output.py``)."""
+    return as_bytes(printable(text, lines=True))
 
 
 def as_bytes(text: str) -> bytes:

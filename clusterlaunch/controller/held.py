@@ -58,11 +58,7 @@ class HeldAgents:
             job = json.dumps(_final_job(run.report.node, host.node, self.started))
             run.process.send(f"go {job}\n".encode())
             host.process, host.decoder, host.setup = run.process, run.decoder, run.setup
-            for is_stderr, data in run.early:  # stderr: the transport's own (ssh, srun)
-                if is_stderr:
-                    router.transport_output(host.node.host, data)
-                else:
-                    router.host_output(host.node.host, False, data)
+            _show_early(router, host.node.host, run.early)
         self._handed_over = True
 
     def close(self) -> None:
@@ -72,6 +68,17 @@ class HeldAgents:
         for run in self.runs:
             if run.process is not None:
                 run.process.close()
+
+
+def _show_early(router: OutputRouter, host: str, early: list[tuple[bool, bytes]]) -> None:
+    """What ``host`` printed before its agent: ssh's or srun's own on stderr, the shell's
+    (a login file, the setup) on stdout, each on lines of its own, all of it there."""
+    last = max((at for at, (is_stderr, _) in enumerate(early) if not is_stderr), default=-1)
+    for at, (is_stderr, data) in enumerate(early):
+        if is_stderr:
+            router.transport_output(host, data)
+        else:
+            router.shell_output(host, data, ended=at == last)
 
 
 def hold_preflight(

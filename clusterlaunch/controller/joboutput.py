@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from clusterlaunch.controller.console import Console
+from clusterlaunch.controller.console import Console, message_bytes
 from clusterlaunch.controller.logdir import LogDir, rank_log, stamp
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.status import StatusLine
@@ -39,7 +39,8 @@ def open_log_dir(plan: JobPlan, request: JobRequest) -> LogDir | None:
         return None
     log_dir = LogDir(request.log_dir)
     rank_logs = [rank_log(rank, request.restart_count) for rank, _, _ in job_ranks(plan, request)]
-    log_dir.open([*rank_logs, *host_logs(plan, request).values(), "controller.log"])
+    names = [*rank_logs, *host_logs(plan, request).values(), "controller.log"]
+    log_dir.open(names, restarts=request.restarts.max_restarts)  # later attempts' too
     return log_dir
 
 
@@ -89,7 +90,7 @@ def connection_notes(
 
     def note(line: str) -> None:
         if log_dir is not None:
-            log_dir.write("controller.log", f"{stamp()} clusterlaunch: {line}\n".encode())
+            log_dir.write("controller.log", message_bytes(f"{stamp()} clusterlaunch: {line}\n"))
         if say is not None:
             say(f"clusterlaunch: {line}")
 

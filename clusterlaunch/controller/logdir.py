@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from clusterlaunch.controller.console import message_bytes
 from clusterlaunch.core.errors import OutputLost, PreflightError, UsageError
 from clusterlaunch.core.exits import ExitStatus
 
@@ -20,6 +22,18 @@ def rank_log(rank: int, restart_count: int | None = None) -> str:
     if not restart_count:
         return f"rank-{rank}.log"
     return f"rank-{rank}.attempt-{restart_count + 1}.log"
+
+
+_LATER_ATTEMPT = re.compile(r"rank-[0-9]+\.attempt-([0-9]+)\.log")
+""":func:`rank_log`'s name for a later attempt, with the attempt's number."""
+_EARLIER_JOB = (
+    "already exists (logs of an earlier job?); use a new directory, "
+    "e.g. --log-dir logs/$(date +%Y%m%d-%H%M%S)"
+)
+_SINCE_STARTED = (  # the job's own names never repeat, and open() found none of them
+    "was created since the job started, by someone else who may write to the directory; "
+    "use a directory only you can write to"
+)
 
 
 class LogDir:
@@ -41,8 +55,12 @@ class LogDir:
         self.lost = False
         """A file could not be written: the logs are incomplete (said once, as the stop)."""
 
-    def open(self, names: Iterable[str] = ()) -> None:
-        """Create the directory if needed and the files ``names``; UsageError if we cannot."""
+    def open(self, names: Iterable[str] = (), restarts: int = 0) -> None:
+        """Create the directory if needed and the files ``names``; UsageError if we cannot.
+
+        ``restarts``: how many later attempts the job may make. Their ranks' files are
+        made as each begins (how many ranks it has is known then), so none of their
+        names may be taken now: a restart would find it there."""
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             self._dir_fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
@@ -57,8 +75,28 @@ class LogDir:
                 f"--log-dir {self.path}: every user may write to it, so anyone could swap "
                 "the logs; use a directory only you can write to"
             )
+        try:
+            for name in names:
+                self._create(name, _EARLIER_JOB)
+            self._refuse_later_attempts(restarts)
+        except UsageError:
+            self.close()
+            raise
+
+    def create(self, names: Iterable[str]) -> None:
+        """Create the files of a later attempt (its ranks'), as it begins; UsageError if one
+        is there (:meth:`open` found none) or cannot be made. The other files stay open."""
         for name in names:
-            self._create(name)
+            self._create(name, _SINCE_STARTED)
+
+    def _refuse_later_attempts(self, restarts: int) -> None:
+        if not restarts:
+            return
+        assert self._dir_fd is not None
+        for name in os.listdir(self._dir_fd):
+            found = _LATER_ATTEMPT.fullmatch(name)
+            if found and 2 <= int(found[1]) <= restarts + 1:
+                raise UsageError(f"--log-dir {self.path}: {name} {_EARLIER_JOB}")
 
     def _open_file(self, name: str) -> BinaryIO:
         assert self._dir_fd is not None, "LogDir.open() first"
@@ -67,17 +105,13 @@ class LogDir:
         handle = self._files[name] = os.fdopen(fd, "ab")
         return handle
 
-    def _create(self, name: str) -> None:
+    def _create(self, name: str, exists: str) -> None:
+        """Create ``name``; ``exists``: what to say when a file or link of that name is there."""
         try:
             self._open_file(name)
         except FileExistsError:
-            self.close()
-            raise UsageError(
-                f"--log-dir {self.path}: {name} already exists (logs of an earlier job?); "
-                "use a new directory, e.g. --log-dir logs/$(date +%Y%m%d-%H%M%S)"
-            ) from None
+            raise UsageError(f"--log-dir {self.path}: {name} {exists}") from None
         except OSError as exc:
-            self.close()
             problem = f"cannot create {name} ({_reason(exc)})"
             raise UsageError(f"--log-dir {self.path}: {problem}") from None
 
@@ -149,7 +183,7 @@ def closing(log_dir: LogDir | None) -> Iterator[None]:
     except PreflightError as failure:
         if log_dir is not None:
             with contextlib.suppress(OutputLost):
-                log_dir.write("controller.log", f"{stamp()} {failure.report()}\n".encode())
+                log_dir.write("controller.log", message_bytes(f"{stamp()} {failure.report()}\n"))
         raise
     finally:
         if log_dir is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from clusterlaunch.controller.console import Console, GuardedStream
+from clusterlaunch.controller.console import Console, GuardedStream, message_bytes
 from clusterlaunch.controller.logdir import LogDir, rank_log, stamp
 from clusterlaunch.controller.status import StatusLine
 from clusterlaunch.core.errors import OutputLost
@@ -118,9 +118,19 @@ class OutputRouter:
         block = without_exit_notes(buffer.feed(data))
         self._emit_host(host, True, block, buffer.continued, transport=True)
 
+    def shell_output(self, host: str, data: bytes, ended: bool = False) -> None:
+        """What the host's shell printed on stdout before clusterlaunch's program started
+        (a ``BASH_ENV`` or login file, the setup): as :meth:`transport_output`, on stdout.
+        ``ended``: that was all of it; a last line without a newline is ended now, not
+        when the host ends (after the command's lines)."""
+        if ended and not data.endswith(b"\n"):
+            data += b"\n"  # as the console would end it: the command's lines come next
+        buffer = self._buffer(("transport", host), False)
+        self._emit_host(host, False, buffer.feed(data), buffer.continued, transport=True)
+
     def message(self, text: str) -> None:
         """clusterlaunch's own message, always to stderr."""
-        line = f"clusterlaunch: {text}\n".encode()
+        line = message_bytes(f"clusterlaunch: {text}") + b"\n"
         self._begin()
         self._say(line, f"{stamp()} ".encode() + line)
 
@@ -155,8 +165,9 @@ class OutputRouter:
                 self._emit_rank(rank, is_stderr, block, buffer.continued)
                 if buffer.line_open:
                     self._emit_rank(rank, is_stderr, b"\n", True, to_log=False)
-        for key, is_stderr, transport in ((host, False, False), (host, True, False),
-                                          (("transport", host), True, True)):  # fmt: skip
+        shell = ("transport", host)  # the shell's stdout first: it came before the command's
+        for key, is_stderr, transport in ((shell, False, True), (host, False, False),
+                                          (host, True, False), (shell, True, True)):  # fmt: skip
             buffer = self._buffer(key, is_stderr)
             block = buffer.flush()
             self._emit_host(host, is_stderr, block, buffer.continued, transport=transport)
@@ -209,7 +220,7 @@ class OutputRouter:
     ) -> None:
         if not block:
             return
-        owner = ("transport", host) if transport else ("host", host, is_stderr)
+        owner = ("transport" if transport else "host", host, is_stderr)
         if transport and not continued:
             self.tails.end_line(("host", host))
         self.tails.add(("host", host), block)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from clusterlaunch.controller.console import Console
+from clusterlaunch.controller.console import Console, message_bytes
 from clusterlaunch.controller.logdir import LogDir, rank_log, stamp
 from clusterlaunch.controller.request import JobRequest
 from clusterlaunch.core import render
@@ -74,12 +74,11 @@ def say_ranks_gone(request: JobRequest, world: int, restart: int, say: Say) -> N
 
 
 def open_rank_logs(plan: JobPlan, restart: int, log_dir: LogDir | None, say: Say) -> None:
-    """Each rank of a later attempt writes its own file: say which, create them now."""
+    """Each rank of a later attempt writes its own file: say which, create them now, before
+    its go (a name taken: UsageError, and the restart does not start)."""
     if log_dir is None:
         return
-    ranks = [rank for node in plan.nodes for rank in node.global_ranks]
-    for rank in ranks:
-        log_dir.write(rank_log(rank, restart), b"")
+    log_dir.create(rank_log(rank, restart) for node in plan.nodes for rank in node.global_ranks)
     say(f"attempt {restart + 1}: each rank's output in rank-N.attempt-{restart + 1}.log")
 
 
@@ -129,10 +128,10 @@ def announcer(console: Console, log_dir: LogDir | None) -> Say:
     """A line for the console's stderr and controller.log, as the job's own messages."""
 
     def say(text: str) -> None:
-        line = f"clusterlaunch: {text}\n"
-        console.err.write(line.encode())
+        line = message_bytes(f"clusterlaunch: {text}") + b"\n"
+        console.err.write(line)
         console.err.flush()
         if log_dir is not None:
-            log_dir.write("controller.log", f"{stamp()} {line}".encode())
+            log_dir.write("controller.log", f"{stamp()} ".encode() + line)
 
     return say

@@ -198,10 +198,11 @@ class Supervisor:
 
     def _route(self, host: HostRun, frames: list[Frame]) -> None:
         for frame in frames:
-            rank = frame.rank
-            if rank is not None:
+            if (rank := frame.rank) is not None:
                 self.router.rank_output(rank, frame.is_stderr, frame.data)
-            elif frame.tag in (JOB_STDOUT, JOB_STDERR, NOISE):
+            elif frame.tag == NOISE:  # the host's shell, before the agent: not the job's output
+                self.router.shell_output(host.node.host, frame.data, ended=host.decoder.synced)
+            elif frame.tag in (JOB_STDOUT, JOB_STDERR):
                 self.router.host_output(host.node.host, frame.is_stderr, frame.data)
             elif frame.tag == EVENT:
                 self._on_event(host, frame.event())
@@ -278,8 +279,7 @@ class Supervisor:
 
     # -- ending ---------------------------------------------------------------
     def _set_stop(self, outcome: JobOutcome | None) -> None:
-        if self.stop is None:
-            self.stop = outcome
+        self.stop = self.stop if self.stop is not None else outcome  # the first stop stays
 
     def _own_signal(self, stop: StopJob) -> bool:
         """A signal to us; True if it only replaced a host's as the reason (``scancel`` of

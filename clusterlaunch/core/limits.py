@@ -150,13 +150,3 @@ def shown(value: str, limit: int = 80) -> str:
         with contextlib.suppress(UnicodeEncodeError):
             text = repr(value.encode("utf-8", "surrogateescape"))[1:]
     return text if len(text) <= limit else text[: limit - 4] + "...'"
-
-
-_CONTROL = {code: repr(chr(code))[1:-1] for code in (*range(32), 127) if code != 9}
-"""Control characters but the tab, as Python escapes them (``\\n``, ``\\x1b``)."""
-
-
-def one_line(message: str) -> str:
-    """``message`` as one line: a newline or an escape in a name the user gave (``bad\\n
-    name.yaml``) split the error in two, or drove the terminal."""
-    return message.translate(_CONTROL)

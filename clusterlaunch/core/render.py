@@ -267,13 +267,18 @@ def last_lines(output: bytes | str, count: int) -> str:
 
 # C0 and C1 controls and DEL: a newline in a script's name broke ps's table into three
 # lines, and an escape sequence in an argument reached the terminal of whoever ran ps.
+# A host's text in a message (a setup's or a rank's last lines) could set the terminal's
+# title, write its clipboard (OSC 52) or erase the message's own "  | " in front of it.
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
+_CONTROLS_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def printable(text: str) -> str:
-    """``text`` with every control character written as an escape (``\\n``, ``\\x1b``)."""
-    return _CONTROLS.sub(lambda m: _NAMED.get(m[0]) or f"\\x{ord(m[0]):02x}", text)
+def printable(text: str, *, lines: bool = False) -> str:
+    """``text`` with every control character written as an escape (``\\n``, ``\\x1b``);
+    with ``lines``, its newlines kept (a message of several lines, a table)."""
+    controls = _CONTROLS_BUT_NEWLINE if lines else _CONTROLS
+    return controls.sub(lambda m: _NAMED.get(m[0]) or f"\\x{ord(m[0]):02x}", text)
 
 
 def _short(text: str, width: int = 80) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusterlaunch.core.lines import Prefixes
+from clusterlaunch.core.render import printable
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,8 @@ def notes_from_records(records: Iterable[tuple[str, Mapping[str, Any]]]) -> list
 def stacks_text(
     dumps: Sequence[StackDump], notes: Sequence[tuple[str, str]], prefixes: Prefixes
 ) -> bytes:
-    """Every worker's stack, each line prefixed like the worker's output; then the notes."""
+    """Every worker's stack, each line prefixed like the worker's output; then the notes.
+    What the host said (a thread's name, a path) has its control characters escaped."""
     out = []
     for dump in dumps:
         if dump.rank is None:
@@ -68,13 +70,17 @@ def stacks_text(
         else:
             prefix = prefixes.rank(dump.rank)
         if dump.error is not None or dump.text is None:
-            out.append(prefix + f"(pid {dump.pid}) no stack: {dump.error}".encode())
+            out.append(prefix + _shown(f"(pid {dump.pid}) no stack: {dump.error}"))
             continue
         for line in dump.text.rstrip("\n").splitlines():
-            out.append(prefix + line.encode("utf-8", "replace"))
+            out.append(prefix + _shown(line))
     for host, why in notes:
-        out.append(prefixes.host(host) + why.encode("utf-8", "replace"))
+        out.append(prefixes.host(host) + _shown(why))
     return b"".join(line + b"\n" for line in out)
+
+
+def _shown(text: str) -> bytes:
+    return printable(text).encode("utf-8", "replace")
 
 
 def prefixes_for(dumps: Sequence[StackDump], hosts: Sequence[str], color: bool) -> Prefixes:

@@ -26,6 +26,8 @@
   keytab ``KRB5_KTNAME`` names when it starts (tests/kdc.py makes one).
 * ``x11``: sshd forwards X11 for a client that asks (``ForwardX11``), setting the
   session's ``DISPLAY`` (it needs ``xauth`` on the host).
+* ``session_env``: more of sshd's ``SetEnv`` for every session (``BASH_ENV=FILE``: a
+  file bash reads before every command, as a site's environment setup may, printing).
 """
 
 from __future__ import annotations
@@ -62,9 +64,11 @@ class SshVariantCluster(LoopbackCluster):
         gssapi: bool = False,
         rsa_host_key: int | None = None,
         x11: bool = False,
+        session_env: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(n_hosts, base_dir, **kwargs)
+        self.more_env += f" {session_env}" if session_env else ""  # NAME=VALUE ..., no spaces
         self.host_ca = host_ca
         self.user_ca = user_ca
         self.include = include

@@ -7,12 +7,14 @@ the connection loop needs to know which failures are worth a retry.
 
 from __future__ import annotations
 
+import os
 import random
 import re
 from dataclasses import dataclass
 
 from clusterlaunch.core.errors import HostKeyError, TransportError
 from clusterlaunch.core.model import SshTarget
+from clusterlaunch.transport.hostnames import host_matches, known_hosts_name, ssh_host_name
 
 # sshd dropped the connection before or during the key exchange: MaxStartups
 # throttling a burst, a server restarting, a reset in the network.
@@ -30,6 +32,8 @@ BACKOFF_S = 0.5
 """First retry after about this long, doubling."""
 _FINGERPRINT = re.compile(r"(SHA256:[A-Za-z0-9+/=]+)")
 _OFFENDING = re.compile(r"Offending \S+ key in (\S+):(\d+)")
+_MARKED_REVOKED = re.compile(r"The (\S+) host key for (\S+) is marked as revoked")
+_REVOKED_BY_FILE = re.compile(r"Host key (\S+ \S+) revoked by file (.+)")
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,8 @@ def classify(target: SshTarget, said: str, policy_override: str | None) -> Failu
     text = "\n".join(lines)
     if "REMOTE HOST IDENTIFICATION HAS CHANGED" in text or "HOST KEY HAS CHANGED" in text:
         return Failure(_changed_key(target, text), host_key=True)
+    if "REVOKED HOST KEY" in text or _REVOKED_BY_FILE.search(text):  # not "unknown": no fix
+        return Failure(_revoked_key(target, text), host_key=True)
     if "Host key verification failed" in text:
         policy, origin = target.key_policy(policy_override)
         why = next((line for line in lines if "host key" in line.lower()), last).rstrip(".")
@@ -113,6 +119,47 @@ def retry_note(alias: str, detail: str, attempt: int, delay: float) -> str:
 def timed_out(target: SshTarget, timeout: float) -> str:
     """A master that neither connected nor failed in time."""
     return f"no SSH session with {target.hostname}:{target.port} within {3 * timeout:g} s"
+
+
+def _revoked_key(target: SshTarget, text: str) -> str:
+    """ssh refused a revoked key: by a ``RevokedHostKeys`` file, which it names, or by a
+    ``@revoked`` line of known_hosts (the host key's, or its certificate authority's), which
+    it does not name: the lines that apply to this host are named instead."""
+    by_file = _REVOKED_BY_FILE.search(text)
+    if by_file:
+        revoked = f"its {by_file[1]} key is revoked by the RevokedHostKeys file {by_file[2]}"
+    else:
+        marked = _MARKED_REVOKED.search(text)
+        key = f"its {marked[1]} key" if marked else "its key"
+        lines = ", ".join(_revoked_lines(target)) or "a known_hosts file"
+        revoked = f"{key} is marked @revoked in {lines}"
+    return (
+        f"HOST KEY REVOKED: {revoked}; refusing to connect, as ssh does, and nothing was "
+        "started there. A revoked key may be a stolen one: ask the host's administrator"
+    )
+
+
+def _revoked_lines(target: SshTarget) -> list[str]:
+    """``FILE:LINE`` of each ``@revoked`` line of ``target``'s known_hosts files that
+    applies to it (names it, as ssh matches names), in the order ssh reads them."""
+    names = (known_hosts_name(target), ssh_host_name(target))
+    found: list[str] = []
+    for path in (*target.global_known_hosts_files, *target.known_hosts_files):
+        try:
+            with open(os.path.expanduser(path), encoding="utf-8", errors="replace") as file:
+                found += [f"{path}:{number}" for number, line in enumerate(file, 1)
+                          if _revokes(line.split(), names)]  # fmt: skip
+        except OSError:  # unreadable or missing: ssh skipped it too
+            continue
+    return found
+
+
+def _revokes(fields: list[str], names: tuple[str, ...]) -> bool:
+    return (
+        fields[:1] == ["@revoked"]
+        and len(fields) > 1
+        and any(host_matches(fields[1], name) for name in names)
+    )
 
 
 def _changed_key(target: SshTarget, text: str) -> str:

@@ -416,3 +416,49 @@ def test_a_sync_refused_at_a_restart_fails_the_job_not_as_bad_input(
     assert failed[-1].startswith("clusterlaunch: job failed: restart 1: "), err[-3000:]
     assert "is not UTF-8" in failed[-1] and "error:" not in err
     assert failed[-1].removeprefix("clusterlaunch: ") in (logs / "controller.log").read_text()
+
+
+def test_a_later_attempts_log_file_already_there_is_refused_before_anything(
+    sim_cluster, tmp_path: Path
+) -> None:
+    """Planted (or left by an earlier job) in the directory: the restart stopped at it
+    (``cannot write ... (File exists)``, exit 1), after attempt 1 ran."""
+    logs, started = tmp_path / "logs", tmp_path / "started"
+    logs.mkdir()
+    (logs / "rank-0.attempt-2.log").symlink_to(tmp_path / "elsewhere")
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    argv = (*FAST, "--max-restarts", "1", "--log-dir", str(logs), str(hosts), "flaky.py")
+    result = run_cli("run", sim_cluster, *argv, "--fail-rank", "0", "--touch", str(started))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        f"clusterlaunch: error: --log-dir {logs}: rank-0.attempt-2.log already exists (logs of "
+        "an earlier job?); use a new directory, e.g. --log-dir logs/$(date +%Y%m%d-%H%M%S)\n"
+    )
+    assert not started.exists() and not (tmp_path / "elsewhere").exists()
+
+
+@two_trainings
+def test_a_later_attempts_log_file_made_during_the_job_stops_that_restart(
+    sim_cluster, tmp_path: Path
+) -> None:
+    """Made by someone else in a shared directory while attempt 1 ran: the restart that
+    needs the name does not start, said as any restart that cannot start, the last
+    attempt's status (it was `cannot write ... (File exists)`, exit 1, not in the log)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    logs.chmod(0o1777)  # sticky and open to all, as /tmp: accepted
+    planted = logs / "rank-0.attempt-2.log"
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    argv = (*FAST, "--max-restarts", "1", "--log-dir", str(logs), str(hosts), "flaky.py")
+    script = ("--fail-rank", "0", "--sleep", "0", "--touch", str(planted))  # as if another did
+    result = run_cli("run", sim_cluster, *argv, *script, timeout=450)
+    assert result.returncode == 7, result.stderr[-3000:]  # attempt 1's: rank 0's code
+    said = (
+        f"job failed: restart 1: --log-dir {logs}: rank-0.attempt-2.log was created since the "
+        "job started, by someone else who may write to the directory; use a directory only "
+        "you can write to"
+    )
+    assert result.stderr.endswith(f"clusterlaunch: {said}\n"), result.stderr[-3000:]
+    assert (logs / "controller.log").read_text().endswith(f" clusterlaunch: {said}\n")
+    assert [text for *_, text in rank_lines(result.stdout)] == ["rank 0 restart 0 world 1 up"]
+    assert planted.read_bytes() == b""  # not ours: left as it is

@@ -63,6 +63,38 @@ def test_lazily_created_file_is_safe_too(tmp_path: Path) -> None:
     log_dir.write("rank-7.log", b"x")  # said once: the logs are known to be incomplete
 
 
+def test_a_later_attempts_file_already_there_is_refused_up_front(tmp_path: Path) -> None:
+    """It stopped the restart instead (``cannot write ... (File exists)``, exit 1): rank-N.log
+    were checked up front, rank-N.attempt-K.log made only when their attempt began."""
+    (tmp_path / "rank-5.attempt-3.log").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "rank-0.attempt-4.log").write_text("past --max-restarts 2: not the job's")
+    with pytest.raises(UsageError, match=r"rank-5\.attempt-3\.log already exists \(logs of an"):
+        LogDir(str(tmp_path)).open(["rank-0.log", "controller.log"], restarts=2)
+    assert not (tmp_path / "rank-0.log").exists()  # nothing left behind
+    log_dir = LogDir(str(tmp_path))
+    log_dir.open(["rank-0.log"], restarts=1)  # attempt 2 at most: neither name is its
+    log_dir.close()
+
+
+def test_a_later_attempts_file_made_since_the_start_stops_that_attempt_only(
+    tmp_path: Path,
+) -> None:
+    log_dir = LogDir(str(tmp_path))
+    log_dir.open(["rank-0.log", "controller.log"], restarts=1)
+    (tmp_path / "rank-1.attempt-2.log").symlink_to(tmp_path / "elsewhere")  # planted meanwhile
+    with pytest.raises(UsageError) as refused:
+        log_dir.create(["rank-0.attempt-2.log", "rank-1.attempt-2.log"])
+    assert str(refused.value) == (
+        f"--log-dir {tmp_path}: rank-1.attempt-2.log was created since the job started, by "
+        "someone else who may write to the directory; use a directory only you can write to"
+    )
+    log_dir.write("controller.log", b"job failed: restart 1: ...\n")  # still open: it says so
+    log_dir.close()
+    assert (tmp_path / "controller.log").read_bytes() == b"job failed: restart 1: ...\n"
+    assert not (tmp_path / "elsewhere").exists()
+    assert not (tmp_path / "rank-0.attempt-2.log").exists()  # ours, empty: removed
+
+
 def test_directory_writable_by_everyone_is_refused_unless_sticky(tmp_path: Path) -> None:
     open_dir = tmp_path / "open"
     open_dir.mkdir()

@@ -264,6 +264,26 @@ def test_host_output_goes_to_controller_log_with_an_ending_newline(tmp_path: Pat
     assert not (tmp_path / "logs" / "rank-1.log").exists()  # empty: removed at close
 
 
+def test_the_shells_lines_before_the_command_are_their_own_and_not_in_node_log(
+    tmp_path: Path,
+) -> None:
+    console = Console(io.BytesIO(), io.BytesIO())
+    log_dir = LogDir(str(tmp_path / "logs"))
+    log_dir.open(["node-0.log", "controller.log"])
+    prefixes = Prefixes([], ["h"], color=False)
+    router = OutputRouter(prefixes, console, log_dir=log_dir, host_logs={"h": "node-0.log"})
+    router.shell_output("h", b"rc says\nno new")
+    router.shell_output("h", b"line at its end", ended=True)  # the agent's marker came
+    router.host_output("h", False, b"hi\n")
+    router.flush_host("h", [])
+    router.close()
+    log_dir.close()
+    out, _ = console_bytes(console)
+    assert out == b"[h] rc says\n[h] no newline at its end\n[h] hi\n"
+    assert (tmp_path / "logs" / "controller.log").read_bytes() == out
+    assert (tmp_path / "logs" / "node-0.log").read_bytes() == b"hi\n"  # the command's alone
+
+
 # ------------------------------------------------------------------ the transport's last bytes
 
 
