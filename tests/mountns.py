@@ -8,12 +8,16 @@ gives the user the test's home over /etc/passwd, for the command and its
 children alone (``$HOME`` too, which ssh's Include globs use). The machine's
 files are never touched; the home itself is not mounted over, so programs
 installed under it (a pyenv Python in /root) still run.
+
+:func:`small_tmp` gives a command a small tmpfs as /tmp the same way (a host whose /tmp
+fills: torchrun's per-rank files live there).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -56,3 +60,33 @@ def _with_home(line: str, home: Path) -> str:
     if len(fields) == 7 and fields[2] == str(os.getuid()):
         fields[5] = str(home)
     return ":".join(fields) + "\n"
+
+
+def small_tmp(mount_point: Path, size: str, keep: Sequence[Path]) -> list[str]:
+    """The argv prefix that runs a command with a tmpfs of ``size`` (``256k``) as /tmp, in a
+    mount namespace of its own: what a host with a small or full /tmp looks like.
+
+    The folders of ``keep`` that lie under /tmp (a cluster's sshd files, a checkout or a
+    venv: where a clean clone is tested) are bound into it at their places, so they stay
+    there and take none of its room. ``mount_point``: an empty folder to make it on first
+    (it is then moved over /tmp).
+    """
+    mount_point.mkdir(parents=True, exist_ok=True)
+    kept = _outermost(sorted({path.resolve() for path in keep if _under_tmp(path.resolve())}))
+    script = (
+        'new="$1" && mount -t tmpfs -o "size=$2,mode=1777" tmpfs "$new" && shift 2 && '
+        'while [ "$1" != -- ]; do mkdir -p "$new${1#/tmp}" && '
+        'mount --bind "$1" "$new${1#/tmp}" && shift; done && shift && '
+        'mount --move "$new" /tmp && exec "$@"'
+    )
+    unshare = ["unshare", "--mount", "--propagation", "private"]
+    return [*unshare, "sh", "-c", script, "sh", str(mount_point), size, *map(str, kept), "--"]
+
+
+def _under_tmp(path: Path) -> bool:
+    return path.is_relative_to("/tmp") and path != Path("/tmp")
+
+
+def _outermost(paths: list[Path]) -> list[Path]:
+    """``paths`` without those inside another of them (a bind brings what is below it)."""
+    return [p for p in paths if not any(p != q and p.is_relative_to(q) for q in paths)]

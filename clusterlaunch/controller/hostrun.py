@@ -7,12 +7,14 @@ process on it, the decoder of its frames and the watch on its ``setup:``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from clusterlaunch.core.frames import FrameDecoder
 from clusterlaunch.core.losttouch import job_may_run_on
 from clusterlaunch.core.outcome import HostState
+from clusterlaunch.core.rankdisk import full_text
 from clusterlaunch.core.setupguard import SetupWatch
 from clusterlaunch.core.unreported import unreported_end
 from clusterlaunch.transport.base import Connection, RemoteProcess
@@ -33,6 +35,17 @@ class HostRun(HostState):
 
     def __post_init__(self) -> None:
         self.setup = SetupWatch(self.node.host, expected=bool(self.node.setup))
+
+    def notice(self, event: Mapping[str, Any]) -> str | None:
+        """What the user is told of this event of its agent's, if anything: an exit's message
+        (why its job could not start), its rank files' folder found full (noted for the
+        verdict, which names it as the likely cause of a failure)."""
+        if event.get("event") == "full":
+            self.full = dict(event)
+            return full_text(self.node.host, event)
+        if event.get("event") == "exit" and event.get("message"):
+            return f"{self.node.host}: {event['message']}"
+        return None
 
     def teardown_note(self, heartbeat_timeout: float, job_id: str) -> str | None:
         """What to say of this host once the teardown is over; None: its job ended."""

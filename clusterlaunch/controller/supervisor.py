@@ -212,6 +212,8 @@ class Supervisor:
             # Said before its torchrun's shutdown lines, whoever began it (the hosts
             # that heard no heartbeat, too): those lines are noise from here on.
             self.router.quiet_hosts()
+        if said := host.notice(event):  # an exit's message, a full folder of rank files
+            self.router.message(said)
         signalled = verdict.signal_stop(host.node.host, event)
         if event.get("event") == "started":
             host.started = event
@@ -230,8 +232,6 @@ class Supervisor:
             self._set_stop(stop)
         elif event.get("event") == "exit":
             host.ended = event
-            if event.get("message"):
-                self.router.message(f"{host.node.host}: {event['message']}")
             if event.get("reason") == "killed":
                 self._set_stop(JobOutcome(ExitStatus.KILLED, KILLED, stopped=True))
             elif event.get("reason") == "job-running":  # exec: its id is another job's there

@@ -68,6 +68,13 @@ DOCTOR_CLOCK_SKEW_S = 1.0
 DOCTOR_MIN_FREE_DISK = 1 << 30
 """``doctor`` warns when the workdir has less free space than this (bytes)."""
 
+RANK_FILES_MIN_FREE = 64 << 20
+"""The free space (bytes) a torchrun job wants where each host keeps its per-rank files
+(``/tmp/clusterlaunch-UID``): the preflight fails below it, ``doctor`` warns. The agent
+empties the files behind its reads, so they hold only what is not sent yet: little while
+the controller keeps up, more while it falls behind (the agent stops reading while 8 MiB
+wait in its own queue), and whatever else fills /tmp meanwhile shares the rest."""
+
 DOCTOR_TPUT_BYTES = 64 << 20
 """``doctor --bandwidth``: bytes sent over each ordered pair's TCP connection."""
 

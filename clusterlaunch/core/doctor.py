@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from clusterlaunch.core import defaults
+from clusterlaunch.core.rankdisk import low_space
 
 Level = Literal["error", "warning"]
 # Mismatches that make a job fail or hang are errors; the rest may be fine.
@@ -180,7 +181,7 @@ def ifname_findings(check: HostCheck) -> list[Finding]:
 
 
 def host_findings(check: HostCheck) -> list[Finding]:
-    """One host's own checks: its listener, route to the master, clock, disk, busy GPUs."""
+    """One host's own checks: its listener, route to the master, clock, disks, busy GPUs."""
     facts = check.facts or {}
     found = []
     for key in ("listen_error", "route_error", "disk_error", "gpu_error"):
@@ -205,6 +206,8 @@ def host_findings(check: HostCheck) -> list[Finding]:
                 f"only {free / 2**20:.0f} MiB free in the workdir {facts.get('workdir')}",
             )
         )
+    if low := low_space(facts.get("rank_files"), check.host):  # torchrun's per-rank files
+        found.append(Finding("warning", check.host, low))
     for app in facts.get("gpu_processes") or []:
         found.append(
             Finding(

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clusterlaunch.core.doctor import Finding, HostCheck, gpu_model, pair_matrix, version_of
+from clusterlaunch.core.rankdisk import size_text
 
 
 def _or_none(value: Any) -> str:
@@ -32,6 +33,8 @@ def host_rows(check: HostCheck) -> list[tuple[str, str]]:
     skew = "?" if check.skew is None else f"{check.skew[0]:+.3f} s (±{check.skew[1]:.3f})"
     free = facts.get("disk_free_bytes")
     disk = f"{free / 2**30:.1f} GiB in {facts.get('workdir')}" if free is not None else "?"
+    ranks = facts.get("rank_files") or {}
+    rank_disk = "?" if not isinstance(ranks.get("free"), int) else size_text(ranks["free"])
     resolved = ", ".join(facts.get("resolves_to") or []) or facts.get("resolve_error", "?")
     return [
         ("python", f"{facts.get('python')} ({facts.get('executable')})"),
@@ -45,6 +48,7 @@ def host_rows(check: HostCheck) -> list[tuple[str, str]]:
         ("ifname env", ifnames),
         ("clock skew", skew),
         ("free disk", disk),
+        ("rank files", f"{rank_disk} free in {ranks.get('folder', '?')}"),
     ]
 
 

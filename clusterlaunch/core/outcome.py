@@ -19,6 +19,7 @@ from clusterlaunch.core.exits import ExitStatus, from_signal, shell_status
 from clusterlaunch.core.lines import TailKeeper
 from clusterlaunch.core.model import NodePlan
 from clusterlaunch.core.porttaken import port_taken
+from clusterlaunch.core.rankdisk import likely_cause
 
 
 @dataclass
@@ -38,6 +39,8 @@ class HostState:
     """When it ended, relative to the other hosts (1 = first)."""
     ended_before_stop: bool = False
     """It ended while nothing had stopped the job yet (exec lets a failed host end alone)."""
+    full: dict[str, Any] | None = None
+    """The agent's ``full`` event: the folder of its rank files filled (``core/rankdisk.py``)."""
 
     @property
     def failed_on_its_own(self) -> bool:
@@ -79,6 +82,13 @@ def decide_outcome(
     culprit = first_failure(hosts)
     if culprit is None:
         return stop
+    failure = _failure(culprit, tails)
+    cause = likely_cause((h.node.host, h.full) for h in hosts if h.full is not None)
+    return replace(failure, reason=failure.reason + cause)
+
+
+def _failure(culprit: HostState, tails: TailKeeper) -> JobOutcome:
+    """The first host that failed on its own: its failing rank, or the host itself."""
     root = (culprit.ended or {}).get("root_cause")
     if root:
         rank = culprit.node.rank_of(int(root["local_rank"]))

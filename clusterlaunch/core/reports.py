@@ -14,6 +14,7 @@ from clusterlaunch.core.bootstrap import not_a_python, too_old_python
 from clusterlaunch.core.errors import HostProblem
 from clusterlaunch.core.model import NodePlan
 from clusterlaunch.core.outcome import job_running_text
+from clusterlaunch.core.rankdisk import low_space
 from clusterlaunch.core.unreported import ended_before_python, names_no_python, shell_hints
 
 
@@ -146,6 +147,8 @@ def host_problems(static: dict[str, Any]) -> list[str]:
     problems = job_clashes(static)
     if static.get("scratch_problem"):  # a read-only or full /tmp
         problems.append(static["scratch_problem"])
+    elif low := low_space(static.get("rank_files")):  # room for torchrun's per-rank files?
+        problems.append(low)
     if static.get("torchrun_problem"):
         problems.append(static["torchrun_problem"])
     for name in static.get("pet_env") or []:

@@ -238,7 +238,7 @@ class Agent:
 
     # -- end ------------------------------------------------------------------
     def finish(self, code):
-        self.read_to_end()
+        self.read_to_end(failed=bool(code))
         root = parse_root_cause(bytes(self.pipes.err_tail).decode("utf-8", "replace"))
         if root is not None and root.get("pid") in self.watch.died_at:
             root["failed_at"] = self.watch.died_at[root["pid"]]
@@ -259,13 +259,13 @@ class Agent:
         self.deliver()
         return shell_status(code)
 
-    def read_to_end(self):
+    def read_to_end(self, failed=False):
         """Send every byte the job wrote: its processes are gone, so all of it is there now.
 
         Not bounded in time: a slow controller makes it wait (8 MiB cap), never drops it.
         """
         if self.tail is not None:
-            self.tail.freeze()
+            self.tail.freeze(failed)  # failed: for want of disk space? (tail.py says)
         while not self.controller_gone():
             if not self.out.full:
                 moved = self.read_inputs(final=True)

@@ -22,6 +22,7 @@ import sys
 
 from clusterlaunch.remote.accel import find_devices  # bundle: strip
 from clusterlaunch.remote.claims import holder_of  # bundle: strip
+from clusterlaunch.remote.diskspace import rank_files_space  # bundle: strip
 from clusterlaunch.remote.execformat import start_problem  # bundle: strip
 from clusterlaunch.remote.findmodule import module_problem  # bundle: strip
 from clusterlaunch.remote.records import hostname, killed_ago  # bundle: strip
@@ -82,6 +83,7 @@ def static_checks(args, clash=None):
     fields.update(find_devices(args.accelerator))
     fields["scratch_problem"] = scratch_problem(args.need_torch)  # torchrun: its rank files too
     if args.need_torch:
+        fields["rank_files"] = rank_files_space()  # enough free there? (core/rankdisk.py)
         fields["torch"] = torch_version()
         # torchrun reads every option from PET_<NAME> too, past the checks of its argv.
         fields["pet_env"] = sorted(name for name in os.environ if name.startswith("PET_"))

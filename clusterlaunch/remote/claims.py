@@ -13,13 +13,14 @@ on (hosts simulated on one machine are each a place of their own), or without SS
 (``localhost``, ``srun``) the node rank.
 
 The holder's folder for torchrun's per-rank files, ``ID@PLACE``, is in
-``/tmp/clusterlaunch-UID`` (:func:`rank_files_dir`), not next to the claim: those files
-are every byte every rank writes, for the whole job, and the state dir is
-``/run/user/UID`` where that exists, a tmpfs in RAM that systemd caps at 10% of it,
-where a chatty job's ranks would fail to write (ENOSPC). ``/tmp`` is what torchrun's
-own default uses. Like the state dirs, it is never taken from the environment
-(``TMPDIR``): whoever sweeps a dead holder's claim (another agent, ``ps``, ``kill``,
-after a ``setup:`` of its own) must find its files where the holder made them.
+``/tmp/clusterlaunch-UID`` (:func:`rank_files_dir`), not next to the claim: every byte
+every rank writes passes through those files (they hold what the agent has not sent yet:
+``diskspace.py``), and the state dir is ``/run/user/UID`` where that exists, a tmpfs in
+RAM that systemd caps at 10% of it, where a chatty job's ranks would fail to write
+(ENOSPC). ``/tmp`` is what torchrun's own default uses. Like the state dirs, it is never
+taken from the environment (``TMPDIR``): whoever sweeps a dead holder's claim (another
+agent, ``ps``, ``kill``, after a ``setup:`` of its own) must find its files where the
+holder made them.
 Where no ``/run/user/UID`` exists, the two folders are one.
 
 A claim whose agent is gone (its PID and start time no longer match: SIGKILLed, or its

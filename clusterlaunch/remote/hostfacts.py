@@ -17,6 +17,7 @@ import struct
 import subprocess
 import sys
 
+from clusterlaunch.remote.diskspace import rank_files_space  # bundle: strip
 from clusterlaunch.remote.torchfiles import torch_files  # bundle: strip
 
 SIOCGIFADDR = 0x8915  # <linux/sockios.h>: an interface's IPv4 address
@@ -207,4 +208,5 @@ def host_facts(master_addr):
     if master_addr:
         facts.update(route_to(master_addr, facts["interfaces"]))
     facts.update(disk_free(os.getcwd()))
+    facts["rank_files"] = rank_files_space()  # where torchrun's per-rank files go: /tmp
     return facts

@@ -68,31 +68,48 @@ def prctl():
     return libc_function("prctl")
 
 
-def libc_function(name):
+def libc_function(name, argtypes=""):
     """libc's function ``name`` (int result), called through ctypes' C part, ``_ctypes``.
 
     ``import ctypes`` cost every agent 4.2 ms of CPU (its Python part builds some 30
     types), ``import _ctypes`` 0.65 ms (``python -S``, 60 rounds, CPython 3.11 here).
-    ctypes itself is used wherever the C part is not as expected.
+    ctypes itself is used wherever the C part is not as expected. ``argtypes``: one
+    struct code per argument where a C ``int`` would not do (``"q"``: a 64-bit ``off_t``);
+    none: every argument passed as an ``int``. Its ``errno``: :func:`libc_errno`.
     """
     try:
         import _ctypes
 
-        class CInt(_ctypes._SimpleCData):
-            _type_ = "i"
+        def c_type(code):
+            class CType(_ctypes._SimpleCData):
+                _type_ = code
+
+            return CType
 
         class Function(_ctypes.CFuncPtr):
             _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
-            _restype_ = CInt
+            _restype_ = c_type("i")
 
         class Libc:  # what ctypes.CDLL(None) is to a function: its _handle
             _handle = _ctypes.dlopen(None)
 
-        return Function((name, Libc))
+        function = Function((name, Libc))
+        types = [c_type(code) for code in argtypes]
     except (ImportError, AttributeError, TypeError):
         import ctypes
 
-        return getattr(ctypes.CDLL(None, use_errno=True), name)
+        function = getattr(ctypes.CDLL(None, use_errno=True), name)
+        types = [{"i": ctypes.c_int, "q": ctypes.c_int64}[code] for code in argtypes]
+    if types:
+        function.argtypes = types
+    return function
+
+
+def libc_errno():
+    """The ``errno`` a :func:`libc_function` call left (ctypes' own copy of it)."""
+    import _ctypes
+
+    return _ctypes.get_errno()
 
 
 def tree_is_complete(subreaper):

@@ -5,7 +5,9 @@ The record and the claim live in this user's private state dir (``remote/records
 torchrun's per-rank files in ``/tmp/clusterlaunch-UID`` always (``remote/claims.py``:
 not in RAM). A read-only or full /tmp, or a folder another user owns, passed the
 preflight: the job then failed at its record (a traceback), ran without one (``ps`` and
-``kill`` could not see it), or its ranks could not write their output.
+``kill`` could not see it), or its ranks could not write their output. (How much room is
+left there is reported as it is, ``diskspace.rank_files_space``, and judged by the
+controller, ``core/rankdisk.py``.)
 """
 
 import os

@@ -8,7 +8,8 @@ Layout (torchrun ``--log-dir D --redirects 3``):
 
 Once the job's last process is gone, :meth:`RankTail.freeze` and
 :meth:`JobPipes.read_rest` let the agent read everything to its end: what is
-there then is all the job ever wrote.
+there then is all the job ever wrote. What the agent has read and queued goes back
+to the disk (:meth:`RankTail.free_sent`), and a full folder is said (``diskspace.py``).
 """
 
 import fcntl
@@ -16,7 +17,14 @@ import os
 import sys
 import time
 
-from clusterlaunch.core.protocol import JOB_STDERR, JOB_STDOUT, rank_tag  # bundle: strip
+from clusterlaunch.core.protocol import (  # bundle: strip
+    EVENT,  # bundle: strip
+    JOB_STDERR,  # bundle: strip
+    JOB_STDOUT,  # bundle: strip
+    rank_tag,  # bundle: strip
+    to_json,  # bundle: strip
+)  # bundle: strip
+from clusterlaunch.remote.diskspace import PUNCH_STEP, FullWatch, HolePuncher  # bundle: strip
 
 TAIL_RESCAN_S = 0.2
 ERR_TAIL = 65536  # the job's last stderr bytes, for torchrun's root-cause block
@@ -49,6 +57,15 @@ def _listdir(path):
 def _number_suffix(name):
     digits = name.rsplit("_", 1)[-1]
     return int(digits) if digits.isdigit() else -1
+
+
+def _open(path):
+    """``path`` open to read and to punch holes in (for writing: we write nothing), or only
+    to read where this user may not write it (the files are then kept whole)."""
+    try:
+        return os.open(path, os.O_RDWR)
+    except PermissionError:
+        return os.open(path, os.O_RDONLY)
 
 
 def enlarge_pipe(fd, size):
@@ -119,6 +136,10 @@ class RankTail:
         self.order = []
         self.next_scan = 0.0
         self.ends = None  # path -> size to read up to, once frozen
+        self.read = {}  # path -> bytes read (and queued) so far
+        self.freed = {}  # path -> bytes given back to the disk so far
+        self.puncher = HolePuncher()
+        self.disk = FullWatch(os.path.dirname(root))  # /tmp/clusterlaunch-UID
 
     def scan(self):
         """Open files that appeared since the last scan (new ranks, restarts)."""
@@ -136,19 +157,23 @@ class RankTail:
             path = os.path.join(rank_dir, name)
             if path in self.files:
                 continue
-            try:
-                fd = os.open(path, os.O_RDONLY)
+            try:  # read and written: fallocate() frees only through an fd open for writing
+                fd = _open(path)
             except OSError:
                 continue
             self.files[path] = (fd, rank_tag(stderr, rank))
             self.order.append(path)
+            self.read[path] = self.freed[path] = 0
 
-    def freeze(self):
+    def freeze(self, failed=False):
         """The writers are gone: find every file and note its final size.
 
         From now on :meth:`poll` reads each file up to that size and no
         further (bounded, even if something we could not stop still appended).
+        ``failed``: the job ended with an error; a full folder may be why.
         """
+        if failed:
+            self.disk.look()
         self.scan()
         self.ends = {}
         for path in self.order:
@@ -171,10 +196,15 @@ class RankTail:
             return 0
 
     def poll(self, budget):
-        """New bytes of every file, at most ``budget`` per file: [(tag, data)]."""
+        """New bytes of every file, at most ``budget`` per file, and, once, the ``full`` event
+        when their folder is found full (``diskspace.FullWatch``): [(tag, data)], each a
+        frame for the agent to queue. What earlier polls read was queued since: it goes
+        from the disk first (:meth:`free_sent`)."""
         now = time.monotonic()
+        self.free_sent()
         if self.ends is None and now >= self.next_scan:
             self.scan()
+            self.disk.look()  # a statvfs: a few microseconds every TAIL_RESCAN_S
             self.next_scan = now + TAIL_RESCAN_S
         chunks = []
         for path in self.order:
@@ -188,9 +218,22 @@ class RankTail:
                 data = b""
             if data:
                 chunks.append((tag, data))
+                self.read[path] += len(data)
             elif left:
                 self.ends[path] = 0  # truncated or unreadable: nothing more to be had
+        news = self.disk.news()
+        if news is not None:
+            chunks.append((EVENT, to_json(news).encode()))
         return chunks
+
+    def free_sent(self):
+        """Give back to the disk what was read and sent on, in whole :data:`PUNCH_STEP`
+        steps (``diskspace.py``): the files then hold only what is yet to be sent."""
+        for path in self.order:
+            sent = self.read[path] // PUNCH_STEP * PUNCH_STEP
+            if sent > self.freed[path]:
+                self.puncher.punch(self.files[path][0], self.freed[path], sent)
+                self.freed[path] = sent
 
     def remove(self):
         """Close every file and delete the directory (it is ours: we created it)."""
