@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from clusterlaunch.core.errors import HostsFileError
+from clusterlaunch.core.hostport import host_port
 from clusterlaunch.core.model import HostSpec, Inventory, SshTarget
 
 
@@ -40,5 +41,4 @@ def _entry(spec: HostSpec) -> str:
 
 def _server(target: SshTarget) -> str:
     user = f"{target.user}@" if target.user else ""
-    host = f"[{target.hostname}]" if ":" in target.hostname else target.hostname
-    return f"{user}{host}:{target.port}"
+    return f"{user}{host_port(target.hostname, target.port)}"

@@ -28,6 +28,7 @@ from clusterlaunch.core.defaults import PAYLOAD_KEPT_S
 _CHECKS = (
     "core/exits",
     "core/protocol",
+    "core/hostport",
     "proctree",
     "records",
     "claims",
@@ -68,6 +69,7 @@ BUNDLES = {
     "doctor": (
         "core/exits",
         "core/protocol",
+        "core/hostport",
         "proctree",
         "torchfiles",
         "hostfacts",

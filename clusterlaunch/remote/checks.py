@@ -20,6 +20,7 @@ echoes it, so a hit on some other service does not count.
 import os
 import sys
 
+from clusterlaunch.core.hostport import host_port  # bundle: strip
 from clusterlaunch.remote.accel import find_devices  # bundle: strip
 from clusterlaunch.remote.claims import holder_of  # bundle: strip
 from clusterlaunch.remote.execformat import start_problem  # bundle: strip
@@ -152,12 +153,10 @@ def dial(addr, port, nonce, timeout):
             conn.sendall(nonce + b"\n")
             reply = conn.recv(64)
     except OSError as exc:
-        return "cannot connect to %s:%d: %s" % (addr, port, exc)
+        return "cannot connect to %s: %s" % (host_port(addr, port), exc)
     if reply.strip() != nonce + b" ok":
-        return "%s:%d answered, but it is not our node 0 (another service on that port?)" % (
-            addr,
-            port,
-        )
+        where = host_port(addr, port)
+        return "%s answered, but it is not our node 0 (another service on that port?)" % where
     return None
 
 
