@@ -21,6 +21,8 @@ from clusterlaunch.core.errors import HostsFileError
 # "pxn$(touch /tmp/pwned)" would run a command on this machine.
 _SSH_REFUSES_IN_HOST = frozenset("'`\"$\\;&<>|(){},")
 _SSH_REFUSES_IN_USER = frozenset("'`\";&<>|(){}")
+# What torchrun takes as its rendezvous host (torch/distributed/elastic/rendezvous/utils.py).
+_TORCHRUN_HOST = re.compile(r"[\w.:-]")
 _MAX_NAME = 255
 
 
@@ -114,6 +116,31 @@ def address_problem(
     if parts.bracketed:
         return f"has brackets; write {key}{parts.host} without brackets"
     return host_name_problem(value)
+
+
+def master_address_problem(value: str, key: str) -> str | None:
+    """Why torchrun would refuse ``value`` as its master address, or ``None``; ``key`` is
+    what to set instead (``master_addr:``, ``--master-addr``).
+
+    torchrun's static rendezvous checks the host of ``MASTER_ADDR:PORT`` against
+    ``[\\w.:-]+`` (``parse_rendezvous_endpoint``, torch 2.13) on every node and fails
+    there with a traceback: an IPv6 zone (``fe80::1%eth0``) passed the preflight,
+    then ended the job.
+    """
+    if "%" in value and _is_ipv6(value):
+        return (
+            f"has an IPv6 zone (%{value.partition('%')[2]}), which torchrun refuses in its "
+            f"master address; set {key} to an address of node 0 without a zone "
+            "(a global or unique-local one)"
+        )
+    for char in value:
+        if not _TORCHRUN_HOST.fullmatch(char):
+            return (
+                f"contains {char!r}, which torchrun refuses in its master address (it takes "
+                f"letters, digits, '_', '.', ':' and '-'); set {key} to another name or "
+                "address of node 0"
+            )
+    return None
 
 
 def host_name_problem(name: str) -> str | None:
