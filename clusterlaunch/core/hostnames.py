@@ -192,6 +192,19 @@ def _is_ipv6(name: str) -> bool:
         return False
 
 
+def canonical_address(name: str) -> str | None:
+    """``name``'s one spelling if it is an IP address, else ``None``: ``FD42:6:0::11`` and
+    ``fd42:6::11`` are one address (zero compression, case), and so are
+    ``::ffff:10.0.0.1`` and ``10.0.0.1`` (Linux dials the second for the first)."""
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(address)
+
+
 def check_host_name(name: str, path: str, line: int | None, field: str) -> None:
     """A ``host:`` (each name of a range) or an address: one OpenSSH would take."""
     refuse_destination_form(name, path, line, field)

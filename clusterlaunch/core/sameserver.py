@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from clusterlaunch.core.errors import HostsFileError
+from clusterlaunch.core.hostnames import canonical_address
 from clusterlaunch.core.hostport import host_port
 from clusterlaunch.core.model import HostSpec, Inventory, SshTarget
 
@@ -22,7 +23,13 @@ def refuse_same_server(inventory: Inventory, targets: Sequence[SshTarget]) -> No
         if spec.is_local:  # no sshd; a second localhost is a duplicate name already
             continue
         # The same HostName behind another jump host is another machine.
-        key = (target.user, target.hostname, target.port, target.proxy_jump, target.proxy_command)
+        key = (
+            target.user,
+            _server_name(target),
+            target.port,
+            target.proxy_jump,
+            target.proxy_command,
+        )
         first = seen.setdefault(key, spec)
         if first is not spec:
             raise HostsFileError(
@@ -33,6 +40,12 @@ def refuse_same_server(inventory: Inventory, targets: Sequence[SshTarget]) -> No
                 f"({_server(target)} after your SSH config); "
                 "list each host once and raise its gpus instead",
             )
+
+
+def _server_name(target: SshTarget) -> str:
+    """The HostName as the sshd it reaches: an address in one spelling (``FD42:6:0::11`` is
+    ``fd42:6::11``), a name lowercased as ssh looks it up."""
+    return canonical_address(target.hostname) or target.hostname.lower()
 
 
 def _entry(spec: HostSpec) -> str:
