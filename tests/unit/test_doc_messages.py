@@ -80,3 +80,14 @@ def test_hosts_file_doc_quotes_the_zone_errors(
 ) -> None:
     real = _error_line(tmp_path, name, text, capsys)
     assert _quoted("docs/hosts-file.md", real[:50]) == real
+
+
+def test_cli_doc_quotes_the_ipv6_include_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "h.yaml").write_text("hosts:\n  - {host: 'fd42:6::11', gpus: 2}\n")
+    argv = ["run", "--dry-run", "--include", "fd42:6::11:1", str(tmp_path / "h.yaml"), "t.py"]
+    assert main(argv) == 2
+    real = capsys.readouterr().err.rstrip("\n")
+    doc = " ".join((ROOT / "docs" / "cli.md").read_text().split())
+    assert f"(`{real}`)" in doc, real
