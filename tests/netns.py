@@ -3,7 +3,9 @@
 Root only.  Per cluster instance: a bridge ``clb<id>`` in the root namespace holding
 10.250.X.1/24 (X picked among subnets not in use), and per host a namespace
 ``cl<id>n<i>`` joined to it by a veth pair (root side ``cl<id>v<i>``, namespace side
-``eth0``) with address 10.250.X.(10+i).  sshd runs inside the namespace under
+``eth0``) with address 10.250.X.(10+i).  With ``ipv6=True`` the hosts have IPv6 only:
+fd42:X::1/64 on the bridge, fd42:X::(10+i) (hex) on each host, and their names resolve
+to those alone.  sshd runs inside the namespace under
 ``unshare --uts`` with the host's name as hostname, and ``/etc/netns/<ns>/hosts`` maps
 every host name to its bridge address, so a host's own name never resolves to 127.0.0.1.
 Everything created is removed by ``stop()``, also after a failed or partial start.
@@ -86,6 +88,7 @@ class NetnsCluster(LoopbackCluster):
         name_prefix: str = "node",
         *,
         ready_timeout: float = 15.0,
+        ipv6: bool = False,
     ) -> None:
         if not 1 <= n_hosts <= 240:
             raise ValueError("NetnsCluster supports 1..240 hosts (10.250.X.10-249)")
@@ -98,12 +101,22 @@ class NetnsCluster(LoopbackCluster):
         self._ns = [f"cl{suffix}n{i}" for i in range(n_hosts)]
         self._veth = [f"cl{suffix}v{i}" for i in range(n_hosts)]
         self.subnet: int | None = None
+        self.ipv6 = ipv6
         self._network_up = False
 
     def _addr(self, index: int) -> str:
         if self.subnet is None:
             raise SimClusterError("NetnsCluster addresses are assigned by start()")
-        return f"10.250.{self.subnet}.{10 + index}"
+        return f"{self._prefix()}{10 + index:x}" if self.ipv6 else f"{self._prefix()}{10 + index}"
+
+    def _prefix(self) -> str:
+        """The subnet's addresses up to the host part (``10.250.X.``, ``fd42:X::``)."""
+        return f"fd42:{self.subnet:x}::" if self.ipv6 else f"10.250.{self.subnet}."
+
+    def _with_mask(self, addr: str) -> str:
+        """``ip addr add`` words for ``addr`` (no duplicate address detection on IPv6:
+        its seconds of tentative state would refuse sshd's bind)."""
+        return f"{addr}/64 nodad" if self.ipv6 else f"{addr}/24"
 
     def namespace(self, name: str) -> str:
         """Network namespace of host *name* (usable with ``ip netns exec``)."""
@@ -135,11 +148,15 @@ class NetnsCluster(LoopbackCluster):
             _ip("-n", ns, "neigh", "flush", "dev", "eth0", check=False)
 
     def _pick_subnet(self) -> int:
-        used = _ip("-br", "-4", "addr") + _ip("-4", "route", "show", "table", "all")
-        taken = {int(x) for x in re.findall(r"\b10\.250\.(\d+)\.", used)}
+        family = "-6" if self.ipv6 else "-4"
+        used = _ip("-br", family, "addr") + _ip(family, "route", "show", "table", "all")
+        if self.ipv6:
+            taken = {int(x, 16) for x in re.findall(r"\bfd42:([0-9a-f]{1,4})::", used)}
+        else:
+            taken = {int(x) for x in re.findall(r"\b10\.250\.(\d+)\.", used)}
         free = [x for x in range(1, 255) if x not in taken]
         if not free:
-            raise SimClusterError("no free 10.250.X.0/24 subnet")
+            raise SimClusterError("no free 10.250.X.0/24 (fd42:X::/64) subnet")
         return secrets.choice(free)
 
     def _setup_network(self) -> None:
@@ -153,7 +170,7 @@ class NetnsCluster(LoopbackCluster):
         self._network_up = True  # from here on, teardown removes whatever exists
         batch = [
             f"link add {self.bridge} type bridge",
-            f"addr add 10.250.{self.subnet}.1/24 dev {self.bridge}",
+            f"addr add {self._with_mask(self._prefix() + '1')} dev {self.bridge}",
             f"link set {self.bridge} up",
         ]
         for ns, veth in zip(self._ns, self._veth, strict=True):
@@ -163,17 +180,30 @@ class NetnsCluster(LoopbackCluster):
                 f"link set {veth} master {self.bridge} up",
             ]
         _ip("-batch", "-", stdin="\n".join(batch) + "\n")
-        prefix = f"10.250.{self.subnet}."
-        if sum(prefix in line for line in _ip("-br", "-4", "addr").splitlines()) != 1:
-            raise SimClusterError(f"{prefix}0/24 was taken concurrently by another interface")
+        prefix = self._prefix()
+        in_use = _ip("-br", "-6" if self.ipv6 else "-4", "addr").splitlines()
+        if sum(f" {prefix}" in line for line in in_use) != 1:
+            raise SimClusterError(f"{prefix}0 was taken concurrently by another interface")
         hosts = self.hosts
         etc_hosts = "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"
         etc_hosts += "".join(f"{h.addr} {h.name}\n" for h in hosts)
         for ns, host in zip(self._ns, hosts, strict=True):
-            inner = f"link set lo up\naddr add {host.addr}/24 dev eth0\nlink set eth0 up\n"
+            inner = f"link set lo up\naddr add {self._with_mask(host.addr)} dev eth0\n"
+            inner += "link set eth0 up\n"
             _ip("-n", ns, "-batch", "-", stdin=inner)
             (NETNS_ETC / ns).mkdir(parents=True, exist_ok=True)
             (NETNS_ETC / ns / "hosts").write_text(etc_hosts)
+
+    def _write_files(self) -> None:
+        super()._write_files()
+        if not self.ipv6:
+            return
+        # sshd on every address of its host, as a machine's sshd is by default: a test may
+        # reach a host by another address of its own (a link-local one on a new link).
+        for host in self.hosts:
+            config = host.host_dir / "sshd_config"
+            listen = f"ListenAddress [::]:{host.port}"
+            config.write_text(re.sub(r"(?m)^ListenAddress .*$", listen, config.read_text()))
 
     def _launch_prefix(self, host: SimHost) -> list[str]:
         # ip netns exec bind-mounts /etc/netns/<ns>/hosts over /etc/hosts; unshare gives

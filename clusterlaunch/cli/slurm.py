@@ -19,7 +19,7 @@ from clusterlaunch.core import includes, limits, slurm, slurmnodes
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.hostfields import AUTO
 from clusterlaunch.core.hostfile import load_inventory
-from clusterlaunch.core.hostnames import address_problem
+from clusterlaunch.core.hostnames import address_problem, master_address_problem
 from clusterlaunch.core.hostranges import HostRangeError, expand_hosts
 from clusterlaunch.core.model import Inventory, SshTarget
 from clusterlaunch.core.sameserver import refuse_same_server
@@ -74,7 +74,9 @@ def hosts(args: argparse.Namespace) -> tuple[Inventory, tuple[SshTarget, ...], s
         inventory = includes.override_gpus(inventory, None if gpus == AUTO else gpus)
     inventory = includes.select_hosts(inventory, args.include, args.exclude)
     if args.master_addr is not None:
-        problem = address_problem(args.master_addr)
+        problem = address_problem(args.master_addr) or master_address_problem(
+            args.master_addr, "--master-addr"
+        )
         if problem is not None:
             raise UsageError(f"--master-addr {limits.shown(args.master_addr)}: {problem}")
         inventory = replace(inventory, master_addr=args.master_addr)

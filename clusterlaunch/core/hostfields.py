@@ -12,7 +12,12 @@ from typing import Any
 from clusterlaunch.core import envpolicy
 from clusterlaunch.core.accelerators import NAMES as ACCELERATORS
 from clusterlaunch.core.errors import HostsFileError
-from clusterlaunch.core.hostnames import address_problem, shown, user_name_problem
+from clusterlaunch.core.hostnames import (
+    address_problem,
+    master_address_problem,
+    shown,
+    user_name_problem,
+)
 from clusterlaunch.core.limits import MAX_PROCS_PER_HOST
 from clusterlaunch.core.yamlines import key_line, written
 
@@ -179,6 +184,8 @@ def address(mapping: Mapping[str, Any], key: str, path: str, field: str) -> str 
     """``addr:`` or ``master_addr:``: a host name or address, by the same rules as ``host:``."""
     value = optional_str(mapping, key, path, field)
     problem = None if value is None else address_problem(value, f"{key}: ", "master_port: ")
+    if problem is None and value is not None and key == "master_addr":
+        problem = master_address_problem(value, "master_addr:")
     if problem is not None:
         raise HostsFileError(path, key_line(mapping, key), field, f"{shown(value)} {problem}")
     return value

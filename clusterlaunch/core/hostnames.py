@@ -21,6 +21,8 @@ from clusterlaunch.core.errors import HostsFileError
 # "pxn$(touch /tmp/pwned)" would run a command on this machine.
 _SSH_REFUSES_IN_HOST = frozenset("'`\"$\\;&<>|(){},")
 _SSH_REFUSES_IN_USER = frozenset("'`\";&<>|(){}")
+# What torchrun takes as its rendezvous host (torch/distributed/elastic/rendezvous/utils.py).
+_TORCHRUN_HOST = re.compile(r"[\w.:-]")
 _MAX_NAME = 255
 
 
@@ -116,6 +118,31 @@ def address_problem(
     return host_name_problem(value)
 
 
+def master_address_problem(value: str, key: str) -> str | None:
+    """Why torchrun would refuse ``value`` as its master address, or ``None``; ``key`` is
+    what to set instead (``master_addr:``, ``--master-addr``).
+
+    torchrun's static rendezvous checks the host of ``MASTER_ADDR:PORT`` against
+    ``[\\w.:-]+`` (``parse_rendezvous_endpoint``, torch 2.13) on every node and fails
+    there with a traceback: an IPv6 zone (``fe80::1%eth0``) passed the preflight,
+    then ended the job.
+    """
+    if "%" in value and _is_ipv6(value):
+        return (
+            f"has an IPv6 zone (%{value.partition('%')[2]}), which torchrun refuses in its "
+            f"master address; set {key} to an address of node 0 without a zone "
+            "(a global or unique-local one)"
+        )
+    for char in value:
+        if not _TORCHRUN_HOST.fullmatch(char):
+            return (
+                f"contains {char!r}, which torchrun refuses in its master address (it takes "
+                f"letters, digits, '_', '.', ':' and '-'); set {key} to another name or "
+                "address of node 0"
+            )
+    return None
+
+
 def host_name_problem(name: str) -> str | None:
     """Why ``name`` cannot be an SSH destination or an address, or ``None``.
 
@@ -163,6 +190,19 @@ def _is_ipv6(name: str) -> bool:
         return isinstance(ipaddress.ip_address(name), ipaddress.IPv6Address)
     except ValueError:
         return False
+
+
+def canonical_address(name: str) -> str | None:
+    """``name``'s one spelling if it is an IP address, else ``None``: ``FD42:6:0::11`` and
+    ``fd42:6::11`` are one address (zero compression, case), and so are
+    ``::ffff:10.0.0.1`` and ``10.0.0.1`` (Linux dials the second for the first)."""
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(address)
 
 
 def check_host_name(name: str, path: str, line: int | None, field: str) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from clusterlaunch.core import accelerators, commands, envpolicy, limits, torchrunargs
 from clusterlaunch.core.errors import HostsFileError, UsageError
+from clusterlaunch.core.hostnames import master_address_problem, shown
 from clusterlaunch.core.model import (
     LOCALHOST,
     HostSpec,
@@ -79,15 +80,21 @@ def choose_master_addr(
     ``localhost`` node 0 of several hosts is fine there.
     """
     if inventory.master_addr:
-        return inventory.master_addr
+        return inventory.master_addr  # checked as it was read (master_address_problem)
     first = inventory.hosts[0]
-    if first.addr:
-        return first.addr
-    if first.is_local:
+    if first.is_local and not first.addr:
         if len(inventory.hosts) > 1 and torchrun:
             raise _localhost_master(inventory, first)
         return LOCAL_ADDR
-    return targets[0].hostname
+    addr = first.addr or targets[0].hostname
+    problem = master_address_problem(addr, "master_addr: (or --master-addr)") if torchrun else None
+    if problem is not None:
+        field = "" if inventory.mpi else "hosts[0].addr" if first.addr else "hosts[0].host"
+        whose = "" if first.addr or addr == first.host else " (its HostName in your SSH config)"
+        raise HostsFileError(
+            inventory.path, first.line, field, f"node 0's address {shown(addr)}{whose} {problem}"
+        )
+    return addr
 
 
 def _localhost_master(inventory: Inventory, first: HostSpec) -> HostsFileError:

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from clusterlaunch.core.errors import HostProblem, JobOutcome
+from clusterlaunch.core.hostport import host_port
 from clusterlaunch.core.model import JobPlan, NodePlan
 from clusterlaunch.core.torchrunargs import user_command
 
@@ -54,7 +55,7 @@ def job_line(plan: JobPlan) -> str:
     world = plan.world_size if plan.world_size is not None else "auto"
     return (
         f"job {plan.job_id}: {len(plan.nodes)} host(s), world size {world}, "
-        f"master {plan.master_addr}:{port}"
+        f"master {host_port(plan.master_addr, port)}"
     )
 
 

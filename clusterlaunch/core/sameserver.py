@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from clusterlaunch.core.errors import HostsFileError
+from clusterlaunch.core.hostnames import canonical_address
+from clusterlaunch.core.hostport import host_port
 from clusterlaunch.core.model import HostSpec, Inventory, SshTarget
 
 
@@ -21,7 +23,13 @@ def refuse_same_server(inventory: Inventory, targets: Sequence[SshTarget]) -> No
         if spec.is_local:  # no sshd; a second localhost is a duplicate name already
             continue
         # The same HostName behind another jump host is another machine.
-        key = (target.user, target.hostname, target.port, target.proxy_jump, target.proxy_command)
+        key = (
+            target.user,
+            _server_name(target),
+            target.port,
+            target.proxy_jump,
+            target.proxy_command,
+        )
         first = seen.setdefault(key, spec)
         if first is not spec:
             raise HostsFileError(
@@ -34,11 +42,16 @@ def refuse_same_server(inventory: Inventory, targets: Sequence[SshTarget]) -> No
             )
 
 
+def _server_name(target: SshTarget) -> str:
+    """The HostName as the sshd it reaches: an address in one spelling (``FD42:6:0::11`` is
+    ``fd42:6::11``), a name lowercased as ssh looks it up."""
+    return canonical_address(target.hostname) or target.hostname.lower()
+
+
 def _entry(spec: HostSpec) -> str:
     return spec.host if spec.port is None else f"{spec.host} (port: {spec.port})"
 
 
 def _server(target: SshTarget) -> str:
     user = f"{target.user}@" if target.user else ""
-    host = f"[{target.hostname}]" if ":" in target.hostname else target.hostname
-    return f"{user}{host}:{target.port}"
+    return f"{user}{host_port(target.hostname, target.port)}"

@@ -28,6 +28,7 @@ from clusterlaunch.core.defaults import PAYLOAD_KEPT_S
 _CHECKS = (
     "core/exits",
     "core/protocol",
+    "core/hostport",
     "proctree",
     "records",
     "claims",
@@ -69,6 +70,7 @@ BUNDLES = {
     "doctor": (
         "core/exits",
         "core/protocol",
+        "core/hostport",
         "proctree",
         "records",
         "claims",

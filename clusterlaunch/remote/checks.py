@@ -20,6 +20,7 @@ echoes it, so a hit on some other service does not count.
 import os
 import sys
 
+from clusterlaunch.core.hostport import host_port  # bundle: strip
 from clusterlaunch.remote.accel import find_devices  # bundle: strip
 from clusterlaunch.remote.claims import holder_of  # bundle: strip
 from clusterlaunch.remote.diskspace import rank_files_space  # bundle: strip
@@ -133,16 +134,40 @@ def serve(listener, nonce, stop, timeout):
                 pass
 
 
-def open_listener(port, family):
+def open_listener(port):
+    """Node 0's listener on ``port``, bound where torchrun's TCPStore will bind it.
+
+    The store (libuv, ``LibUVStoreDaemon::init``) binds ``[::]`` dual-stack and, if
+    that fails, ``0.0.0.0``; its clients dial every address ``master_addr`` resolves
+    to. Bound by the master address's form instead, a name that resolves to IPv6
+    alone was checked against an IPv4 listener, and every node failed with
+    "Connection refused" where torchrun would have run.
+    """
     import socket  # in the functions that need it: the agent bundles this module, and an
     # exec never gets here (socket: 7 ms of the agent's start, -X importtime)
 
+    try:
+        return _bound(socket.AF_INET6, "::", port)
+    except OSError:  # no IPv6 here, or the port is taken: the store tries IPv4 next too
+        return _bound(socket.AF_INET, "0.0.0.0", port)
+
+
+def _bound(family, address, port):
+    import socket
+
     listener = socket.socket(family, socket.SOCK_STREAM)
-    # Bind exactly as torchrun's TCPStore (libuv) will: with SO_REUSEADDR, so a
-    # port merely in TIME_WAIT passes and one with a listener on it fails.
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", port))
-    listener.listen(64)
+    try:
+        # Bind exactly as the store will: with SO_REUSEADDR, so a port merely in
+        # TIME_WAIT passes and one with a listener on it fails; dual-stack (libuv
+        # clears IPV6_V6ONLY), so IPv4 diallers are answered too.
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        listener.bind((address, port))
+        listener.listen(64)
+    except OSError:
+        listener.close()
+        raise
     return listener
 
 
@@ -154,12 +179,10 @@ def dial(addr, port, nonce, timeout):
             conn.sendall(nonce + b"\n")
             reply = conn.recv(64)
     except OSError as exc:
-        return "cannot connect to %s:%d: %s" % (addr, port, exc)
+        return "cannot connect to %s: %s" % (host_port(addr, port), exc)
     if reply.strip() != nonce + b" ok":
-        return "%s:%d answered, but it is not our node 0 (another service on that port?)" % (
-            addr,
-            port,
-        )
+        where = host_port(addr, port)
+        return "%s answered, but it is not our node 0 (another service on that port?)" % where
     return None
 
 
@@ -168,11 +191,8 @@ def static_stage(args, clash=None):
     fields = static_checks(args, clash)
     listener = None
     if args.listen is not None:
-        import socket
-
-        family = socket.AF_INET6 if ":" in (args.master_addr or "") else socket.AF_INET
         try:
-            listener = open_listener(args.listen, family)
+            listener = open_listener(args.listen)
             fields["port"] = listener.getsockname()[1]
         except OSError as exc:
             fields["listen_error"] = "cannot bind port %d: %s" % (args.listen, exc.strerror or exc)

@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 
+from clusterlaunch.core.hostport import host_port  # bundle: strip
 from clusterlaunch.core.protocol import SYNC, encode_event  # bundle: strip
 from clusterlaunch.remote.hostfacts import host_facts  # bundle: strip
 from clusterlaunch.remote.teardown import ending_setup_leftovers  # bundle: strip
@@ -106,9 +107,9 @@ def dial(addr, port, nonce, timeout):
             conn.sendall(nonce + b" ping\n")
             reply = _read_line(conn)
     except OSError as exc:
-        return "cannot connect to %s:%d: %s" % (addr, port, exc), None
+        return "cannot connect to %s: %s" % (host_port(addr, port), exc), None
     if reply.strip() != nonce + b" ok":
-        return "%s:%d answered, but not as the doctor's listener" % (addr, port), None
+        return "%s answered, but not as the doctor's listener" % host_port(addr, port), None
     return None, round((time.monotonic() - started) * 1000, 2)
 
 
@@ -147,10 +148,10 @@ def throughput(addr, port, nonce, size, timeout):
             conn.shutdown(socket.SHUT_WR)
             got = _read_line(conn).strip()
     except OSError as exc:
-        return {"error": "%s:%d: %s" % (addr, port, exc)}
+        return {"error": "%s: %s" % (host_port(addr, port), exc)}
     seconds = time.monotonic() - started
     if got != b"%d" % size:
-        return {"error": "%s:%d took %r of %d bytes" % (addr, port, got, size)}
+        return {"error": "%s took %r of %d bytes" % (host_port(addr, port), got, size)}
     return {"mbps": round(size / seconds / 1e6, 1), "seconds": round(seconds, 4), "bytes": size}
 
 

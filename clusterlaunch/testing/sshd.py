@@ -69,8 +69,10 @@ def find_free_port(addrs: Iterable[str], start: int = DEFAULT_PORT, attempts: in
 
 # curve25519-sha256@libssh.org is the same exchange under its pre-RFC name: paramiko
 # (used by the product) knows only that name, OpenSSH's client prefers the RFC one.
+# ListenAddress in brackets: sshd takes them around any address, and needs them around
+# an IPv6 one (the namespace tier's IPv6 hosts).
 SSHD_CONFIG_TEMPLATE = """\
-ListenAddress {addr}:{port}
+ListenAddress [{addr}]:{port}
 HostKey {host_key}
 PidFile {pid_file}
 AuthorizedKeysFile {authorized_keys}

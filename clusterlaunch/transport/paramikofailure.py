@@ -14,6 +14,7 @@ import socket
 
 import paramiko
 
+from clusterlaunch.core.hostport import host_port
 from clusterlaunch.core.model import SshTarget
 
 
@@ -25,7 +26,7 @@ def is_transient(exc: BaseException, waited: bool) -> bool:
 
 def network_message(target: SshTarget, exc: BaseException, timeout: float, waited: bool) -> str:
     """One line for a connection that failed below authentication."""
-    where = f"{target.hostname}:{target.port}"
+    where = host_port(target.hostname, target.port)
     if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError) and exc.errors:
         # paramiko wraps the per-address socket errors; the first one says why.
         exc = next(iter(exc.errors.values()))

@@ -38,7 +38,7 @@ from clusterlaunch.transport.sshinclude import (
     words,
 )
 from clusterlaunch.transport.sshlines import config_lines
-from clusterlaunch.transport.sshlookup import IndexedSshConfig
+from clusterlaunch.transport.sshlookup import HostNameRefused, IndexedSshConfig
 from clusterlaunch.transport.sshtokens import tilde
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
@@ -228,7 +228,11 @@ def resolve_target(
     if spec.host == LOCALHOST:
         return SshTarget(alias=LOCALHOST, hostname=LOCALHOST, port=0, user=spec.user)
     where = None if loaded is None else functools.partial(_where_for, loaded, spec.host)
-    return sshtarget.target_from(config.lookup(spec.host, user=spec.user), spec, where)
+    try:
+        found = config.lookup(spec.host, user=spec.user)
+    except HostNameRefused as refused:
+        raise refused.at(where) from None
+    return sshtarget.target_from(found, spec, where)
 
 
 def _where_for(loaded: LoadedConfig, alias: str, keyword: str, value: str) -> str:

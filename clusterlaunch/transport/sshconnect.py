@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import paramiko
 
 from clusterlaunch.core.errors import HostKeyError, TransportError
+from clusterlaunch.core.hostport import host_port
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import (
     handshake,
@@ -102,7 +103,7 @@ def _tunnel(client: paramiko.SSHClient, target: SshTarget) -> sshsocket.TunnelSo
         )
     except (OSError, paramiko.SSHException) as exc:
         raise TransportError(
-            target.alias, f"jump host cannot reach {target.hostname}:{target.port}: {exc}"
+            target.alias, f"jump host cannot reach {host_port(target.hostname, target.port)}: {exc}"
         ) from None
     return sshsocket.TunnelSocket(channel)
 

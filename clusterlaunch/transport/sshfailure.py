@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from clusterlaunch.core.errors import HostKeyError, TransportError
+from clusterlaunch.core.hostport import host_port
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport.hostnames import host_matches, known_hosts_name, ssh_host_name
 
@@ -57,7 +58,7 @@ def classify(target: SshTarget, said: str, policy_override: str | None) -> Failu
     """The failure an ssh client that exited with ``said`` on stderr stands for."""
     lines = [line.strip() for line in said.splitlines() if line.strip()]
     last = lines[-1] if lines else "ssh exited without saying why"
-    where = f"{target.hostname}:{target.port}"
+    where = host_port(target.hostname, target.port)
     text = "\n".join(lines)
     if "REMOTE HOST IDENTIFICATION HAS CHANGED" in text or "HOST KEY HAS CHANGED" in text:
         return Failure(_changed_key(target, text), host_key=True)
@@ -118,7 +119,7 @@ def retry_note(alias: str, detail: str, attempt: int, delay: float) -> str:
 
 def timed_out(target: SshTarget, timeout: float) -> str:
     """A master that neither connected nor failed in time."""
-    return f"no SSH session with {target.hostname}:{target.port} within {3 * timeout:g} s"
+    return f"no SSH session with {host_port(target.hostname, target.port)} within {3 * timeout:g} s"
 
 
 def _revoked_key(target: SshTarget, text: str) -> str:

@@ -30,7 +30,8 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from clusterlaunch.transport import sshcanonical, sshordered
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.transport import sshcanonical, sshordered, sshtokens
 from clusterlaunch.transport.hostnames import host_line_matches, pattern_list_matches
 from clusterlaunch.transport.paramikoconfig import SSHConfig, SSHConfigDict
 from clusterlaunch.transport.sshinclude import (
@@ -70,7 +71,9 @@ class _Blocks(SSHConfig):
         self._config = self._select(hostname)
         given = SSHConfigDict(user=user) if user else None  # ssh -l: set before the config
         options = self._lookup(hostname=hostname, options=given)  # type: ignore[attr-defined]
-        if "hostname" not in options:
+        if "hostname" in options:  # the config's, expanded as ssh does (the name given never)
+            options["hostname"] = _host_name(options["hostname"], hostname)
+        else:
             options["hostname"] = hostname
         if sshcanonical.enabled(options):
             host = self._canonical.get(hostname)
@@ -107,7 +110,8 @@ class _Blocks(SSHConfig):
         # IdentityFile and ProxyCommand are expanded as ssh does it, with the hosts file's
         # user and port (sshtokens): paramiko's expansion named other files than ssh's,
         # and gave ProxyCommand the config's port and user, and %n and %% as written.
-        if key in ("controlpath", "identityfile", "proxycommand"):
+        # HostName is expanded in lookup, as ssh expands it (sshtokens.host_name).
+        if key in ("controlpath", "identityfile", "proxycommand", "hostname"):
             return value
         if "%" in value:
             return super()._tokenize(config, target_hostname, key, value)  # type: ignore[misc]
@@ -125,6 +129,27 @@ class _Blocks(SSHConfig):
         if isinstance(patterns, HostPatterns):
             return pattern_list_matches(patterns, target.lower(), lower=True)
         return pattern_list_matches(patterns, target, lower=False)  # Match user, localuser
+
+
+class HostNameRefused(UsageError):
+    """A ``HostName`` ssh refuses to expand (:func:`.sshtokens.host_name`)."""
+
+    def __init__(self, alias: str, value: str, why: str, place: str = "SSH config") -> None:
+        super().__init__(f"{place}, host {alias}: HostName {value!r}: {why}")
+        self.alias, self.value, self.why = alias, value, why
+
+    def at(self, where: Callable[[str, str], str] | None) -> UsageError:
+        """The same refusal naming the file:line of the ``HostName`` line, where known."""
+        if where is None:
+            return self
+        return HostNameRefused(self.alias, self.value, self.why, where("hostname", self.value))
+
+
+def _host_name(value: str, alias: str) -> str:
+    expanded, why = sshtokens.host_name(value, alias)
+    if why is not None:
+        raise HostNameRefused(alias, value, why)
+    return expanded
 
 
 class HostPatterns(str):

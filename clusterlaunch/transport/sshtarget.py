@@ -197,9 +197,9 @@ def _proxy_jump(value: str | None) -> str | None:
 
 
 def _plain_hop(hop: str) -> str:
-    if not hop.lower().startswith("ssh://"):
+    user, host, port = split_hop(hop)  # one ssh refuses: refused here, for both clients
+    if not hop.startswith(_URI):
         return hop
-    user, host, port = split_hop(hop)
     host = f"[{host}]" if ":" in host else host
     return f"{user + '@' if user else ''}{host}{f':{port}' if port else ''}"
 
@@ -208,16 +208,63 @@ def split_hop(jump: str) -> tuple[str | None, str, int | None]:
     """(user, host, port) of one ``ProxyJump`` hop as ssh reads it (readconf.c's
     parse_jump): ``[user@]host[:port]``, ``[user@][v6addr][:port]``, or the URI form
     ``ssh://[user@]host[:port]``, which was read as the user "ssh:"."""
-    text = jump[6:].rstrip("/") if jump.lower().startswith("ssh://") else jump
-    user, _, rest = text.rpartition("@")
+    if jump.startswith(_URI):  # case and all, as misc.c's parse_uri compares it
+        return _uri_hop(jump)
+    user, _, rest = jump.rpartition("@")
     if rest.startswith("["):
         host, _, after = rest[1:].partition("]")
         port = after.removeprefix(":")
     else:
         host, _, port = rest.partition(":")
-    if not host or (port and not port.isdigit()) or (port and not 0 < int(port) < 65536):
+    number = _hop_port(port) if port else None
+    if not host or number == 0:
         raise UsageError(f"SSH config: ProxyJump {jump!r}: ssh refuses it; use [user@]host[:port]")
-    return user or None, host, int(port) if port else None
+    return user or None, host, number
+
+
+_URI = "ssh://"
+# misc.c's valid_domain, which parse_uri asks of a URI's host: no IPv6 address (a ':'),
+# unlike the plain form: ssh refuses "ssh://root@[fd42:6::10]:22" (OpenSSH 9.2,
+# 'Invalid ProxyJump'), and paramiko went through it.
+_DOMAIN = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]*")
+_URI_PARTS = re.compile(r"(?:([^@]*)@)?(\[[^\]]*\]|[^:/\[]*)(?::([^/]*))?(/.*)?")
+
+
+def _uri_hop(jump: str) -> tuple[str | None, str, int | None]:
+    """``ssh://[user[;params]@]host[:port][/]`` as misc.c's parse_uri reads it: the user
+    URL-decoded, the host a domain name or IPv4 address (brackets stripped), no path."""
+    parts = _URI_PARTS.fullmatch(jump[len(_URI) :])
+    user, host, port, path = parts.groups() if parts else ("", "", None, None)
+    user = None if user is None else _url_decoded(user.partition(";")[0])
+    host = host[1:-1] if host.startswith("[") else host
+    if ":" in host:
+        fix = f"{user + '@' if user else ''}[{host}]{':' + port if port else ''}"
+        raise UsageError(
+            f"SSH config: ProxyJump {jump!r}: ssh refuses an IPv6 address in an ssh:// "
+            f"URI; write {fix}"
+        )
+    number = _hop_port(port) if port else None
+    if user == "" or not _DOMAIN.fullmatch(host) or number == 0 or (path or "/") != "/":
+        raise UsageError(
+            f"SSH config: ProxyJump {jump!r}: ssh refuses it; use ssh://[user@]host[:port]"
+        )
+    return user, host.removesuffix("."), number
+
+
+def _hop_port(text: str) -> int:
+    """A hop's port as misc.c's a2port reads it: 1-65535 or a service name (``ssh``); 0
+    where ssh refuses it."""
+    if text.isascii() and text.isdigit():
+        return int(text) if 0 < int(text) < 65536 else 0
+    return _service(text) or 0
+
+
+def _url_decoded(text: str) -> str:
+    """misc.c's urldecode: ``%XX`` and ``+`` (a space); "" where a ``%`` is no ``%XX``."""
+    pieces = text.replace("+", " ").split("%")
+    if any(not re.fullmatch(r"[0-9A-Fa-f]{2}", piece[:2]) for piece in pieces[1:]):
+        return ""
+    return pieces[0] + "".join(chr(int(piece[:2], 16)) + piece[2:] for piece in pieces[1:])
 
 
 def _service(value: object) -> int | None:

@@ -108,6 +108,27 @@ def ssh_command(value: str, connection: Connection) -> tuple[str, str | None]:
     return "".join([*parts, value[index:]]), None
 
 
+def host_name(value: str, alias: str) -> tuple[str, str | None]:
+    """A config's ``HostName`` as ssh expands it, and None; or as written and why not.
+
+    ssh.c: ``percent_expand(options.hostname, "h", host)``: ``%%`` and ``%h`` (the name
+    given, as typed) only; any other ``%`` is fatal (``ssh -G``: "percent_expand: failed"
+    for ``HostName fe80::1%eth0``, ``fe80::1%e6t0`` for ``fe80::1%%e6t0``, OpenSSH 9.2).
+    A name given without a ``HostName`` is never expanded. paramiko expanded ``%h`` in
+    both and left ``%%`` as written: ``fe80::1%h6br`` became another host.
+    """
+    parts: list[str] = []
+    index = 0
+    while (found := value.find("%", index)) >= 0:
+        token = value[found + 1 : found + 2]
+        if token not in ("%", "h"):
+            what = f"%{token} is no token of HostName" if token else "a '%' ends it"
+            return value, f"{what}; ssh refuses it (it knows %h and %%): write %% for a '%'"
+        parts += [value[index:found], "%" if token == "%" else alias]
+        index = found + 2
+    return "".join([*parts, value[index:]]), None
+
+
 def _token_value(token: str, connection: Connection) -> tuple[str, str | None]:
     """(value, None), or ("", why ssh's value cannot be known here)."""
     if token == "%":

@@ -66,3 +66,28 @@ def test_troubleshooting_quotes_the_lost_touch_lines() -> None:
     )
     may_run = job_may_run_on("node2", 120, "JOBID")
     assert _quoted(doc, "clusterlaunch: node2: its part of the job") == f"clusterlaunch: {may_run}"
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("m.yaml", "master_addr: 'fe80::1%eth0'\nhosts:\n  - {host: node0, gpus: 1}\n"),
+        ("ll.yaml", "hosts:\n  - {host: 'fe80::1%eth0', gpus: 1}\n  - {host: n1, gpus: 1}\n"),
+    ],
+)
+def test_hosts_file_doc_quotes_the_zone_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str
+) -> None:
+    real = _error_line(tmp_path, name, text, capsys)
+    assert _quoted("docs/hosts-file.md", real[:50]) == real
+
+
+def test_cli_doc_quotes_the_ipv6_include_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "h.yaml").write_text("hosts:\n  - {host: 'fd42:6::11', gpus: 2}\n")
+    argv = ["run", "--dry-run", "--include", "fd42:6::11:1", str(tmp_path / "h.yaml"), "t.py"]
+    assert main(argv) == 2
+    real = capsys.readouterr().err.rstrip("\n")
+    doc = " ".join((ROOT / "docs" / "cli.md").read_text().split())
+    assert f"(`{real}`)" in doc, real

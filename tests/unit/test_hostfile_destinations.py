@@ -5,12 +5,14 @@ one line with the keys to write; IPv6 addresses (``::1``, ``fe80::1%eth0``) are 
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from clusterlaunch.cli.main import main
 from clusterlaunch.core.errors import HostsFileError
 from clusterlaunch.core.hostfile import parse_inventory
+from clusterlaunch.core.hostnames import master_address_problem
 
 PATH = "hosts.yaml"
 
@@ -121,3 +123,107 @@ def test_the_flag_holds_an_address_alone(
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1, err
     assert err.startswith("clusterlaunch: error: --master-addr ") and fix in err, err
+
+
+# An IPv6 zone in the master address: torchrun 2.13 refuses it on every node with a
+# traceback ("The hostname of the rendezvous endpoint 'fe80::1%eth0:40979' must be a
+# dot-separated list of labels ..."), after the preflight passed.
+ZONE_FIX = (
+    "has an IPv6 zone (%eth0), which torchrun refuses in its master address; set {key} to an "
+    "address of node 0 without a zone (a global or unique-local one)"
+)
+
+
+def test_a_zone_in_master_addr_is_refused_as_the_file_is_read() -> None:
+    message = refusal("master_addr: 'fe80::1%eth0'\n" + with_host("node0"))
+    assert message == f"{PATH}:1: master_addr: 'fe80::1%eth0' " + ZONE_FIX.format(
+        key="master_addr:"
+    )
+
+
+def _dry_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, *flags: str
+) -> tuple[int, str, str]:
+    hosts = tmp_path / "h.yaml"
+    hosts.write_text(text)
+    config = tmp_path / "ssh_config"
+    config.write_text("Host viaconfig\n    HostName fe80::7%%eth0\n")
+    argv = ["run", "--dry-run", "--ssh-config", str(config), *flags, str(hosts), "train.py"]
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    ("text", "flags", "where"),
+    [
+        (
+            with_host("node0"),
+            ("--master-addr", "fe80::1%eth0"),
+            "--master-addr 'fe80::1%eth0': " + ZONE_FIX.format(key="--master-addr"),
+        ),
+        (
+            with_host("'fe80::1%eth0'") + with_host("node1")[7:],
+            (),
+            "h.yaml:2: hosts[0].host: node 0's address 'fe80::1%eth0' "
+            + ZONE_FIX.format(key="master_addr: (or --master-addr)"),
+        ),
+        (
+            with_host("node0") + "    addr: 'fe80::1%eth0'\n",
+            (),
+            "h.yaml:2: hosts[0].addr: node 0's address 'fe80::1%eth0' "
+            + ZONE_FIX.format(key="master_addr: (or --master-addr)"),
+        ),
+        (
+            with_host("viaconfig"),
+            (),
+            "h.yaml:2: hosts[0].host: node 0's address 'fe80::7%eth0' (its HostName in your "
+            "SSH config) " + ZONE_FIX.format(key="master_addr: (or --master-addr)"),
+        ),
+    ],
+)
+def test_a_zone_in_the_master_address_is_one_line_and_nothing_starts(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    text: str,
+    flags: tuple[str, ...],
+    where: str,
+) -> None:
+    code, out, err = _dry_run(tmp_path, capsys, text, *flags)
+    assert (code, out) == (2, ""), err
+    assert err.endswith(f"{where}\n") and err.count("\n") == 1, err
+
+
+def test_a_zone_is_fine_where_no_master_is_planned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A later node's ``addr:`` is not the master's, and ``exec`` plans none."""
+    later = with_host("node0") + with_host("node1")[7:] + "    addr: 'fe80::2%eth0'\n"
+    assert _dry_run(tmp_path, capsys, later)[0] == 0
+    hosts = tmp_path / "zoned.yaml"
+    hosts.write_text(with_host("'fe80::1%eth0'") + with_host("node1")[7:])
+    assert main(["exec", "--dry-run", str(hosts), "--", "true"]) == 0
+
+
+@pytest.mark.torch
+def test_the_master_address_is_refused_where_torchrun_refuses_it() -> None:
+    """torchrun's own parse of the endpoint it builds from ``--master-addr`` is the truth
+    (one interpreter for all: torch's import takes a second or two)."""
+    import json
+    import subprocess
+    import sys
+
+    values = ["fe80::1%eth0", "node+1", "fd42:6::10", "node_0.example", "gpü-1", "10.0.0.1", "a~b"]
+    probe = (
+        "import json, sys\n"
+        "from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint\n"
+        "def takes(value):\n    try:\n        parse_rendezvous_endpoint(value + ':29500', 0)\n"
+        "    except ValueError:\n        return False\n    return True\n"
+        "print(json.dumps([takes(value) for value in sys.argv[1:]]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, *values], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    ours = [master_address_problem(value, "--master-addr") is None for value in values]
+    assert dict(zip(values, ours, strict=True)) == dict(
+        zip(values, json.loads(done.stdout), strict=True)
+    )

@@ -253,3 +253,46 @@ def test_a_name_may_be_a_range_as_in_the_hosts_file() -> None:
     assert resource_filter(hosts, exclude="gpu[01-03]") == {"gpu04": [0, 1]}
     with pytest.raises(UsageError, match="no host 'gpu05'"):
         resource_filter(hosts, include="gpu[04-05]")
+
+
+V6 = {"fd42:6::10": [0, 1], "FD42:6:0::11": [0, 1], "w2": [0, 1]}
+
+
+@pytest.mark.parametrize(
+    ("flag", "text", "left"),
+    [
+        ("include", "fd42:6::10", {"fd42:6::10": [0, 1]}),
+        ("include", "fd42:6::11", {"FD42:6:0::11": [0, 1]}),  # any spelling of the file's
+        ("include", "[fd42:6::11]:1@w2", {"FD42:6:0::11": [1], "w2": [0, 1]}),
+        ("include", "[fd42:6:0:0::10]", {"fd42:6::10": [0, 1]}),
+        ("exclude", "fd42:6::10@w2:0", {"FD42:6:0::11": [0, 1], "w2": [1]}),
+        ("exclude", "[fd42:6::10]:0,1", {"FD42:6:0::11": [0, 1], "w2": [0, 1]}),
+    ],
+)
+def test_an_ipv6_host_is_named_by_its_address_and_its_slots_in_brackets(
+    flag: str, text: str, left: Slots
+) -> None:
+    """DeepSpeed's syntax has no way to name one: its ':' starts the slots. Every form
+    was refused, asking for the HOST form just given."""
+    assert resource_filter(V6, **{flag: text}) == left
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "fd42:6::11:1",
+            "cannot read 'fd42:6::11:1': an IPv6 host's GPUs follow its address in brackets: "
+            "write [fd42:6::11]:1",
+        ),
+        ("::1", "no host '::1' in hostfile (FD42:6:0::11, fd42:6::10, w2)"),
+        ("[::1]:0", "no host '::1' in hostfile"),
+        ("a:b:c", "cannot read 'a:b:c': a host name holds no ':'; write an IPv6 host as"),
+        ("[fd42:6::11]:1:2", "cannot read '[fd42:6::11]:1:2': write an IPv6 host's GPUs as"),
+    ],
+)
+def test_an_ipv6_filter_that_names_no_host_says_what_to_write(text: str, message: str) -> None:
+    with pytest.raises(UsageError) as info:
+        resource_filter(V6, include=text)
+    assert message in str(info.value)
+    assert "write HOST or HOST:SLOT" not in str(info.value)

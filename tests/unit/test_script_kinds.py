@@ -245,10 +245,9 @@ def test_the_probes_program_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_node_0s_listener_answers_then_stops_with_its_thread() -> None:
     """The agent forks the job right after the check: no serving thread may be left by then."""
-    import socket
     import threading
 
-    listener = probe.open_listener(0, socket.AF_INET)
+    listener = probe.open_listener(0)
     port = listener.getsockname()[1]
     before = threading.active_count()
     serving = probe.start_serving(listener, b"n0nce", 5.0)
@@ -258,6 +257,27 @@ def test_node_0s_listener_answers_then_stops_with_its_thread() -> None:
     assert threading.active_count() == before
     assert listener.fileno() == -1  # closed
     probe.start_serving(None, b"n0nce", 5.0).stop()  # other nodes: nothing to stop
+
+
+def test_node_0s_listener_answers_ipv4_and_ipv6_diallers() -> None:
+    """Bound as torchrun's store binds (``[::]`` dual-stack): a master name that resolves to
+    IPv6 alone was checked against an IPv4-only listener, refused on every node."""
+    import socket
+
+    try:
+        socket.create_server(("::1", 0), family=socket.AF_INET6).close()
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    listener = probe.open_listener(0)
+    port = listener.getsockname()[1]
+    serving = probe.start_serving(listener, b"n0nce", 5.0)
+    try:
+        assert probe.dial("127.0.0.1", port, b"n0nce", 5.0) is None
+        assert probe.dial("::1", port, b"n0nce", 5.0) is None
+    finally:
+        serving.stop()
+    refused = probe.dial("::1", port, b"n0nce", 5.0)
+    assert refused is not None and refused.startswith(f"cannot connect to [::1]:{port}: ")
 
 
 def test_a_directory_with_main_or_a_zipapp_is_a_script(

@@ -139,3 +139,34 @@ def test_a_jump_hop_is_split_as_ssh_splits_it(
 def test_a_hop_ssh_refuses_is_one_line(hop: str) -> None:
     with pytest.raises(UsageError, match="ProxyJump"):
         sshtarget.split_hop(hop)
+
+
+# What ssh's parse_jump (readconf.c, with misc.c's parse_uri) takes: an ssh:// URI's host
+# must be a domain name (valid_domain), so no IPv6 address, bracketed or not; the plain
+# form takes one in brackets. paramiko went through "ssh://root@[fd42:6::10]:22".
+HOPS = [
+    "ssh://root@[fd42:6::10]:22", "ssh://[::1]", "ssh://[fe80::1%eth0]:22", "ssh://fd42:6::10",
+    "[fd42:6::10]:22", "root@[::1]:23010", "fd42:6::10",
+    "ssh://u@j1:2200", "ssh://j1/", "ssh://[j1]:22", "ssh://j1.", "ssh://1.2.3.4", "ssh://a_b",
+    "ssh://-j1", "ssh://_j1", "ssh://a..b", "ssh://j1/path", "ssh://@j1", "SSH://j1",
+    "ssh://a;x=y@j1", "ssh://a%40b@j1", "ssh://a%4@j1", "ssh://j1:ssh", "j1:ssh", "ssh://j1:0",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("hop", HOPS)
+def test_a_jump_hop_is_refused_where_ssh_refuses_it(tmp_path: Path, hop: str) -> None:
+    config = tmp_path / "config"
+    config.write_text(f"Host j4\n  HostName 10.9.9.9\n  ProxyJump {hop}\n")
+    truth = subprocess.run(["ssh", "-G", "-F", str(config), "j4"], capture_output=True, text=True)
+    spec = HostSpec(host="j4", gpus=1)
+    if truth.returncode != 0:
+        assert "Invalid ProxyJump" in truth.stderr, truth.stderr
+        with pytest.raises(UsageError) as refused:
+            sshconfig.resolve_targets(str(config), [spec])
+        assert f"ProxyJump {hop!r}: ssh refuses" in str(refused.value), refused.value
+        return
+    [target] = sshconfig.resolve_targets(str(config), [spec])
+    assert target.proxy_jump is not None
+    by_ssh = next(line.split()[1] for line in truth.stdout.splitlines() if "proxyjump " in line)
+    ours = sshtarget.split_hop(target.proxy_jump)
+    assert ours == sshtarget.split_hop(by_ssh.replace("[1.2.3.4]", "1.2.3.4")), by_ssh

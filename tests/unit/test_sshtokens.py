@@ -97,3 +97,35 @@ def test_the_hosts_file_user_and_port_win_as_ssh_l_and_p_do() -> None:
     assert target.known_hosts_files == (f"{HOME}/.ssh/kh_node3.lan_2299", "/etc/kh_node3")
     plain = resolve_target(config, HostSpec(host="node3", gpus=1))
     assert plain.identity_files == (f"{HOME}/.ssh/cfg@node3.lan:2200", f"{HOME}/.ssh/k_node3")
+
+
+HOST_NAMES = [
+    ("Host ll\n  HostName fe80::1%%e6t0\n", "ll"),  # ssh: fe80::1%e6t0
+    ("Host l2\n  HostName fe80::1%h6br\n", "l2"),  # %h: the name given
+    ("Host l5\n  HostName a%%h%h.Example\n", "l5"),
+    ("Host *\n  User u\n", "fe80::1%h6br"),  # a name given: never expanded (hsn0, Slingshot's)
+    ("Host *\n  User u\n", "fe80::1%%e6t0"),
+    ("Host l3\n  HostName fe80::1%e6t0\n", "l3"),  # ssh: "percent_expand: unknown key %e"
+    ("Host l4\n  HostName fe80::1%\n", "l4"),  # ssh: "percent_expand: invalid format"
+]
+
+
+@pytest.mark.parametrize(("text", "host"), HOST_NAMES)
+def test_a_host_name_is_expanded_as_ssh_expands_it(tmp_path, text: str, host: str) -> None:
+    """paramiko expanded %h in a name given too (fe80::1%h6br: another host) and left %%."""
+    from clusterlaunch.core.errors import UsageError
+    from clusterlaunch.transport.sshconfig import resolve_targets
+    from tests.unit.sshtruth import ssh_g
+
+    config = tmp_path / "config"
+    config.write_text(text)
+    truth = ssh_g(config, host)
+    if truth.returncode != 0:
+        with pytest.raises(UsageError) as refused:
+            resolve_targets(str(config), [HostSpec(host=host, gpus=1)])
+        assert str(refused.value).startswith(f"{config}:2, host {host}: HostName "), refused.value
+        assert str(refused.value).endswith("write %% for a '%'"), refused.value
+        return
+    expected = next(line.split()[1] for line in truth.stdout.splitlines() if "hostname " in line)
+    [target] = resolve_targets(str(config), [HostSpec(host=host, gpus=1)])
+    assert target.hostname.lower() == expected.lower()  # ssh lowercases some of it
