@@ -66,3 +66,14 @@ def test_troubleshooting_quotes_the_lost_touch_lines() -> None:
     )
     may_run = job_may_run_on("node2", 120, "JOBID")
     assert _quoted(doc, "clusterlaunch: node2: its part of the job") == f"clusterlaunch: {may_run}"
+
+
+def test_hosts_file_doc_quotes_one_name_on_two_ports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hosts = (
+        "hosts:\n  - {host: 203.0.113.7, gpus: 1, port: 2201}\n"
+        "  - {host: 203.0.113.7, gpus: 1, port: 2202}\n"
+    )
+    real = _error_line(tmp_path, "hosts.yaml", hosts, capsys)
+    assert _quoted("docs/hosts-file.md", "clusterlaunch: error: hosts.yaml:3: host: 203") == real
