@@ -9,6 +9,7 @@ so "the port is free" and "every node can reach master_addr" are tested for real
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -195,7 +196,9 @@ def _judge(run: ProbeRun) -> None:
         report.problems.append(connect["error"])
     else:
         report.connected = True
-    report.problems += host_problems(static)
+    # localhost and Slurm steps start from this shell's environment, SSH hosts from their own.
+    inherits = getattr(run.connection, "inherits_environment", None)
+    report.problems += host_problems(static, os.environ if inherits else (), inherits)
     if static.get("script_found") is False:
         report.problems.append(
             f"script {run.script!r} not found in {static.get('cwd')}; check workdir: and the path"
