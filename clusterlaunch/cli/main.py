@@ -129,8 +129,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     source = _sync_source(request, plan) if request.sync else None
     if args.dry_run:
         spares = [spec for spec, _ in request.spares]
+        job = (request.restarts, request.inventory.hosts, spares, request.inventory.master_addr)
         if args.json:
-            extra = dry_run_fields(request.restarts, request.inventory.hosts, spares)
+            extra = dry_run_fields(*job)
             text = render.plan_json(
                 plan,
                 {**extra, **({"sync": dry_run_field(source)} if source else {})},
@@ -140,7 +141,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             text = render.plan_text(plan, torchrun=request.exec_argv is None)
             text += slurmargs.dry_run_note(request.transport)
             text += dry_run_line(source) if source else ""
-            text += dry_run_text(request.restarts, request.inventory.hosts, spares)
+            text += dry_run_text(*job)
         console.out.write(text.encode() + b"\n")
         return ExitStatus.OK
     if args.command == "check":

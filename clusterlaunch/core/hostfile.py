@@ -216,7 +216,7 @@ def _host_entries(
         "accelerator": hostfields.accelerator(entry, defaults, path, where),
         "spare": restarts.spare_field(entry, path, where + ".spare"),
     }
-    return [HostSpec(host=host, line=line, **spec) for host in names]  # type: ignore[arg-type]
+    return [HostSpec(host=host, line=line, entry=index, **spec) for host in names]  # type: ignore[arg-type]
 
 
 def _env(mapping: Mapping[str, Any], path: str, where: str) -> dict[str, str]:

@@ -201,6 +201,23 @@ def test_bad_hosts_file(
     )
 
 
+@pytest.mark.parametrize("flag", [("--exclude", "a"), ("--include", "localhost@b")])
+def test_a_localhost_made_node0_by_a_filter_is_named_with_the_filter(
+    work: Path, capsys: pytest.CaptureFixture[str], flag: tuple[str, str]
+) -> None:
+    """It said hosts[0] (the field of a) with localhost's line, and not why."""
+    hosts = (
+        "hosts:\n  - {host: a, gpus: 1}\n  - {host: localhost, gpus: 1}\n  - {host: b, gpus: 1}\n"
+    )
+    (work / "h.yaml").write_text(hosts)
+    argv = ("run", "--dry-run", "--ssh-config", "ssh_config", *flag, "h.yaml", "train.py")
+    assert_usage_error(
+        *run(capsys, *argv),
+        f"h.yaml:3: hosts[1]: localhost is node 0, the master, as {' '.join(flag)} leaves out "
+        "a, and localhost cannot be the master of a multi-host job; set its addr:",
+    )
+
+
 def test_bad_hosts_file_in_exec_and_check(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (work / "bad.yaml").write_text("hosts:\n  - {host: a, gpus: 0}\n")
     assert_usage_error(

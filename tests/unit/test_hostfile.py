@@ -76,6 +76,7 @@ def test_full_yaml_inventory_by_equality() -> None:
                 devices=(3, 2, 1, 0),
                 addr="192.168.1.10",
                 line=14,
+                entry=0,
                 **shared,  # type: ignore[arg-type]
             ),
             HostSpec(
@@ -88,6 +89,7 @@ def test_full_yaml_inventory_by_equality() -> None:
                 setup="module load cuda",
                 env={"NCCL_DEBUG": "INFO", "SHARED": "from-defaults"},
                 line=21,
+                entry=1,
             ),
             *(
                 HostSpec(
@@ -97,6 +99,7 @@ def test_full_yaml_inventory_by_equality() -> None:
                     setup="source /opt/env.sh",
                     env={"NCCL_DEBUG": "INFO", "SHARED": "from-defaults", "NUM": "7"},
                     line=27,
+                    entry=2,
                     **shared,  # type: ignore[arg-type]
                 )
                 for name in ("node1", "node2")
@@ -120,7 +123,9 @@ def test_minimal_yaml_gets_defaults() -> None:
         hosts:
           - {host: gpu-a, gpus: 8}
         """)
-    assert inventory == Inventory(path=PATH, hosts=(HostSpec(host="gpu-a", gpus=8, line=2),))
+    assert inventory == Inventory(
+        path=PATH, hosts=(HostSpec(host="gpu-a", gpus=8, line=2, entry=0),)
+    )
     spec = inventory.hosts[0]
     assert spec.python is None  # unset: the planner decides (python3, or ours for localhost)
     assert spec.env == {}
@@ -140,8 +145,8 @@ def test_gpus_from_defaults_and_string_numbers() -> None:
             devices: ["1"]
         """)
     assert inventory.hosts == (
-        HostSpec(host="a", gpus=3, line=4),
-        HostSpec(host="b", gpus=1, port=2200, devices=(1,), line=5),
+        HostSpec(host="a", gpus=3, line=4, entry=0),
+        HostSpec(host="b", gpus=1, port=2200, devices=(1,), line=5, entry=1),
     )
 
 
@@ -288,7 +293,7 @@ def test_ranges_expand_in_order_in_yaml() -> None:
 
 def test_single_element_range_may_have_addr() -> None:
     inventory = parse("hosts:\n  - {host: 'gpu[1]', gpus: 1, addr: 10.0.0.1}\n")
-    assert inventory.hosts == (HostSpec(host="gpu1", gpus=1, addr="10.0.0.1", line=2),)
+    assert inventory.hosts == (HostSpec(host="gpu1", gpus=1, addr="10.0.0.1", line=2, entry=0),)
 
 
 # --------------------------------------------------------------------------------------- MPI format
