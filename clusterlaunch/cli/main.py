@@ -36,6 +36,7 @@ from clusterlaunch.controller.console import Console, closed_std_streams
 from clusterlaunch.controller.launcher import JobRequest, check, make_plan
 from clusterlaunch.controller.restarts import run_job
 from clusterlaunch.core import render
+from clusterlaunch.core.checkplan import agents_as_run
 from clusterlaunch.core.errors import ClusterlaunchError, PreflightError, StopJob, UsageError
 from clusterlaunch.core.exits import ExitStatus, from_signal
 from clusterlaunch.core.hostfile import load_inventory
@@ -129,9 +130,13 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     # The dry run too: these checks are local and read-only, and it refuses what the run would.
     source = _sync_source(request, plan) if request.sync else None
     if args.dry_run:
+        if request.exec_argv is None:  # each agent as run starts it: the preflight's words too
+            options = request.options
+            plan = agents_as_run(plan, options.script, options.script_kind, options.setup_timeout)
         spares = [spec for spec, _ in request.spares]
+        job = (request.restarts, request.inventory.hosts, spares, request.inventory.master_addr)
         if args.json:
-            extra = dry_run_fields(request.restarts, request.inventory.hosts, spares)
+            extra = dry_run_fields(*job)
             text = render.plan_json(
                 plan,
                 {**extra, **({"sync": dry_run_field(source)} if source else {})},
@@ -141,7 +146,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             text = render.plan_text(plan, torchrun=request.exec_argv is None)
             text += slurmargs.dry_run_note(request.transport)
             text += dry_run_line(source) if source else ""
-            text += dry_run_text(request.restarts, request.inventory.hosts, spares)
+            text += dry_run_text(*job)
         console.out.write(text.encode() + b"\n")
         return ExitStatus.OK
     if args.command == "check":

@@ -72,7 +72,10 @@ def hosts(args: argparse.Namespace) -> tuple[Inventory, tuple[SshTarget, ...], s
         inventory = load_inventory(args.hosts)
     if gpus is not None:
         inventory = includes.override_gpus(inventory, None if gpus == AUTO else gpus)
-    inventory = includes.select_hosts(inventory, args.include, args.exclude)
+    selected = includes.select_hosts(inventory, args.include, args.exclude)
+    if selected is not inventory:  # a localhost made node 0 by it cannot be the master
+        flag = f"--include {args.include}" if args.include else f"--exclude {args.exclude}"
+        inventory = replace(inventory, notes=selected.notes).narrowed(selected.hosts, flag)
     if args.master_addr is not None:
         problem = address_problem(args.master_addr) or master_address_problem(
             args.master_addr, "--master-addr"

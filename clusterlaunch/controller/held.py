@@ -22,18 +22,14 @@ from collections.abc import Callable, Mapping
 
 from clusterlaunch.controller.hostrun import HostRun
 from clusterlaunch.controller.output import OutputRouter
-from clusterlaunch.controller.preflight import check_hosts, judge_all, total_timeout
+from clusterlaunch.controller.preflight import check_hosts, judge_all
 from clusterlaunch.controller.probes import ProbeRun
-from clusterlaunch.core.checkplan import checking_agent_command
+from clusterlaunch.core.checkplan import checking_agent_command, go_wait, preflight_bound
 from clusterlaunch.core.defaults import FANOUT, PREFLIGHT_TIMEOUT_S, SETUP_TIMEOUT_S
 from clusterlaunch.core.model import JobPlan, NodePlan, ScriptKind
 from clusterlaunch.core.reports import PreflightResult
 from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.base import Connection
-
-GO_SLACK_S = 60.0
-"""How long past the preflight's own bound an agent waits for its go: re-planning
-(``gpus: auto``) and opening the log files come in between."""
 
 
 class HeldAgents:
@@ -103,12 +99,11 @@ def hold_preflight(
     """
     payload = program_payload("agent")
     nonce = secrets.token_hex(8)
-    timeout = total_timeout(plan, timeout, setup_timeout)
-    timeout = timeout if limit is None else max(0.0, min(timeout, limit))
+    timeout = preflight_bound(plan, setup_timeout, timeout, limit)
 
     def command(node: NodePlan, listen: int | None) -> str:
         return checking_agent_command(
-            node, plan.master_addr, listen, nonce, script, timeout + GO_SLACK_S, script_kind
+            node, plan.master_addr, listen, nonce, script, go_wait(timeout), script_kind
         )
 
     runs = [ProbeRun(node, connections[node.host], script) for node in plan.nodes]

@@ -9,6 +9,7 @@ so "the port is free" and "every node can reach master_addr" are tested for real
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -17,13 +18,12 @@ from clusterlaunch.controller.probes import ProbeRun, pump_until
 from clusterlaunch.controller.readloop import SuspendWatch, start_all
 from clusterlaunch.controller.setups import end_setups
 from clusterlaunch.core import accelerators, render, reports
-from clusterlaunch.core.checkplan import probe_command
+from clusterlaunch.core.checkplan import listen_port, preflight_bound, probe_command
 from clusterlaunch.core.defaults import FANOUT, PREFLIGHT_TIMEOUT_S, SETUP_TIMEOUT_S
 from clusterlaunch.core.errors import HOST_LOST
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.model import JobPlan, NodePlan, ScriptKind
 from clusterlaunch.core.reports import PreflightResult, compare_torch, host_problems
-from clusterlaunch.core.setupguard import OVERDUE_S
 from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.base import Connection
 
@@ -67,7 +67,7 @@ def run_preflight(
         )
 
     runs = [ProbeRun(node, connections[node.host], script) for node in plan.nodes]
-    timeout = total_timeout(plan, timeout, setup_timeout)
+    timeout = preflight_bound(plan, setup_timeout, timeout)
     try:
         master_port = check_hosts(
             plan, runs, command, payload, timeout, notify, fanout, hold=False, progress=progress
@@ -77,13 +77,6 @@ def run_preflight(
             if run.process is not None:
                 run.process.close()
     return judge_all(runs, master_port)
-
-
-def total_timeout(plan: JobPlan, timeout: float, setup_timeout: float) -> float:
-    """The preflight's bound: setups count too."""
-    if any(node.setup for node in plan.nodes):
-        timeout += setup_timeout + OVERDUE_S
-    return timeout
 
 
 def check_hosts(
@@ -109,8 +102,7 @@ def check_hosts(
         starts = []
         for run in runs:
             node = run.report.node
-            listen = (plan.master_port or 0) if node.node_rank == 0 else None
-            starts.append((run.connection, command(node, listen), payload))
+            starts.append((run.connection, command(node, listen_port(plan, node)), payload))
         for run, process in zip(runs, start_all(starts, fanout, "probe", awake), strict=True):
             run.started(process)
         return _probe(runs, deadline, notify or (lambda line: None), _once(progress), hold, awake)
@@ -195,7 +187,9 @@ def _judge(run: ProbeRun) -> None:
         report.problems.append(connect["error"])
     else:
         report.connected = True
-    report.problems += host_problems(static)
+    # localhost and Slurm steps start from this shell's environment, SSH hosts from their own.
+    inherits = getattr(run.connection, "inherits_environment", None)
+    report.problems += host_problems(static, os.environ if inherits else (), inherits)
     if static.get("script_found") is False:
         report.problems.append(
             f"script {run.script!r} not found in {static.get('cwd')}; check workdir: and the path"

@@ -107,7 +107,7 @@ def request_for(
         master = None  # it named a host that is gone: node 0 of this attempt is the master
     return replace(
         base,
-        inventory=replace(inventory, hosts=layout.hosts, master_addr=master),
+        inventory=replace(inventory.narrowed(layout.hosts, "this restart"), master_addr=master),
         targets=tuple(targets[spec.host] for spec in layout.hosts),
         restart_count=restart,
     )

@@ -9,11 +9,12 @@ that each fits on a host's command line, made before any host is contacted.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from clusterlaunch.core import commands, defaults, limits
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import JobPlan, NodePlan, ScriptKind
-from clusterlaunch.core.setupguard import SetupGuard
+from clusterlaunch.core.setupguard import OVERDUE_S, SetupGuard
 
 _SCRIPT_FLAG = {"file": "--script", "module": "--module", "program": "--program"}
 
@@ -65,6 +66,55 @@ def checking_agent_command(
         node.argv,
         node.setup_guard,
     )
+
+
+def preflight_bound(
+    plan: JobPlan,
+    setup_timeout: float,
+    timeout: float = defaults.PREFLIGHT_TIMEOUT_S,
+    limit: float | None = None,
+) -> float:
+    """The preflight's bound in seconds: setups count too; ``limit``: what ``--timeout``
+    left a restart."""
+    if any(node.setup for node in plan.nodes):
+        timeout += setup_timeout + OVERDUE_S
+    return timeout if limit is None else max(0.0, min(timeout, limit))
+
+
+def go_wait(bound: float) -> float:
+    """How long a ``run`` agent waits for its go (``--preflight-timeout``), the preflight
+    taking up to ``bound`` seconds."""
+    return bound + defaults.GO_SLACK_S
+
+
+def listen_port(plan: JobPlan, node: NodePlan) -> int | None:
+    """What node 0 binds in its preflight (``--listen``; ``0``: a free port, for ``auto``)."""
+    return (plan.master_port or 0) if node.node_rank == 0 else None
+
+
+def agents_as_run(
+    plan: JobPlan, script: str, script_kind: ScriptKind, setup_timeout: float
+) -> JobPlan:
+    """``plan`` with each node's command as ``run`` sends it (``--dry-run``): its agent with
+    the preflight's options, word for word, but the nonce, drawn afresh by each preflight
+    and shown as ``AUTO``. A restart's agents wait less for their go under ``--timeout``."""
+    wait = go_wait(preflight_bound(plan, setup_timeout))
+    nodes = tuple(
+        replace(
+            node,
+            command=checking_agent_command(
+                node,
+                plan.master_addr,
+                listen_port(plan, node),
+                commands.AUTO,
+                script,
+                wait,
+                script_kind,
+            ),
+        )
+        for node in plan.nodes
+    )
+    return replace(plan, nodes=nodes)
 
 
 def _check_options(

@@ -46,6 +46,10 @@ PROBE_DIAL_TIMEOUT_S = 5.0
 PREFLIGHT_TIMEOUT_S = 60.0
 """The whole preflight pass, every host at once (plus the setup timeout for hosts with a setup)."""
 
+GO_SLACK_S = 60.0
+"""How long past the preflight's own bound a ``run`` agent waits for its go: re-planning
+(``gpus: auto``) and opening the log files come in between."""
+
 SETUP_TIMEOUT_S = 300.0
 """Seconds a host's ``setup:`` may run before it is stopped (``--setup-timeout``)."""
 

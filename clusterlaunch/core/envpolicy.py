@@ -84,7 +84,7 @@ def refusal(name: str) -> str | None:
         return f"{name} is read-only in remote shells"
     if name in _DEVICE_VARIABLES:
         return f"{name} is set from each host's devices: list; use that instead"
-    if name == "TORCH_ELASTIC_WORKER_IDENTICAL":
+    if name == "TORCH_ELASTIC_WORKER_IDENTICAL":  # the preflight finds it set on a host too
         return "TORCH_ELASTIC_WORKER_IDENTICAL breaks hosts with different process counts"
     if name in _OWNED_EXACT:
         return f"{name} is set by torchrun for every worker"

@@ -14,6 +14,7 @@ import yaml
 
 from clusterlaunch.core import envfile, hostfields, hostnames, mpihostfile, restarts
 from clusterlaunch.core.defaults import SSH_CLIENTS
+from clusterlaunch.core.duplicatehosts import refuse_duplicates
 from clusterlaunch.core.errors import HostsFileError
 from clusterlaunch.core.hostranges import HostRangeError, expand_hosts, group_operand
 from clusterlaunch.core.limits import MAX_HOSTS, MAX_HOSTS_FILE_BYTES, MAX_WORLD_SIZE
@@ -215,7 +216,7 @@ def _host_entries(
         "accelerator": hostfields.accelerator(entry, defaults, path, where),
         "spare": restarts.spare_field(entry, path, where + ".spare"),
     }
-    return [HostSpec(host=host, line=line, **spec) for host in names]  # type: ignore[arg-type]
+    return [HostSpec(host=host, line=line, entry=index, **spec) for host in names]  # type: ignore[arg-type]
 
 
 def _env(mapping: Mapping[str, Any], path: str, where: str) -> dict[str, str]:
@@ -265,7 +266,6 @@ def _expand(
 
 
 def _check_inventory(inventory: Inventory) -> None:
-    seen: dict[tuple[str, int | None], HostSpec] = {}
     world = 0
     for spec in inventory.hosts:
         world += spec.gpus or 0  # gpus: auto is checked once resolved (accelerators.resolve)
@@ -277,17 +277,7 @@ def _check_inventory(inventory: Inventory) -> None:
                 f"the job reaches {world:,} ranks at {spec.host}; "
                 f"a job has at most {MAX_WORLD_SIZE:,} ranks",
             )
-        key = (spec.host, spec.port)
-        if key in seen:
-            first = seen[key]
-            raise HostsFileError(
-                inventory.path,
-                spec.line,
-                "host",
-                f"{spec.host} is listed twice (also at line {first.line}); "
-                "list each host once and raise its gpus instead",
-            )
-        seen[key] = spec
+    refuse_duplicates(inventory)
     if all(spec.spare for spec in inventory.hosts):
         raise HostsFileError(
             inventory.path,

@@ -43,6 +43,9 @@ class HostSpec:
     addr: str | None = None
     line: int | None = None
     """Line of this entry in the hosts file, for error messages."""
+    entry: int | None = None
+    """Index of this entry in the file's ``hosts:`` list (``hosts[N]`` in messages);
+    ``None`` for an MPI hostfile's line, which messages name by its line alone."""
     accelerator: str | None = None
     """``cuda``, ``rocm`` or ``npu``; ``None``: whatever the preflight detects."""
     spare: bool = False
@@ -71,6 +74,22 @@ class Inventory:
     """``ssh_client:`` (paramiko or openssh); ``None``: not set, ``--ssh-client`` or the default."""
     mpi: bool = False
     """Read from an MPI hostfile: its fixes are flags, not YAML keys it cannot hold."""
+    node0_moved: str | None = None
+    """Why node 0 is not the first host of the file: what left out the hosts listed before
+    it (``--exclude node0 leaves out node0``); ``None``: it is the first."""
+
+    def narrowed(self, hosts: tuple[HostSpec, ...], cause: str) -> Inventory:
+        """Only ``hosts`` (a subset, in this order, or spares in their places), ``cause``
+        (``--exclude node0``, ``this restart``) named for the hosts listed before the new
+        first one that it left out (spares aside: ``run`` sets them apart), which
+        :func:`~clusterlaunch.core.planner.choose_master_addr` may have to say."""
+        names = [spec.host for spec in self.hosts if not spec.spare]
+        first = next((spec.host for spec in hosts if not spec.spare), None)
+        left_out = names[: names.index(first)] if first in names else names[:1]
+        if not left_out:
+            return replace(self, hosts=hosts)
+        shown = ", ".join(left_out[:3]) + (f" and {len(left_out) - 3} more" if left_out[3:] else "")
+        return replace(self, hosts=hosts, node0_moved=f"{cause} leaves out {shown}")
 
 
 @dataclass(frozen=True)

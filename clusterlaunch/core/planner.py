@@ -98,20 +98,18 @@ def choose_master_addr(
 
 
 def _localhost_master(inventory: Inventory, first: HostSpec) -> HostsFileError:
-    """The fix in the file's own terms: a hostfile line holds no ``addr:``."""
+    """The fix in the file's own terms (a hostfile line holds no ``addr:``), and what made
+    the entry node 0 when it is not the file's first (``--exclude``, a restart)."""
     problem = "localhost cannot be the master of a multi-host job; "
+    if inventory.node0_moved:
+        problem = f"localhost is node 0, the master, as {inventory.node0_moved}, and {problem}"
+    reach = "an address the other hosts can reach"
     if inventory.mpi:
-        fix = "pass --master-addr (or use a YAML hosts file with addr:) with"
-        return HostsFileError(
-            inventory.path, first.line, "", f"{problem}{fix} an address the other hosts can reach"
-        )
-    fix = "set its addr: (or master_addr:, or --master-addr) to"
-    return HostsFileError(
-        inventory.path,
-        first.line,
-        "hosts[0]",
-        f"{problem}{fix} an address the other hosts can reach",
-    )
+        fix = f"pass --master-addr (or use a YAML hosts file with addr:) with {reach}"
+        return HostsFileError(inventory.path, first.line, "", problem + fix)
+    fix = f"set its addr: (or master_addr:, or --master-addr) to {reach}"
+    where = "hosts" if first.entry is None else f"hosts[{first.entry}]"
+    return HostsFileError(inventory.path, first.line, where, problem + fix)
 
 
 def node_addr(spec: HostSpec, target: SshTarget) -> str:

@@ -7,6 +7,7 @@ Filled in by :mod:`clusterlaunch.controller.preflight` (the probe) and
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,9 @@ from clusterlaunch.core.model import NodePlan
 from clusterlaunch.core.outcome import job_running_text
 from clusterlaunch.core.rankdisk import low_space
 from clusterlaunch.core.unreported import ended_before_python, names_no_python, shell_hints
+
+WORKER_IDENTICAL = "TORCH_ELASTIC_WORKER_IDENTICAL"
+"""torchrun's variable that gives each node ranks as if every node ran this node's count."""
 
 
 @dataclass
@@ -139,11 +143,17 @@ def shell_failure(python: str, status: int, tail: str) -> str:
     return said + shell_hints(tail)
 
 
-def host_problems(static: dict[str, Any]) -> list[str]:
+def host_problems(
+    static: dict[str, Any], inherited: Collection[str] = (), inherits: str | None = None
+) -> list[str]:
     """What the host's own state has against the job: a clash, an option its torchrun
-    does not have (it printed its usage on every host), torchrun options in its
-    environment (``PET_TEE=3`` printed every line twice, ``PET_STANDALONE=1`` hung the job;
-    ``--env`` refuses them, a host's login files or ``setup:`` could still set them)."""
+    does not have (it printed its usage on every host), torchrun's variables in its
+    environment (``PET_TEE=3`` printed every line twice, ``PET_STANDALONE=1`` hung the job,
+    ``TORCH_ELASTIC_WORKER_IDENTICAL=1`` gave wrong ranks and a hang; ``--env`` refuses
+    them, a host's login files or ``setup:`` could still set them).
+
+    ``inherits``: how the host got the controller's environment, whose names are
+    ``inherited`` (``localhost inherits``; ``None``: it does not, an SSH host)."""
     problems = job_clashes(static)
     if static.get("scratch_problem"):  # a read-only or full /tmp
         problems.append(static["scratch_problem"])
@@ -151,13 +161,27 @@ def host_problems(static: dict[str, Any]) -> list[str]:
         problems.append(low)
     if static.get("torchrun_problem"):
         problems.append(static["torchrun_problem"])
-    for name in static.get("pet_env") or []:
-        problems.append(
-            f"{name} is set there (by its login files or setup:); torchrun takes its options "
-            "from PET_* variables, past clusterlaunch's checks: unset it, or give the option "
-            "in --torchrun-args"
-        )
+    for name in static.get("torchrun_env") or []:
+        problems.append(torchrun_variable(name, inherits if name in inherited else None))
     return problems
+
+
+def torchrun_variable(name: str, inherits: str | None) -> str:
+    """``name`` (``PET_*``, ``TORCH_ELASTIC_WORKER_IDENTICAL``), set on a host, and where
+    from: this shell's environment where the host ``inherits`` it, else the host's own."""
+    if inherits is not None:
+        where = f"{name} is set in this shell's environment, which {inherits}"
+    else:
+        where = f"{name} is set there (by its login files or setup:)"
+    if name == WORKER_IDENTICAL:
+        return (
+            f"{where}; it makes torchrun give wrong RANK and WORLD_SIZE (and a hang) when "
+            "hosts run different process counts: unset it"
+        )
+    return (
+        f"{where}; torchrun takes its options from PET_* variables, past clusterlaunch's "
+        "checks: unset it, or give the option in --torchrun-args"
+    )
 
 
 def job_clashes(static: dict[str, Any]) -> list[str]:

@@ -155,7 +155,10 @@ def layout_text(layout: Layout, world_size: int | None) -> str:
 
 
 def dry_run_text(
-    policy: RestartPolicy, hosts: Sequence[HostSpec], spares: Sequence[HostSpec]
+    policy: RestartPolicy,
+    hosts: Sequence[HostSpec],
+    spares: Sequence[HostSpec],
+    master_addr: str | None = None,
 ) -> str:
     """The restart policy and the spares, as comment lines under the dry-run plan."""
     if not policy.enabled and not spares:
@@ -167,6 +170,8 @@ def dry_run_text(
             f"waiting {policy.backoff:g} s (doubling, at most {policy.max_wait:g} s); "
             f"at least {policy.min_hosts} host(s); {RESTART_COUNT_VAR} in every rank's environment"
         )
+        warning = localhost_master_risk(policy, hosts, spares, master_addr)
+        lines += [f"# restarts: {warning}"] if warning else []
     else:
         lines.append("# restarts: none (--max-restarts 0): the spares stay idle")
     for spare in spares:
@@ -177,7 +182,10 @@ def dry_run_text(
 
 
 def dry_run_fields(
-    policy: RestartPolicy, hosts: Sequence[HostSpec], spares: Sequence[HostSpec]
+    policy: RestartPolicy,
+    hosts: Sequence[HostSpec],
+    spares: Sequence[HostSpec],
+    master_addr: str | None = None,
 ) -> dict[str, Any]:
     """The same for ``--dry-run --json``: ``restarts`` and ``spares``, present only when set."""
     fields: dict[str, Any] = {}
@@ -188,6 +196,9 @@ def dry_run_fields(
             "max_backoff_s": policy.max_wait,
             "min_hosts": policy.min_hosts,
         }
+        warning = localhost_master_risk(policy, hosts, spares, master_addr)
+        if warning:
+            fields["restarts"]["warning"] = warning
     if spares:
         fields["spares"] = [
             {
@@ -199,6 +210,32 @@ def dry_run_fields(
             for spare in spares
         ]
     return fields
+
+
+def localhost_master_risk(
+    policy: RestartPolicy,
+    hosts: Sequence[HostSpec],
+    spares: Sequence[HostSpec],
+    master_addr: str | None,
+) -> str | None:
+    """A restart that must fail: dropping the hosts before a ``localhost`` without
+    ``addr:`` makes it node 0, which cannot be the master of several hosts (the planner
+    refuses that attempt). ``None`` when no restart can get there, or ``master_addr`` is set."""
+    if master_addr is not None:
+        return None
+    for index, spec in enumerate(hosts):
+        left = len(hosts) - index  # hosts once those before it are dropped
+        if index and spec.is_local and not spec.addr and left >= max(policy.min_hosts, 2):
+            before = [h.host for h in hosts[:index]]
+            names = ", ".join(before[:3]) + (f" and {len(before) - 3} more" if before[3:] else "")
+            unless = " and no spare takes the place" if spares else ""
+            where = f"line {spec.line}, " if spec.line is not None else ""
+            return (
+                f"a restart without {names}{unless} makes localhost ({where}no addr:) node 0, "
+                "which cannot be the master of a multi-host job, and fails; set its addr: "
+                "(or master_addr:) to an address the other hosts can reach"
+            )
+    return None
 
 
 def _keeps_layout(spare: HostSpec, hosts: Sequence[HostSpec]) -> bool:

@@ -86,8 +86,9 @@ def static_checks(args, clash=None):
     if args.need_torch:
         fields["rank_files"] = rank_files_space()  # enough free there? (core/rankdisk.py)
         fields["torch"] = torch_version()
-        # torchrun reads every option from PET_<NAME> too, past the checks of its argv.
-        fields["pet_env"] = sorted(name for name in os.environ if name.startswith("PET_"))
+        # torchrun reads every option from PET_<NAME> too, past the checks of its argv, and
+        # TORCH_ELASTIC_WORKER_IDENTICAL=1 gives wrong ranks where process counts differ.
+        fields["torchrun_env"] = sorted(name for name in os.environ if _torchrun_reads(name))
         job = getattr(args, "argv", None)  # the agent's torchrun command (the probe has none)
         if job and "torch.distributed.run" in job:
             fields["torchrun_problem"] = torchrun_problem(job, fields["torch"])
@@ -102,6 +103,11 @@ def static_checks(args, clash=None):
         fields.update(job_clash(args.job_id, args.node_rank) if clash is None else clash)
         fields["killed_ago"] = killed_ago(args.job_id)  # clusterlaunch kill: no restart
     return fields
+
+
+def _torchrun_reads(name):
+    """A variable torchrun reads past clusterlaunch's checks (core/envpolicy.py refuses them)."""
+    return name.startswith("PET_") or name == "TORCH_ELASTIC_WORKER_IDENTICAL"
 
 
 def job_clash(job_id, node_rank):

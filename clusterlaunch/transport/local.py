@@ -133,6 +133,8 @@ class LocalConnection:
     """``localhost``: processes are children of the controller, in their own session."""
 
     host = LOCALHOST
+    inherits_environment = "localhost inherits"
+    """Its commands start with this shell's environment: the preflight names that source."""
 
     def start(self, command: str, stdin: bytes = b"") -> LocalProcess:
         """Run ``command`` with the login shell; ``stdin`` is written first."""

@@ -116,6 +116,9 @@ class SrunConnection:
     process ending without a report.
     """
 
+    inherits_environment = "srun passes to the job steps (--export=ALL)"
+    """Its steps start with this shell's environment: the preflight names that source."""
+
     def __init__(self, host: str, job_id: str, srun: str = SRUN) -> None:
         self.host = host
         self._job_id = job_id

@@ -8,14 +8,25 @@ accelerators are fake tools on the hosts' PATH printing recorded output
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
+import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from clusterlaunch.testing import find_processes
 from tests.binaries import foreign_elf, foreign_elf_runs_here
-from tests.cluster.support import PYTHON, WORKERS, rank_lines, run_cli, write_hosts
+from tests.cluster.support import (
+    PYTHON,
+    WORKERS,
+    rank_lines,
+    run_cli,
+    start_cli,
+    wait_for_lines,
+    write_hosts,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.torch]
 
@@ -264,3 +275,57 @@ def test_a_program_torchrun_cannot_start_is_refused_by_check_and_run(
     assert result.returncode == 2 and "program './good' not found in" in result.stdout
     ok = run_cli("check", sim_cluster, str(hosts), "--no-python", str(tmp_path / "good"))
     assert ok.returncode == 0, ok.stderr
+
+
+def _agent_words(command: str) -> list[str]:
+    """The words the host's shell ``exec``s (the agent's argv) in a dry run's ``command``."""
+    words = shlex.split(command)
+    at = max(i for i in range(len(words) - 1) if words[i : i + 2] == ["exec", "env"]) + 2
+    while "=" in words[at] and words[at].partition("=")[0].isidentifier():
+        at += 1  # env's NAME=VALUE words: the agent's environment, not its argv
+    return words[at:]
+
+
+def _running_agents(cluster: Any, job_id: str) -> dict[str, list[str]]:
+    """Each host's agent of ``job_id`` (by its --node-rank): its argv from /proc/PID/cmdline."""
+    found = {}
+    for process in find_processes(cluster.markers()):
+        try:
+            words = Path(f"/proc/{process.pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        except OSError:  # gone meanwhile
+            continue
+        argv = [word.decode() for word in words]
+        if argv[1:3] == ["-S", "-c"] and argv[argv.index("--job-id") + 1] == job_id:
+            found[argv[argv.index("--node-rank") + 1]] = argv
+    return found
+
+
+def test_the_dry_run_shows_the_words_each_agent_runs_with(
+    sim_cluster, tmp_path: Path, assert_no_orphans: Any
+) -> None:
+    """The plan's commands lacked the preflight's words (--master-addr, --nonce, --timeout,
+    --listen, --script, --need-torch, --preflight-timeout): copied to a host, they ran an
+    agent without a preflight. Only the nonce differs: each preflight draws its own."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 2, {"setup": "true"})])
+    argv = ("--job-id", "dry-words", "--setup-timeout", "20", str(hosts), "sleeper.py")
+    plan = run_cli("run", sim_cluster, "--dry-run", "--json", *argv)
+    assert plan.returncode == 0, plan.stderr
+    planned = {
+        str(n["node_rank"]): _agent_words(n["command"]) for n in json.loads(plan.stdout)["nodes"]
+    }
+    process = start_cli("run", sim_cluster, *argv)
+    try:
+        wait_for_lines(process, b" up", 3, timeout=120)
+        running = _running_agents(sim_cluster, "dry-words")
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 130
+    assert sorted(running) == ["0", "1"], running
+    for rank, words in running.items():
+        nonce = words.index("--nonce") + 1
+        assert len(words[nonce]) == 16 and planned[rank][nonce] == "AUTO"
+        assert (
+            words[:nonce] + words[nonce + 1 :] == planned[rank][:nonce] + planned[rank][nonce + 1 :]
+        )
+    assert "--preflight-timeout" in planned["0"] and "--listen" in planned["0"]
+    assert_no_orphans(sim_cluster)

@@ -227,6 +227,35 @@ def test_too_few_hosts_at_a_restart_ends_the_job(sim_cluster, tmp_path: Path) ->
 
 
 @two_trainings
+def test_a_restart_that_makes_localhost_node0_names_its_entry_and_why(
+    sim_cluster, tmp_path: Path
+) -> None:
+    """Dropping node0 made localhost the master, which it cannot be: the restart's error
+    said hosts[0] (node0's field) at localhost's line. The dry run warns of it."""
+    down = tmp_path / "down"
+    hosts = write_hosts(
+        tmp_path / "hosts.yaml",
+        [("node0", 1, {"setup": f"test ! -e {down}"}), ("localhost", 1), ("node1", 1)],
+    )
+    argv = (*FAST, "--max-restarts", "1", "--min-hosts", "1", str(hosts), "flaky.py")
+    plan = run_cli("run", sim_cluster, "--dry-run", *argv)
+    assert plan.returncode == 0, plan.stderr
+    assert (
+        "# restarts: a restart without node0 makes localhost (line 7, no addr:) node 0, which "
+        "cannot be the master of a multi-host job, and fails; set its addr:"
+    ) in plan.stdout
+    result = run_cli("run", sim_cluster, *argv, "--fail-rank", "0", "--touch", str(down))
+    assert result.returncode == 7, result.stderr[-3000:]
+    assert "restart 1: node0 failed the preflight, dropped: setup failed (exit 1)" in result.stderr
+    assert (
+        f"clusterlaunch: job failed: restart 1: {hosts}:7: hosts[1]: localhost is node 0, the "
+        "master, as this restart leaves out node0, and localhost cannot be the master of a "
+        "multi-host job; set its addr: (or master_addr:, or --master-addr) to an address the "
+        "other hosts can reach\n"
+    ) in result.stderr
+
+
+@two_trainings
 def test_ranks_past_a_shrunk_attempts_world_are_named_as_not_shown(
     sim_cluster, tmp_path: Path
 ) -> None:

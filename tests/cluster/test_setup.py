@@ -265,6 +265,47 @@ def test_a_torchrun_option_set_in_the_hosts_environment_fails_the_preflight(
     assert "[r0 " not in result.stdout  # nothing started
 
 
+WORKER_IDENTICAL = "TORCH_ELASTIC_WORKER_IDENTICAL"
+
+
+@pytest.mark.parametrize("name", [WORKER_IDENTICAL, "PET_TEE"])
+def test_torchrun_variables_of_this_shell_fail_a_localhost_nodes_preflight(
+    sim_cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """localhost inherits the controller's environment: TORCH_ELASTIC_WORKER_IDENTICAL=1
+    there gave its ranks RANK 2-3 of 4 in a job of 3 (node0 1, localhost 2), which hung."""
+    marker = tmp_path / "started"
+    env = {"env": {"MARKER_FILE": str(marker)}}
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, env), ("localhost", 2, env)])
+    monkeypatch.setenv(name, "1" if name == WORKER_IDENTICAL else "3")
+    result = run_cli("run", sim_cluster, str(hosts), "touch_marker.py")
+    assert result.returncode == 2, result.stdout + result.stderr
+    said = result.stdout + result.stderr
+    assert "nothing was started" in said, said
+    (row,) = [line for line in said.splitlines() if name in line]  # localhost only
+    assert row.split()[:2] == ["1", "localhost"], row
+    assert f"{name} is set in this shell's environment, which localhost inherits; " in row
+    assert list(tmp_path.glob("started.*")) == []
+
+
+def test_worker_identical_set_by_a_hosts_setup_fails_its_preflight(
+    sim_cluster, tmp_path: Path
+) -> None:
+    setup = {"setup": f"export {WORKER_IDENTICAL}=1"}
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 2, setup)])
+    result = run_cli("run", sim_cluster, str(hosts), "allreduce.py")
+    assert result.returncode == 2, result.stdout + result.stderr
+    said = result.stdout + result.stderr
+    (row,) = [line for line in said.splitlines() if WORKER_IDENTICAL in line]  # node1 only
+    assert row.split()[:2] == ["1", "node1"], row
+    assert row.endswith(
+        f"{WORKER_IDENTICAL} is set there (by its login files or setup:); it makes torchrun "
+        "give wrong RANK and WORLD_SIZE (and a hang) when hosts run different process "
+        "counts: unset it"
+    ), row
+    assert "[r0 " not in result.stdout  # nothing started
+
+
 FAILS_BEFORE_PYTHON = {
     "workdir": (
         {"workdir": "/no/such/dir"},

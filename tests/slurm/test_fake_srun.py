@@ -167,6 +167,19 @@ def test_check_probes_every_node_through_srun(fake_slurm: FakeSlurm) -> None:
 
 @pytest.mark.torch
 @pytest.mark.cluster  # a torchrun job: seconds
+def test_a_torchrun_variable_of_this_shell_fails_the_steps_preflight(
+    fake_slurm: FakeSlurm,
+) -> None:
+    """srun --export=ALL gives every step this shell's environment, torchrun's variables too."""
+    fake_slurm.env["TORCH_ELASTIC_WORKER_IDENTICAL"] = "1"
+    result = fake_slurm.run("check", *LOCAL, "slurm", "allreduce.py")
+    assert result.returncode == 2, result.stdout + result.stderr
+    said = "TORCH_ELASTIC_WORKER_IDENTICAL is set in this shell's environment, which srun passes "
+    assert result.stdout.count(said + "to the job steps (--export=ALL); it makes torchrun") == 2
+
+
+@pytest.mark.torch
+@pytest.mark.cluster  # a torchrun job: seconds
 def test_allreduce_over_srun(fake_slurm: FakeSlurm) -> None:
     result = fake_slurm.run("run", *LOCAL, "slurm", "allreduce.py", "x y")
     assert result.returncode == 0, result.stderr

@@ -201,6 +201,23 @@ def test_bad_hosts_file(
     )
 
 
+@pytest.mark.parametrize("flag", [("--exclude", "a"), ("--include", "localhost@b")])
+def test_a_localhost_made_node0_by_a_filter_is_named_with_the_filter(
+    work: Path, capsys: pytest.CaptureFixture[str], flag: tuple[str, str]
+) -> None:
+    """It said hosts[0] (the field of a) with localhost's line, and not why."""
+    hosts = (
+        "hosts:\n  - {host: a, gpus: 1}\n  - {host: localhost, gpus: 1}\n  - {host: b, gpus: 1}\n"
+    )
+    (work / "h.yaml").write_text(hosts)
+    argv = ("run", "--dry-run", "--ssh-config", "ssh_config", *flag, "h.yaml", "train.py")
+    assert_usage_error(
+        *run(capsys, *argv),
+        f"h.yaml:3: hosts[1]: localhost is node 0, the master, as {' '.join(flag)} leaves out "
+        "a, and localhost cannot be the master of a multi-host job; set its addr:",
+    )
+
+
 def test_bad_hosts_file_in_exec_and_check(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (work / "bad.yaml").write_text("hosts:\n  - {host: a, gpus: 0}\n")
     assert_usage_error(
@@ -317,13 +334,17 @@ def test_dry_run_text(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert lines[8:10] == ["", "# node 1 (unreachable.invalid):"]
     assert lines[11:] == ["", ""]
     env = f"{JOB_ID_VAR}=j1"
+    # The agent's preflight words as run starts it; the nonce each preflight draws is AUTO.
+    checks = ["--master-addr", "10.1.2.3", "--nonce", "AUTO", "--timeout", "5"]
+    wait = ["--script", "train.py", "--need-torch", "--preflight-timeout", "120"]
     assert shlex.split(lines[7]) == [
-        "cd", "--", cwd, "&&", "exec", "env", env, *agent_words("python3", 0, 0), "--",
+        "cd", "--", cwd, "&&", "exec", "env", env, *agent_words("python3", 0, 0),
+        *checks, "--listen", "29500", *wait, "--",
         *torchrun_words(0, 3, "10.1.2.3", "29500", "train.py", "--lr", "3e-4"),
     ]  # fmt: skip
     assert shlex.split(lines[10]) == [
-        "cd", "--", cwd, "&&", "exec", "env", env, *agent_words("python3", 1, 3), "--",
-        *torchrun_words(1, 1, "10.1.2.3", "29500", "train.py", "--lr", "3e-4"),
+        "cd", "--", cwd, "&&", "exec", "env", env, *agent_words("python3", 1, 3), *checks, *wait,
+        "--", *torchrun_words(1, 1, "10.1.2.3", "29500", "train.py", "--lr", "3e-4"),
     ]  # fmt: skip
 
 
@@ -374,9 +395,12 @@ def test_dry_run_json(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
         got = (node["node_rank"], node["host"], node["addr"], node["nproc"], node["global_ranks"])
         assert got == (rank, host, addr, nproc, ranks)
         assert node["env"] == env
+        checks = ["--master-addr", "10.1.2.3", "--nonce", "AUTO", "--timeout", "5"]
+        checks += ["--listen", "0"] if rank == 0 else []  # auto: a free port
+        checks += ["--script", "train.py", "--need-torch", "--preflight-timeout", "120"]
         assert shlex.split(node["command"]) == [
             "cd", "--", cwd, "&&", "exec", "env", "NCCL_DEBUG=INFO", f"{JOB_ID_VAR}=j1",
-            *agent_words("python3", rank, ranks[0]), "--",
+            *agent_words("python3", rank, ranks[0]), *checks, "--",
             *torchrun_words(rank, nproc, "10.1.2.3", commands.AUTO_PORT, *script),
         ]  # fmt: skip
 

@@ -91,3 +91,25 @@ def test_cli_doc_quotes_the_ipv6_include_error(
     real = capsys.readouterr().err.rstrip("\n")
     doc = " ".join((ROOT / "docs" / "cli.md").read_text().split())
     assert f"(`{real}`)" in doc, real
+
+
+def test_hosts_file_doc_quotes_one_name_on_two_ports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hosts = (
+        "hosts:\n  - {host: 203.0.113.7, gpus: 1, port: 2201}\n"
+        "  - {host: 203.0.113.7, gpus: 1, port: 2202}\n"
+    )
+    real = _error_line(tmp_path, "hosts.yaml", hosts, capsys)
+    assert _quoted("docs/hosts-file.md", "clusterlaunch: error: hosts.yaml:3: host: 203") == real
+
+
+def test_hosts_file_doc_quotes_localhost_made_node0_by_exclude(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hosts = "# a\n# b\n# c\n# d\nhosts:\n  - host: node0\n    gpus: 1\n    # x\n"
+    hosts += "  - {host: localhost, gpus: 1}\n  - {host: node1, gpus: 1}\n"
+    (tmp_path / "h.yaml").write_text(hosts)
+    assert main(["run", "--dry-run", "--exclude", "node0", str(tmp_path / "h.yaml"), "t.py"]) == 2
+    real = capsys.readouterr().err.replace(f"{tmp_path}/", "").rstrip("\n")
+    assert _quoted("docs/hosts-file.md", "clusterlaunch: error: h.yaml:9: hosts[1]") == real

@@ -76,6 +76,7 @@ def test_full_yaml_inventory_by_equality() -> None:
                 devices=(3, 2, 1, 0),
                 addr="192.168.1.10",
                 line=14,
+                entry=0,
                 **shared,  # type: ignore[arg-type]
             ),
             HostSpec(
@@ -88,6 +89,7 @@ def test_full_yaml_inventory_by_equality() -> None:
                 setup="module load cuda",
                 env={"NCCL_DEBUG": "INFO", "SHARED": "from-defaults"},
                 line=21,
+                entry=1,
             ),
             *(
                 HostSpec(
@@ -97,6 +99,7 @@ def test_full_yaml_inventory_by_equality() -> None:
                     setup="source /opt/env.sh",
                     env={"NCCL_DEBUG": "INFO", "SHARED": "from-defaults", "NUM": "7"},
                     line=27,
+                    entry=2,
                     **shared,  # type: ignore[arg-type]
                 )
                 for name in ("node1", "node2")
@@ -120,7 +123,9 @@ def test_minimal_yaml_gets_defaults() -> None:
         hosts:
           - {host: gpu-a, gpus: 8}
         """)
-    assert inventory == Inventory(path=PATH, hosts=(HostSpec(host="gpu-a", gpus=8, line=2),))
+    assert inventory == Inventory(
+        path=PATH, hosts=(HostSpec(host="gpu-a", gpus=8, line=2, entry=0),)
+    )
     spec = inventory.hosts[0]
     assert spec.python is None  # unset: the planner decides (python3, or ours for localhost)
     assert spec.env == {}
@@ -140,8 +145,8 @@ def test_gpus_from_defaults_and_string_numbers() -> None:
             devices: ["1"]
         """)
     assert inventory.hosts == (
-        HostSpec(host="a", gpus=3, line=4),
-        HostSpec(host="b", gpus=1, port=2200, devices=(1,), line=5),
+        HostSpec(host="a", gpus=3, line=4, entry=0),
+        HostSpec(host="b", gpus=1, port=2200, devices=(1,), line=5, entry=1),
     )
 
 
@@ -160,13 +165,49 @@ def test_master_port_limits_accepted(port: int) -> None:
     assert inventory.master_port == port
 
 
-def test_same_host_on_different_ports_is_not_a_duplicate() -> None:
-    inventory = parse("""\
+def test_one_name_on_two_ports_is_refused_as_the_file_is_read() -> None:
+    """Connections are kept by the name: both entries ran on the last port's sshd."""
+    error = error_of("""\
         hosts:
-          - {host: a, gpus: 1, port: 2201}
-          - {host: a, gpus: 1, port: 2202}
+          - {host: "::1", gpus: 1, port: 23010}
+          - {host: "::1", gpus: 1, port: 23011}
         """)
-    assert [(h.host, h.port, h.line) for h in inventory.hosts] == [("a", 2201, 2), ("a", 2202, 3)]
+    assert str(error) == (
+        "hosts.yaml:3: host: ::1 (port: 23011) is also listed at line 2 (port: 23010), and "
+        "clusterlaunch keeps one connection per host name; give each entry its own name: in "
+        "your SSH config (Host c1 / HostName ::1 / Port 23011), then host: c1 here (or, if "
+        "they are one machine, list it once and raise its gpus)"
+    )
+
+
+@pytest.mark.parametrize(
+    "second, shown, config",
+    [
+        ("{host: a, gpus: 1, user: bob}", "(user: bob) is also listed at line 2 (user: alice)",
+         "(Host c1 / HostName a / User bob)"),
+        ("{host: a, gpus: 1, user: alice, port: 2202}", "(port: 2202) is also listed at line 2 "
+         "(no port)", "(Host c1 / HostName a / Port 2202)"),
+        ("{host: 'a,b', gpus: 1, port: 2202, user: bob}", "(port: 2202, user: bob) is also "
+         "listed at line 2 (no port, user: alice)",
+         "(Host c1 / HostName a / Port 2202 / User bob)"),
+    ],
+)  # fmt: skip
+def test_one_name_with_another_user_or_port_is_refused(
+    second: str, shown: str, config: str
+) -> None:
+    error = error_of(f"hosts:\n  - {{host: a, gpus: 1, user: alice}}\n  - {second}\n")
+    assert (error.line, error.field_name) == (3, "host")
+    assert error.problem.startswith(f"a {shown}, and clusterlaunch keeps one connection"), error
+    assert config in error.problem
+
+
+def test_two_localhost_entries_are_one_machine_whatever_their_port() -> None:
+    error = error_of(
+        "hosts:\n  - {host: localhost, gpus: 1}\n  - {host: localhost, gpus: 1, port: 2}\n"
+    )
+    assert error.problem == (
+        "localhost is listed twice (also at line 2); list each host once and raise its gpus instead"
+    )
 
 
 def test_env_integer_value_is_stringified() -> None:
@@ -252,7 +293,7 @@ def test_ranges_expand_in_order_in_yaml() -> None:
 
 def test_single_element_range_may_have_addr() -> None:
     inventory = parse("hosts:\n  - {host: 'gpu[1]', gpus: 1, addr: 10.0.0.1}\n")
-    assert inventory.hosts == (HostSpec(host="gpu1", gpus=1, addr="10.0.0.1", line=2),)
+    assert inventory.hosts == (HostSpec(host="gpu1", gpus=1, addr="10.0.0.1", line=2, entry=0),)
 
 
 # --------------------------------------------------------------------------------------- MPI format

@@ -318,13 +318,74 @@ def test_single_localhost_master_is_loopback() -> None:
 
 
 def test_localhost_cannot_be_master_of_multi_host_job() -> None:
-    inv = inventory(HostSpec(host="localhost", gpus=1), HostSpec(host="b", gpus=1))
+    inv = inventory(HostSpec(host="localhost", gpus=1, entry=0), HostSpec(host="b", gpus=1))
     with pytest.raises(
         UsageError, match=r"hosts\.yaml: hosts\[0\]: localhost cannot be the master"
     ):
         choose_master_addr(inv, targets_for(inv))
     with pytest.raises(UsageError):
         plan(inv)
+
+
+H27 = """\
+defaults:
+  python: /usr/bin/python3
+hosts:
+  - host: node0
+    gpus: 1
+  - host: localhost
+    gpus: 1
+  - host: node1
+    gpus: 1
+"""
+
+
+def _master_error(inv: Inventory) -> str:
+    with pytest.raises(UsageError) as info:
+        plan(inv)
+    return str(info.value)
+
+
+def test_localhost_master_names_its_own_entry_and_what_made_it_node0() -> None:
+    """It always said hosts[0], the field of node0, with localhost's line."""
+    from clusterlaunch.core.hostfile import parse_inventory
+    from clusterlaunch.core.includes import select_hosts
+
+    whole = parse_inventory(H27, "h27.yaml")
+    excluded = whole.narrowed(select_hosts(whole, None, "node0").hosts, "--exclude node0")
+    assert _master_error(excluded) == (
+        "h27.yaml:6: hosts[1]: localhost is node 0, the master, as --exclude node0 leaves out "
+        "node0, and localhost cannot be the master of a multi-host job; set its addr: (or "
+        "master_addr:, or --master-addr) to an address the other hosts can reach"
+    )
+    restarted = whole.narrowed(whole.hosts[1:], "this restart")
+    assert _master_error(restarted).startswith(
+        "h27.yaml:6: hosts[1]: localhost is node 0, the master, as this restart leaves out node0, "
+    )
+    # A later restart that keeps node 0 keeps what --exclude said; a spare ahead is no host.
+    assert excluded.narrowed(excluded.hosts, "this restart").node0_moved == (
+        "--exclude node0 leaves out node0"
+    )
+    spare = "hosts:\n  - {host: s, gpus: 1, spare: true}\n  - {host: localhost, gpus: 1}\n"
+    spare_first = parse_inventory(spare + "  - {host: node1, gpus: 1}\n", "h.yaml")
+    assert spare_first.narrowed(spare_first.hosts[1:], "this restart").node0_moved is None
+
+
+def test_localhost_master_of_the_file_names_no_cause() -> None:
+    from clusterlaunch.core.hostfile import parse_inventory
+
+    first = parse_inventory("hosts:\n  - {host: localhost, gpus: 1}\n  - {host: b, gpus: 1}\n", "h")
+    assert _master_error(first) == (
+        "h:2: hosts[0]: localhost cannot be the master of a multi-host job; set its addr: "
+        "(or master_addr:, or --master-addr) to an address the other hosts can reach"
+    )
+
+
+def test_many_hosts_left_out_are_counted() -> None:
+    hosts = tuple(HostSpec(host=f"n{i}", gpus=1) for i in range(6))
+    inv = inventory(*hosts, HostSpec(host="localhost", gpus=1), HostSpec(host="b", gpus=1))
+    moved = inv.narrowed(inv.hosts[6:], "--include localhost@b").node0_moved
+    assert moved == "--include localhost@b leaves out n0, n1, n2 and 3 more"
 
 
 def test_exec_has_no_master_so_localhost_may_be_node0_of_many() -> None:

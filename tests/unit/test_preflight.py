@@ -18,6 +18,7 @@ import pytest
 from clusterlaunch.controller.preflight import run_preflight
 from clusterlaunch.core import setupguard
 from clusterlaunch.core.errors import TransportError
+from clusterlaunch.core.reports import host_problems
 from clusterlaunch.transport.base import RemoteProcess
 from clusterlaunch.transport.local import LocalConnection
 from tests.unit.plans import two_local_hosts
@@ -103,3 +104,41 @@ def test_setup_past_its_limit_is_a_problem_naming_the_limit() -> None:
     [problem] = result.problems
     assert problem.host == "b"
     assert problem.detail.startswith("setup did not finish within 1 s and was stopped;")
+
+
+WORKER_IDENTICAL = "TORCH_ELASTIC_WORKER_IDENTICAL"
+
+
+def test_torchrun_variables_are_named_with_where_they_came_from() -> None:
+    static = {"torchrun_env": ["PET_TEE", WORKER_IDENTICAL]}
+    shell = host_problems(static, {"PET_TEE": "3", WORKER_IDENTICAL: "1"}, "localhost inherits")
+    assert shell == [
+        "PET_TEE is set in this shell's environment, which localhost inherits; torchrun takes "
+        "its options from PET_* variables, past clusterlaunch's checks: unset it, or give the "
+        "option in --torchrun-args",
+        f"{WORKER_IDENTICAL} is set in this shell's environment, which localhost inherits; it "
+        "makes torchrun give wrong RANK and WORLD_SIZE (and a hang) when hosts run different "
+        "process counts: unset it",
+    ]
+    # An SSH host's own (its login files, its setup:), whatever this shell holds.
+    own = host_problems(static, {"PET_TEE": "3"})
+    assert [line.split(";")[0] for line in own] == [
+        "PET_TEE is set there (by its login files or setup:)",
+        f"{WORKER_IDENTICAL} is set there (by its login files or setup:)",
+    ]
+
+
+def test_a_localhost_preflight_finds_this_shells_torchrun_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """localhost inherits the controller's environment: TORCH_ELASTIC_WORKER_IDENTICAL=1
+    gave its ranks the wrong RANK and WORLD_SIZE, and the job hung."""
+    monkeypatch.setenv(WORKER_IDENTICAL, "1")
+    monkeypatch.delenv("PET_TEE", raising=False)
+    connections = {"a": LocalConnection(), "b": LocalConnection()}
+    plan = two_local_hosts("j-preflight", os.getcwd(), setup_b="export PET_TEE=3")
+    result = run_preflight(plan, connections, None, need_torch=True, timeout=60)  # type: ignore[arg-type]
+    said = [(p.host, text.split(";")[0]) for p in result.problems for text in p.detail.split("; ")]
+    inherited = f"{WORKER_IDENTICAL} is set in this shell's environment, which localhost inherits"
+    assert ("a", inherited) in said and ("b", inherited) in said, said
+    assert ("b", "PET_TEE is set there (by its login files or setup:)") in said, said

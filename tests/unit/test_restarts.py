@@ -148,6 +148,37 @@ def test_dry_run_text_names_the_policy_and_each_spare() -> None:
     assert restarts.dry_run_text(RestartPolicy(), [A], []) == ""
 
 
+LOCAL = HostSpec("localhost", 2, line=9)
+
+
+def test_dry_run_warns_of_a_restart_that_makes_localhost_the_master() -> None:
+    """Dropping a (node 0) made localhost node 0, and that restart failed: the planner
+    refuses a localhost master of several hosts without addr:."""
+    shrinks = RestartPolicy(max_restarts=1, min_hosts=1)
+    warning = (
+        "a restart without a makes localhost (line 9, no addr:) node 0, which cannot be the "
+        "master of a multi-host job, and fails; set its addr: (or master_addr:) to an address "
+        "the other hosts can reach"
+    )
+    assert restarts.localhost_master_risk(shrinks, [A, LOCAL, B], [], None) == warning
+    assert restarts.dry_run_text(shrinks, [A, LOCAL, B], []).splitlines()[1] == (
+        f"# restarts: {warning}"
+    )
+    assert restarts.dry_run_fields(shrinks, [A, LOCAL, B], [])["restarts"]["warning"] == warning
+    spare = restarts.localhost_master_risk(shrinks, [A, LOCAL, B], [SPARE], None)
+    assert spare is not None and spare.startswith("a restart without a and no spare takes the")
+    safe = [
+        ([LOCAL, A, B], None),  # node 0 already: the plan itself refuses it
+        ([A, B, LOCAL], None),  # alone once a and b are dropped: one host needs no master
+        ([A, HostSpec("localhost", 2, addr="10.0.0.5"), B], None),
+        ([A, LOCAL, B], "10.0.0.5"),  # master_addr:
+    ]
+    for hosts, master in safe:
+        assert restarts.localhost_master_risk(shrinks, hosts, [], master) is None, hosts
+    assert restarts.localhost_master_risk(POLICY, [A, LOCAL, B], [], None) is None  # never shrinks
+    assert "warning" not in restarts.dry_run_fields(POLICY, [A, LOCAL, B], [])["restarts"]
+
+
 HOSTS = """\
 max_restarts: 2
 hosts:
