@@ -13,6 +13,11 @@ from typing import BinaryIO
 from clusterlaunch.core.errors import OutputLost, PreflightError, UsageError
 from clusterlaunch.core.exits import ExitStatus
 
+# Never writable by group or others, even under umask 000: anyone could then swap or
+# rewrite the logs. The umask may take more away (027: nothing for others).
+DIR_MODE = 0o755
+FILE_MODE = 0o644
+
 
 def rank_log(rank: int, restart_count: int | None = None) -> str:
     """The file of ``rank``'s output: ``rank-N.log`` in the first attempt, then one file per
@@ -30,8 +35,10 @@ class LogDir:
     a file or symlink already there, planted or left by an earlier job, is
     refused, never followed or appended to. A directory every user may
     write to is refused unless it is sticky (like ``/tmp``), where nobody
-    else can remove or replace our files. Files still empty at the end are
-    removed, so a job that never started leaves the directory reusable.
+    else can remove or replace our files. What we create (the directory, its
+    missing parents, the files) is never writable by group or others, whatever
+    the umask. Files still empty at the end are removed, so a job that never
+    started leaves the directory reusable.
     """
 
     def __init__(self, path: str) -> None:
@@ -44,7 +51,7 @@ class LogDir:
     def open(self, names: Iterable[str] = ()) -> None:
         """Create the directory if needed and the files ``names``; UsageError if we cannot."""
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
+            _make_dirs(self.path)
             self._dir_fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
         except (FileExistsError, NotADirectoryError):
             raise UsageError(f"--log-dir {self.path}: not a directory") from None
@@ -63,7 +70,7 @@ class LogDir:
     def _open_file(self, name: str) -> BinaryIO:
         assert self._dir_fd is not None, "LogDir.open() first"
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(name, flags, 0o666, dir_fd=self._dir_fd)
+        fd = os.open(name, flags, FILE_MODE, dir_fd=self._dir_fd)
         handle = self._files[name] = os.fdopen(fd, "ab")
         return handle
 
@@ -128,6 +135,20 @@ class LogDir:
             now = os.stat(name, dir_fd=self._dir_fd, follow_symlinks=False)
             if (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino):
                 os.unlink(name, dir_fd=self._dir_fd)
+
+
+def _make_dirs(path: Path, parents: bool = True) -> None:
+    """``mkdir -p path``, each directory it creates made with :data:`DIR_MODE`."""
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileNotFoundError:
+        if not parents or path.parent == path:
+            raise
+        _make_dirs(path.parent)
+        _make_dirs(path, parents=False)
+    except OSError:
+        if not path.is_dir():
+            raise
 
 
 def _reason(exc: OSError) -> str:
