@@ -264,8 +264,7 @@ def supervise(
         if held is not None:  # the agents checked their hosts: they start the job now
             held.hand_over(plan, supervisor.hosts, router)
         outcome = supervisor.run()
-        if outcome.exit_code != 0:
-            router.message(render.outcome_text(outcome))  # console and controller.log
+        router.finish(outcome)  # the summary, after any log file given up: console and log
     finally:
         if stalls is not None:
             stalls.abandon(router)  # stacks still being taken: not for a job that has ended

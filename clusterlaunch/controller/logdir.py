@@ -39,14 +39,19 @@ class LogDir:
     missing parents, the files) is never writable by group or others, whatever
     the umask. Files still empty at the end are removed, so a job that never
     started leaves the directory reusable.
+
+    A file that cannot be written (a full disk, ``ulimit -f``) is given up
+    alone: the others are still written.
     """
 
     def __init__(self, path: str) -> None:
         self.path = Path(path)
         self._dir_fd: int | None = None
         self._files: dict[str, BinaryIO] = {}
-        self.lost = False
-        """A file could not be written: the logs are incomplete (said once, as the stop)."""
+        self.lost: dict[str, str] = {}
+        """The files given up, each with why (``cannot write PATH (REASON)``); the first
+        stopped the job. Their writes go nowhere since."""
+        self._unsaid: list[str] = []  # those in lost no one has said yet
 
     def open(self, names: Iterable[str] = ()) -> None:
         """Create the directory if needed and the files ``names``; UsageError if we cannot."""
@@ -91,29 +96,44 @@ class LogDir:
     def write(self, name: str, data: bytes) -> None:
         """Append ``data`` to file ``name`` in the directory.
 
-        A file that cannot be written (a full disk) stops the job once: raises
-        :class:`~clusterlaunch.core.errors.OutputLost` naming it; from then on
-        the logs are known to be incomplete and writes go nowhere.
+        A file that cannot be written (a full disk) is given up alone, and the
+        first one stops the job: raises :class:`~clusterlaunch.core.errors.OutputLost`
+        naming it. Writes to a file given up go nowhere; the other files still
+        get theirs.
         """
-        if self.lost:
+        if name in self.lost:
             return
         try:
             (self._files.get(name) or self._open_file(name)).write(data)
         except OSError as exc:
-            raise self._lose(name, exc) from None
+            self._give_up(name, exc)
 
     def flush(self) -> None:
-        """Write out what every file holds so far (the files stay open); as :meth:`write`."""
+        """Write out what every file holds so far (the files stay open); as :meth:`write`,
+        the first file given up raised once every other file is flushed."""
+        first: OutputLost | None = None
         for name, handle in self._files.items():
             try:
-                handle.flush()
+                if name not in self.lost:
+                    handle.flush()
             except OSError as exc:
-                if not self.lost:
-                    raise self._lose(name, exc) from None
+                try:
+                    self._give_up(name, exc)
+                except OutputLost as lost:
+                    first = first or lost
+        if first is not None:
+            raise first
 
-    def _lose(self, name: str, exc: OSError) -> OutputLost:
-        self.lost = True
-        return OutputLost(ExitStatus.FAILED, f"cannot write {self.path / name} ({_reason(exc)})")
+    def _give_up(self, name: str, exc: OSError) -> None:
+        problem = self.lost[name] = f"cannot write {self.path / name} ({_reason(exc)})"
+        self._unsaid.append(problem)
+        if len(self.lost) == 1:
+            raise OutputLost(ExitStatus.FAILED, problem)
+
+    def unsaid(self) -> list[str]:
+        """Why each file was given up since the last call (for the caller to say once)."""
+        said, self._unsaid = self._unsaid, []
+        return said
 
     def close(self) -> None:
         """Flush and close every file; remove those that stayed empty. Idempotent."""
@@ -175,3 +195,48 @@ def closing(log_dir: LogDir | None) -> Iterator[None]:
     finally:
         if log_dir is not None:
             log_dir.close()
+
+
+class LogWrites:
+    """The output router's writes to ``--log-dir`` (none without one).
+
+    A file that fails does not cut the router short: the stop it brings waits
+    for :meth:`stop_if_lost`, once the console and the other files have their
+    copies of all a host's bytes (see ``OutputRouter.stop_if_lost``).
+    """
+
+    def __init__(self, log_dir: LogDir | None) -> None:
+        self.log_dir = log_dir
+        self._stop: OutputLost | None = None
+
+    def write(self, name: str, data: bytes) -> bool:
+        """``data`` to file ``name``; False when that file is given up (or none is kept)."""
+        if self.log_dir is None:
+            return False
+        try:
+            self.log_dir.write(name, data)
+        except OutputLost as lost:
+            self._stop = lost
+        return self.kept(name)
+
+    def stop_if_lost(self) -> None:
+        """Raise the stop a failed file brought since the last call, if any."""
+        stop, self._stop = self._stop, None
+        if stop is not None:
+            raise stop
+
+    def kept(self, name: str) -> bool:
+        """Whether file ``name`` has everything written to it so far (as far as we know)."""
+        return self.log_dir is not None and name not in self.log_dir.lost
+
+    def flush(self) -> None:
+        """Write every file out, stopping nothing (the job is ending): a file that fails is
+        given up, and in :meth:`unsaid`."""
+        self._stop = None
+        if self.log_dir is not None:
+            with contextlib.suppress(OutputLost):
+                self.log_dir.flush()
+
+    def unsaid(self) -> list[str]:
+        """As :meth:`LogDir.unsaid`."""
+        return [] if self.log_dir is None else self.log_dir.unsaid()
