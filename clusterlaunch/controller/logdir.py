@@ -135,9 +135,13 @@ class LogDir:
         said, self._unsaid = self._unsaid, []
         return said
 
-    def close(self) -> None:
-        """Flush and close every file; remove those that stayed empty. Idempotent."""
-        for name, handle in self._files.items():
+    def close_files(self, names: Iterable[str]) -> None:
+        """Flush and close the files ``names`` (an attempt's, once it ended), removing those
+        that stayed empty; the others stay open."""
+        for name in names:
+            handle = self._files.pop(name, None)
+            if handle is None:
+                continue
             with contextlib.suppress(OSError):  # lost: flush() said so, or close() is early
                 handle.flush()
             info = os.fstat(handle.fileno())
@@ -145,7 +149,10 @@ class LogDir:
                 handle.close()
             if info.st_size == 0 and self._dir_fd is not None:
                 self._remove_if_ours(name, info)
-        self._files.clear()
+
+    def close(self) -> None:
+        """Flush and close every file; remove those that stayed empty. Idempotent."""
+        self.close_files(list(self._files))
         if self._dir_fd is not None:
             os.close(self._dir_fd)
             self._dir_fd = None

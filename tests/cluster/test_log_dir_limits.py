@@ -1,4 +1,5 @@
-"""``--log-dir`` under the controller's OS limits: a file it cannot write (``ulimit -f``).
+"""``--log-dir`` under the controller's OS limits: a file it cannot write (``ulimit -f``), and
+the open-file limit (``ulimit -n``) with a file per rank, across restarts.
 
 Real sshd hosts, so the limits are the controller's alone (set by a shell in front of it):
 the ranks' processes, started by the hosts' sshd, write as usual. The controller writes
@@ -95,3 +96,58 @@ def test_a_controller_log_that_fails_is_said_and_hides_nothing(sim_cluster, tmp_
     for rank in (0, 2):
         said = (logs / f"rank-{rank}.log").read_text()
         assert said == f"early line from rank {rank}\nrank {rank} got SIGTERM, saving\n"
+
+
+ECHO = '#!/bin/sh\necho "rank $RANK"\n'
+
+
+def _program(tmp_path: Path, text: str) -> Path:
+    program = tmp_path / "program.sh"
+    program.write_text(text)
+    program.chmod(0o755)
+    return program
+
+
+def test_many_ranks_raise_the_open_file_limit_for_their_log_files(
+    sim_cluster, tmp_path: Path
+) -> None:
+    """78 ranks, one open file each, under a soft limit of 82: the budget counted hosts
+    only, and the 78th file failed (Too many open files). The soft limit is raised."""
+    program = _program(tmp_path, ECHO)
+    hosts = write_hosts(tmp_path / "hosts.yaml", [(f"node{n}", 26) for n in range(3)])
+    logs = tmp_path / "logs"
+    argv = ("--log-dir", str(logs), "--no-python", str(hosts), str(program))
+    result = run_cli("run", sim_cluster, *argv, prefix=_limited("-Sn 82"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    for rank in range(78):
+        assert (logs / f"rank-{rank}.log").read_text() == f"rank {rank}\n"
+
+
+def test_too_low_a_hard_limit_for_the_log_files_is_one_line(sim_cluster, tmp_path: Path) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml", [(f"node{n}", 26) for n in range(3)])
+    logs = tmp_path / "logs"
+    argv = ("--log-dir", str(logs), "--no-python", str(hosts), str(_program(tmp_path, ECHO)))
+    result = run_cli("run", sim_cluster, *argv, prefix=_limited("-n 90"))
+    assert result.returncode == 2
+    assert result.stderr == (
+        "clusterlaunch: error: 3 hosts and 79 --log-dir files need up to 161 open files, and "
+        "this shell allows 90 (ulimit -Hn); raise the hard limit (limits.conf nofile) or "
+        "launch on fewer hosts or ranks, or no --log-dir\n"
+    )
+    assert not logs.exists()  # checked before anything was made or contacted
+
+
+def test_each_attempts_log_files_are_closed_when_it_ends(sim_cluster, tmp_path: Path) -> None:
+    """26 ranks fail 4 times under a hard limit of 110 open files: one attempt's files fit,
+    but every attempt's stayed open, and attempt 4's could not be made (Too many open
+    files): the job ended with a restart left."""
+    program = _program(tmp_path, ECHO + '[ "$RANK" = 0 ] && exit 3\nsleep 5\n')
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 13), ("node1", 13)])
+    logs = tmp_path / "logs"
+    argv = ("--max-restarts", "3", "--restart-backoff", "0.1", "--log-dir", str(logs))
+    argv += ("--no-python", str(hosts), str(program))
+    result = run_cli("run", sim_cluster, *argv, prefix=_limited("-n 110"), timeout=300)
+    assert result.returncode == 3, result.stderr[-3000:]
+    assert "restart 3 of 3" in result.stderr and "Too many open files" not in result.stderr
+    for name in ("rank-0.log", *(f"rank-0.attempt-{n}.log" for n in (2, 3, 4))):
+        assert (logs / name).read_text() == "rank 0\n"

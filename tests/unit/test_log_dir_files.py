@@ -1,6 +1,6 @@
-"""``--log-dir``'s files under hostile settings: one that cannot be written (``ulimit -f``)
-is given up alone, and what is created is never writable by group or others, whatever
-the umask.
+"""``--log-dir``'s files under hostile limits: one that cannot be written (``ulimit -f``) is
+given up alone, an attempt's files are closed when it ends, and what is created is never
+writable by group or others, whatever the umask.
 
 A file too large is the kernel's own EFBIG: the writes run in a forked child that lowered
 its RLIMIT_FSIZE (Python ignores SIGXFSZ), so this process keeps its limits.
@@ -105,6 +105,26 @@ def test_the_console_gets_every_line_and_the_job_stops_once_the_chunk_is_out(
     lines = [f"[r1 a:1] {big.decode()}"] * 100 + ["[r0 a:0] after\n", "[r1 a:1] more\n"]
     assert shown == "".join(lines) + "[r0 a:0] bye\n"
     assert (tmp_path / "rank-0.log").read_bytes() == b"after\nbye\n"
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_closing_an_attempts_files_leaves_the_others_open(tmp_path: Path) -> None:
+    log_dir = LogDir(str(tmp_path))
+    log_dir.open(["rank-0.log", "rank-1.log", "controller.log"])
+    log_dir.write("rank-0.log", b"attempt 1\n")
+    before = _open_descriptors()
+    log_dir.close_files(["rank-0.log", "rank-1.log"])
+    assert _open_descriptors() == before - 2
+    log_dir.write("rank-0.attempt-2.log", b"attempt 2\n")
+    log_dir.write("controller.log", b"still open\n")
+    log_dir.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "controller.log", "rank-0.attempt-2.log", "rank-0.log",  # rank-1's stayed empty
+    ]  # fmt: skip
+    assert (tmp_path / "rank-0.log").read_bytes() == b"attempt 1\n"
 
 
 @contextmanager
