@@ -12,6 +12,7 @@ from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.status import StatusLine
 from clusterlaunch.core.lines import Prefixes
 from clusterlaunch.core.model import JobPlan
+from clusterlaunch.transport import fdlimit
 
 if TYPE_CHECKING:
     from clusterlaunch.controller.request import JobRequest
@@ -33,14 +34,38 @@ def host_logs(plan: JobPlan, request: JobRequest) -> dict[str, str]:
     return {node.host: f"node-{node.node_rank}.log" for node in plan.nodes}
 
 
+def attempt_logs(plan: JobPlan, request: JobRequest) -> list[str]:
+    """This attempt's files in ``--log-dir``: each rank's (``exec``: each host's). They stay
+    open while it runs, and are closed when it ends; ``controller.log`` lasts the job."""
+    rank_logs = [rank_log(rank, request.restart_count) for rank, _, _ in job_ranks(plan, request)]
+    return [*rank_logs, *host_logs(plan, request).values()]
+
+
+def make_room_for_logs(plan: JobPlan, request: JobRequest) -> None:
+    """The open-file limit raised for this attempt's ``--log-dir`` files and controller.log
+    on top of every host's connection, spares included; UsageError naming ``ulimit -Hn``
+    when even the hard limit is too low."""
+    if request.log_dir:
+        hosts = len(request.targets) + len(request.spares)
+        fdlimit.ensure_open_files(hosts, files=len(attempt_logs(plan, request)) + 1)
+
+
+def create_attempt_logs(log_dir: LogDir, plan: JobPlan, request: JobRequest) -> None:
+    """This attempt's files created in the open ``log_dir``, room made for them first."""
+    make_room_for_logs(plan, request)
+    for name in attempt_logs(plan, request):
+        log_dir.write(name, b"")
+
+
 def open_log_dir(plan: JobPlan, request: JobRequest) -> LogDir | None:
     """``--log-dir`` with this job's files created (UsageError if it cannot be)."""
     if not request.log_dir:
         return None
+    make_room_for_logs(plan, request)
     log_dir = LogDir(request.log_dir)
-    rank_logs = [rank_log(rank, request.restart_count) for rank, _, _ in job_ranks(plan, request)]
-    names = [*rank_logs, *host_logs(plan, request).values(), "controller.log"]
-    log_dir.open(names, restarts=request.restarts.max_restarts)  # later attempts' too
+    log_dir.open(
+        [*attempt_logs(plan, request), "controller.log"], restarts=request.restarts.max_restarts
+    )  # later attempts' names too
     return log_dir
 
 

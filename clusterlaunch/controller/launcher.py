@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 from clusterlaunch.controller import logdir
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.joboutput import (
+    attempt_logs,
     connection_notes,
-    job_ranks,
+    create_attempt_logs,
     make_router,
     notifier,
     open_log_dir,
@@ -264,12 +265,13 @@ def supervise(
         if held is not None:  # the agents checked their hosts: they start the job now
             held.hand_over(plan, supervisor.hosts, router)
         outcome = supervisor.run()
-        if outcome.exit_code != 0:
-            router.message(render.outcome_text(outcome))  # console and controller.log
+        router.finish(outcome)  # the summary, after any log file given up: console and log
     finally:
         if stalls is not None:
             stalls.abandon(router)  # stacks still being taken: not for a job that has ended
         router.close()
+        if log_dir is not None:  # the attempt's files: a restart's ranks write their own
+            log_dir.close_files(attempt_logs(plan, request))
     return outcome
 
 
@@ -292,6 +294,5 @@ def resolve(
     if request.rank_filter and max(request.rank_filter) >= world:
         raise UsageError(f"--ranks: gpus: auto gave this job {world} rank(s), 0-{world - 1}")
     if log_dir is not None:  # created now, still before anything starts (as in open_log_dir)
-        for rank, _, _ in job_ranks(plan, request):
-            log_dir.write(logdir.rank_log(rank, request.restart_count), b"")
+        create_attempt_logs(log_dir, plan, request)
     return request, plan

@@ -15,6 +15,11 @@ from clusterlaunch.controller.console import message_bytes
 from clusterlaunch.core.errors import OutputLost, PreflightError, UsageError
 from clusterlaunch.core.exits import ExitStatus
 
+# Never writable by group or others, even under umask 000: anyone could then swap or
+# rewrite the logs. The umask may take more away (027: nothing for others).
+DIR_MODE = 0o755
+FILE_MODE = 0o644
+
 
 def rank_log(rank: int, restart_count: int | None = None) -> str:
     """The file of ``rank``'s output: ``rank-N.log`` in the first attempt, then one file per
@@ -44,16 +49,23 @@ class LogDir:
     a file or symlink already there, planted or left by an earlier job, is
     refused, never followed or appended to. A directory every user may
     write to is refused unless it is sticky (like ``/tmp``), where nobody
-    else can remove or replace our files. Files still empty at the end are
-    removed, so a job that never started leaves the directory reusable.
+    else can remove or replace our files. What we create (the directory, its
+    missing parents, the files) is never writable by group or others, whatever
+    the umask. Files still empty at the end are removed, so a job that never
+    started leaves the directory reusable.
+
+    A file that cannot be written (a full disk, ``ulimit -f``) is given up
+    alone: the others are still written.
     """
 
     def __init__(self, path: str) -> None:
         self.path = Path(path)
         self._dir_fd: int | None = None
         self._files: dict[str, BinaryIO] = {}
-        self.lost = False
-        """A file could not be written: the logs are incomplete (said once, as the stop)."""
+        self.lost: dict[str, str] = {}
+        """The files given up, each with why (``cannot write PATH (REASON)``); the first
+        stopped the job. Their writes go nowhere since."""
+        self._unsaid: list[str] = []  # those in lost no one has said yet
 
     def open(self, names: Iterable[str] = (), restarts: int = 0) -> None:
         """Create the directory if needed and the files ``names``; UsageError if we cannot.
@@ -62,7 +74,7 @@ class LogDir:
         made as each begins (how many ranks it has is known then), so none of their
         names may be taken now: a restart would find it there."""
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
+            _make_dirs(self.path)
             self._dir_fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
         except (FileExistsError, NotADirectoryError):
             raise UsageError(f"--log-dir {self.path}: not a directory") from None
@@ -101,7 +113,7 @@ class LogDir:
     def _open_file(self, name: str) -> BinaryIO:
         assert self._dir_fd is not None, "LogDir.open() first"
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(name, flags, 0o666, dir_fd=self._dir_fd)
+        fd = os.open(name, flags, FILE_MODE, dir_fd=self._dir_fd)
         handle = self._files[name] = os.fdopen(fd, "ab")
         return handle
 
@@ -118,33 +130,52 @@ class LogDir:
     def write(self, name: str, data: bytes) -> None:
         """Append ``data`` to file ``name`` in the directory.
 
-        A file that cannot be written (a full disk) stops the job once: raises
-        :class:`~clusterlaunch.core.errors.OutputLost` naming it; from then on
-        the logs are known to be incomplete and writes go nowhere.
+        A file that cannot be written (a full disk) is given up alone, and the
+        first one stops the job: raises :class:`~clusterlaunch.core.errors.OutputLost`
+        naming it. Writes to a file given up go nowhere; the other files still
+        get theirs.
         """
-        if self.lost:
+        if name in self.lost:
             return
         try:
             (self._files.get(name) or self._open_file(name)).write(data)
         except OSError as exc:
-            raise self._lose(name, exc) from None
+            self._give_up(name, exc)
 
     def flush(self) -> None:
-        """Write out what every file holds so far (the files stay open); as :meth:`write`."""
+        """Write out what every file holds so far (the files stay open); as :meth:`write`,
+        the first file given up raised once every other file is flushed."""
+        first: OutputLost | None = None
         for name, handle in self._files.items():
             try:
-                handle.flush()
+                if name not in self.lost:
+                    handle.flush()
             except OSError as exc:
-                if not self.lost:
-                    raise self._lose(name, exc) from None
+                try:
+                    self._give_up(name, exc)
+                except OutputLost as lost:
+                    first = first or lost
+        if first is not None:
+            raise first
 
-    def _lose(self, name: str, exc: OSError) -> OutputLost:
-        self.lost = True
-        return OutputLost(ExitStatus.FAILED, f"cannot write {self.path / name} ({_reason(exc)})")
+    def _give_up(self, name: str, exc: OSError) -> None:
+        problem = self.lost[name] = f"cannot write {self.path / name} ({_reason(exc)})"
+        self._unsaid.append(problem)
+        if len(self.lost) == 1:
+            raise OutputLost(ExitStatus.FAILED, problem)
 
-    def close(self) -> None:
-        """Flush and close every file; remove those that stayed empty. Idempotent."""
-        for name, handle in self._files.items():
+    def unsaid(self) -> list[str]:
+        """Why each file was given up since the last call (for the caller to say once)."""
+        said, self._unsaid = self._unsaid, []
+        return said
+
+    def close_files(self, names: Iterable[str]) -> None:
+        """Flush and close the files ``names`` (an attempt's, once it ended), removing those
+        that stayed empty; the others stay open."""
+        for name in names:
+            handle = self._files.pop(name, None)
+            if handle is None:
+                continue
             with contextlib.suppress(OSError):  # lost: flush() said so, or close() is early
                 handle.flush()
             info = os.fstat(handle.fileno())
@@ -152,7 +183,10 @@ class LogDir:
                 handle.close()
             if info.st_size == 0 and self._dir_fd is not None:
                 self._remove_if_ours(name, info)
-        self._files.clear()
+
+    def close(self) -> None:
+        """Flush and close every file; remove those that stayed empty. Idempotent."""
+        self.close_files(list(self._files))
         if self._dir_fd is not None:
             os.close(self._dir_fd)
             self._dir_fd = None
@@ -162,6 +196,20 @@ class LogDir:
             now = os.stat(name, dir_fd=self._dir_fd, follow_symlinks=False)
             if (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino):
                 os.unlink(name, dir_fd=self._dir_fd)
+
+
+def _make_dirs(path: Path, parents: bool = True) -> None:
+    """``mkdir -p path``, each directory it creates made with :data:`DIR_MODE`."""
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileNotFoundError:
+        if not parents or path.parent == path:
+            raise
+        _make_dirs(path.parent)
+        _make_dirs(path, parents=False)
+    except OSError:
+        if not path.is_dir():
+            raise
 
 
 def _reason(exc: OSError) -> str:
@@ -188,3 +236,48 @@ def closing(log_dir: LogDir | None) -> Iterator[None]:
     finally:
         if log_dir is not None:
             log_dir.close()
+
+
+class LogWrites:
+    """The output router's writes to ``--log-dir`` (none without one).
+
+    A file that fails does not cut the router short: the stop it brings waits
+    for :meth:`stop_if_lost`, once the console and the other files have their
+    copies of all a host's bytes (see ``OutputRouter.stop_if_lost``).
+    """
+
+    def __init__(self, log_dir: LogDir | None) -> None:
+        self.log_dir = log_dir
+        self._stop: OutputLost | None = None
+
+    def write(self, name: str, data: bytes) -> bool:
+        """``data`` to file ``name``; False when that file is given up (or none is kept)."""
+        if self.log_dir is None:
+            return False
+        try:
+            self.log_dir.write(name, data)
+        except OutputLost as lost:
+            self._stop = lost
+        return self.kept(name)
+
+    def stop_if_lost(self) -> None:
+        """Raise the stop a failed file brought since the last call, if any."""
+        stop, self._stop = self._stop, None
+        if stop is not None:
+            raise stop
+
+    def kept(self, name: str) -> bool:
+        """Whether file ``name`` has everything written to it so far (as far as we know)."""
+        return self.log_dir is not None and name not in self.log_dir.lost
+
+    def flush(self) -> None:
+        """Write every file out, stopping nothing (the job is ending): a file that fails is
+        given up, and in :meth:`unsaid`."""
+        self._stop = None
+        if self.log_dir is not None:
+            with contextlib.suppress(OutputLost):
+                self.log_dir.flush()
+
+    def unsaid(self) -> list[str]:
+        """As :meth:`LogDir.unsaid`."""
+        return [] if self.log_dir is None else self.log_dir.unsaid()

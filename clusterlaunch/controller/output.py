@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from clusterlaunch.controller.console import Console, GuardedStream, message_bytes
-from clusterlaunch.controller.logdir import LogDir, rank_log, stamp
+from clusterlaunch.controller.logdir import LogDir, LogWrites, rank_log, stamp
 from clusterlaunch.controller.status import StatusLine
-from clusterlaunch.core.errors import OutputLost
+from clusterlaunch.core import render
+from clusterlaunch.core.errors import JobOutcome
 from clusterlaunch.core.lines import (
     LineBuffer,
     OpenLine,
@@ -45,7 +46,7 @@ class OutputRouter:
         self._plain = plain_prefixes or prefixes  # for files: no colour codes
         self._console = console
         self._filter = rank_filter
-        self._log_dir = log_dir
+        self._logs = LogWrites(log_dir)
         self._restart_count = restart_count  # a later attempt's ranks: their own files
         self._host_logs = dict(host_logs or {})  # exec: node-N.log, each host's bytes as sent
         self._buffers: dict[tuple[object, bool], LineBuffer] = {}
@@ -62,7 +63,7 @@ class OutputRouter:
     @property
     def has_log_dir(self) -> bool:
         """True when output is also written to ``--log-dir``."""
-        return self._log_dir is not None
+        return self._logs.log_dir is not None
 
     def quiet_hosts(self) -> None:
         """From now on, torchrun's own output goes to the log only.
@@ -128,6 +129,12 @@ class OutputRouter:
         buffer = self._buffer(("transport", host), False)
         self._emit_host(host, False, buffer.feed(data), buffer.continued, transport=True)
 
+    def stop_if_lost(self) -> None:
+        """Stop the job (OutputLost) if a log file was given up since the last call. Never
+        mid-way: the supervisor asks once a host's bytes are all routed, so the console
+        and the other files have every line they brought."""
+        self._logs.stop_if_lost()
+
     def message(self, text: str) -> None:
         """clusterlaunch's own message, always to stderr."""
         line = message_bytes(f"clusterlaunch: {text}") + b"\n"
@@ -140,16 +147,33 @@ class OutputRouter:
 
     def _say(self, data: bytes, logged: bytes) -> None:
         self._end_log_line()  # the log first: a console write may stop the job (OutputLost)
-        self._log("controller.log", logged)
+        self._logs.write("controller.log", logged)
         self._console.end_line(self._console.err)  # a rank's bar keeps its line, above ours
         self._console.err.write(data)
         self._console.err.flush()
 
     def report_hidden(self) -> None:
-        """Say how many lines of torchrun's shutdown output the teardown kept off the console."""
-        if self.hidden_lines:
-            where = "in controller.log" if self.has_log_dir else "use --log-dir to keep them"
-            self.message(f"hid {self.hidden_lines} line(s) of torchrun shutdown output ({where})")
+        """Say how many lines of torchrun's shutdown output the teardown kept off the console
+        (only lines controller.log took are hidden: once it is given up, they are shown)."""
+        if not self.hidden_lines:
+            return
+        where = "use --log-dir to keep them"
+        if self.has_log_dir:
+            self._logs.flush()  # written out now, or known lost (said by finish())
+            where = "in controller.log"
+            if not self._logs.kept("controller.log"):
+                where = "not all in controller.log: it could not be written"
+        self.message(f"hid {self.hidden_lines} line(s) of torchrun shutdown output ({where})")
+
+    def finish(self, outcome: JobOutcome) -> None:
+        """The job's last lines: each log file given up that ``outcome`` does not name, then
+        ``outcome`` when the job failed or was stopped. The job has ended: nothing stops."""
+        self._logs.flush()  # a file that fails now is said here too, before the summary
+        for problem in self._logs.unsaid():
+            if problem not in outcome.reason:
+                self.message(f"the logs are incomplete: {problem}")
+        if outcome.exit_code != 0:
+            self.message(render.outcome_text(outcome))  # console and controller.log
 
     def flush_host(self, host: str, ranks: Iterable[int]) -> None:
         """A host ended: its unfinished last lines are passed on as they are.
@@ -183,11 +207,9 @@ class OutputRouter:
         self._end_log_line()
         self._console.out.flush()
         self._console.err.flush()
-        if self._log_dir is not None:
-            try:
-                self._log_dir.flush()
-            except OutputLost as lost:  # the job has ended: said, not a stop
-                self._console.say(f"clusterlaunch: the logs are incomplete: {lost.reason}")
+        self._logs.flush()  # the job has ended: a file that fails is said, stops nothing
+        for problem in self._logs.unsaid():
+            self._console.say(f"clusterlaunch: the logs are incomplete: {problem}")
 
     def _buffer(self, key: object, is_stderr: bool) -> LineBuffer:
         buffer = self._buffers.get((key, is_stderr))
@@ -201,8 +223,8 @@ class OutputRouter:
         if not block:
             return
         self.tails.add(rank, block)
-        if self._log_dir is not None and to_log:
-            self._log_dir.write(rank_log(rank, self._restart_count), block)
+        if to_log:  # first, and then the console in any case
+            self._logs.write(rank_log(rank, self._restart_count), block)
         if self._filter is None or rank in self._filter:
             self._begin()
             self._say_banner(final=True)  # the ranks began: as many hosts as said it so far
@@ -224,11 +246,10 @@ class OutputRouter:
         if transport and not continued:
             self.tails.end_line(("host", host))
         self.tails.add(("host", host), block)
-        if self._log_dir is not None:  # prefixed only when there is a log to write
-            self._log_host(host, owner, block, continued)
-            if to_file and not transport and host in self._host_logs:
-                self._log_dir.write(self._host_logs[host], block)
-        if self._quiet_hosts:
+        kept = self._log_host(host, owner, block, continued)
+        if to_file and not transport and host in self._host_logs:
+            self._logs.write(self._host_logs[host], block)
+        if self._quiet_hosts and kept:  # never hidden when lost with controller.log
             self.hidden_lines += block.count(b"\n")
             return
         if self._fold is not None:  # the console's copy only; the log has it all
@@ -254,25 +275,27 @@ class OutputRouter:
         stream.flush()
         line.wrote(owner, stream, block)
 
-    def _log_host(self, host: str, owner: object, block: bytes, continued: bool) -> None:
-        """A host's block in controller.log: hosts and messages meet there as on the console."""
+    def _log_host(self, host: str, owner: object, block: bytes, continued: bool) -> bool:
+        """A host's block in controller.log: hosts and messages meet there as on the console.
+        False when controller.log is given up: the console must show what it lost."""
+        if not self.has_log_dir:  # prefixed only when there is a log to write
+            return True
         block, continued = self._log_line.resume(owner, block, continued)
         if not block:
-            return
+            return self._logs.kept("controller.log")
         if self._log_line.cut(owner) is not None:
-            self._log("controller.log", b"\n")
-        self._log("controller.log", prefix_block(self._plain.host(host), block, continued))
+            self._logs.write("controller.log", b"\n")
+        logged = self._logs.write(
+            "controller.log", prefix_block(self._plain.host(host), block, continued)
+        )
         self._log_line.wrote(owner, "controller.log", block)
+        return logged
 
     def _end_log_line(self) -> None:
         if self._log_line.cut() is not None:
-            self._log("controller.log", b"\n")
+            self._logs.write("controller.log", b"\n")
 
     def _say_banner(self, final: bool = False) -> None:
         note = None if self._fold is None else self._fold.note(final)
         if note is not None:
             self.message(note)
-
-    def _log(self, name: str, data: bytes) -> None:
-        if self._log_dir is not None:
-            self._log_dir.write(name, data)

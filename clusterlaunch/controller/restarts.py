@@ -20,7 +20,11 @@ from typing import TYPE_CHECKING
 
 from clusterlaunch.controller import launcher, logdir
 from clusterlaunch.controller.console import Console
-from clusterlaunch.controller.joboutput import connection_notes, open_log_dir
+from clusterlaunch.controller.joboutput import (
+    connection_notes,
+    make_room_for_logs,
+    open_log_dir,
+)
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.restartparts import (
     Ended,
@@ -172,6 +176,7 @@ def _restart(
         for host, reason in sorted(why_not.items()):
             say(f"attempt {restart + 1}: {host} not used: {reason}")
         say_ranks_gone(request, plan.world_size or 0, restart, say)
+        make_room_for_logs(plan, request)  # the last attempt's files are closed
         open_rank_logs(plan, restart, log_dir, say)
         request = replace(request, timeout=_left(deadline), timeout_given=base.timeout)
         return launcher.supervise(request, plan, connections, console, log_dir, held=held)

@@ -109,9 +109,8 @@ class Supervisor:
             try:  # a host in its setup has no agent to obey "t": kill it once its PID is in
                 kill_setups([(host.connection, host.setup) for host in self.hosts if not host.done])
                 if self._step(0.1) and not hurry:
-                    # Output still arriving: the hosts are sending what their
-                    # ranks wrote before they ended. Waiting costs time, closing
-                    # would lose it; wait until they fall silent.
+                    # Output still arriving: the hosts send what their ranks wrote before they
+                    # ended. Waiting costs time, closing would lose it: wait until they fall silent.
                     deadline = max(deadline, self.clock() + TEARDOWN_QUIET_S)
             except StopJob as stop:
                 if self._hurried_by(stop, hurry):
@@ -195,6 +194,7 @@ class Supervisor:
         self._check(host)
         for line in host.setup.notices():
             self.router.message(line)
+        self.router.stop_if_lost()  # a log file given up: every byte above routed first
 
     def _route(self, host: HostRun, frames: list[Frame]) -> None:
         for frame in frames:

@@ -47,6 +47,25 @@ def test_more_than_the_hard_limit_allows_is_refused_naming_it(limits: FakeLimits
     assert limits.limits == (1024, 4096)
 
 
+def test_log_files_count_on_top_of_the_hosts(limits: FakeLimits) -> None:
+    """--log-dir keeps a file per rank open: 128 hosts of 8 ranks passed the 1,024 that
+    the hosts alone were given."""
+    assert fdlimit.needed(128, files=1025) == fdlimit.needed(128) + 1025
+    assert fdlimit.ensure_open_files(128, files=1025) == fdlimit.needed(128, files=1025)
+    assert limits.limits == (fdlimit.needed(128, files=1025), 4096)
+
+
+def test_log_files_past_the_hard_limit_are_refused_naming_them(limits: FakeLimits) -> None:
+    with pytest.raises(UsageError) as refused:
+        fdlimit.ensure_open_files(3, files=4096)
+    assert str(refused.value) == (
+        f"3 hosts and 4096 --log-dir files need up to {fdlimit.needed(3, 4096)} open files, "
+        "and this shell allows 4096 (ulimit -Hn); raise the hard limit (limits.conf nofile) "
+        "or launch on fewer hosts or ranks, or no --log-dir"
+    )
+    assert limits.limits == (1024, 4096)
+
+
 def test_the_real_limit_of_this_process_covers_256_hosts() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < fdlimit.needed(256):

@@ -1,0 +1,171 @@
+"""``--log-dir``'s files under hostile limits: one that cannot be written (``ulimit -f``) is
+given up alone, an attempt's files are closed when it ends, and what is created is never
+writable by group or others, whatever the umask.
+
+A file too large is the kernel's own EFBIG: the writes run in a forked child that lowered
+its RLIMIT_FSIZE (Python ignores SIGXFSZ), so this process keeps its limits.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import resource
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusterlaunch.controller.console import Console
+from clusterlaunch.controller.logdir import LogDir
+from clusterlaunch.controller.output import OutputRouter
+from clusterlaunch.controller.supervisor import Supervisor
+from clusterlaunch.core.errors import OutputLost
+from clusterlaunch.core.lines import Prefixes
+from clusterlaunch.testing.agentscript import FakeAgent, Hang, exits, rank_output, started, stopping
+from clusterlaunch.testing.fakes import FakeConnection
+from tests.unit.plans import two_ranks_per_host
+
+
+def _in_a_child_limited_to(size: int, work: Callable[[], Any]) -> Any:
+    """What ``work`` returns (as JSON) in a forked child whose files may not outgrow ``size``."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (size, resource.RLIM_INFINITY))
+            said = json.dumps(work())
+        except BaseException as exc:
+            said = json.dumps(f"raised {exc!r}")
+        finally:
+            os.write(write, said.encode())
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        said = pipe.read().decode()
+    os.waitpid(pid, 0)
+    return json.loads(said)
+
+
+def test_a_file_too_large_is_given_up_alone_and_stops_the_job_once(tmp_path: Path) -> None:
+    def work() -> list[list[str]]:
+        log_dir = LogDir(str(tmp_path))
+        log_dir.open(["rank-0.log", "rank-1.log", "controller.log"])
+        stops = []
+        for name, size in [("rank-1.log", 10_000), ("rank-0.log", 100), ("rank-1.log", 10),
+                           ("controller.log", 10_000), ("rank-0.log", 100)]:  # fmt: skip
+            try:
+                log_dir.write(name, b"x" * size)
+                log_dir.flush()
+            except OutputLost as stop:
+                stops.append(stop.reason)
+        unsaid = log_dir.unsaid()
+        log_dir.close()
+        return [stops, unsaid, log_dir.unsaid()]
+
+    stops, unsaid, again = _in_a_child_limited_to(4096, work)
+    too_large = [f"cannot write {tmp_path}/{name} (File too large)" for name in
+                 ("rank-1.log", "controller.log")]  # fmt: skip
+    assert stops == too_large[:1]  # the job stops once, for the first
+    assert unsaid == too_large and again == []  # each said once, by whoever says them
+    assert (tmp_path / "rank-0.log").read_bytes() == b"x" * 200  # before and after
+    assert (tmp_path / "rank-1.log").stat().st_size == 4096  # what fitted
+
+
+def test_the_console_gets_every_line_and_the_job_stops_once_the_chunk_is_out(
+    tmp_path: Path,
+) -> None:
+    """Rank 1's file outgrows the limit in the middle of one read's frames. The log was
+    written first, and its failure skipped the console's copy of that block and every
+    frame after it in the read; the other files got nothing more."""
+    big = b"x" * 99 + b"\n"
+    agent = FakeAgent(
+        [started(), rank_output(1, big * 100), rank_output(0, b"after\n"),
+         rank_output(1, b"more\n"), Hang()],
+        on={"t": [stopping("requested"), rank_output(0, b"bye\n"), *exits(-15, "requested")]},
+    )  # fmt: skip
+
+    def work() -> list[str]:
+        log_dir = LogDir(str(tmp_path))
+        log_dir.open(["rank-0.log", "rank-1.log", "controller.log"])
+        out, err = io.BytesIO(), io.BytesIO()
+        plan = two_ranks_per_host(["a"])
+        ranks = [(0, "a", 0), (1, "a", 1)]
+        router = OutputRouter(Prefixes(ranks, ["a"], False), Console(out, err), log_dir=log_dir)
+        outcome = Supervisor(plan, {"a": FakeConnection("a", agent)}, router).run()
+        log_dir.close()
+        return [outcome.reason, out.getvalue().decode()]
+
+    reason, shown = _in_a_child_limited_to(4096, work)
+    assert reason == f"cannot write {tmp_path}/rank-1.log (File too large)"
+    lines = [f"[r1 a:1] {big.decode()}"] * 100 + ["[r0 a:0] after\n", "[r1 a:1] more\n"]
+    assert shown == "".join(lines) + "[r0 a:0] bye\n"
+    assert (tmp_path / "rank-0.log").read_bytes() == b"after\nbye\n"
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_closing_an_attempts_files_leaves_the_others_open(tmp_path: Path) -> None:
+    log_dir = LogDir(str(tmp_path))
+    log_dir.open(["rank-0.log", "rank-1.log", "controller.log"])
+    log_dir.write("rank-0.log", b"attempt 1\n")
+    before = _open_descriptors()
+    log_dir.close_files(["rank-0.log", "rank-1.log"])
+    assert _open_descriptors() == before - 2
+    log_dir.write("rank-0.attempt-2.log", b"attempt 2\n")
+    log_dir.write("controller.log", b"still open\n")
+    log_dir.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "controller.log", "rank-0.attempt-2.log", "rank-0.log",  # rank-1's stayed empty
+    ]  # fmt: skip
+    assert (tmp_path / "rank-0.log").read_bytes() == b"attempt 1\n"
+
+
+@contextmanager
+def _umask(mask: int) -> Iterator[None]:
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _one_job(path: Path) -> None:
+    log_dir = LogDir(str(path))
+    log_dir.open(["rank-0.log"])
+    log_dir.write("rank-0.log", b"x")
+    log_dir.close()
+
+
+@pytest.mark.parametrize(("mask", "dirs", "files"), [(0o000, 0o755, 0o644), (0o027, 0o750, 0o640)])
+def test_what_is_created_is_never_group_or_other_writable(
+    tmp_path: Path, mask: int, dirs: int, files: int
+) -> None:
+    """Under umask 000 the directory it had just made (0777) was refused as writable by
+    everyone, and stayed so; the umask may still take more away."""
+    logs = tmp_path / "lu" / "new"
+    with _umask(mask):
+        _one_job(logs)
+        _one_job(logs / "again")  # not refused either, inside the first
+    assert [_mode(p) for p in (tmp_path / "lu", logs, logs / "again")] == [dirs] * 3
+    assert _mode(logs / "rank-0.log") == _mode(logs / "again" / "rank-0.log") == files
+
+
+def test_files_in_a_shared_sticky_directory_are_not_writable_by_others(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # like /tmp
+    with _umask(0):
+        _one_job(shared)
+    assert _mode(shared / "rank-0.log") == 0o644
+    assert _mode(shared) == 0o1777  # not ours to change
