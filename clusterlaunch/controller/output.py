@@ -130,9 +130,8 @@ class OutputRouter:
         self._emit_host(host, False, buffer.feed(data), buffer.continued, transport=True)
 
     def stop_if_lost(self) -> None:
-        """Stop the job (OutputLost) if a log file was given up since the last call. Never
-        mid-way: the supervisor asks once a host's bytes are all routed, so the console
-        and the other files have every line they brought."""
+        """Stop the job (OutputLost) if a log file was given up since the last call; asked once
+        a host's bytes are all routed, so the console and other files have all they brought."""
         self._logs.stop_if_lost()
 
     def message(self, text: str) -> None:
