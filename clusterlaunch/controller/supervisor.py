@@ -18,7 +18,7 @@ from clusterlaunch.controller.hostrun import HostRun
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.readloop import SuspendWatch, Sweeps, read_round, start_all
 from clusterlaunch.controller.setups import kill_setups
-from clusterlaunch.core import defaults
+from clusterlaunch.core import defaults, interrupts
 from clusterlaunch.core import outcome as verdict
 from clusterlaunch.core.errors import HOST_LOST, JobOutcome, OutputLost, StopJob, TransportError
 from clusterlaunch.core.exits import ExitStatus
@@ -127,12 +127,12 @@ class Supervisor:
                 host.process.close()
 
     def _hurried_by(self, stop: StopJob, hurry: bool) -> bool:
-        """A stop during the teardown; True when it now kills everything at once."""
+        """A stop during the teardown; True when it now kills everything at once (Ctrl-C)."""
         if isinstance(stop, OutputLost):  # no signal: the teardown goes on, into the logs
             self._set_stop(JobOutcome(stop.exit_code, stop.reason, stopped=True))
             return False
         signalled = self.stop is not None and verdict.is_own_signal(self.stop)
-        if self._own_signal(stop) or hurry:
+        if self._own_signal(stop) or hurry or not interrupts.hurries(stop.signum):
             return False  # the hosts are stopping already, for the same reason
         again = "second interrupt" if signalled else f"{stop.reason} during the teardown"
         self.router.message(f"{again}: killing everything now")
