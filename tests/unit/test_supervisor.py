@@ -16,7 +16,6 @@ import pytest
 
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.output import OutputRouter
-from clusterlaunch.controller.readloop import RESUME_GRACE_S
 from clusterlaunch.controller.supervisor import Supervisor
 from clusterlaunch.core import defaults, render
 from clusterlaunch.core.errors import JobOutcome
@@ -41,6 +40,7 @@ from clusterlaunch.testing.agentscript import (
 )
 from clusterlaunch.testing.fakes import FakeClock, FakeConnection
 from clusterlaunch.testing.setuphost import SetupHost
+from clusterlaunch.transport.suspension import RESUME_GRACE_S, SuspendWatch
 from tests.unit.plans import two_ranks_per_host
 
 RUNNING = FakeAgent([started(), Hang()])  # runs until told to stop, then stops as agents do
@@ -478,6 +478,20 @@ def test_a_suspended_controller_gives_the_keepalives_time_to_catch_up() -> None:
     before, after = [t for t in checks if t < 1030], [t for t in checks if t >= 1030]
     assert before and after  # judged before the suspension, and again after it
     assert min(after) - max(before) >= 30 + RESUME_GRACE_S  # not within the grace
+
+
+def test_a_suspension_in_the_preflight_still_counts_once_the_job_runs() -> None:
+    """A Ctrl-Z across the end of the setups: the command's one watch saw it in the
+    preflight, and the supervisor, started just after, does not judge the hosts' silence
+    (keepalives not caught up yet) as lost. A watch of its own saw no stop at all."""
+    clock = FakeClock(tick=0.1)
+    watch = SuspendWatch(clock)
+    clock.advance(12)  # stopped in the preflight, whose loop looked right after the resume
+    watch()
+    behind = FakeAgent([started(), Unresponsive(), Pause(3), *exits(0)])
+    run = supervise({"a": behind, "b": FakeAgent([started(), *exits(0)])}, clock=clock, awake=watch)
+    assert run.outcome == JobOutcome(0, "all hosts finished")
+    assert run.hosts["a"].alive_checks == []
 
 
 def test_heartbeats_reach_every_running_host(monkeypatch: pytest.MonkeyPatch) -> None:
