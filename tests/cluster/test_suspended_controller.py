@@ -49,6 +49,7 @@ def _stopped_for(process: subprocess.Popen[bytes], seconds: float) -> tuple[byte
             process.wait()
 
 
+@pytest.mark.torch
 @both_clients
 def test_a_stop_across_the_end_of_the_setups_is_not_a_lost_host(
     sim_cluster, tmp_path: Path, client: str
