@@ -35,7 +35,7 @@ from clusterlaunch.cli.passthrough import (
 from clusterlaunch.controller.console import Console, closed_std_streams
 from clusterlaunch.controller.launcher import JobRequest, check, make_plan
 from clusterlaunch.controller.restarts import run_job
-from clusterlaunch.core import render
+from clusterlaunch.core import interrupts, render
 from clusterlaunch.core.checkplan import agents_as_run
 from clusterlaunch.core.errors import ClusterlaunchError, PreflightError, StopJob, UsageError
 from clusterlaunch.core.exits import ExitStatus, from_signal
@@ -165,24 +165,37 @@ def _sync_source(request: JobRequest, plan: JobPlan) -> SourceTree:
     return checked_source(plan, run_options, os.getcwd())
 
 
-def _raise_stop(signum: int, frame: FrameType | None) -> None:
-    # Signals become an exception, so every layer's ``finally`` runs teardown.
-    which = signal.Signals(signum)
-    raise StopJob(
-        _SIGNAL_EXITS.get(which, from_signal(signum)), _SIGNAL_NAMES.get(which, which.name)
-    )
+class _SignalStops:
+    """The handler of SIGINT, SIGTERM and SIGHUP for one command.
+
+    Signals become an exception, so every layer's ``finally`` runs teardown. Once
+    one has, a SIGHUP or SIGTERM is dropped (``core/interrupts.py``: a closing
+    terminal sends SIGHUP twice); a Ctrl-C still raises, and hurries the teardown.
+    """
+
+    def __init__(self) -> None:
+        self.first: int | None = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if not interrupts.stops(self.first, signum):
+            return
+        self.first = self.first or signum
+        which = signal.Signals(signum)
+        exit_code = _SIGNAL_EXITS.get(which, from_signal(signum))
+        raise StopJob(exit_code, _SIGNAL_NAMES.get(which, which.name), signum)
 
 
 def _install_signal_handlers() -> dict[signal.Signals, object]:
     """Signals become StopJob; returns the handlers they replaced (restored by main)."""
     replaced: dict[signal.Signals, object] = {}
+    handler = _SignalStops()
     for signum in _SIGNAL_EXITS:
         # A signal ignored when we started stays ignored: that is what nohup
         # (SIGHUP) and a shell's background job (SIGINT) ask for.
         previous = signal.getsignal(signum)
         if previous is not signal.SIG_IGN:
             replaced[signum] = previous
-            signal.signal(signum, _raise_stop)
+            signal.signal(signum, handler)
     return replaced
 
 

@@ -12,10 +12,11 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from clusterlaunch.controller.readloop import SuspendWatch, is_lost, read_round, start_all
+from clusterlaunch.controller.readloop import is_lost, read_round, start_all
 from clusterlaunch.core.defaults import FANOUT
 from clusterlaunch.core.errors import HOST_LOST, TransportError
 from clusterlaunch.transport.base import Connection, RemoteProcess
+from clusterlaunch.transport.suspension import SuspendWatch
 
 K = TypeVar("K", bound=Hashable)
 
@@ -52,7 +53,7 @@ class Batch(Generic[K]):
         self._results: dict[K, Finished] = {}
         self._running: dict[K, RemoteProcess] = {}
         self._outputs: dict[K, tuple[list[bytes], list[bytes]]] = {}
-        self._awake = SuspendWatch(time.monotonic)
+        self._awake = SuspendWatch()
         starts = [(connection, command, stdin) for connection, command in jobs.values()]
         started = start_all(starts, fanout, "batch", self._awake)
         for key, process in zip(self._keys, started, strict=True):

@@ -30,6 +30,7 @@ from clusterlaunch.core.model import JobPlan, NodePlan, ScriptKind
 from clusterlaunch.core.reports import PreflightResult
 from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.base import Connection
+from clusterlaunch.transport.suspension import SuspendWatch
 
 
 class HeldAgents:
@@ -89,6 +90,7 @@ def hold_preflight(
     progress: Callable[[str], None] | None = None,
     limit: float | None = None,
     started: float | None = None,
+    awake: SuspendWatch | None = None,
 ) -> HeldAgents:
     """Start every host's agent in its preflight; never raises for a host problem.
 
@@ -96,6 +98,7 @@ def hold_preflight(
     ``progress`` hears of each host whose checks are done. ``limit``: at most this many
     seconds in all, setups included. ``started``: when the job was asked for (monotonic;
     default now): an agent that finds a ``clusterlaunch kill`` since then does not start.
+    ``awake``: the command's :class:`SuspendWatch` (the supervisor's too).
     """
     payload = program_payload("agent")
     nonce = secrets.token_hex(8)
@@ -112,7 +115,7 @@ def hold_preflight(
     )
     try:
         port = check_hosts(
-            plan, runs, command, payload, timeout, notify, fanout, hold=True, progress=progress
+            plan, runs, command, payload, timeout, notify, fanout, True, progress, awake
         )
     except BaseException:
         held.close()

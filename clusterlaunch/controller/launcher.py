@@ -90,12 +90,11 @@ def connect(
     status: StatusLine | None = None,
 ) -> dict[str, Connection]:
     """Connect to every host; if any fails, close the rest and raise PreflightError.
-
-    ``note`` hears about retried handshakes; ``status`` counts the hosts connected.
-    """
+    ``note`` hears about retried handshakes; ``status`` counts the hosts connected."""
     progress = None if status is None else (lambda alias: status.mark("connected", alias))
+    ssh, awake = request.ssh, request.suspensions
     connections, problems = connect_all(
-        request.targets, request.ssh, request.fanout, request.transport, note, progress
+        request.targets, ssh, request.fanout, request.transport, note, progress, awake
     )
     if problems:
         close_all(connections)
@@ -124,6 +123,7 @@ def preflight(
         fanout=request.fanout,
         script_kind=request.options.script_kind,
         progress=preflight_progress(status),
+        awake=request.suspensions,
     )
 
 
@@ -153,16 +153,18 @@ def hold(
         progress=preflight_progress(status),
         limit=limit,
         started=request.started,
+        awake=request.suspensions,
     )
 
 
 def check(request: JobRequest, plan: JobPlan, console: Console | None = None) -> PreflightResult:
     """``clusterlaunch check``: connect and preflight ``plan``, start nothing."""
-    connections = connect(request, connection_notes(request, console, None))
-    try:
-        return preflight(request, plan, connections, console)
-    finally:
-        close_all(connections)
+    with request.suspensions.looking():
+        connections = connect(request, connection_notes(request, console, None))
+        try:
+            return preflight(request, plan, connections, console)
+        finally:
+            close_all(connections)
 
 
 def launch(
@@ -240,9 +242,7 @@ def supervise(
     held: HeldAgents | None = None,
 ) -> JobOutcome:
     """Start ``plan`` on its (connected, preflighted) hosts and supervise it to its end.
-
-    ``held``: the agents that checked the hosts; they start the job on their go.
-    """
+    ``held``: the agents that checked the hosts; they start the job on their go."""
     router = make_router(plan, request, console, log_dir, status)
     stalls = stall_watch_for(request, plan, connections)
     try:
@@ -261,6 +261,7 @@ def supervise(
             quiet_teardown=torchrun,
             fanout=request.fanout,
             stall_check=watch_for_stalls(stalls, router),
+            awake=request.suspensions,
         )
         if held is not None:  # the agents checked their hosts: they start the job now
             held.hand_over(plan, supervisor.hosts, router)

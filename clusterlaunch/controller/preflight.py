@@ -13,9 +13,10 @@ import os
 import secrets
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 
 from clusterlaunch.controller.probes import ProbeRun, pump_until
-from clusterlaunch.controller.readloop import SuspendWatch, start_all
+from clusterlaunch.controller.readloop import start_all
 from clusterlaunch.controller.setups import end_setups
 from clusterlaunch.core import accelerators, render, reports
 from clusterlaunch.core.checkplan import listen_port, preflight_bound, probe_command
@@ -26,6 +27,7 @@ from clusterlaunch.core.model import JobPlan, NodePlan, ScriptKind
 from clusterlaunch.core.reports import PreflightResult, compare_torch, host_problems
 from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.base import Connection
+from clusterlaunch.transport.suspension import SuspendWatch
 
 
 def run_preflight(
@@ -40,12 +42,14 @@ def run_preflight(
     fanout: int = FANOUT,
     script_kind: ScriptKind = "file",
     progress: Callable[[str], None] | None = None,
+    awake: SuspendWatch | None = None,
 ) -> PreflightResult:
     """Probe every host of ``plan``; never raises for a host problem (see ``problems``).
 
     ``notify`` hears about slow setups; ``job_id`` (torchrun jobs) makes every
     probe look for a job of that id already running and its temp dir taken.
     ``fanout`` probes are started at once; ``progress`` hears of each host done.
+    ``awake``: the command's :class:`SuspendWatch` (a Ctrl-Z is no host's silence).
     Whatever way this ends (a signal included), no setup is left running.
     ``run`` checks with its agents instead: :mod:`clusterlaunch.controller.held`.
     """
@@ -70,7 +74,7 @@ def run_preflight(
     timeout = preflight_bound(plan, setup_timeout, timeout)
     try:
         master_port = check_hosts(
-            plan, runs, command, payload, timeout, notify, fanout, hold=False, progress=progress
+            plan, runs, command, payload, timeout, notify, fanout, False, progress, awake
         )
     finally:
         for run in runs:
@@ -89,15 +93,18 @@ def check_hosts(
     fanout: int,
     hold: bool,
     progress: Callable[[str], None] | None = None,
+    awake: SuspendWatch | None = None,
 ) -> int | None:
     """Start ``command`` (with ``payload`` on stdin) on every host and take its checks; the port.
 
     ``hold``: the programs are agents, which stay to start the job on the go
     (their stdin stays open); probes are told to finish. No setup outlives it
-    unless its host's program is still wanted.
+    unless its host's program is still wanted. ``awake``: the command's
+    :class:`SuspendWatch`, which the phases after this one share (a new one here
+    missed a Ctrl-Z that began before).
     """
     deadline = time.monotonic() + timeout
-    awake = SuspendWatch(time.monotonic)  # one for all the waits: a Ctrl-Z between them
+    awake = awake or SuspendWatch()
     try:
         starts = []
         for run in runs:
@@ -107,7 +114,7 @@ def check_hosts(
             run.started(process)
         return _probe(runs, deadline, notify or (lambda line: None), _once(progress), hold, awake)
     finally:
-        end_setups(runs, pump_until)
+        end_setups(runs, partial(pump_until, awake=awake))
         for run in runs:
             if run.process is not None:
                 run.report.exit_status = run.process.exit_status()

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from clusterlaunch.controller.readloop import SuspendWatch, is_lost, read_round
+from clusterlaunch.controller.readloop import is_lost, read_round
 from clusterlaunch.controller.setups import kill_setups
 from clusterlaunch.core.errors import TransportError
 from clusterlaunch.core.frames import FrameDecoder
@@ -21,6 +21,7 @@ from clusterlaunch.core.protocol import EVENT, NOISE
 from clusterlaunch.core.reports import HostReport
 from clusterlaunch.core.setupguard import SetupWatch
 from clusterlaunch.transport.base import Connection, RemoteProcess
+from clusterlaunch.transport.suspension import SuspendWatch
 
 
 class ProbeRun:
@@ -90,7 +91,7 @@ def pump_until(
     """Read ``runs`` until each is ``ready`` or ``deadline`` passed. A host that stops
     answering keepalives is given up on as lost (it held the preflight to its deadline,
     6-7 min with a setup); ``awake``: see :func:`~.readloop.is_lost`."""
-    awake = awake or SuspendWatch(time.monotonic)
+    awake = awake or SuspendWatch()
 
     def take(run: ProbeRun, out: bytes, err: bytes) -> None:
         run.take(out, err)

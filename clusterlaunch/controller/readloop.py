@@ -17,6 +17,7 @@ from clusterlaunch.core.defaults import FANOUT
 from clusterlaunch.core.errors import HOST_LOST, TransportError
 from clusterlaunch.transport.base import Connection, RemoteProcess
 from clusterlaunch.transport.fanout import Failed, run_parallel
+from clusterlaunch.transport.suspension import SuspendWatch
 
 K = TypeVar("K")
 
@@ -29,10 +30,6 @@ SWEEP_S = 0.5
 """Every host is looked at (ended? lost?) at least this often; in between, only hosts with
 output are read. A sweep costs ~25 µs a host: at 0.2 s it was most of a running job's
 controller CPU (~1 ms per host-second)."""
-
-
-SUSPEND_GAP_S = 2.0  # our own clock jumping this far means we were stopped (Ctrl-Z)
-RESUME_GRACE_S = 8.0  # keepalives need this long to catch up after a resume
 
 
 class Sweeps:
@@ -48,32 +45,6 @@ class Sweeps:
             return False
         self._last = now
         return True
-
-
-class SuspendWatch:
-    """Called as ``awake()``: notes the time; False for a while after we were suspended
-    (Ctrl-Z, SIGSTOP).
-
-    While we were stopped, so was the keepalive thread: the hosts' silence was
-    ours. The supervisor calls it right before every liveness judgement, so a
-    stop at any point of the loop is noticed before it could be misread.
-    """
-
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self._clock = clock
-        self._last_tick = clock()
-        self._resumed_at: float | None = None
-
-    def __call__(self) -> bool:
-        now = self._clock()
-        if now - self._last_tick > SUSPEND_GAP_S:
-            self._resumed_at = now
-        self._last_tick = now
-        return self._resumed_at is None or now - self._resumed_at >= RESUME_GRACE_S
-
-    def just_resumed(self) -> bool:
-        """True within ``RESUME_GRACE_S`` of a resume: a silence the hosts report now was ours."""
-        return not self()
 
 
 def read_round(
@@ -136,10 +107,10 @@ def start_all(
     other exception is raised, after closing what did start.
 
     A start whose host stops answering keepalives is given up on (paramiko waits an
-    hour for a channel to open); ``awake`` (a :class:`SuspendWatch`) keeps our own
-    suspension from counting as the hosts' silence.
+    hour for a channel to open); ``awake`` (the command's :class:`SuspendWatch`) keeps
+    our own suspension from counting as the hosts' silence.
     """
-    awake = awake or SuspendWatch(time.monotonic)
+    awake = awake or SuspendWatch()
 
     def start(job: tuple[Connection, str, bytes]) -> RemoteProcess:
         connection, command, stdin = job

@@ -12,6 +12,7 @@ from clusterlaunch.core import defaults
 from clusterlaunch.core.model import HostSpec, Inventory, LaunchOptions, SshTarget
 from clusterlaunch.core.restarts import RestartPolicy
 from clusterlaunch.transport import SshSettings
+from clusterlaunch.transport.suspension import SuspendWatch
 
 
 @dataclass(frozen=True)
@@ -52,3 +53,6 @@ class JobRequest:
     started: float = field(default_factory=time.monotonic)
     """When the job was asked for (``time.monotonic()``; a restart keeps it): a
     ``clusterlaunch kill`` of its id after this keeps it from starting (remote/gate.py)."""
+    suspensions: SuspendWatch = field(default_factory=SuspendWatch, compare=False, repr=False)
+    """This controller's own suspensions (Ctrl-Z), one watch for the whole command: its
+    handshakes, ``--sync``, preflight and job, every attempt (a restart keeps it)."""

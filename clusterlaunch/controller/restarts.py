@@ -64,11 +64,12 @@ def run_job(
     ``source``: with ``--sync``, the source as the command line checked it (scanned
     again here when not given, and before each later attempt).
     """
-    if not request.restarts.enabled:
-        return launcher.launch(request, plan, console, source)
-    log_dir = open_log_dir(plan, request)  # one for every attempt
-    with logdir.closing(log_dir):
-        return _attempts(request, plan, console, log_dir, source)
+    with request.suspensions.looking():  # one watch for every phase and attempt
+        if not request.restarts.enabled:
+            return launcher.launch(request, plan, console, source)
+        log_dir = open_log_dir(plan, request)  # one for every attempt
+        with logdir.closing(log_dir):
+            return _attempts(request, plan, console, log_dir, source)
 
 
 def _attempts(
@@ -134,6 +135,7 @@ def _restart(
         base.fanout,
         base.transport,
         connection_notes(base, console, log_dir),
+        awake=base.suspensions,
     )
     why_not = one_line(problems)
     held: HeldAgents | None = None

@@ -77,7 +77,7 @@ def end_setups(runs: list[Run], pump: Pump[Run]) -> None:
         stuck = [(run.connection, run.setup) for run in runs if not run.done()]
         try:
             kill_setups(stuck)
-        except StopJob:  # GNU timeout sends its SIGTERM twice: once more, for the unanswered
+        except StopJob:  # a second Ctrl-C (a SIGTERM again is dropped): once more, for the rest
             kill_setups(stuck)
 
 

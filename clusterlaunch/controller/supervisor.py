@@ -16,9 +16,9 @@ from typing import Any
 
 from clusterlaunch.controller.hostrun import HostRun
 from clusterlaunch.controller.output import OutputRouter
-from clusterlaunch.controller.readloop import SuspendWatch, Sweeps, read_round, start_all
+from clusterlaunch.controller.readloop import Sweeps, read_round, start_all
 from clusterlaunch.controller.setups import kill_setups
-from clusterlaunch.core import defaults
+from clusterlaunch.core import defaults, interrupts
 from clusterlaunch.core import outcome as verdict
 from clusterlaunch.core.errors import HOST_LOST, JobOutcome, OutputLost, StopJob, TransportError
 from clusterlaunch.core.exits import ExitStatus
@@ -28,6 +28,7 @@ from clusterlaunch.core.model import JobPlan
 from clusterlaunch.core.protocol import EVENT, JOB_STDERR, JOB_STDOUT, NOISE
 from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.base import Connection
+from clusterlaunch.transport.suspension import SuspendWatch
 
 KILLED = "the job was killed (clusterlaunch kill)"
 TEARDOWN_QUIET_S = 3.0  # in teardown, a host silent this long past the deadline is given up
@@ -50,6 +51,7 @@ class Supervisor:
         stall_check: Callable[[], JobOutcome | None] | None = None,
         timeout_shown: float | None = None,
         heartbeat_timeout: float = defaults.HEARTBEAT_TIMEOUT_S,
+        awake: SuspendWatch | None = None,
     ) -> None:
         """``fail_fast``: the first failing host stops all (torchrun jobs; ``exec --fail-fast``).
 
@@ -57,18 +59,16 @@ class Supervisor:
         only (for ``exec``, host output *is* the job's output). ``fanout``: agents started at once.
         ``stall_check``: ``--stall-timeout``'s. ``timeout_shown``: the ``--timeout`` given.
         ``heartbeat_timeout``: the agents', named when a host and this controller lost touch.
+        ``awake``: the command's :class:`SuspendWatch` (a Ctrl-Z in its preflight counts too).
         """
-        self.plan = plan
-        self.fanout = fanout
-        self.fail_fast = fail_fast
-        self.quiet_teardown = quiet_teardown
-        self._awake = SuspendWatch(clock)
+        self.plan, self.fanout = plan, fanout
+        self.fail_fast, self.quiet_teardown = fail_fast, quiet_teardown
+        self._awake = awake or SuspendWatch(clock)
         self._sweeps = Sweeps()
         self.router = router
         self.timeout = timeout
         self.timeout_shown = timeout if timeout_shown is None else timeout_shown
-        self.grace = grace
-        self.heartbeat_timeout = heartbeat_timeout
+        self.grace, self.heartbeat_timeout = grace, heartbeat_timeout
         self.clock = clock
         self.hosts = [HostRun(node, connection=connections[node.host]) for node in plan.nodes]
         self.stop: JobOutcome | None = None
@@ -126,12 +126,12 @@ class Supervisor:
                 host.process.close()
 
     def _hurried_by(self, stop: StopJob, hurry: bool) -> bool:
-        """A stop during the teardown; True when it now kills everything at once."""
+        """A stop during the teardown; True when it now kills everything at once (Ctrl-C)."""
         if isinstance(stop, OutputLost):  # no signal: the teardown goes on, into the logs
             self._set_stop(JobOutcome(stop.exit_code, stop.reason, stopped=True))
             return False
         signalled = self.stop is not None and verdict.is_own_signal(self.stop)
-        if self._own_signal(stop) or hurry:
+        if self._own_signal(stop) or hurry or not interrupts.hurries(stop.signum):
             return False  # the hosts are stopping already, for the same reason
         again = "second interrupt" if signalled else f"{stop.reason} during the teardown"
         self.router.message(f"{again}: killing everything now")

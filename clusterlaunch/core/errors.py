@@ -94,9 +94,11 @@ class StopJob(Exception):
     ``finally`` tears down what it started on the way.
     """
 
-    def __init__(self, exit_code: int, reason: str) -> None:
+    def __init__(self, exit_code: int, reason: str, signum: int | None = None) -> None:
         self.exit_code = exit_code
         self.reason = reason
+        self.signum = signum
+        """The signal it came from; None for a stop that is no signal (``OutputLost``)."""
         super().__init__(reason)
 
 

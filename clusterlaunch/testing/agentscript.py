@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterlaunch.core.exits import shell_status
+from clusterlaunch.core.exits import SIGNAL_BASE, shell_status
 from clusterlaunch.remote.wire import Output
 
 
@@ -66,6 +66,11 @@ class Interrupt:
 
     exit_code: int
     reason: str
+
+    @property
+    def signum(self) -> int:
+        """The signal that gives its status (130: SIGINT)."""
+        return self.exit_code - SIGNAL_BASE
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,7 @@ class FakeProcess(RemoteProcess):
             if self._interrupt is not None:
                 interrupt, self._interrupt = self._interrupt, None
                 self._update_tick()
-                raise StopJob(interrupt.exit_code, interrupt.reason)
+                raise StopJob(interrupt.exit_code, interrupt.reason, interrupt.signum)
             if self._waiting > 0:
                 self._waiting -= 1
                 if self._waiting == 0:

@@ -21,6 +21,7 @@ from clusterlaunch.transport.base import Connection, RemoteProcess
 from clusterlaunch.transport.fanout import Failed, run_parallel
 from clusterlaunch.transport.local import LocalConnection
 from clusterlaunch.transport.settings import CLIENTS, POLICIES, SshSettings
+from clusterlaunch.transport.suspension import SuspendWatch
 
 TRANSPORTS = ("ssh", "srun")
 
@@ -43,6 +44,7 @@ def connect_all(
     transport: str = "ssh",
     note: Callable[[str], None] | None = None,
     progress: Callable[[str], None] | None = None,
+    awake: SuspendWatch | None = None,
 ) -> tuple[dict[str, Connection], list[HostProblem]]:
     """Connect to every target at once; returns the connections and the failures.
 
@@ -52,7 +54,9 @@ def connect_all(
     ``progress`` hears of each alias connected (paramiko: from the connecting threads;
     OpenSSH: from this thread, as each master's control socket appears).
     A setting the paramiko client cannot honour, or an open-file limit too low
-    for this many hosts, raises UsageError before any host is contacted.
+    for this many hosts, raises UsageError before any host is contacted. ``awake``:
+    the command's :class:`SuspendWatch` (paramiko's handshakes and keepalives do not
+    count a Ctrl-Z of ours against a host).
     """
     fdlimit.ensure_open_files(len(targets))
     if transport == "srun":
@@ -81,7 +85,9 @@ def connect_all(
         found, problems = sshmaster.connect_all(remote, settings, fanout, noted, heard)
         connections.update(found)
         return connections, problems
-    return _connect_paramiko(targets, settings, fanout, noted, heard)
+    awake = awake or SuspendWatch()
+    with awake.looking():  # a login that takes a while is no suspension
+        return _connect_paramiko(targets, settings, fanout, noted, heard, awake)
 
 
 def _ignore(alias: str) -> None:
@@ -94,6 +100,7 @@ def _connect_paramiko(
     fanout: int,
     note: Callable[[str], None],
     progress: Callable[[str], None],
+    awake: SuspendWatch,
 ) -> tuple[dict[str, Connection], list[HostProblem]]:
     from clusterlaunch.transport import hostkeys, sshcompat, sshconnect
     from clusterlaunch.transport.identities import IdentityFiles
@@ -101,7 +108,7 @@ def _connect_paramiko(
 
     known_hosts, identities = hostkeys.KnownHosts(), IdentityFiles()  # read once, for all
     sshcompat.check_paramiko_can_connect(targets, settings.config_path, known_hosts)
-    jumps = sshconnect.JumpPool(settings, known_hosts, identities, note)
+    jumps = sshconnect.JumpPool(settings, known_hosts, identities, note, awake)
     keepalives = KeepaliveLoop(settings.keepalive_interval)  # one thread for all connections
 
     def open_one(target: SshTarget) -> Connection:
@@ -109,7 +116,7 @@ def _connect_paramiko(
             connection: Connection = LocalConnection()
         else:
             connection = sshconnect.connect(
-                target, settings, known_hosts, identities, jumps, note, keepalives
+                target, settings, known_hosts, identities, jumps, note, keepalives, awake
             )
         progress(target.alias)
         return connection

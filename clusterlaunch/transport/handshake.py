@@ -11,7 +11,9 @@ read at the same place times the handshake out as the timer did.
 
 Its time is the connect timeout (``--connect-timeout``, the config's
 ``ConnectTimeout``), which the CLI documents as covering the connection, the
-banners and authentication; paramiko's own 15 s cut a longer one short.
+banners and authentication; paramiko's own 15 s cut a longer one short. The
+time this controller spent suspended (Ctrl-Z) does not count: the deadline
+moves by it (:mod:`.suspension`), where a timer blamed a server that had answered.
 """
 
 from __future__ import annotations
@@ -22,24 +24,30 @@ from typing import Any
 
 import paramiko
 
+from clusterlaunch.transport.suspension import SuspendWatch
+
 
 class HandshakeDeadline:
-    """The packetizer's three timer methods, on a monotonic deadline."""
+    """The packetizer's three timer methods, on a monotonic deadline that our own
+    suspensions, as ``awake`` saw them, move."""
 
-    def __init__(self) -> None:
+    def __init__(self, awake: SuspendWatch | None = None) -> None:
+        self._awake = awake or SuspendWatch()
+        self._started = 0.0
         self._deadline: float | None = None
         self._complete = False
 
     def start_handshake(self, timeout: float) -> None:
         """The key exchange starts: it must be done within ``timeout`` seconds."""
         if self._deadline is None:
-            self._deadline = time.monotonic() + float(timeout)
+            self._started = time.monotonic()
+            self._deadline = self._started + float(timeout)
 
     def handshake_timed_out(self) -> bool:
-        """Started, not done, and past its deadline."""
-        if self._deadline is None or self._complete:
+        """Started, not done, and past its deadline (plus the time we were stopped since)."""
+        if self._deadline is None or self._complete or time.monotonic() <= self._deadline:
             return False
-        return time.monotonic() > self._deadline
+        return time.monotonic() > self._deadline + self._awake.suspended_since(self._started)
 
     def complete_handshake(self) -> None:
         """Done: no timeout from now on."""
@@ -48,16 +56,18 @@ class HandshakeDeadline:
 
 
 def timed_by_deadline(
-    make: Callable[..., paramiko.Transport], seconds: float | None = None
+    make: Callable[..., paramiko.Transport],
+    seconds: float | None = None,
+    awake: SuspendWatch | None = None,
 ) -> Callable[..., paramiko.Transport]:
     """``make``'s transports, their handshake timed by a :class:`HandshakeDeadline` of
-    ``seconds`` (default: paramiko's own)."""
+    ``seconds`` (default: paramiko's own), moved by the suspensions ``awake`` sees."""
 
     def make_timed(*args: Any, **kwargs: Any) -> paramiko.Transport:
         transport = make(*args, **kwargs)
         if seconds is not None:
             transport.handshake_timeout = seconds
-        deadline = HandshakeDeadline()
+        deadline = HandshakeDeadline(awake)
         packetizer = transport.packetizer
         packetizer.start_handshake = deadline.start_handshake  # type: ignore[method-assign]
         packetizer.handshake_timed_out = deadline.handshake_timed_out  # type: ignore[method-assign]

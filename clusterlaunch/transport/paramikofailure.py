@@ -49,6 +49,17 @@ def network_message(target: SshTarget, exc: BaseException, timeout: float, waite
     return f"{where}: {str(exc) or type(exc).__name__}"
 
 
+def suspended(detail: str, stopped: float) -> str:
+    """``detail`` of an attempt during which this controller was stopped for ``stopped``
+    seconds (Ctrl-Z): its timers ran on while it read nothing, so the server is not to blame."""
+    if stopped <= 0:
+        return detail
+    return (
+        f"{detail} (clusterlaunch itself was suspended for {stopped:.0f} s of that time: "
+        "the server may have answered)"
+    )
+
+
 def _handshake_message(target: SshTarget, where: str, waited: float | None) -> str:
     """A handshake that ended (``waited``: None) or stayed silent for ``waited`` seconds."""
     via, who = "", "the server"

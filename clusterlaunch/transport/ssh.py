@@ -16,6 +16,7 @@ from clusterlaunch.core.errors import TransportError
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import keepalive, sshsocket
 from clusterlaunch.transport.settings import SshSettings
+from clusterlaunch.transport.suspension import SuspendWatch
 
 # OpenSSH's own session window (CHAN_SES_WINDOW_DEFAULT). A larger one let sshd queue up
 # to 16 MiB for a controller slower than the job's output, and sshd then spent its CPU
@@ -132,11 +133,14 @@ class SshConnection:
         clients: list[paramiko.SSHClient],
         settings: SshSettings,
         on_close: Callable[[], None] | None = None,
+        awake: SuspendWatch | None = None,
     ) -> None:
+        """``awake``: the command's :class:`SuspendWatch`."""
         self.host = target.alias
         self._clients = clients  # the target's client last, jump hosts before it
         self._settings = settings
         self._on_close = on_close  # releases a shared jump host
+        self._awake = awake or SuspendWatch()
         # What ssh asks of every session before its command, from the host's SSH config:
         # SendEnv/SetEnv ("env" requests, without a reply) and ForwardAgent.
         self._environment = target.sent_environment(os.environ)
@@ -187,11 +191,14 @@ class SshConnection:
         return opening or any(not channel.closed for channel in list(self._channels))
 
     def alive(self) -> bool:
-        """Connected, and the peer answered recently."""
+        """Connected, and the peer answered recently. Its silence is not judged for a while
+        after this controller was suspended: it was ours (keepalives unsent, answers unread)."""
         try:
             active = self._transport.is_active()
         except TransportError:
             return False
+        if not self._awake():
+            return active
         silent = time.monotonic() - self._last_answer
         return active and silent < self._settings.dead_after
 

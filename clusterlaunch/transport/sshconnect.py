@@ -2,7 +2,9 @@
 
 Host keys are always checked: ``strict`` refuses unknown keys, ``accept-new`` records an unknown
 one in known_hosts, and a *changed* key is refused under both. A handshake the server dropped
-(sshd's ``MaxStartups``, a reset) is retried with backoff, a bounded number of times.
+(sshd's ``MaxStartups``, a reset) is retried with backoff, a bounded number of times, and so
+is an attempt that failed while this controller was suspended (its timers ran on; the server
+may have answered in time).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from clusterlaunch.transport.identities import IdentityFiles, identity_files
 from clusterlaunch.transport.keepalive import KeepaliveLoop
 from clusterlaunch.transport.settings import SshSettings
 from clusterlaunch.transport.ssh import CONNECTION_ERRORS, SshConnection, close_quietly
+from clusterlaunch.transport.suspension import SuspendWatch
 
 # paramiko logs a failed connection with a traceback; we report it in one line. Set where
 # paramiko first connects: the OpenSSH client never imports logging (4.2 ms of its start).
@@ -54,14 +57,17 @@ def connect(
     jumps: JumpPool | None = None,
     note: Callable[[str], None] | None = None,
     keepalives: KeepaliveLoop | None = None,
+    awake: SuspendWatch | None = None,
 ) -> SshConnection:
-    """Authenticate to ``target`` (through its ProxyJump hops), keepalives in ``keepalives``.
+    """Authenticate to ``target`` (through its ProxyJump hops), keepalives in ``keepalives``;
+    ``awake``: the command's suspension watch (a Ctrl-Z is no server's silence).
 
     The first hop comes from ``jumps``: one connection to it, shared by every
     target behind it. Later hops of a chain (``a,b``) are this target's own.
     """
     hops = target.proxy_jump.split(",") if target.proxy_jump else []
     pool = jumps if hops else None
+    awake = awake or SuspendWatch()
     own = hops[1:] if pool is not None else hops  # the hops this target connects to itself
     chain = [target]
     if own:  # parsed here only for chains: a single hop is the pool's
@@ -74,7 +80,9 @@ def connect(
     try:
         for hop in chain:
             opener = None if previous is None else _opener(previous, hop)
-            clients.append(_open_client(hop, settings, known_hosts, identities, opener, note))
+            clients.append(
+                _open_client(hop, settings, known_hosts, identities, opener, note, awake)
+            )
             previous = clients[-1]
     except BaseException:
         for client in clients:
@@ -83,7 +91,7 @@ def connect(
             pool.release(hops[0])
         raise
     release = None if pool is None else functools.partial(pool.release, hops[0])
-    connection = SshConnection(target, clients, settings, release)
+    connection = SshConnection(target, clients, settings, release, awake)
     connection.start_keepalive(keepalives)
     return connection
 
@@ -115,6 +123,7 @@ def _open_client(
     identities: IdentityFiles,
     opener: Callable[[], sshsocket.TunnelSocket] | None,
     note: Callable[[str], None] | None,
+    awake: SuspendWatch,
 ) -> paramiko.SSHClient:
     """A client authenticated to ``target``, transient handshake failures retried."""
     attempt = 0
@@ -125,7 +134,7 @@ def _open_client(
         elif target.proxy_command:
             sock = sshproxy.ProxyProcess(target.proxy_command)
         try:
-            return _try_client(target, settings, known_hosts, identities, sock)
+            return _try_client(target, settings, known_hosts, identities, sock, awake)
         except _Transient as exc:
             if attempt >= sshfailure.RETRIES:
                 raise TransportError(target.alias, exc.detail) from None
@@ -148,6 +157,7 @@ def _try_client(
     known_hosts: hostkeys.KnownHosts,
     identities: IdentityFiles,
     sock: sshsocket.TunnelSocket | paramiko.ProxyCommand | socket.socket | None,
+    awake: SuspendWatch,
 ) -> paramiko.SSHClient:
     client = identities.client(target)
     # paramiko has no public setter for the read-only ("system") key set; the
@@ -182,7 +192,7 @@ def _try_client(
             # A TunnelSocket is a Channel but for noting its reads; the stubs know no such.
             sock=sock,  # type: ignore[arg-type]
             transport_factory=handshake.timed_by_deadline(
-                sshoffer.transport_factory(target), timeout
+                sshoffer.transport_factory(target), timeout, awake
             ),
         )
     except HostKeyError:
@@ -195,9 +205,11 @@ def _try_client(
     except paramiko.AuthenticationException as exc:
         close_quietly(client)
         who = f"{target.user}@" if target.user else ""
-        raise TransportError(
-            target.alias, f"authentication failed for {who}{target.hostname}: {exc}"
-        ) from None
+        stopped = awake.suspended_since(began)  # "Authentication timeout.": maybe ours
+        said = paramikofailure.suspended(
+            f"authentication failed for {who}{target.hostname}: {exc}", stopped
+        )
+        raise (_Transient(said) if stopped else TransportError(target.alias, said)) from None
     except CONNECTION_ERRORS as exc:
         waited = time.monotonic() - began >= timeout
         # Before close kills it; not once the timeout passed: its end is then our kill (-15).
@@ -206,8 +218,9 @@ def _try_client(
         if ended is not None:  # not the server: the proxy is gone, and says why
             raise TransportError(target.alias, ended) from None
         message = paramikofailure.network_message(target, exc, timeout, waited)
-        if paramikofailure.is_transient(exc, waited):
-            raise _Transient(message) from None
+        stopped = awake.suspended_since(began)
+        if stopped or paramikofailure.is_transient(exc, waited):
+            raise _Transient(paramikofailure.suspended(message, stopped)) from None
         raise TransportError(target.alias, message) from None
     transport = client.get_transport()
     if transport is not None:
@@ -241,8 +254,10 @@ class JumpPool:
         known_hosts: hostkeys.KnownHosts,
         identities: IdentityFiles,
         note: Callable[[str], None] | None = None,
+        awake: SuspendWatch | None = None,
     ) -> None:
         self._settings = settings
+        self._awake = awake or SuspendWatch()
         self._known_hosts = known_hosts
         self._identities = identities
         self._note = note
@@ -259,8 +274,9 @@ class JumpPool:
                 jump = sshconfig.jump_host(config, hop)
                 try:
                     shared.client = _open_client(
-                        jump, self._settings, self._known_hosts, self._identities, None, self._note
-                    )
+                        jump, self._settings, self._known_hosts, self._identities, None,
+                        self._note, self._awake,
+                    )  # fmt: skip
                 except TransportError as exc:
                     shared.error = exc
             if shared.error is not None:

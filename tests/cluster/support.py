@@ -103,13 +103,20 @@ def run_cli_bytes(
     )
 
 
-def start_cli(command: str, cluster: LoopbackCluster | None, *args: str) -> subprocess.Popen[bytes]:
-    """Start the CLI in the background (for signal tests)."""
+def start_cli(
+    command: str,
+    cluster: LoopbackCluster | None,
+    *args: str,
+    stdout: int = subprocess.PIPE,
+    stderr: int = subprocess.PIPE,
+) -> subprocess.Popen[bytes]:
+    """Start the CLI in the background (for signal tests); ``stdout``, ``stderr``: a
+    terminal's file descriptor instead of the pipes, say."""
     return subprocess.Popen(
         cli_argv(command, cluster, *args),
         cwd=WORKERS,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stdout=stdout,
+        stderr=stderr,
         env=_env(),
     )
 

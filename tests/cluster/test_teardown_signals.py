@@ -6,7 +6,10 @@ line per SIGTERM they receive (``sigtimedwait``: one at a time, with the sender)
 
 from __future__ import annotations
 
+import os
+import pty
 import re
+import select
 import signal
 import time
 from pathlib import Path
@@ -127,3 +130,88 @@ def test_torchrun_shutdown_lines_stay_hidden_when_the_hosts_stop_by_themselves(
     assert "death signal" not in text and "closing signal" not in text, text
     assert re.search(r"hid \d+ line\(s\) of torchrun shutdown output", text), text
     assert_no_orphans(cluster, timeout=4.0)
+
+
+def start_saving(tmp_path: Path, sim_cluster, **streams: int):  # type: ignore[no-untyped-def]
+    """Two ranks of ``saver.py`` (a 2 s SIGTERM handler), logged in ``tmp_path/logs``."""
+    marks, logs = tmp_path / "marks", tmp_path / "logs"
+    marks.mkdir()
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    argv = ("--grace", "10", "--log-dir", str(logs), "--env", f"MARK_DIR={marks}")
+    process = start_cli("run", sim_cluster, *argv, str(hosts), "saver.py", **streams)
+    return process, marks, logs
+
+
+def assert_saved(logs: Path) -> None:
+    """Each rank's handler ran to its end, and its last lines reached --log-dir."""
+    for rank in (0, 1):
+        text = (logs / f"rank-{rank}.log").read_text()
+        assert f"rank {rank} saved, bye" in text, text[-1500:]
+        assert f"rank {rank} stderr after saving" in text, text[-1500:]
+
+
+def wait_for_file(path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def test_two_sighups_from_a_closing_terminal_let_the_handlers_finish(
+    sim_cluster, tmp_path: Path, assert_no_orphans
+) -> None:
+    # A closing terminal signals the job twice (the kernel, and the shell or terminal
+    # passing it on): the second SIGHUP was taken for a second Ctrl-C, and SIGKILL cut
+    # the ranks' SIGTERM handlers short ("second interrupt: killing everything now").
+    process, _, logs = start_saving(tmp_path, sim_cluster)
+    try:
+        wait_for_lines(process, b" up", 2, timeout=90)
+        process.send_signal(signal.SIGHUP)
+        time.sleep(0.3)
+        process.send_signal(signal.SIGHUP)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 129, err.decode()[-2000:]
+    assert b"killing everything now" not in err, err.decode()[-2000:]
+    assert_saved(logs)
+    assert_no_orphans(sim_cluster, timeout=4.0)
+
+
+def test_a_sighup_after_the_terminal_is_gone_lets_the_handlers_finish(
+    sim_cluster, tmp_path: Path, assert_no_orphans
+) -> None:
+    # The terminal closed: writes fail with EIO (a graceful teardown), then its SIGHUP
+    # came, taken for a second interrupt.
+    terminal, tty = pty.openpty()
+    process, marks, logs = start_saving(tmp_path, sim_cluster, stdout=tty, stderr=tty)
+    os.close(tty)
+    try:
+        read_until(terminal, b" up", 2, timeout=90)
+        os.close(terminal)  # the next tick's write fails with EIO: the teardown starts
+        wait_for_file(marks / "rank-0", timeout=30)  # a handler is saving
+        process.send_signal(signal.SIGHUP)
+        assert process.wait(timeout=60) == 129
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert_saved(logs)
+    controller = (logs / "controller.log").read_text()
+    assert "killing everything now" not in controller, controller[-2000:]
+    assert "job stopped: stdout's terminal was closed" in controller, controller[-2000:]
+    assert_no_orphans(sim_cluster, timeout=4.0)
+
+
+def read_until(fd: int, needle: bytes, count: int, timeout: float) -> bytes:
+    """Read ``fd`` (a terminal's side) until ``needle`` was seen ``count`` times."""
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while seen.count(needle) < count:
+        left = deadline - time.monotonic()
+        assert left > 0, seen[-1500:]
+        if select.select([fd], [], [], left)[0]:
+            seen += os.read(fd, 65536)
+    return seen

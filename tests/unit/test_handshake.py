@@ -13,6 +13,7 @@ import paramiko
 import pytest
 
 from clusterlaunch.transport.handshake import HandshakeDeadline, timed_by_deadline
+from clusterlaunch.transport.suspension import SuspendWatch
 
 
 @pytest.fixture
@@ -76,3 +77,23 @@ def test_a_handshake_within_its_time_does_not_time_out() -> None:
     deadline = HandshakeDeadline()
     deadline.start_handshake(3600)
     assert not deadline.handshake_timed_out()
+
+
+class _Stopped(SuspendWatch):
+    """A watch that saw this controller stopped for ``seconds`` since any time."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def suspended_since(self, since: float) -> float:
+        return self.seconds
+
+
+def test_the_deadline_moves_by_the_time_we_were_suspended() -> None:
+    """A Ctrl-Z during the key exchange: its time was ours, not the server's."""
+    deadline = HandshakeDeadline(_Stopped(3600))
+    deadline.start_handshake(0.0)
+    time.sleep(0.01)
+    assert not deadline.handshake_timed_out()
+    assert HandshakeDeadline(_Stopped(0.0)).handshake_timed_out() is False  # not started

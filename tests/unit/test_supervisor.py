@@ -16,7 +16,6 @@ import pytest
 
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.output import OutputRouter
-from clusterlaunch.controller.readloop import RESUME_GRACE_S
 from clusterlaunch.controller.supervisor import Supervisor
 from clusterlaunch.core import defaults, render
 from clusterlaunch.core.errors import JobOutcome
@@ -41,6 +40,7 @@ from clusterlaunch.testing.agentscript import (
 )
 from clusterlaunch.testing.fakes import FakeClock, FakeConnection
 from clusterlaunch.testing.setuphost import SetupHost
+from clusterlaunch.transport.suspension import RESUME_GRACE_S, SuspendWatch
 from tests.unit.plans import two_ranks_per_host
 
 RUNNING = FakeAgent([started(), Hang()])  # runs until told to stop, then stops as agents do
@@ -384,6 +384,60 @@ def test_a_console_that_breaks_in_teardown_does_not_hurry_it() -> None:
     assert run.outcome == JobOutcome(130, "interrupted (Ctrl-C)", stopped=True)
 
 
+HUP = Interrupt(129, "SIGHUP")
+TERM = Interrupt(143, "terminated (SIGTERM)")
+
+
+@pytest.mark.parametrize("again", [HUP, TERM], ids=["sighup", "sigterm"])
+@pytest.mark.parametrize("first", [HUP, TERM, CTRL_C], ids=["sighup", "sigterm", "ctrl-c"])
+def test_a_sighup_or_sigterm_in_teardown_does_not_hurry_it(
+    first: Interrupt, again: Interrupt
+) -> None:
+    """A closing terminal sends SIGHUP twice; one stop request may send SIGTERM twice:
+    the ranks' handlers still run to their end (only a Ctrl-C hurries, core/interrupts.py)."""
+    saving = FakeAgent(
+        [started(), Pause(1), first, Hang()],
+        on={
+            "t": [Pause(1), again, Pause(1), rank_output(0, b"saved\n"), *exits(0)],
+            "k": exits(-9, "requested"),
+        },
+    )
+    run = supervise({"a": saving, "b": RUNNING})
+    assert run.sent("a") == b"t" and "killing everything now" not in run.err
+    assert "[r0 a:0] saved\n" in run.out
+    assert run.outcome == JobOutcome(first.exit_code, first.reason, stopped=True)
+
+
+def test_a_sighup_after_the_terminal_failed_does_not_hurry_the_teardown() -> None:
+    """EIO first (the console is lost: a graceful teardown), then the terminal's SIGHUP."""
+    saving = FakeAgent(
+        [started(), rank_output(0, b"hello\n"), Hang()],
+        on={"t": [Pause(1), HUP, Pause(1), rank_output(0, b"saved\n"), *exits(0)]},
+    )
+    run = supervise({"a": saving, "b": RUNNING}, console_out=HungUp(), console_err=HungUp())
+    assert run.sent("a") == b"t"
+    reason = "stdout's terminal was closed (input/output error)"
+    assert run.outcome == JobOutcome(129, reason, stopped=True)
+
+
+def test_a_sighup_in_a_failures_teardown_does_not_hurry_it() -> None:
+    saving = FakeAgent([started(), Hang()], on={"t": [Pause(1), HUP, Pause(1), *exits(0)]})
+    run = supervise({"a": FakeAgent([started(), Pause(1), *exits(1)]), "b": saving})
+    assert run.sent("b") == b"t" and "killing everything now" not in run.err
+    assert run.outcome.exit_code == 1 and run.outcome.host == "a"
+
+
+def test_a_ctrl_c_after_a_sighup_hurries_the_teardown() -> None:
+    stubborn = FakeAgent(
+        [started(), Pause(1), HUP, Hang()],
+        on={"t": [Pause(1), CTRL_C, Hang()], "k": exits(-9, "requested")},
+    )
+    run = supervise({"a": stubborn, "b": RUNNING})
+    assert run.sent("a") == b"tk"
+    assert "clusterlaunch: second interrupt: killing everything now\n" in run.err
+    assert run.outcome == JobOutcome(129, "SIGHUP", stopped=True)
+
+
 def test_a_terminal_closed_without_sighup_is_129() -> None:
     chatty = FakeAgent([started(), rank_output(0, b"hello\n"), Hang()])
     run = supervise({"a": chatty, "b": RUNNING}, console_out=HungUp(), console_err=HungUp())
@@ -424,6 +478,20 @@ def test_a_suspended_controller_gives_the_keepalives_time_to_catch_up() -> None:
     before, after = [t for t in checks if t < 1030], [t for t in checks if t >= 1030]
     assert before and after  # judged before the suspension, and again after it
     assert min(after) - max(before) >= 30 + RESUME_GRACE_S  # not within the grace
+
+
+def test_a_suspension_in_the_preflight_still_counts_once_the_job_runs() -> None:
+    """A Ctrl-Z across the end of the setups: the command's one watch saw it in the
+    preflight, and the supervisor, started just after, does not judge the hosts' silence
+    (keepalives not caught up yet) as lost. A watch of its own saw no stop at all."""
+    clock = FakeClock(tick=0.1)
+    watch = SuspendWatch(clock)
+    clock.advance(12)  # stopped in the preflight, whose loop looked right after the resume
+    watch()
+    behind = FakeAgent([started(), Unresponsive(), Pause(3), *exits(0)])
+    run = supervise({"a": behind, "b": FakeAgent([started(), *exits(0)])}, clock=clock, awake=watch)
+    assert run.outcome == JobOutcome(0, "all hosts finished")
+    assert run.hosts["a"].alive_checks == []
 
 
 def test_heartbeats_reach_every_running_host(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,108 @@
+"""A controller stopped (Ctrl-Z, SIGSTOP) before its job started: harmless when shorter than
+``--heartbeat-timeout``, as docs/cli.md promises, in every phase.
+
+The stops are longer than the keepalives' 6 s, so a silence of ours read as the hosts'
+fails a healthy launch: the supervisor's own suspension watch, new when the job started,
+missed one that began in the preflight ("host lost (no answer to keepalives)", 255), and
+paramiko's handshake and login deadlines counted it ("no SSH handshake ... the server did
+not answer", "Authentication timeout.", 2).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from clusterlaunch.testing import find_processes
+from clusterlaunch.testing.loopback import LoopbackCluster
+from tests.cluster.support import PYTHON, start_cli, write_hosts
+
+pytestmark = [pytest.mark.cluster]
+
+both_clients = pytest.mark.parametrize("client", ["paramiko", "openssh"])
+SETUP = "sleep 4.5"  # told apart from any other sleep on the hosts
+STOPPED_S = 9.0  # past the keepalives' 6 s, within the hosts' 15 s heartbeat timeout
+
+
+def _running(cluster: LoopbackCluster, host: str, cmdline: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    marker = cluster.host(host).marker
+    while not any(p.cmdline == cmdline for p in find_processes([marker])):
+        assert time.monotonic() < deadline, f"{cmdline!r} never started on {host}"
+        time.sleep(0.05)
+
+
+def _stopped_for(process: subprocess.Popen[bytes], seconds: float) -> tuple[bytes, bytes]:
+    """SIGSTOP ``process``, SIGCONT it ``seconds`` later; its output once it ended."""
+    try:
+        process.send_signal(signal.SIGSTOP)
+        time.sleep(seconds)
+        process.send_signal(signal.SIGCONT)
+        return process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.torch
+@both_clients
+def test_a_stop_across_the_end_of_the_setups_is_not_a_lost_host(
+    sim_cluster, tmp_path: Path, client: str
+) -> None:
+    setup = {"setup": SETUP}
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, setup), ("node1", 1, setup)])
+    process = start_cli("run", sim_cluster, "--ssh-client", client, str(hosts), "allreduce.py")
+    _running(sim_cluster, "node0", SETUP)
+    _running(sim_cluster, "node1", SETUP)
+    out, err = _stopped_for(process, STOPPED_S)  # the setups end meanwhile
+    assert process.returncode == 0, err.decode()[-2000:]
+    assert out.count(b"SUM=3") == 2, out.decode()
+    assert b"host lost" not in err, err.decode()[-2000:]
+
+
+RELAY = """
+import os, socket, sys, threading, time
+
+host, port, mark = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+open(mark, "w").close()
+time.sleep(1)  # a slow way to the server: the handshake is waiting when the test stops us
+server = socket.create_connection((host, port))
+
+
+def up():
+    while data := os.read(0, 65536):
+        server.sendall(data)
+    server.shutdown(socket.SHUT_WR)
+
+
+threading.Thread(target=up, daemon=True).start()
+while data := server.recv(65536):
+    os.write(1, data)
+"""
+
+
+@both_clients
+def test_a_stop_during_the_ssh_handshake_blames_no_server(
+    sim_cluster, tmp_path: Path, client: str
+) -> None:
+    relay, mark = tmp_path / "relay.py", tmp_path / "dialled"
+    relay.write_text(RELAY)
+    config = tmp_path / "ssh_config"
+    proxy = f"ProxyCommand {PYTHON} {relay} %h %p {mark}"
+    text = Path(sim_cluster.ssh_config).read_text()
+    config.write_text(text.replace("Host node0\n", f"Host node0\n    {proxy}\n", 1))
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1)])
+    argv = ("--ssh-client", client, "--ssh-config", str(config), "--connect-timeout", "3")
+    process = start_cli("exec", None, *argv, str(hosts), "--", "echo", "hi")
+    deadline = time.monotonic() + 30
+    while not mark.exists():  # the relay runs: the controller waits for the server's banner
+        assert time.monotonic() < deadline, "the ProxyCommand never ran"
+        time.sleep(0.01)
+    out, err = _stopped_for(process, 6.0)  # twice the connect timeout
+    assert process.returncode == 0, err.decode()[-2000:]
+    assert out == b"[node0] hi\n", out.decode() + err.decode()
