@@ -31,7 +31,8 @@ MAX_WORLD_SIZE = 65_536
 
 MAX_ARG_BYTES = 131_071
 """The longest word a host's ``exec`` takes: one argument, or one ``NAME=VALUE`` of
-the job's environment. Linux's MAX_ARG_STRLEN is 32 pages = 131,072 bytes, its NUL
+the job's environment (5 bytes less: ``/bin/sh`` gets it as ``__cl_NAME=VALUE``,
+:mod:`clusterlaunch.core.envhandoff`). Linux's MAX_ARG_STRLEN is 32 pages = 131,072 bytes, its NUL
 included (more with pages over 4 KiB; less nowhere). Measured on the sandbox (sshd
 on loopback): a word of 131,071 bytes ran, 131,072 failed ("env: Argument list too
 long"). The command itself is not an argument: it travels on stdin

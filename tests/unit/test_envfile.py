@@ -132,7 +132,7 @@ def test_env_file_values_travel_quoted_like_env(
         capsys, "--env-file", "a.env", "--env-file", "b.env", "--env", "C=from-env"
     )
     assert (env["A"], env["B"], env["C"], env["H"]) == ("from-a", "from-b", "from-env", hostile)
-    assert f"H={hostile}" in words  # one word, exactly: the host's shell expands nothing
+    assert f"__cl_H={hostile}" in words  # one word, exactly: the host's shell expands nothing
 
 
 def test_env_file_errors_in_the_cli(work: Path, capsys: pytest.CaptureFixture[str]) -> None:

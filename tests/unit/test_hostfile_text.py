@@ -74,9 +74,9 @@ def test_yes_and_on_reach_the_remote_command_as_written() -> None:
         agent_size=1,
     )
     words = shlex.split(job.nodes[0].command)
-    start = words.index("env") + 1
-    assert words[start : start + 3] == ["yes=1", "on=two words", "Null=x"]
-    assert not any(word.startswith(("True=", "None=")) for word in words)
+    start = words.index("export") + 1
+    assert words[start : start + 3] == ["__cl_yes=1", "__cl_on=two words", "__cl_Null=x"]
+    assert not any(word.startswith(("__cl_True=", "__cl_None=")) for word in words)
 
 
 def test_a_nul_in_a_quoted_key_is_still_refused() -> None:
