@@ -12,6 +12,8 @@ import fnmatch
 import re
 from collections.abc import Iterable, Mapping
 
+from clusterlaunch.core.limits import shown
+
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 # Never sent, however asked: they belong to the remote shell, to the SSH
@@ -77,6 +79,11 @@ _HOST_SPECIFIC_PREFIXES = ("XDG_",)
 def is_valid_name(name: str) -> bool:
     """True for a name a POSIX shell accepts as a variable."""
     return bool(_IDENTIFIER.match(name))
+
+
+def env_flag(name: str) -> str:
+    """``--env NAME=...`` for a message about one ``--env`` word: its value is not shown."""
+    return f"--env {name if is_valid_name(name) else shown(name)}=..."
 
 
 def refusal(name: str) -> str | None:

@@ -129,6 +129,22 @@ def sendable(flag: str, value: str) -> str:
     return value
 
 
+def sendable_value(where: str, value: str) -> str:
+    """:func:`sendable` for a variable's value, which may be a secret: the message names
+    ``where`` (the variable) and never shows the value, as the size limits' do. Printed
+    escaped, it would not even be masked as the raw bytes are in a CI log."""
+    if "\x00" in value:
+        raise UsageError(f"{where}: its value contains a NUL byte (the value is not shown)")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(
+            f"{where}: its value is not valid UTF-8 (the value is not shown); hosts receive "
+            "text, so set it in UTF-8"
+        ) from None
+    return value
+
+
 # Not beginning with "-": the hosts' programs would take "--job-id -x" for an option. It
 # names remote paths and torchrun's log folder: "a/b" as --rdzv-id crashed torchrun.
 _JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")

@@ -107,8 +107,14 @@ def test_a_text_value_yaml_reads_as_something_else_is_refused_as_written(
 
 
 def test_a_number_where_text_is_wanted_is_shown_once() -> None:
+    assert refusal(HOST + "    user: 1.5\n") == (
+        "hosts.yaml:4: hosts[0].user: must be a non-empty string, got 1.5; "
+        'write it in quotes ("1.5")'
+    )
+    # A variable's value may be a secret: what YAML made of it is said, the value never.
     assert refusal(HOST + "    env: {A: 1.5}\n") == (
-        'hosts.yaml:4: hosts[0].env.A: must be a string, got 1.5; write it in quotes ("1.5")'
+        "hosts.yaml:4: hosts[0].env.A: must be a string, and YAML reads this value as a number "
+        "with a fraction or exponent (not shown); write it in quotes"
     )
 
 

@@ -658,8 +658,10 @@ def test_parse_env_assignments() -> None:
 @pytest.mark.parametrize(
     ("pair", "message"),
     [
-        ("FOO", "--env FOO: expected KEY=VALUE, e.g. --env NCCL_DEBUG=INFO"),
-        ("SSH_X=1", "--env SSH_X=1: SSH_* variables are owned"),
+        ("FOO", "--env: expected KEY=VALUE, e.g. --env NCCL_DEBUG=INFO"),
+        ("SSH_X=1", "--env SSH_X=...: SSH_* variables are owned"),
+        ("SHLVL=1", "--env SHLVL=...: SHLVL is the remote shell's own"),
+        ("RANDOM=1", "RANDOM is the remote shell's own (/bin/sh sets or counts it)"),
         ("CUDA_VISIBLE_DEVICES=0", "devices: list"),
         ("RANK=0", "set by torchrun"),
         ("1ABC=1", "not a valid variable name"),
