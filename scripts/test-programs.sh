@@ -27,6 +27,8 @@ xauth                   xauth
 zsh                     zsh
 tcsh                    tcsh
 fish                    fish
+ksh                     ksh
+strace                  strace
 "
 
 missing=("$@")

@@ -17,7 +17,7 @@ from pathlib import Path
 from clusterlaunch.cli import restartargs
 from clusterlaunch.cli import slurm as slurmargs
 from clusterlaunch.controller.request import JobRequest
-from clusterlaunch.core import defaults, limits
+from clusterlaunch.core import defaults, envpolicy, limits
 from clusterlaunch.core.checkplan import check_exec_words
 from clusterlaunch.core.envfile import read_env_file
 from clusterlaunch.core.errors import UsageError
@@ -62,8 +62,13 @@ def check_words(args: argparse.Namespace) -> None:
             )
     for name in args.env_file:
         limits.text("--env-file", name, sent=False)
-    for pair in args.env:
-        limits.sendable("--env", pair)
+    for pair in args.env:  # a name is shown; a value, or a word that may be one, never
+        name, equals, value = pair.partition("=")
+        if equals:
+            limits.sendable("--env", name)
+        limits.sendable_value(
+            envpolicy.env_flag(name) if equals else "--env", value if equals else pair
+        )
     limits.sendable("--torchrun-args", args.torchrun_args)
     words = "COMMAND" if args.command == "exec" else "SCRIPT_ARGS"
     for word in args.passthrough:
@@ -172,7 +177,7 @@ def check_env_sizes(hosts: Sequence[HostSpec]) -> None:
     """``ps``, ``kill``, ``stacks``: each host's ``env:`` must fit its ``exec`` (jobctl
     carries it); one too big failed on the hosts with "Argument list too long"."""
     for spec in hosts:
-        check_exec_words(spec.host, spec.env, ["env"])
+        check_exec_words(spec.host, spec.env, [])
 
 
 def ssh_settings(args: argparse.Namespace, inventory: Inventory) -> SshSettings:

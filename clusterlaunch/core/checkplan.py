@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from clusterlaunch.core import commands, defaults, limits
+from clusterlaunch.core import commands, defaults, envhandoff, limits
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import JobPlan, NodePlan, ScriptKind
 from clusterlaunch.core.setupguard import OVERDUE_S, SetupGuard
@@ -176,15 +176,21 @@ def check_exec_words(
 
     Also for ``ps``, ``kill`` and ``stacks``, whose jobctl command carries each host's
     ``env:`` (a few hundred bytes of words more: half of ARG_MAX is kept for the host).
+    Counted for ``/bin/sh``'s exec, which takes each variable as ``__cl_NAME=VALUE``
+    (:mod:`clusterlaunch.core.envhandoff`), the larger one.
     """
-    assignments = [f"{name}={value}" for name, value in env.items()]
-    every = [*assignments, *words]
-    longest = max(every, key=_size)
+    argv, held = envhandoff.exec_strings(env, words)
+    for name, word in zip(env, held, strict=True):
+        if _size(word) > limits.MAX_ARG_BYTES:
+            raise UsageError(_variable_too_long(host, name, _size(word) - len(envhandoff.HELD)))
+    if env and _size(argv[2]) > limits.MAX_ARG_BYTES:  # /bin/sh's script: the names only
+        raise UsageError(_names_too_long(host, len(env), argv[2]))
+    longest = max(argv, key=_size, default="")
     if _size(longest) > limits.MAX_ARG_BYTES:
-        raise UsageError(_word_too_long(host, longest, longest in assignments))
-    total = sum(_size(word) + 1 + _POINTER for word in every) + reserve
+        raise UsageError(_word_too_long(host, longest))
+    total = sum(_size(word) + 1 + _POINTER for word in [*argv, *held]) + reserve
     if total > limits.MAX_EXEC_BYTES:
-        env_size = sum(_size(word) + 1 + _POINTER for word in assignments)
+        env_size = sum(_size(word) + 1 + _POINTER for word in held)
         raise UsageError(_too_much(host, total, env_size))
 
 
@@ -199,7 +205,7 @@ def exec_words(
         agent += _check_options(
             node, master_addr, listen, _LONGEST_NONCE, script, True, script_kind, _LONGEST_TIMEOUT
         )
-    return ["env", *agent, "--", *node.argv]
+    return [*agent, "--", *node.argv]
 
 
 def _size(word: str) -> int:
@@ -209,15 +215,28 @@ def _size(word: str) -> int:
 _IN_A_FILE = "pass large data in a file (its path instead, --sync to copy it)"
 
 
-def _word_too_long(host: str, word: str, variable: bool) -> str:
-    what = (
-        f"{word.partition('=')[0]}=... (name and value)"
-        if variable
-        else f"an argument ({limits.shown(word[:12])}...)"
-    )
+def _word_too_long(host: str, word: str) -> str:
     return (
-        f"{host}: {what} is {_size(word):,} bytes, and a host takes {limits.MAX_ARG_BYTES:,} "
-        f"in one argument or variable (Linux's MAX_ARG_STRLEN): {_IN_A_FILE}"
+        f"{host}: an argument ({limits.shown(word[:12])}...) is {_size(word):,} bytes, and a "
+        f"host takes {limits.MAX_ARG_BYTES:,} in one argument (Linux's MAX_ARG_STRLEN): "
+        + _IN_A_FILE
+    )
+
+
+def _names_too_long(host: str, count: int, script: str) -> str:
+    return (
+        f"{host}: the names of the job's {count:,} variables take {_size(script):,} bytes in "
+        f"the line that sets them, and a host takes {limits.MAX_ARG_BYTES:,} in one argument "
+        "(Linux's MAX_ARG_STRLEN): set fewer variables"
+    )
+
+
+def _variable_too_long(host: str, name: str, size: int) -> str:
+    most = limits.MAX_ARG_BYTES - len(envhandoff.HELD)
+    return (
+        f"{host}: {name}=... (name and value) is {size:,} bytes, and a host takes {most:,} in "
+        f"one variable (Linux's MAX_ARG_STRLEN, less {len(envhandoff.HELD)} bytes: each "
+        f"variable reaches the host as {envhandoff.HELD}NAME=VALUE first): " + _IN_A_FILE
     )
 
 

@@ -7,15 +7,16 @@ taken literally (no ``$`` expansion, no escapes); one pair of matching quotes
 around all of it is removed, as systemd and docker compose do. The values then
 travel like ``--env`` ones: each quoted, nothing expanded on the host.
 
-Errors name the file and the line (``vars.env:3: expected KEY=VALUE, got
-'FOO'``); a name set twice is refused rather than "the last one wins".
+Errors name the file, the line and the variable (``vars.env:3: expected
+KEY=VALUE, got a line without '='``), never a value; a name set twice is refused
+rather than "the last one wins".
 """
 
 from __future__ import annotations
 
 import os
 
-from clusterlaunch.core import envpolicy, limits
+from clusterlaunch.core import envpolicy
 from clusterlaunch.core.errors import HostsFileError
 
 MAX_ENV_FILE_BYTES = 1 << 20
@@ -80,8 +81,9 @@ def parse_env_text(text: str, path: str) -> dict[str, str]:
         if line.startswith("export ") or line.startswith("export\t"):
             line = line[len("export") :].lstrip(_BLANKS)
         name, equals, value = line.partition("=")
-        if not equals or not name:
-            raise HostsFileError(path, number, "", f"expected KEY=VALUE, got {limits.shown(line)}")
+        if not equals or not name:  # the line is not shown: it may be a value's (a PEM key's)
+            got = "a line without '='" if not equals else "no name before '='"
+            raise HostsFileError(path, number, "", f"expected KEY=VALUE, got {got}")
         why = envpolicy.refusal(name)
         if why is not None:
             raise HostsFileError(path, number, name, why)

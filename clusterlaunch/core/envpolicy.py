@@ -12,11 +12,24 @@ import fnmatch
 import re
 from collections.abc import Iterable, Mapping
 
+from clusterlaunch.core.limits import shown
+
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 # Never sent, however asked: they belong to the remote shell, to the SSH
 # connection, to torchrun's rendezvous or to clusterlaunch itself.
 _READ_ONLY = frozenset({"BASHOPTS", "BASH_VERSINFO", "EUID", "PPID", "SHELLOPTS", "UID", "_"})
+# What the hosts' /bin/sh (dash; bash as sh) gives a meaning of its own, so that a value
+# set there (clusterlaunch.core.envhandoff) does not arrive as written: a number it
+# counts or draws itself, a list, arithmetic (bash's OPTIND='a[$(cmd)]' ran cmd), a
+# number dash refuses (OPTIND), or bash's SHLVL, one less at each exec.
+_SHELL_OWN = frozenset(
+    {
+        *("BASHPID", "BASH_ARGC", "BASH_ARGV", "BASH_COMMAND", "BASH_LINENO", "BASH_SOURCE"),
+        *("BASH_SUBSHELL", "DIRSTACK", "EPOCHREALTIME", "EPOCHSECONDS", "FUNCNAME", "GROUPS"),
+        *("HISTCMD", "LINENO", "OPTIND", "RANDOM", "SECONDS", "SHLVL", "SRANDOM"),
+    }
+)
 _OWNED_EXACT = frozenset(
     {
         "RANK",
@@ -50,7 +63,6 @@ _HOST_SPECIFIC = frozenset(
         "PATH",
         "PWD",
         "OLDPWD",
-        "SHLVL",
         "HOSTNAME",
         "HOSTTYPE",
         "TERM",
@@ -69,6 +81,11 @@ def is_valid_name(name: str) -> bool:
     return bool(_IDENTIFIER.match(name))
 
 
+def env_flag(name: str) -> str:
+    """``--env NAME=...`` for a message about one ``--env`` word: its value is not shown."""
+    return f"--env {name if is_valid_name(name) else shown(name)}=..."
+
+
 def refusal(name: str) -> str | None:
     """Why ``name`` may never be set by the user on a remote host, or ``None``.
 
@@ -82,6 +99,8 @@ def refusal(name: str) -> str | None:
         )
     if name in _READ_ONLY:
         return f"{name} is read-only in remote shells"
+    if name in _SHELL_OWN:
+        return f"{name} is the remote shell's own (/bin/sh sets or counts it), so it cannot travel"
     if name in _DEVICE_VARIABLES:
         return f"{name} is set from each host's devices: list; use that instead"
     if name == "TORCH_ELASTIC_WORKER_IDENTICAL":  # the preflight finds it set on a host too

@@ -5,6 +5,7 @@ Used by :mod:`clusterlaunch.core.hostfile`; pure, no I/O.
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -75,11 +76,24 @@ def env(mapping: Mapping[str, Any], path: str, field: str) -> dict[str, str]:
     for key, value in raw.items():  # YAML keys are the text as written (yamlines)
         why = envpolicy.refusal(key)
         if why is None and (isinstance(value, bool) or not isinstance(value, str | int)):
-            why = "must be a string, " + got_text(raw, key, "write the value in quotes")
+            why = "must be a string, " + _got_value(raw, key)
         if why is not None:
             raise HostsFileError(path, key_line(raw, key), f"{field}.{key}", why)
         result[key] = str(value)
     return result
+
+
+def _got_value(env: Mapping[str, Any], name: str) -> str:
+    """What YAML made of ``env``'s value of ``name``: a YAML word (``yes``, ``~``) as it
+    was written; a number, a date or a collection only by its kind, since a variable's
+    value may be a secret, as the other messages about variables never show one."""
+    value = env[name]
+    if value is None or isinstance(value, bool):
+        return got_text(env, name, "write the value in quotes")
+    kinds = {float: "a number with a fraction or exponent", datetime.date: "a date"}
+    kinds |= {list: "a list", dict: "a mapping"}
+    kind = next((said for t, said in kinds.items() if isinstance(value, t)), "no text")
+    return f"and YAML reads this value as {kind} (not shown); write it in quotes"
 
 
 def gpus(source: Mapping[str, Any], path: str, line: int | None, field: str) -> int | None:

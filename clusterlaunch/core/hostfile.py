@@ -109,8 +109,9 @@ def _parse_yaml(text: str, path: str) -> Inventory:
         line, problem = describe_yaml_error(exc, text)
         raise HostsFileError(path, line, "", problem) from None
     number = first_number_form(data)  # before any field reads a number YAML changed
-    if number is not None:
-        raise HostsFileError(path, number[1].line, number[0], number[1].problem())
+    if number is not None:  # a variable's value (env.NAME) may be a secret: not shown
+        where, form = number
+        raise HostsFileError(path, form.line, where, form.problem(".env." not in f".{where}"))
     if data is None:
         raise HostsFileError(path, None, "hosts", "the file is empty; list your hosts under hosts:")
     if not isinstance(data, dict):

@@ -31,7 +31,8 @@ MAX_WORLD_SIZE = 65_536
 
 MAX_ARG_BYTES = 131_071
 """The longest word a host's ``exec`` takes: one argument, or one ``NAME=VALUE`` of
-the job's environment. Linux's MAX_ARG_STRLEN is 32 pages = 131,072 bytes, its NUL
+the job's environment (5 bytes less: ``/bin/sh`` gets it as ``__cl_NAME=VALUE``,
+:mod:`clusterlaunch.core.envhandoff`). Linux's MAX_ARG_STRLEN is 32 pages = 131,072 bytes, its NUL
 included (more with pages over 4 KiB; less nowhere). Measured on the sandbox (sshd
 on loopback): a word of 131,071 bytes ran, 131,072 failed ("env: Argument list too
 long"). The command itself is not an argument: it travels on stdin
@@ -124,6 +125,22 @@ def sendable(flag: str, value: str) -> str:
         raise UsageError(
             f"{flag} {shown(value)}: not valid UTF-8; hosts receive text, "
             "so rename it or pass it in UTF-8"
+        ) from None
+    return value
+
+
+def sendable_value(where: str, value: str) -> str:
+    """:func:`sendable` for a variable's value, which may be a secret: the message names
+    ``where`` (the variable) and never shows the value, as the size limits' do. Printed
+    escaped, it would not even be masked as the raw bytes are in a CI log."""
+    if "\x00" in value:
+        raise UsageError(f"{where}: its value contains a NUL byte (the value is not shown)")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(
+            f"{where}: its value is not valid UTF-8 (the value is not shown); hosts receive "
+            "text, so set it in UTF-8"
         ) from None
     return value
 

@@ -58,15 +58,19 @@ def new_job_id(now: datetime.datetime | None = None) -> str:
 
 
 def parse_env_assignments(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
-    """``--env KEY=VALUE`` words → pairs, with a clear error for each bad one."""
+    """``--env KEY=VALUE`` words → pairs, with a clear error for each bad one, which
+    never shows a value (a word without ``=`` may be one: ``--env $TOKEN``)."""
     result = []
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep:
-            raise UsageError(f"--env {pair}: expected KEY=VALUE, e.g. --env NCCL_DEBUG=INFO")
+            raise UsageError(
+                "--env: expected KEY=VALUE, e.g. --env NCCL_DEBUG=INFO; got a word without '=' "
+                "(not shown: it may be a value)"
+            )
         why = envpolicy.refusal(name)
         if why is not None:
-            raise UsageError(f"--env {pair}: {why}")
+            raise UsageError(f"{envpolicy.env_flag(name)}: {why}")
         result.append((name, value))
     return tuple(result)
 
@@ -137,7 +141,7 @@ def forwarded_env(options: LaunchOptions, local_env: Mapping[str, str]) -> dict[
     forwarded = envpolicy.forwarded(options.forward_env, local_env)
     for name, value in forwarded.items():
         # Local variables may hold bytes that are not UTF-8; hosts receive text.
-        limits.sendable(f"--forward-env: ${name}", value)
+        limits.sendable_value(f"--forward-env: ${name}", value)
     return forwarded
 
 

@@ -34,8 +34,15 @@ class NumberForm:
 
     __repr__ = __str__
 
-    def problem(self) -> str:
-        """The refusal: what YAML makes of it, and the two ways to write it."""
+    def problem(self, shown: bool = True) -> str:
+        """The refusal: what YAML makes of it, and the two ways to write it; not
+        ``shown``: without the number (a variable's value, which may be a secret)."""
+        if not shown:
+            return (
+                f"is not a plain decimal integer ({self.reader} reads it as a number in another "
+                "base or form; the value is not shown): quote it if it is text, or write the "
+                "number in decimal"
+            )
         text = self.text if len(self.text) <= SHOWN else self.text[: SHOWN - 3] + "..."
         known = self.number is not None
         reads = f": {self.reader} reads it as {self.number}" if known else ""

@@ -1,7 +1,7 @@
 """The preflight's checks of one host, shared by the probe (``check``) and the agent (``run``).
 
 Stdlib only, Python >= 3.8; bundled into both programs. Each runs under the
-job's own ``cd WORKDIR && SETUP && exec env ... PYTHON`` prefix, so the checks
+job's own ``cd WORKDIR && SETUP && <variables> exec PYTHON`` prefix, so the checks
 test exactly what the job will use.
 
 With a job id (torchrun jobs) they also report a job of that id already holding

@@ -87,7 +87,8 @@ def _set_env(said: list[str], alias: str) -> list[str]:
     kept: dict[str, str] = {}
     for word in said:
         name, equals, _ = word.partition("=")
-        if not equals or not name:
-            raise UsageError(f"SSH config, host {alias}: SetEnv {word}: use NAME=VALUE")
+        if not equals or not name:  # not shown: it may be a value, which may be a secret
+            got = "a word without '='" if not equals else "a word with no name before '='"
+            raise UsageError(f"SSH config, host {alias}: SetEnv: use NAME=VALUE; got {got}")
         kept.setdefault(name, word)
     return list(kept.values())

@@ -153,9 +153,14 @@ def test_a_host_whose_python_or_setup_keeps_the_doctor_from_running_is_exit_2(
     # The shell's last lines come in between: a login's own noise too (pyenv's rehash
     # racing another login's printed "cannot rehash" into one CI run).
     assert python.startswith("node0  doctor  /nonexistent/py not found (exit 127): ")
+    # The host's /bin/sh says it, which sets the variables and runs python (dash: "sh: 1:
+    # exec: /nonexistent/py: not found"; bash as sh: "... No such file or directory").
     assert python.endswith(
-        "env: '/nonexistent/py': No such file or directory; fix python: or --python"
-    )
+        (
+            "/nonexistent/py: not found; fix python: or --python",
+            "/nonexistent/py: No such file or directory; fix python: or --python",
+        )
+    ), python
     assert setup == "node1  doctor  setup failed (exit 3): no output; fix setup:"
 
 

@@ -280,10 +280,9 @@ def test_a_program_torchrun_cannot_start_is_refused_by_check_and_run(
 def _agent_words(command: str) -> list[str]:
     """The words the host's shell ``exec``s (the agent's argv) in a dry run's ``command``."""
     words = shlex.split(command)
-    at = max(i for i in range(len(words) - 1) if words[i : i + 2] == ["exec", "env"]) + 2
-    while "=" in words[at] and words[at].partition("=")[0].isidentifier():
-        at += 1  # env's NAME=VALUE words: the agent's environment, not its argv
-    return words[at:]
+    # exec /bin/sh -c SCRIPT sh ARGV: the /bin/sh that sets the variables (envhandoff.py)
+    at = max(i for i in range(len(words) - 2) if words[i : i + 3] == ["exec", "/bin/sh", "-c"])
+    return words[at + 5 :]
 
 
 def _running_agents(cluster: Any, job_id: str) -> dict[str, list[str]]:

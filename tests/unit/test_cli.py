@@ -18,6 +18,7 @@ from clusterlaunch.core.model import SshTarget
 from clusterlaunch.core.planner import JOB_ID_VAR
 from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.sshconfig import resolve_targets
+from tests.unit.test_planner import setting
 
 SSH_CONFIG = """\
 Host a
@@ -86,15 +87,15 @@ def assert_usage_error(code: int, out: str, err: str, fragment: str) -> None:
         ),
         (
             ["run", "--dry-run", "--env", "FOO", "local.yaml", "train.py"],
-            "--env FOO: expected KEY=VALUE",
+            "--env: expected KEY=VALUE",
         ),
         (
             ["run", "--dry-run", "--env", "SSH_X=1", "local.yaml", "train.py"],
-            "--env SSH_X=1: SSH_* variables",
+            "--env SSH_X=...: SSH_* variables",
         ),
         (
             ["run", "--dry-run", "--env", "RANK=1", "local.yaml", "train.py"],
-            "--env RANK=1: RANK is set by torchrun",
+            "--env RANK=...: RANK is set by torchrun",
         ),
         (
             ["run", "--dry-run", "--master-port", "0", "local.yaml", "train.py"],
@@ -333,17 +334,17 @@ def test_dry_run_text(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert lines[5:7] == ["", "# node 0 (a):"]
     assert lines[8:10] == ["", "# node 1 (unreachable.invalid):"]
     assert lines[11:] == ["", ""]
-    env = f"{JOB_ID_VAR}=j1"
+    env = setting({JOB_ID_VAR: "j1"})
     # The agent's preflight words as run starts it; the nonce each preflight draws is AUTO.
     checks = ["--master-addr", "10.1.2.3", "--nonce", "AUTO", "--timeout", "5"]
     wait = ["--script", "train.py", "--need-torch", "--preflight-timeout", "120"]
     assert shlex.split(lines[7]) == [
-        "cd", "--", cwd, "&&", "exec", "env", env, *agent_words("python3", 0, 0),
+        "cd", "--", cwd, "&&", *env, *agent_words("python3", 0, 0),
         *checks, "--listen", "29500", *wait, "--",
         *torchrun_words(0, 3, "10.1.2.3", "29500", "train.py", "--lr", "3e-4"),
     ]  # fmt: skip
     assert shlex.split(lines[10]) == [
-        "cd", "--", cwd, "&&", "exec", "env", env, *agent_words("python3", 1, 3), *checks, *wait,
+        "cd", "--", cwd, "&&", *env, *agent_words("python3", 1, 3), *checks, *wait,
         "--", *torchrun_words(1, 1, "10.1.2.3", "29500", "train.py", "--lr", "3e-4"),
     ]  # fmt: skip
 
@@ -399,7 +400,7 @@ def test_dry_run_json(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
         checks += ["--listen", "0"] if rank == 0 else []  # auto: a free port
         checks += ["--script", "train.py", "--need-torch", "--preflight-timeout", "120"]
         assert shlex.split(node["command"]) == [
-            "cd", "--", cwd, "&&", "exec", "env", "NCCL_DEBUG=INFO", f"{JOB_ID_VAR}=j1",
+            "cd", "--", cwd, "&&", *setting(env),
             *agent_words("python3", rank, ranks[0]), *checks, "--",
             *torchrun_words(rank, nproc, "10.1.2.3", commands.AUTO_PORT, *script),
         ]  # fmt: skip

@@ -14,7 +14,8 @@ import pytest
 
 from clusterlaunch.cli.main import main
 from clusterlaunch.controller import launcher
-from clusterlaunch.core.checkplan import check_command_sizes, exec_words
+from clusterlaunch.core.checkplan import check_command_sizes, check_exec_words, exec_words
+from clusterlaunch.core.envhandoff import renaming_script
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.limits import MAX_ARG_BYTES, MAX_EXEC_BYTES
 from clusterlaunch.core.model import HostSpec, Inventory, JobPlan, LaunchOptions, SshTarget
@@ -106,9 +107,12 @@ def test_one_word_may_have_exactly_the_limit(exec_argv: bool) -> None:
 
 
 def _total(plan: JobPlan, exec_argv: bool) -> int:
+    """The bytes of the host's largest exec: /bin/sh's, which sets the variables from
+    ``__cl_NAME`` (core/envhandoff.py), its script holding the names."""
     node = plan.nodes[0]
     words = exec_words(node, plan.master_addr, "train.py", "file", not exec_argv)
-    words += [f"{name}={value}" for name, value in node.env.items()]
+    words = ["/bin/sh", "-c", renaming_script(node.env), "sh", *words]
+    words += [f"__cl_{name}={value}" for name, value in node.env.items()]
     return sum(len(word.encode()) + 9 for word in words)
 
 
@@ -125,6 +129,29 @@ def test_all_words_may_take_exactly_the_limit(exec_argv: bool) -> None:
         check_command_sizes(
             _plan([PIECE] * 10 + [last + "a"], exec_argv), "train.py", "file", not exec_argv
         )
+
+
+def test_a_variable_may_have_the_limit_less_its_held_name() -> None:
+    """/bin/sh gets each variable as __cl_NAME=VALUE, 5 bytes more than NAME=VALUE."""
+    most = MAX_ARG_BYTES - len("__cl_")
+    fits = {"BIG": "a" * (most - len("BIG="))}
+    check_exec_words("h", fits, ["prog"])
+    with pytest.raises(UsageError) as refused:
+        check_exec_words("h", {"BIG": fits["BIG"] + "a"}, ["prog"])
+    assert str(refused.value).startswith(
+        f"h: BIG=... (name and value) is {most + 1:,} bytes, and a host takes {most:,} in one "
+        "variable (Linux's MAX_ARG_STRLEN, less 5 bytes: each variable reaches the host as "
+        "__cl_NAME=VALUE first): pass large data in a file"
+    )
+    assert "aaaa" not in str(refused.value)
+
+
+def test_names_too_many_for_the_line_that_sets_them_are_refused_as_such() -> None:
+    env = {f"V{i:05}_{'N' * 40}": "" for i in range(1_500)}
+    with pytest.raises(
+        UsageError, match=r"the names of the job.s 1,500 variables take 235,528 bytes in the line"
+    ):
+        check_exec_words("h", env, ["prog"])
 
 
 def test_room_is_kept_for_the_restart_counts_digits() -> None:

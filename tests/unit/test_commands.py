@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch.core import commands
+from clusterlaunch.core import commands, envhandoff
 from clusterlaunch.core.model import HostSpec, Inventory, LaunchOptions, SshTarget
 from clusterlaunch.core.planner import JOB_ID_VAR, plan_job
 from clusterlaunch.core.setupguard import SetupGuard, SetupWatch, guarded
@@ -66,7 +66,7 @@ HOSTILE = [
     "\x1b[31mred\x1b[0m",
 ]
 
-SHELLS = [sh for sh in ("/bin/sh", "bash") if shutil.which(sh)]
+SHELLS = [sh for sh in ("/bin/sh", "bash", "zsh", "ksh") if shutil.which(sh)]
 
 DUMP_CODE = (
     "import json, os, sys; "
@@ -118,7 +118,8 @@ def test_shell_command_shapes() -> None:
     guard = SetupGuard(30)
     assert (
         commands.shell_command("/w", "  source a.sh  \n", {"A": "1"}, ["echo"], guard)
-        == f"cd -- /w && {guarded('  source a.sh  ', guard)} && exec env A=1 echo"
+        == f"cd -- /w && {guarded('  source a.sh  ', guard)} && export __cl_A=1 && exec /bin/sh "
+        """-c 'export A="$__cl_A" && unset __cl_A && exec "$@"' sh echo"""
     )
     assert commands.shell_command("", "", {}, ["x"]) == "exec x"
 
@@ -130,16 +131,17 @@ def test_shell_command_round_trip(value: str) -> None:
     )
     workdir = {"": "/w", "-": "./-"}.get(value, value)  # cd -- - would be cd "$OLDPWD"
     assert shlex.split(command) == [
-        "cd", "--", workdir, "&&", "exec", "env", f"HK={value}", "HK2=x", "prog", value,
+        "cd", "--", workdir, "&&", "export", f"__cl_HK={value}", "__cl_HK2=x", "&&",
+        "exec", "/bin/sh", "-c", envhandoff.renaming_script(["HK", "HK2"]), "sh", "prog", value,
     ]  # fmt: skip
 
 
 @pytest.mark.parametrize("shell", ["sh", "bash"])
 @pytest.mark.parametrize("env", [{}, {"HK": "a b"}], ids=["no variables", "variables"])
 def test_a_shell_runs_the_words_as_given(shell: str, env: dict[str, str], tmp_path: Path) -> None:
-    # Without variables a program named like an assignment runs (exec's word). With
-    # them env(1) would take it for one more assignment: it has no way to say "stop".
-    name = "./A=1" if not env else "./prog"
+    # A program named like an assignment runs, with variables too (env(1) took it for
+    # one more assignment: it has no way to say "stop").
+    name = "./A=1"
     program = tmp_path / name
     program.write_text('#!/bin/sh\nprintf "[%s]" "$HK" "$@"\n')
     program.chmod(0o755)
@@ -238,11 +240,11 @@ def test_full_node_command_round_trip() -> None:
     workdir = "/srv/my job/$(touch pwned)/it's/日本"
     python = "/opt/my env/bin/python 3 'x' é"
     node, expected_argv = _hostile_plan(workdir, python)
-    assignments = [f"HK{i}={v}" for i, v in enumerate(HOSTILE)]
+    env = {f"HK{i}": v for i, v in enumerate(HOSTILE)}
+    env |= {"HKCLI": "$(touch pwned) 'q' \"d\" é\n", JOB_ID_VAR: "j1"}
     assert shlex.split(node.command) == [  # type: ignore[attr-defined]
-        "cd", "--", workdir, "&&", "exec", "env",
-        *assignments, "HKCLI=$(touch pwned) 'q' \"d\" é\n", f"{JOB_ID_VAR}=j1",
-        *expected_argv,
+        "cd", "--", workdir, "&&", "export", *(f"__cl_{k}={v}" for k, v in env.items()), "&&",
+        "exec", "/bin/sh", "-c", envhandoff.renaming_script(env), "sh", *expected_argv,
     ]  # fmt: skip
 
 

@@ -739,7 +739,7 @@ BAD_YAML = [
         "hosts:\n  - host: a\n    gpus: 1\n    env:\n      A: ok\n      B: [1, 2]\n",
         6,
         "hosts[0].env.B",
-        "must be a string, got [1, 2]; write the value in quotes",
+        "must be a string, and YAML reads this value as a list (not shown); write it in quotes",
     ),
     (
         "env-value-bool",
@@ -760,7 +760,7 @@ BAD_YAML = [
         "hosts:\n  - host: a\n    gpus: 1\n    env:\n      B: 1.5\n",
         5,
         "hosts[0].env.B",
-        "must be a string, got 1.5",
+        "must be a string, and YAML reads this value as a number with a fraction or exponent",
     ),
     (
         "env-ssh-auth-sock",

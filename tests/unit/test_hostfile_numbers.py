@@ -54,11 +54,18 @@ def fix(text: str, number: int) -> str:
         ("00", 0),
     ],
 )
-def test_yaml_11_integer_forms_in_env_are_refused(tmp_path: Path, value: str, number: int) -> None:
+def test_yaml_11_integer_forms_in_text_are_refused(tmp_path: Path, value: str, number: int) -> None:
+    message = refusal(tmp_path, HOST + f"    workdir: {value}\n")
+    assert message == (
+        f"hosts.yaml:4: hosts[0].workdir: {value} is not a plain decimal integer: "
+        f"YAML reads it as {number}; {fix(value, number)}"
+    )
+    # A variable's value may be a secret: named, never shown (nor what YAML makes of it).
     message = refusal(tmp_path, HOST + f"    env: {{OK: 1, A: {value}}}\n")
     assert message == (
-        f"hosts.yaml:4: hosts[0].env.A: {value} is not a plain decimal integer: "
-        f"YAML reads it as {number}; {fix(value, number)}"
+        "hosts.yaml:4: hosts[0].env.A: is not a plain decimal integer (YAML reads it as a "
+        "number in another base or form; the value is not shown): quote it if it is text, or "
+        "write the number in decimal"
     )
 
 
@@ -67,11 +74,14 @@ def test_numbers_yaml_11_keeps_as_text_are_refused_too(
     tmp_path: Path, value: str, number: int
 ) -> None:
     # YAML 1.1 keeps 08 as "08" but refuses 07 as octal; one rule for both.
-    message = refusal(tmp_path, HOST + f"    env:\n      A: {value}\n")
+    message = refusal(tmp_path, HOST + f"    workdir: {value}\n")
     assert message == (
-        f"hosts.yaml:5: hosts[0].env.A: {value} is not a plain decimal integer: "
+        f"hosts.yaml:4: hosts[0].workdir: {value} is not a plain decimal integer: "
         f"YAML 1.2 reads it as {number}; {fix(value, number)}"
     )
+    message = refusal(tmp_path, HOST + f"    env:\n      A: {value}\n")
+    assert message.startswith("hosts.yaml:5: hosts[0].env.A: is not a plain decimal integer (")
+    assert f" {value} " not in message and f"as {number}" not in message
 
 
 @pytest.mark.parametrize(
@@ -83,7 +93,7 @@ def test_numbers_yaml_11_keeps_as_text_are_refused_too(
         ("master_port: 29_500\n" + HOST, "hosts.yaml:1: master_port"),
         ("max_restarts: 0b1\n" + HOST, "hosts.yaml:1: max_restarts"),
         (HOST.replace("gpus: 1", "gpus: 2") + "    devices: [0, 0x1]\n", "hosts.yaml:4: "),
-        ("defaults:\n  env: {X: 1:30}\n" + HOST, "hosts.yaml:2: defaults.env.X"),
+        ("defaults:\n  workdir: 1:30\n" + HOST, "hosts.yaml:2: defaults.workdir"),
     ],
 )
 def test_every_integer_field_refuses_them(tmp_path: Path, text: str, where: str) -> None:
@@ -148,17 +158,19 @@ def test_a_key_keeps_the_text_it_was_written_as(tmp_path: Path) -> None:
 
 
 def test_a_huge_number_is_cut_short_in_the_message(tmp_path: Path) -> None:
-    message = refusal(tmp_path, HOST + f"    env: {{A: 0x{'f' * 5000}}}\n")
+    message = refusal(tmp_path, HOST + f"    workdir: 0x{'f' * 5000}\n")
     assert message == (
-        "hosts.yaml:4: hosts[0].env.A: 0xfffffffffffffffffffffffff... is not a plain decimal "
+        "hosts.yaml:4: hosts[0].workdir: 0xfffffffffffffffffffffffff... is not a plain decimal "
         'integer; quote it ("0xfffffffffffffffffffffffff...") if it is text, '
         "or write the number in decimal"
     )
 
 
 def test_a_number_in_an_anchor_is_reported_where_it_is_written(tmp_path: Path) -> None:
+    text = "defaults: &d\n  workdir: 0755\nhosts:\n  - host: localhost\n    gpus: 1\n    <<: *d\n"
+    assert refusal(tmp_path, text).startswith("hosts.yaml:2: defaults.workdir: 0755 is not")
     text = "defaults: &d\n  env: {A: 0755}\nhosts:\n  - host: localhost\n    gpus: 1\n    <<: *d\n"
-    assert refusal(tmp_path, text).startswith("hosts.yaml:2: defaults.env.A: 0755 is not")
+    assert refusal(tmp_path, text).startswith("hosts.yaml:2: defaults.env.A: is not a plain")
 
 
 @pytest.mark.parametrize("source", [PythonEvents, None])
@@ -218,7 +230,7 @@ def test_gpus_zero_is_refused(tmp_path: Path) -> None:
             [],
             "hosts.yaml:4: hosts[0].devices: is empty; list the device indices",
         ),
-        (HOST + "    env: {A: 0755}\n", [], "hosts.yaml:4: hosts[0].env.A: 0755 is not"),
+        (HOST + "    env: {A: 0755}\n", [], "hosts.yaml:4: hosts[0].env.A: is not a plain"),
         (HOST, ["--gpus-per-host", "0"], "--gpus-per-host '0': use a whole number"),
     ],
 )

@@ -74,9 +74,9 @@ def test_yes_and_on_reach_the_remote_command_as_written() -> None:
         agent_size=1,
     )
     words = shlex.split(job.nodes[0].command)
-    start = words.index("env") + 1
-    assert words[start : start + 3] == ["yes=1", "on=two words", "Null=x"]
-    assert not any(word.startswith(("True=", "None=")) for word in words)
+    start = words.index("export") + 1
+    assert words[start : start + 3] == ["__cl_yes=1", "__cl_on=two words", "__cl_Null=x"]
+    assert not any(word.startswith(("__cl_True=", "__cl_None=")) for word in words)
 
 
 def test_a_nul_in_a_quoted_key_is_still_refused() -> None:
@@ -107,8 +107,14 @@ def test_a_text_value_yaml_reads_as_something_else_is_refused_as_written(
 
 
 def test_a_number_where_text_is_wanted_is_shown_once() -> None:
+    assert refusal(HOST + "    user: 1.5\n") == (
+        "hosts.yaml:4: hosts[0].user: must be a non-empty string, got 1.5; "
+        'write it in quotes ("1.5")'
+    )
+    # A variable's value may be a secret: what YAML made of it is said, the value never.
     assert refusal(HOST + "    env: {A: 1.5}\n") == (
-        'hosts.yaml:4: hosts[0].env.A: must be a string, got 1.5; write it in quotes ("1.5")'
+        "hosts.yaml:4: hosts[0].env.A: must be a string, and YAML reads this value as a number "
+        "with a fraction or exponent (not shown); write it in quotes"
     )
 
 

@@ -67,7 +67,7 @@ TEXT = [
     ("python-newline", run("--python", "py\nthon"), "without '='"),
     ("python-bytes", run("--python", BAD), "not valid UTF-8"),
     ("env-empty", run("--env", ""), "expected KEY=VALUE"),
-    ("env-no-equals", run("--env", "FOO"), "--env FOO: expected KEY=VALUE"),
+    ("env-no-equals", run("--env", "FOO"), "--env: expected KEY=VALUE"),
     ("env-no-name", run("--env", "=x"), "not a valid variable name"),
     ("env-digit-name", run("--env", "1A=2"), "not a valid variable name"),
     ("env-rank", run("--env", "RANK=1"), "RANK is set by torchrun"),
@@ -76,7 +76,8 @@ TEXT = [
     # torchrun reads its options from PET_*: PET_STANDALONE=1 hung, PET_TEE=3 doubled lines.
     ("env-pet-standalone", run("--env", "PET_STANDALONE=1"), "sets torchrun's --standalone"),
     ("env-pet-tee", run("--env", "PET_TEE=3"), "PET_TEE sets torchrun's --tee; give"),
-    ("env-bytes", run("--env", "A=" + BAD), "--env 'A=\\xff': not valid UTF-8"),
+    ("env-bytes", run("--env", "A=" + BAD), "--env A=...: its value is not valid UTF-8 (the"),
+    ("env-name-bytes", run("--env", BAD + "=1"), "--env '\\xff': not valid UTF-8"),
     ("forward-env-empty", run("--forward-env", ""), "--forward-env '': give a non-empty"),
     # These could match no variable, and forwarded nothing, silently.
     ("forward-env-assign", run("--forward-env", "T_*=x"), "to set one, use --env NAME=VALUE"),

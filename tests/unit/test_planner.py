@@ -13,6 +13,7 @@ import pytest
 from clusterlaunch.core import commands, envpolicy
 from clusterlaunch.core.checkplan import probe_command
 from clusterlaunch.core.defaults import PROBE_DIAL_TIMEOUT_S, SETUP_TIMEOUT_S
+from clusterlaunch.core.envhandoff import renaming_script
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.model import (
     HostSpec,
@@ -220,16 +221,23 @@ def test_full_plan_by_equality() -> None:
     )
     # The command, split as the remote shell would, is exactly these words.
     assert shlex.split(job.nodes[1].command) == [
-        "cd", "--", CWD, "&&", "exec", "env", f"{JOB_ID_VAR}={JOB}",
+        "cd", "--", CWD, "&&", *setting({JOB_ID_VAR: JOB}),
         *agent_words("/opt/py/bin/python", 1, 2), "--", *argv1,
     ]  # fmt: skip
     setup = guarded("source env.sh", SetupGuard(SETUP_TIMEOUT_S))
     prefix = f"cd -- /w && {setup} && "
     assert job.nodes[0].command.startswith(prefix)
     assert shlex.split(job.nodes[0].command[len(prefix) :]) == [
-        "exec", "env", "A=1", f"{JOB_ID_VAR}={JOB}", "CUDA_VISIBLE_DEVICES=1,3",
+        *setting({"A": "1", JOB_ID_VAR: JOB, "CUDA_VISIBLE_DEVICES": "1,3"}),
         *agent_words("python3", 0, 0), "--", *argv0,
     ]  # fmt: skip
+
+
+def setting(env: dict[str, str]) -> list[str]:
+    """The words before the program's that set ``env`` (core/envhandoff.py): no value is
+    in ``/bin/sh``'s argv, only in the login shell's builtin ``export``."""
+    held = [f"__cl_{name}={value}" for name, value in env.items()]
+    return ["export", *held, "&&", "exec", "/bin/sh", "-c", renaming_script(env), "sh"]
 
 
 def test_torchrun_argv_layout_with_auto_port() -> None:
@@ -265,7 +273,7 @@ def test_exec_plan_runs_the_command_without_torchrun() -> None:
     for node in job.nodes:
         assert node.argv == ("hostname", "-f")
         assert shlex.split(node.command) == [
-            "cd", "--", CWD, "&&", "exec", "env", f"{JOB_ID_VAR}={JOB}",
+            "cd", "--", CWD, "&&", *setting({JOB_ID_VAR: JOB}),
             *agent_words("python3", node.node_rank, None), "--", "hostname", "-f",
         ]  # fmt: skip
 
@@ -650,8 +658,10 @@ def test_parse_env_assignments() -> None:
 @pytest.mark.parametrize(
     ("pair", "message"),
     [
-        ("FOO", "--env FOO: expected KEY=VALUE, e.g. --env NCCL_DEBUG=INFO"),
-        ("SSH_X=1", "--env SSH_X=1: SSH_* variables are owned"),
+        ("FOO", "--env: expected KEY=VALUE, e.g. --env NCCL_DEBUG=INFO"),
+        ("SSH_X=1", "--env SSH_X=...: SSH_* variables are owned"),
+        ("SHLVL=1", "--env SHLVL=...: SHLVL is the remote shell's own"),
+        ("RANDOM=1", "RANDOM is the remote shell's own (/bin/sh sets or counts it)"),
         ("CUDA_VISIBLE_DEVICES=0", "devices: list"),
         ("RANK=0", "set by torchrun"),
         ("1ABC=1", "not a valid variable name"),
@@ -751,7 +761,6 @@ def test_probe_command_uses_the_job_prefix() -> None:
     node = plan(inv).nodes[0]
     command = probe_command(node, "10.0.0.1", 0, "n0nce", "train.py", True, 999, 42, "job7")
     probe_argv = [
-        "env", "A=1", f"{JOB_ID_VAR}={JOB}",
         *commands.bootstrap_argv("python3", "probe", 999, site=False),
         "--master-addr", "10.0.0.1", "--nonce", "n0nce",
         "--timeout", f"{PROBE_DIAL_TIMEOUT_S:g}", "--listen", "0",
@@ -760,7 +769,13 @@ def test_probe_command_uses_the_job_prefix() -> None:
     ]  # fmt: skip
     # The same setup guard as the job's, with the nonce as the shell's token.
     setup = guarded("true", SetupGuard(42))
-    assert command == f"cd -- '/w d' && {setup} && exec {commands.quote_argv(probe_argv)}"
+    assert command == f"cd -- '/w d' && {setup} && " + commands.exec_with(
+        {"A": "1", JOB_ID_VAR: JOB}, probe_argv
+    )
+    assert shlex.split(commands.exec_with({"A": "1"}, probe_argv)) == [
+        *setting({"A": "1"}),
+        *probe_argv,
+    ]
     bare = probe_command(node, "10.0.0.1", None, "n", None, False, 1, 42)
     tail = ["--master-addr", "10.0.0.1", "--nonce", "n", "--timeout", "5"]
     assert shlex.split(bare)[-6:] == tail

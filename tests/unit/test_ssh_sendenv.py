@@ -43,8 +43,13 @@ def test_sendenv_and_setenv_are_what_ssh_reads(tmp_path: Path, text: str) -> Non
 def test_a_setenv_word_without_a_value_is_one_usage_error(tmp_path: Path) -> None:
     config = tmp_path / "config"
     config.write_text("Host *\n  SetEnv JUSTNAME\n")
-    with pytest.raises(UsageError, match=r"^SSH config, host n0: SetEnv JUSTNAME: use NAME=VALUE"):
+    said = r"^SSH config, host n0: SetEnv: use NAME=VALUE; got a word without '='$"
+    with pytest.raises(UsageError, match=said):
         sshconfig.resolve_targets(str(config), [HostSpec(host="n0", gpus=1)])
+    config.write_text("Host *\n  SetEnv OK=1 =s3cret\n")  # a value: never shown
+    with pytest.raises(UsageError, match=r"no name before '='$") as refused:
+        sshconfig.resolve_targets(str(config), [HostSpec(host="n0", gpus=1)])
+    assert "s3cret" not in str(refused.value)
 
 
 def test_a_session_is_sent_sendenv_matches_then_setenv() -> None:
