@@ -261,6 +261,7 @@ def supervise(
             fanout=request.fanout,
             stall_check=watch_for_stalls(stalls, router),
         )
+        supervisor.heartbeats.start()  # LimitReached here: nothing started (no go)
         if held is not None:  # the agents checked their hosts: they start the job now
             held.hand_over(plan, supervisor.hosts, router)
         outcome = supervisor.run()

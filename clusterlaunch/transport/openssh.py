@@ -33,6 +33,7 @@ from clusterlaunch.core.commands import for_login_shell
 from clusterlaunch.core.errors import TransportError
 from clusterlaunch.core.sshargv import subsystem_session
 from clusterlaunch.transport.local import LocalProcess
+from clusterlaunch.transport.proclimit import fork_failure
 from clusterlaunch.transport.sshlog import MasterLog
 
 if TYPE_CHECKING:
@@ -181,7 +182,7 @@ class OpenSshConnection:
                     start_new_session=True,
                 )
             except OSError as exc:
-                raise TransportError(self.host, f"cannot run ssh: {exc}") from None
+                raise TransportError(self.host, f"cannot run ssh: {fork_failure(exc)}") from None
             self._sessions = [p for p in self._sessions if p.poll() is None] + [popen]
         return popen
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import paramiko
 
-from clusterlaunch.core.errors import HostKeyError, TransportError
+from clusterlaunch.core.errors import HostKeyError, LimitReached, TransportError
 from clusterlaunch.core.hostport import host_port
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import (
@@ -84,7 +84,11 @@ def connect(
         raise
     release = None if pool is None else functools.partial(pool.release, hops[0])
     connection = SshConnection(target, clients, settings, release)
-    connection.start_keepalive(keepalives)
+    try:
+        connection.start_keepalive(keepalives)
+    except LimitReached:  # no thread for keepalives: closed, not left to the sshd
+        connection.close()
+        raise
     return connection
 
 
@@ -198,6 +202,9 @@ def _try_client(
         raise TransportError(
             target.alias, f"authentication failed for {who}{target.hostname}: {exc}"
         ) from None
+    except RuntimeError:  # paramiko's reader thread could not start (fanout says why)
+        close_quietly(client)
+        raise
     except CONNECTION_ERRORS as exc:
         waited = time.monotonic() - began >= timeout
         # Before close kills it; not once the timeout passed: its end is then our kill (-15).

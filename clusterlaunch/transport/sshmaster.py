@@ -26,7 +26,7 @@ from clusterlaunch.core import commands
 from clusterlaunch.core.errors import HostProblem, TransportError, UsageError
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.core.sshargv import Keepalive, Mux, ssh_argv
-from clusterlaunch.transport import sshconfig
+from clusterlaunch.transport import proclimit, sshconfig
 from clusterlaunch.transport.openssh import ControlDir, OpenSshConnection, stop_process
 from clusterlaunch.transport.settings import SshSettings
 from clusterlaunch.transport.sshlog import MasterLog
@@ -226,7 +226,7 @@ def _spawn(master: _Master, settings: MasterSettings) -> None:
             start_new_session=True,  # a Ctrl-C reaches us; we end it
         )
     except OSError as exc:
-        master.error = TransportError(master.key, f"cannot run ssh: {exc}")
+        master.error = TransportError(master.key, f"cannot run ssh: {proclimit.fork_failure(exc)}")
         return
     master.deadline = time.monotonic() + 3 * timeout
 
