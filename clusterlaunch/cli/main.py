@@ -114,6 +114,8 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
+    if args.command in ("run", "exec", "check", "doctor", "sandbox"):  # they need it
+        cliargs.current_directory()  # deleted: said in one line, exit 2
     if args.command == "sandbox":
         return sandboxargs.run(args, console.out)  # type: ignore[arg-type]
     cliargs.check_words(args)
