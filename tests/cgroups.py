@@ -40,17 +40,25 @@ def why_not() -> str | None:
 
 
 @contextmanager
-def pids_limit(limit: int) -> Iterator[list[str]]:
-    """The argv prefix that runs a command in a new cgroup with ``pids.max`` ``limit``."""
+def pids_group(limit: int) -> Iterator[Path]:
+    """A new cgroup with ``pids.max`` ``limit`` (a process joins it by writing its PID
+    into its ``cgroup.procs``); removed once its processes are gone."""
     root = _root()
     assert root is not None, why_not()
     group = root / f"clusterlaunch-test-{secrets.token_hex(4)}"
     group.mkdir()
     try:
         (group / "pids.max").write_text(f"{limit}\n")
-        yield ["sh", "-c", 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"', "sh", str(group)]
+        yield group
     finally:
         _remove(group)
+
+
+@contextmanager
+def pids_limit(limit: int) -> Iterator[list[str]]:
+    """The argv prefix that runs a command in a new cgroup with ``pids.max`` ``limit``."""
+    with pids_group(limit) as group:
+        yield ["sh", "-c", 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"', "sh", str(group)]
 
 
 def _remove(group: Path) -> None:

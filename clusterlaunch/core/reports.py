@@ -155,6 +155,8 @@ def host_problems(
     ``inherits``: how the host got the controller's environment, whose names are
     ``inherited`` (``localhost inherits``; ``None``: it does not, an SSH host)."""
     problems = job_clashes(static)
+    if static.get("limit_problem"):  # too few files or processes for the agent to start it
+        problems.append(static["limit_problem"])
     if static.get("scratch_problem"):  # a read-only or full /tmp
         problems.append(static["scratch_problem"])
     elif low := low_space(static.get("rank_files")):  # room for torchrun's per-rank files?
