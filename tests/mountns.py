@@ -90,3 +90,21 @@ def _under_tmp(path: Path) -> bool:
 def _outermost(paths: list[Path]) -> list[Path]:
     """``paths`` without those inside another of them (a bind brings what is below it)."""
     return [p for p in paths if not any(p != q and p.is_relative_to(q) for q in paths)]
+
+
+def without_a_user(tmp_path: Path) -> list[str]:
+    """The argv prefix that runs a command as this uid with no name: no line of the
+    password database (``passwd: files`` alone, since nss-systemd makes one up for root
+    and nobody), no ``USER`` or ``LOGNAME``: a container's bare ``docker --user 12345``."""
+    passwd, nsswitch = tmp_path / "passwd", tmp_path / "nsswitch.conf"
+    uid = str(os.getuid())
+    lines = [line for line in _read("/etc/passwd") if line.split(":")[2:3] != [uid]]
+    passwd.write_text("".join(lines))
+    nsswitch.write_text("passwd: files\ngroup: files\nhosts: files dns\n")
+    script = (
+        'mount --bind "$1" /etc/passwd && mount --bind "$2" /etc/nsswitch.conf && '
+        'shift 2 && exec "$@"'
+    )
+    unshare = ["unshare", "--mount", "--propagation", "private"]
+    no_names = ["env", "-u", "USER", "-u", "LOGNAME"]
+    return [*unshare, "sh", "-c", script, "sh", str(passwd), str(nsswitch), *no_names]

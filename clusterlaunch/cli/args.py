@@ -36,6 +36,8 @@ from clusterlaunch.transport import SshSettings
 from clusterlaunch.transport.local import local_path
 
 _ASCII_NUMBER = re.compile(r"[0-9]+")
+_DELETED = " (deleted)"
+"""What the kernel appends to /proc/self/cwd's target once the directory is removed."""
 _FORWARD_PATTERN = re.compile(r"[A-Za-z0-9_*?\[\]!^-]+")
 
 
@@ -243,3 +245,19 @@ def _check_script(script: str, local: Path) -> None:
             )
     elif not local.is_file():
         raise UsageError(f"{script}: no such script here (the hosts run it from this directory)")
+
+
+def current_directory() -> str:
+    """The current directory (the default workdir, what relative paths mean); UsageError
+    when it was deleted: os.getcwd()'s ENOENT was ``No such file or directory``, exit 1,
+    naming nothing, even with every path absolute."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        try:
+            gone = os.readlink("/proc/self/cwd").removesuffix(_DELETED)
+        except OSError:
+            gone = os.environ.get("PWD", "its path is unknown")
+        raise UsageError(
+            f"the current directory was deleted ({gone}); cd to an existing directory"
+        ) from None

@@ -114,6 +114,8 @@ def _job_control(args: argparse.Namespace, console: Console) -> int:
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
+    if args.command in ("run", "exec", "check", "doctor", "sandbox"):  # they need it
+        cliargs.current_directory()  # deleted: said in one line, exit 2
     if args.command == "sandbox":
         return sandboxargs.run(args, console.out)  # type: ignore[arg-type]
     cliargs.check_words(args)
@@ -166,12 +168,9 @@ def _sync_source(request: JobRequest, plan: JobPlan) -> SourceTree:
 
 
 class _SignalStops:
-    """The handler of SIGINT, SIGTERM and SIGHUP for one command.
-
-    Signals become an exception, so every layer's ``finally`` runs teardown. Once
-    one has, a SIGHUP or SIGTERM is dropped (``core/interrupts.py``: a closing
-    terminal sends SIGHUP twice); a Ctrl-C still raises, and hurries the teardown.
-    """
+    """The handler of SIGINT, SIGTERM and SIGHUP for one command. Signals become an exception,
+    so every layer's ``finally`` runs teardown. Once one has, a SIGHUP or SIGTERM is dropped
+    (``core/interrupts.py``: a closing terminal sends SIGHUP twice); a Ctrl-C still raises."""
 
     def __init__(self) -> None:
         self.first: int | None = None

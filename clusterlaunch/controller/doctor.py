@@ -24,7 +24,7 @@ from clusterlaunch.controller.probes import ProbeRun, pump_until
 from clusterlaunch.controller.readloop import start_all
 from clusterlaunch.controller.setups import end_setups
 from clusterlaunch.core import commands, defaults, render, reports
-from clusterlaunch.core.bootstrap import too_old_python
+from clusterlaunch.core.bootstrap import could_not_start, too_old_python
 from clusterlaunch.core.doctor import HostCheck, clock_skew
 from clusterlaunch.core.errors import HOST_LOST, HostProblem
 from clusterlaunch.core.exits import ExitStatus
@@ -246,4 +246,6 @@ def _why_silent(run: ProbeRun) -> str:
     if run.setup.timed_out:
         return f"setup did not finish within {run.setup.limit} s (--setup-timeout)"
     status = run.report.exit_status
-    return f"exit {status}: {tail or 'no output'}"
+    said = run.report.stderr.decode("utf-8", "replace")  # a Python its environment broke
+    broken = None if status is None else could_not_start(run.report.node.python, status, said)
+    return broken or f"exit {status}: {tail or 'no output'}"

@@ -7,10 +7,12 @@ process on it, the decoder of its frames and the watch on its ``setup:``.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from clusterlaunch.core import defaults
 from clusterlaunch.core.frames import FrameDecoder
 from clusterlaunch.core.losttouch import job_may_run_on
 from clusterlaunch.core.outcome import HostState
@@ -18,6 +20,7 @@ from clusterlaunch.core.rankdisk import full_text
 from clusterlaunch.core.setupguard import SetupWatch
 from clusterlaunch.core.unreported import unreported_end
 from clusterlaunch.transport.base import Connection, RemoteProcess
+from clusterlaunch.transport.proclimit import start_thread
 
 
 @dataclass(kw_only=True)
@@ -63,3 +66,29 @@ class HostRun(HostState):
             self.status, self.setup, synced, last_lines, self.node.python
         )
         return said
+
+
+class Heartbeats:
+    """A thread of its own sends every running host's agent ``h`` each interval, so a
+    console that blocks (``| less``) never starves the agents into tearing down."""
+
+    def __init__(self, hosts: Sequence[HostRun]) -> None:
+        self._hosts = hosts
+        self._stop = threading.Event()
+        self._started = False
+
+    def start(self) -> None:
+        """Start sending (once), before the job starts: a thread that cannot start
+        (:class:`~clusterlaunch.core.errors.LimitReached`) then stops nothing that ran."""
+        if not self._started:
+            start_thread(threading.Thread(target=self._send, name="heartbeat", daemon=True))
+            self._started = True
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _send(self) -> None:
+        while not self._stop.wait(defaults.HEARTBEAT_INTERVAL_S):
+            for host in self._hosts:
+                if host.process is not None and not host.done:
+                    host.process.send(b"h")

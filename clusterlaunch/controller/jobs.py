@@ -19,7 +19,7 @@ from clusterlaunch.controller.batch import Batch, Finished
 from clusterlaunch.controller.request import JobRequest
 from clusterlaunch.controller.setups import wait_guarded
 from clusterlaunch.core import commands, render, setupguard
-from clusterlaunch.core.bootstrap import too_old_python
+from clusterlaunch.core.bootstrap import could_not_start, too_old_python
 from clusterlaunch.core.defaults import FANOUT, KILL_WAIT_S, SETUP_TIMEOUT_S
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.exits import ExitStatus
@@ -239,4 +239,5 @@ def _why(result: Finished, watch: setupguard.SetupWatch, python: str) -> str:
         return f"could not ask: {python} not found{tail}; fix python: or --python"
     if result.status == 0:
         return f"could not ask: jobctl's answer was cut short or garbled{tail}"
-    return f"could not ask: jobctl failed with exit {result.status}{tail}"
+    broken = could_not_start(python, result.status, result.err.decode("utf-8", "replace"))
+    return f"could not ask: {broken or f'jobctl failed with exit {result.status}{tail}'}"

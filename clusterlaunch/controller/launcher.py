@@ -263,6 +263,7 @@ def supervise(
             stall_check=watch_for_stalls(stalls, router),
             awake=request.suspensions,
         )
+        supervisor.heartbeats.start()  # LimitReached here: nothing started (no go)
         if held is not None:  # the agents checked their hosts: they start the job now
             held.hand_over(plan, supervisor.hosts, router)
         outcome = supervisor.run()

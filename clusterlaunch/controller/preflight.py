@@ -224,4 +224,5 @@ def _no_report(run: ProbeRun) -> str:
         return reports.python_not_found(run.report.node.python, status, tail)
     if status is None:
         return "no answer from the probe before the preflight timeout"
-    return reports.shell_failure(run.report.node.python, status, tail)
+    said = run.report.stderr.decode("utf-8", "replace")
+    return reports.shell_failure(run.report.node.python, status, tail, said)

@@ -16,10 +16,11 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from clusterlaunch.controller.output import OutputRouter
-from clusterlaunch.core.errors import JobOutcome
+from clusterlaunch.core.errors import JobOutcome, LimitReached
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.model import JobPlan
 from clusterlaunch.transport.base import Connection
+from clusterlaunch.transport.proclimit import start_thread
 
 if TYPE_CHECKING:  # the stacks' modules load when a stall is found (see cli/doctor.py)
     from concurrent.futures import Future  # imports logging: not for every launch
@@ -56,7 +57,7 @@ def on_a_thread(call: Callable[[], Stacks]) -> Future[Stacks]:
         except BaseException as exc:  # handed to the loop, which raises it as before
             future.set_exception(exc)
 
-    threading.Thread(target=run, name="stall-stacks", daemon=True).start()
+    start_thread(threading.Thread(target=run, name="stall-stacks", daemon=True))
     return future
 
 
@@ -103,12 +104,24 @@ class StallWatch:
                 "the Python stack of every worker follows"
             )
             plan, connections, give_up = self.plan, self.connections, self.give_up
-            self.taking = self.background(lambda: self.take(plan, connections, give_up))
+            try:
+                self.taking = self.background(lambda: self.take(plan, connections, give_up))
+            except LimitReached as exc:
+                return self._not_taken(router, exc)
         if self.taking is None or not self.taking.done():
             return None
-        dumps, notes = self.taking.result()
-        self.taking = None
+        try:
+            dumps, notes = self.taking.result()
+        except LimitReached as exc:  # the threads of its fan-out could not start
+            return self._not_taken(router, exc)
+        finally:
+            self.taking = None
         return self._show(router, dumps, notes)
+
+    def _not_taken(self, router: OutputRouter, error: LimitReached) -> JobOutcome | None:
+        """The stacks could not be taken: said, and ``kill`` kills all the same."""
+        router.message(f"the stacks could not be taken: {error}")
+        return self._outcome()
 
     def abandon(self, router: OutputRouter) -> None:
         """The job has ended: stacks still being taken are given up, and said to be (the
@@ -130,6 +143,10 @@ class StallWatch:
         router.raw_stderr(stacks_text(dumps, notes, prefixes_for(dumps, hosts, color=False)))
         if not dumps and not notes:
             router.message("found neither workers nor torchrun yet (still in setup?)")
+        return self._outcome()
+
+    def _outcome(self) -> JobOutcome | None:
+        """``--stall-action kill``'s stop, once the stacks were shown (or could not be)."""
         if self.action != "kill":
             return None
         reason = f"no rank printed for {self.timeout:g} s (--stall-timeout, --stall-action kill)"

@@ -4,11 +4,13 @@ Three hosts leave 2-3 s of blank screen before the first rank prints, 64 hosts
 longer. On a terminal (stderr a TTY) one line is rewritten in place
 (``clusterlaunch: connected 3/3 · preflight 1/3 · started 0/3 · slowest: node2``)
 and erased for good when anything else is printed; piped, nothing of it is
-written (no escape codes in a log). Connections report from threads, hence the lock.
+written (no escape codes in a log), nor under ``TERM=dumb``, a terminal that shows
+them. Connections report from threads, hence the lock.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 
@@ -26,7 +28,8 @@ class StatusLine:
     ) -> None:
         self._console = console
         self.progress = Progress(hosts, phases)
-        self.active = console.err.isatty()
+        # TERM=dumb (Emacs' shell, say) shows the escape codes: as piped, no line at all.
+        self.active = console.err.isatty() and os.environ.get("TERM") != "dumb"
         self._lock = threading.Lock()
         self._drawn = False
         self._text = ""

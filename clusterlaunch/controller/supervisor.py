@@ -9,12 +9,11 @@ lost host, a timeout and a normal end all leave through the same door.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from clusterlaunch.controller.hostrun import HostRun
+from clusterlaunch.controller.hostrun import Heartbeats, HostRun
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.readloop import Sweeps, read_round, start_all
 from clusterlaunch.controller.setups import kill_setups
@@ -74,22 +73,21 @@ class Supervisor:
         self.stop: JobOutcome | None = None
         self._ended_count = 0
         self._teardown_started = False
-        self._heartbeat_stop = threading.Event()
+        self.heartbeats = Heartbeats(self.hosts)
         self.stall_check = stall_check or (lambda: None)
 
     # -- public ---------------------------------------------------------------
     def run(self) -> JobOutcome:
         """Start the job everywhere and supervise it to the end (teardown included)."""
-        heartbeat = threading.Thread(target=self._heartbeats, name="heartbeat", daemon=True)
+        self.heartbeats.start()  # run's: already started, before its go (launcher.supervise)
         try:
             self._start_all()
-            heartbeat.start()
             self._watch()
         except StopJob as stop:
             self._own_signal(stop)
         finally:
             self.teardown()
-            self._heartbeat_stop.set()
+            self.heartbeats.stop()
         return self.outcome()
 
     def teardown(self) -> None:
@@ -153,12 +151,6 @@ class Supervisor:
                 self._set_stop(
                     JobOutcome(ExitStatus.HOST_LOST, f"{host.node.host} could not start")
                 )
-
-    def _heartbeats(self) -> None:
-        while not self._heartbeat_stop.wait(defaults.HEARTBEAT_INTERVAL_S):
-            for host in self.hosts:
-                if host.process is not None and not host.done:
-                    host.process.send(b"h")
 
     # -- watch ----------------------------------------------------------------
     def _watch(self) -> None:

@@ -83,6 +83,31 @@ def not_a_python(python: str, status: int) -> str:
     )
 
 
+_FATAL = re.compile(r"Fatal Python error: ([^\n|]+)")
+_PATH_VARIABLE = re.compile(r"(PYTHONHOME|PYTHONPATH) = '([^'\n]*)'")  # its path configuration
+
+
+def could_not_start(python: str, status: int, said: str) -> str | None:
+    """The line for a ``python:`` that is a Python but could not start, from what it
+    ``said`` (``Fatal Python error: ...``), or None. A PYTHONHOME (or PYTHONPATH) that a
+    host's setup exports breaks every Python it starts: "is not a Python; set python:"
+    hid Python's own words and blamed the wrong line of the hosts file."""
+    fatal = _FATAL.search(said)
+    if fatal is None:
+        return None
+    found = [f"{name}={value}" for name, value in _PATH_VARIABLE.findall(said)]
+    blame = (
+        f"its environment has {' and '.join(found)}"
+        if found
+        else "PYTHONHOME or PYTHONPATH in its environment may point it elsewhere"
+    )
+    return (
+        f"{python} failed to start (exit {status}): Fatal Python error: "
+        f"{fatal.group(1).strip()}; {blame} (from setup: or the host's login files): "
+        "unset or correct it"
+    )
+
+
 def bootstrap_argv(python: str, name: str, size: int, site: bool = True) -> list[str]:
     """``python [-S] -c <bootstrap>``: runs the ``size``-byte payload read from stdin.
 

@@ -18,6 +18,11 @@ class UsageError(ClusterlaunchError):
     """Bad input from the user: a flag, a file, an argument. Nothing was started."""
 
 
+class LimitReached(UsageError):
+    """A limit of this machine (processes, threads, memory) kept clusterlaunch from starting
+    a thread: one line naming the limit and its fix; exit 2, as nothing was started."""
+
+
 class HostsFileError(UsageError):
     """A problem in the hosts file, located as precisely as we can.
 

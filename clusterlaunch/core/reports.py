@@ -11,7 +11,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterlaunch.core.bootstrap import not_a_python, too_old_python
+from clusterlaunch.core.bootstrap import could_not_start, not_a_python, too_old_python
 from clusterlaunch.core.errors import HostProblem
 from clusterlaunch.core.model import NodePlan
 from clusterlaunch.core.outcome import job_running_text
@@ -128,12 +128,13 @@ def python_not_found(python: str, status: int, tail: str) -> str:
     return f"{python} not found (exit {status}): {tail}; fix python: or --python"
 
 
-def shell_failure(python: str, status: int, tail: str) -> str:
+def shell_failure(python: str, status: int, tail: str, said: str = "") -> str:
     """A host's shell that ended before Python started, and why if we can tell
-    (:func:`~clusterlaunch.core.unreported.shell_hints`; a ``python:`` that is no Python)."""
+    (:func:`~clusterlaunch.core.unreported.shell_hints`; a ``python:`` that is no Python,
+    or a Python the host's environment broke, from all it ``said``)."""
     if status == 0:
         return ended_before_python(False, tail)
-    too_old = too_old_python(tail)
+    too_old = too_old_python(tail) or could_not_start(python, status, said)
     if too_old is not None:
         return too_old
     if names_no_python(status, False, tail):
@@ -155,6 +156,8 @@ def host_problems(
     ``inherits``: how the host got the controller's environment, whose names are
     ``inherited`` (``localhost inherits``; ``None``: it does not, an SSH host)."""
     problems = job_clashes(static)
+    if static.get("limit_problem"):  # too few files or processes for the agent to start it
+        problems.append(static["limit_problem"])
     if static.get("scratch_problem"):  # a read-only or full /tmp
         problems.append(static["scratch_problem"])
     elif low := low_space(static.get("rank_files")):  # room for torchrun's per-rank files?

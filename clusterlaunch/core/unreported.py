@@ -8,7 +8,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from clusterlaunch.core.bootstrap import not_a_python, ran_no_python, too_old_python
+from clusterlaunch.core.bootstrap import (
+    could_not_start,
+    not_a_python,
+    ran_no_python,
+    too_old_python,
+)
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.setupguard import SetupWatch
 
@@ -115,7 +120,8 @@ def unreported_end(
         and status is not None
         and names_no_python(status, setup.running, said_last)
     ):
-        return int(ExitStatus.USAGE), not_a_python(python, status), False
+        said = could_not_start(python, status, said_last) or not_a_python(python, status)
+        return int(ExitStatus.USAGE), said, False
     if status == ExitStatus.OK and not python_started:
         return int(ExitStatus.HOST_LOST), ended_before_python(setup.running), False
     if not python_started and status is not None and not lost_without_report(status):

@@ -30,6 +30,7 @@ _CHECKS = (
     "core/protocol",
     "core/hostport",
     "proctree",
+    "hostlimits",
     "records",
     "claims",
     "diskspace",

@@ -42,7 +42,7 @@ from clusterlaunch.remote.records import (  # bundle: strip
     hostname,  # bundle: strip
 )  # bundle: strip
 from clusterlaunch.remote.rootcause import kill_failed_torchrun, parse_root_cause  # bundle: strip
-from clusterlaunch.remote.spawn import session_environ, start_job  # bundle: strip
+from clusterlaunch.remote.spawn import session_environ, start_failure, start_job  # bundle: strip
 from clusterlaunch.remote.storewait import NoGate, store_gate  # bundle: strip
 from clusterlaunch.remote.tail import JobPipes, RankTail, with_log_dir  # bundle: strip
 from clusterlaunch.remote.teardown import (  # bundle: strip
@@ -97,8 +97,8 @@ class Agent:
         held.stop()  # node 0's master port, held to this instant: now whoever binds it has it
         try:
             self.job = start_job(self.store.argv, env, self.store.pass_fds)
-        except OSError as exc:  # StartFailed: the status a shell gives, 126 or 127
-            return self._fail_start("cannot start %s: %s" % (self.args.argv[0], exc), exc)
+        except OSError as exc:  # StartFailed: the status a shell gives, 126 or 127; a limit: 2
+            return self._fail_start(exc)
         self.pipes = JobPipes(self.job.stdout, self.job.stderr)
         self.killer.keep = self.job.pid
         self.killer.forwarder = self.job.pid if self.tail is not None else None  # torchrun's
@@ -112,8 +112,8 @@ class Agent:
         )
         return True
 
-    def _fail_start(self, why, error=None):
-        self.reason, code = "start-failed", getattr(error, "status", ExitStatus.NOT_STARTED)
+    def _fail_start(self, error):
+        self.reason, (code, why) = "start-failed", start_failure(self.args.argv[0], error)
         self.out.event(event="exit", reason=self.reason, code=code, message=why)
         return False
 

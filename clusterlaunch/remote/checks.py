@@ -26,6 +26,7 @@ from clusterlaunch.remote.claims import holder_of  # bundle: strip
 from clusterlaunch.remote.diskspace import rank_files_space  # bundle: strip
 from clusterlaunch.remote.execformat import start_problem  # bundle: strip
 from clusterlaunch.remote.findmodule import module_problem  # bundle: strip
+from clusterlaunch.remote.hostlimits import limits_problem  # bundle: strip
 from clusterlaunch.remote.records import hostname, killed_ago  # bundle: strip
 from clusterlaunch.remote.scratch import scratch_problem  # bundle: strip
 from clusterlaunch.remote.torchfiles import torch_files, torchrun_problem  # bundle: strip
@@ -80,6 +81,8 @@ def static_checks(args, clash=None):
         "python": sys.version.split()[0],  # platform.python_version(), without its 8 ms import
         "executable": sys.executable,
         "cwd": os.getcwd(),
+        # ulimit -n or -u too low to start the job; the probe has no job (argv) to start
+        "limit_problem": limits_problem(probe=getattr(args, "argv", None) is None),
     }
     fields.update(find_devices(args.accelerator))
     fields["scratch_problem"] = scratch_problem(args.need_torch)  # torchrun: its rank files too

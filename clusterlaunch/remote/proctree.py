@@ -184,7 +184,11 @@ def marked_processes(*markers):
     needles, me = [m.encode() + b"\0" for m in markers if m], str(os.getpid())
     if not needles:
         return []
-    found, empty = _marked([n for n in os.listdir("/proc") if n.isdigit() and n != me], needles)
+    try:
+        names = os.listdir("/proc")
+    except OSError:  # no descriptor left (ulimit -n): the agent's start failure says so
+        return []
+    found, empty = _marked([n for n in names if n.isdigit() and n != me], needles)
     if empty:  # rare: kernel threads and zombies give an error here, not b""
         time.sleep(0.001)
         found += _marked(empty, needles)[0]

@@ -18,6 +18,7 @@ from clusterlaunch.remote.execformat import (  # bundle: strip
     read_head,  # bundle: strip
     shebang_interpreter,  # bundle: strip
 )  # bundle: strip
+from clusterlaunch.remote.hostlimits import limit_text  # bundle: strip
 from clusterlaunch.remote.proctree import signal, term_when_parent_dies  # bundle: strip
 
 ENOENT, ENOEXEC = 2, 8  # errno's numbers on Linux, without importing errno
@@ -48,7 +49,8 @@ def session_environ():
 
 class StartFailed(OSError):
     """The job's program could not be executed; ``status`` is what a shell gives for it:
-    127 not found (the program, or its ``#!`` interpreter), 126 found but not executable."""
+    127 not found (the program, or its ``#!`` interpreter), 126 found but not executable;
+    2 where a limit of the host's session kept it from starting (nothing started there)."""
 
     def __init__(self, message, status):
         OSError.__init__(self, message)
@@ -87,10 +89,16 @@ def start_job(argv, env, pass_fds=()):
     ``pass_fds``: descriptors the job inherits, as Popen's; handed over: closed here.
     """
     agent = os.getpid()
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    report_r, report_w = os.pipe()  # close-on-exec: end of file means the exec worked
-    pid = os.fork()
+    fds = []
+    try:
+        for _ in range(3):  # stdout, stderr, and the report: end of file means the exec worked
+            fds += os.pipe()
+        pid = os.fork()
+    except OSError:  # a limit (ulimit -n, -u): none kept, the agent needs them to say so
+        for fd in fds:
+            os.close(fd)
+        raise
+    out_r, out_w, err_r, err_w, report_r, report_w = fds
     if pid == 0:
         _become_job(argv, env, agent, (out_w, err_w, report_w), pass_fds)
     for fd in (out_w, err_w, report_w, *pass_fds):
@@ -162,10 +170,24 @@ def _execve(path, argv, env):
         os.execve("/bin/sh", ["/bin/sh", path, *argv[1:]], env)
 
 
+def start_failure(program, exc):
+    """The status and the words for a job that did not start: ``StartFailed``'s, or (the
+    agent's own pipe or fork failed) a limit's, else 127 as before."""
+    status = getattr(exc, "status", ExitStatus.NOT_STARTED)
+    limit = None if isinstance(exc, StartFailed) else limit_text(exc)
+    if limit is not None:
+        status, exc = ExitStatus.USAGE, "%s: %s" % (exc, limit)
+    return status, "cannot start %s: %s" % (program, exc)
+
+
 def _why_not_executed(exc, name):
-    """The status a shell gives for a program it cannot execute, and what to say."""
+    """The status a shell gives for a program it cannot execute, and what to say; a limit
+    of the session (no descriptor for /dev/null, say) is no program's fault: named."""
     if not isinstance(exc, OSError) or not exc.errno:
         return ExitStatus.NOT_STARTED, str(exc)
+    limit = limit_text(exc)
+    if limit is not None:
+        return ExitStatus.USAGE, "%s: %s" % (exc, limit)
     path = exc.filename or name
     if exc.errno == ENOENT and os.path.isfile(path):  # the kernel's word for a bad #! line
         interpreter = shebang_interpreter(read_head(path) or b"")

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, TypeVar
 
-from clusterlaunch.testing import orphans
+from clusterlaunch.testing import orphans, sshd
 from clusterlaunch.testing.sshd import (
     DEFAULT_PORT,
     MAX_POSITION,
@@ -117,20 +117,19 @@ class LoopbackCluster:
     # -- files ----------------------------------------------------------------------------
     def _write_files(self) -> None:
         hosts = self.hosts
-        for host in hosts:
-            host.host_dir.mkdir(parents=True, exist_ok=True)
+        sshd.make_private_dir(self.base_dir, [h.host_dir for h in hosts])  # files: 0600
         keys = [self.client_key] + [h.host_dir / "ssh_host_ed25519_key" for h in hosts]
         # One ssh-keygen per key, all at once: serially they dominate the start time.
         # Keys already present are reused, which makes restarts in the same dir cheap.
         keygen = ["ssh-keygen", "-t", "ed25519", "-N", "", "-q", "-C", "simcluster", "-f"]
         procs = [
-            subprocess.Popen([*keygen, str(key)], stdin=subprocess.DEVNULL)
+            subprocess.Popen([*keygen, str(key)], stdin=subprocess.DEVNULL, umask=0o077)
             for key in keys
             if not (key.exists() and key.with_suffix(".pub").exists())
         ]
         if any(p.wait() != 0 for p in procs):
             raise SimClusterError("ssh-keygen failed")
-        self.authorized_keys.write_text(self.client_key.with_suffix(".pub").read_text())
+        sshd.write_private(self.authorized_keys, self.client_key.with_suffix(".pub").read_bytes())
         known, client = [], []
         for host in hosts:
             key = (host.host_dir / "ssh_host_ed25519_key.pub").read_text().split()[:2]
@@ -144,9 +143,10 @@ class LoopbackCluster:
                 known_hosts=_q(self.known_hosts), authorized_keys=_q(self.authorized_keys),
             )  # fmt: skip
             client.append(SSH_HOST_BLOCK.format(**fields))
-            (host.host_dir / "sshd_config").write_text(SSHD_CONFIG_TEMPLATE.format(**fields))
-        self.known_hosts.write_text("".join(known))
-        self.ssh_config.write_text("".join(client))
+            config = SSHD_CONFIG_TEMPLATE.format(**fields).encode()
+            sshd.write_private(host.host_dir / "sshd_config", config)
+        sshd.write_private(self.known_hosts, "".join(known).encode())
+        sshd.write_private(self.ssh_config, "".join(client).encode())
 
     def write_hosts_yaml(
         self, path: str | os.PathLike[str], gpus: int = 1, **defaults: Any
@@ -254,7 +254,7 @@ class LoopbackCluster:
         hosts = [dict(vars(h), host_dir=str(h.host_dir), starttime=self._pids[h.name][1])
                  for h in self.hosts]  # fmt: skip
         state = {"cluster_id": self.cluster_id, "ssh_config": str(self.ssh_config), "hosts": hosts}
-        self.state_file.write_text(json.dumps(state, indent=2) + "\n")
+        sshd.write_private(self.state_file, (json.dumps(state, indent=2) + "\n").encode())
 
     def kill_host(self, name: str, *, sessions: bool = True) -> list[orphans.ProcInfo]:
         """Simulate losing host *name*: SIGKILL its sshd listener and connections.

@@ -18,6 +18,7 @@ import importlib.util
 import json
 import os
 import shutil
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +42,7 @@ from clusterlaunch.testing import (
     wait_until_gone,
 )
 from clusterlaunch.testing.orphans import is_alive, start_time
-from clusterlaunch.testing.sshd import SSHD, STATE_FILE
+from clusterlaunch.testing.sshd import SSHD, STATE_FILE, write_private
 
 FIRST_OCTET = 11
 HOSTS_FILE = "hosts.yaml"
@@ -105,6 +106,7 @@ def up(
         raise UsageError(f"--gpus {gpus}: must be at least 1")
     if port is not None and not 1 <= port <= 65535:
         raise UsageError(f"--port {port}: use a TCP port 1-65535")
+    _refuse_a_place_others_may_change(directory)
     notes: list[str] = []
     if (directory / STATE_FILE).is_file():
         running = _running(directory)
@@ -163,6 +165,30 @@ def _start(directory: Path, n_hosts: int, port: int | None) -> LoopbackCluster:
     raise SandboxError(f"sandbox did not start: no free port from {DEFAULT_PORT} on {addrs}")
 
 
+def _refuse_a_place_others_may_change(directory: Path) -> None:
+    """UsageError where another user could swap ``directory`` (or a folder above it) for one
+    of theirs: each host's sshd reads the login keys there at every login (``StrictModes
+    no``), so they could log in as this user. As sshd's own check, but a sticky folder such
+    as /tmp is safe: nobody can rename or remove what others own in it. Both the path
+    sshd is given and the one it leads to (a symbolic link on the way)."""
+    resolved = directory.resolve()
+    for place in dict.fromkeys([directory, *directory.parents, resolved, *resolved.parents]):
+        try:
+            found = place.stat()
+        except FileNotFoundError:  # made by sandbox up, not writable by others
+            continue
+        if found.st_uid not in (0, os.getuid()):
+            why = f"{place} belongs to another user (uid {found.st_uid})"
+        elif found.st_mode & 0o022 and not found.st_mode & stat.S_ISVTX:
+            why = f"others may write in {place} (mode {stat.S_IMODE(found.st_mode):04o})"
+        else:
+            continue
+        raise UsageError(
+            f"--dir {directory}: {why}, so they could replace the sandbox's login keys and "
+            f"log in as you; chmod go-w {place}, or choose another --dir"
+        )
+
+
 def _write_hosts_file(path: Path, names: list[str], gpus: int) -> None:
     lines = [
         f"# clusterlaunch sandbox: {len(names)} simulated hosts on this machine, one sshd",
@@ -178,7 +204,7 @@ def _write_hosts_file(path: Path, names: list[str], gpus: int) -> None:
     ]
     for name in names:
         lines += [f"  - host: {name}", f"    gpus: {gpus}"]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_private(path, ("\n".join(lines) + "\n").encode())
 
 
 def _state(directory: Path) -> dict[str, Any]:

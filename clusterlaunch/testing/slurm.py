@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from clusterlaunch.testing import orphans
+from clusterlaunch.testing.sshd import write_private
 
 MUNGED = "/usr/sbin/munged"
 SLURMCTLD = "/usr/sbin/slurmctld"
@@ -136,8 +137,7 @@ class SlurmDaemons:
     def _start_munged(self) -> None:
         key = self.base / "munge.key"
         self.base.mkdir(parents=True, exist_ok=True)
-        key.write_bytes(os.urandom(1024))
-        key.chmod(0o600)
+        write_private(key, os.urandom(1024))  # 0600 from the start, whatever the umask
         files = {f"--{n}-file": self.base / f"munged.{n}" for n in ("log", "pid", "seed")}
         argv = [MUNGED, "--foreground", "--force", f"--socket={self.munge_socket}",
                 f"--key-file={key}", *(f"{opt}={path}" for opt, path in files.items())]  # fmt: skip

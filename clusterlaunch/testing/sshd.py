@@ -7,6 +7,7 @@ Used by :mod:`clusterlaunch.testing.loopback` (and the network-namespace tier in
 from __future__ import annotations
 
 import errno
+import os
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -65,6 +66,29 @@ def find_free_port(addrs: Iterable[str], start: int = DEFAULT_PORT, attempts: in
         if port_is_free(wanted, port):
             return port
     raise PortInUseError(f"no free port in {start}..{start + attempts - 1} on {wanted}")
+
+
+def make_private_dir(path: Path, children: Iterable[Path] = ()) -> None:
+    """``path`` and ``children`` in it (mode 0700) and its missing parents, none writable by
+    others whatever the umask: each host's sshd reads the login keys in it at every login,
+    with ``StrictModes no`` (it may be under /tmp), so whoever could write in it could log
+    in as this user."""
+    missing = [place for place in (path, *path.parents) if not place.exists()]
+    for place in reversed(missing):
+        place.mkdir(mode=0o755, exist_ok=True)  # the umask only takes bits away
+    path.chmod(0o700)
+    for child in children:
+        child.mkdir(mode=0o700, exist_ok=True)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """``data`` into ``path``, mode 0600 whatever the umask or the mode it had (never a link
+    followed): under umask 000 authorized_keys and sshd_config were 0666."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
+    with open(fd, "wb") as handle:
+        os.fchmod(fd, 0o600)
+        handle.write(data)
 
 
 # curve25519-sha256@libssh.org is the same exchange under its pre-RFC name: paramiko

@@ -14,6 +14,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
+from clusterlaunch.core.errors import LimitReached
+from clusterlaunch.transport.proclimit import converted, start_thread
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -57,14 +60,15 @@ def run_parallel(
     # after the first, 25-30 ms with the gate (a 32-host exec, paramiko).
     gate = threading.Event()
 
-    def settle(index: int, result: R | Failed[R]) -> bool:
+    def settle(index: int, result: R | Failed[R], holds_slot: bool = True) -> bool:
         """Record ``index``'s result once (under ``lock``); False when it was already."""
         if settled[index]:
             return False
         settled[index] = True
         running.discard(index)
         results[index] = result
-        slots.release()
+        if holds_slot:
+            slots.release()
         remaining[0] -= 1
         if remaining[0] == 0:
             done.set()
@@ -75,7 +79,7 @@ def run_parallel(
         try:
             result: R | Failed[R] = func(item)
         except Exception as exc:  # handed back to the caller, who decides
-            result = Failed(exc)
+            result = Failed(converted(exc))  # paramiko's reader thread, say, could not start
         with lock:
             kept = settle(index, result)
         if not kept and late is not None and not isinstance(result, Failed):
@@ -98,7 +102,13 @@ def run_parallel(
         with lock:
             running.add(index)
         thread = threading.Thread(target=call, args=(index, item), name=name, daemon=True)
-        thread.start()
+        try:
+            start_thread(thread)
+        except LimitReached as exc:  # this item and the rest fail; the running ones end
+            with lock:
+                for rest in range(index, len(items)):
+                    settle(rest, Failed(exc), holds_slot=rest == index)
+            break
         if index + 1 >= limit:
             gate.set()  # the rest start as slots free: each as soon as it is started
     gate.set()

@@ -25,6 +25,9 @@ from collections.abc import Callable
 import paramiko
 from paramiko.common import cMSG_GLOBAL_REQUEST
 
+from clusterlaunch.core.errors import LimitReached
+from clusterlaunch.transport.proclimit import start_thread
+
 REQUEST = "keepalive@openssh.com"
 SEND_WAIT_S = 0.05
 """How long a round waits for a connection's send lock (another thread sending, or a
@@ -75,8 +78,13 @@ class KeepaliveLoop:
         with self._lock:
             self._members.add(keepalive_round)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="keepalive", daemon=True)
-                self._thread.start()
+                thread = threading.Thread(target=self._run, name="keepalive", daemon=True)
+                try:
+                    start_thread(thread)  # LimitReached: the next connection tries again
+                except LimitReached:
+                    self._members.discard(keepalive_round)
+                    raise
+                self._thread = thread
 
     def discard(self, keepalive_round: Callable[[], None]) -> None:
         """Stop calling ``keepalive_round`` (nothing if it is not a member). A bound

@@ -20,11 +20,8 @@ Masters are established by :mod:`clusterlaunch.transport.sshmaster`.
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
 import socket
 import subprocess
-import tempfile
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -33,6 +30,7 @@ from clusterlaunch.core.commands import for_login_shell
 from clusterlaunch.core.errors import TransportError
 from clusterlaunch.core.sshargv import subsystem_session
 from clusterlaunch.transport.local import LocalProcess
+from clusterlaunch.transport.proclimit import fork_failure
 from clusterlaunch.transport.sshlog import MasterLog
 
 if TYPE_CHECKING:
@@ -42,69 +40,6 @@ _SESSION_REAP_S = 2.0
 """After the master ends, its session clients exit at once (they have nothing to wait for)."""
 _MASTER_EXIT_S = 0.5
 """A session that exited 255 waits this long for its master to end too (a lost host)."""
-_PREFIX = "clusterlaunch-ssh-"
-_BASE_MAX = 50
-"""sun_path holds 107 characters; ssh first binds ``ControlPath`` plus a 17-character
-suffix, and our directory and socket names take about 40 more."""
-
-
-class ControlDir:
-    """The job's private (0700) directory for the masters' control sockets.
-
-    Removed when the last connection using it is closed.
-    """
-
-    def __init__(self, base: str | None = None) -> None:
-        if base is None:
-            base = tempfile.gettempdir()
-            if len(base) > _BASE_MAX:
-                base = "/tmp"  # a long TMPDIR would not fit a socket path
-        _sweep(base)
-        prefix = f"{_PREFIX}{os.getpid()}-"
-        self.path = tempfile.mkdtemp(prefix=prefix, dir=base)  # mode 0700
-        self._users = 0
-        self._lock = threading.Lock()
-
-    def file(self, name: str) -> str:
-        """A path in the directory (``name`` short: socket paths are limited)."""
-        return os.path.join(self.path, name)
-
-    def hold(self) -> None:
-        """One more connection uses the directory."""
-        with self._lock:
-            self._users += 1
-
-    def release(self) -> None:
-        """A connection is done with it; the last one removes it."""
-        with self._lock:
-            self._users -= 1
-            last = self._users <= 0
-        if last:
-            shutil.rmtree(self.path, ignore_errors=True)
-
-
-def _sweep(base: str) -> None:
-    """Remove our directories left by controllers that were killed (SIGKILL skips cleanup).
-
-    Their masters are gone (killed with them); only stale sockets remain.
-    """
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(base):
-            pid = entry.name[len(_PREFIX) :].split("-")[0]
-            if not entry.name.startswith(_PREFIX) or not pid.isdigit():
-                continue
-            if entry.stat(follow_symlinks=False).st_uid == os.getuid() and not _running(int(pid)):
-                shutil.rmtree(entry.path, ignore_errors=True)
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class OpenSshConnection:
@@ -181,7 +116,7 @@ class OpenSshConnection:
                     start_new_session=True,
                 )
             except OSError as exc:
-                raise TransportError(self.host, f"cannot run ssh: {exc}") from None
+                raise TransportError(self.host, f"cannot run ssh: {fork_failure(exc)}") from None
             self._sessions = [p for p in self._sessions if p.poll() is None] + [popen]
         return popen
 

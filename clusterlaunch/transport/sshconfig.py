@@ -39,7 +39,7 @@ from clusterlaunch.transport.sshinclude import (
 )
 from clusterlaunch.transport.sshlines import config_lines
 from clusterlaunch.transport.sshlookup import HostNameRefused, IndexedSshConfig
-from clusterlaunch.transport.sshtokens import tilde
+from clusterlaunch.transport.sshtokens import tilde, users_known
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
 
@@ -240,8 +240,9 @@ def _where_for(loaded: LoadedConfig, alias: str, keyword: str, value: str) -> st
 
 
 def resolve_targets(config_path: str | None, specs: Iterable[HostSpec]) -> list[SshTarget]:
-    """Resolve every host of an inventory through one SSH config."""
-    return resolve_in(read_ssh_config(config_path), list(specs))
+    """Resolve every host of an inventory through one SSH config; one without a user where
+    this uid has no name is refused (:func:`.sshtokens.users_known`), as ssh refuses it."""
+    return users_known(resolve_in(read_ssh_config(config_path), list(specs)))
 
 
 def resolve_in(loaded: LoadedConfig, specs: list[HostSpec]) -> list[SshTarget]:
@@ -295,4 +296,4 @@ def jump_host(loaded: LoadedConfig, jump: str) -> SshTarget:
     as its targets are (a ``Match exec`` config through paramiko was a traceback: paramiko
     cannot run the command)."""
     user, host, port = sshtarget.split_hop(jump)
-    return resolve_in(loaded, [HostSpec(host=host, gpus=1, user=user, port=port)])[0]
+    return users_known(resolve_in(loaded, [HostSpec(host=host, gpus=1, user=user, port=port)]))[0]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import paramiko
 
-from clusterlaunch.core.errors import HostKeyError, TransportError
+from clusterlaunch.core.errors import HostKeyError, LimitReached, TransportError
 from clusterlaunch.core.hostport import host_port
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.transport import (
@@ -60,10 +60,8 @@ def connect(
     awake: SuspendWatch | None = None,
 ) -> SshConnection:
     """Authenticate to ``target`` (through its ProxyJump hops), keepalives in ``keepalives``;
-    ``awake``: the command's suspension watch (a Ctrl-Z is no server's silence).
-
-    The first hop comes from ``jumps``: one connection to it, shared by every
-    target behind it. Later hops of a chain (``a,b``) are this target's own.
+    ``awake``: the command's suspension watch (a Ctrl-Z is no server's silence). The first
+    hop comes from ``jumps``, shared by every target behind it; later hops (``a,b``) are its own.
     """
     hops = target.proxy_jump.split(",") if target.proxy_jump else []
     pool = jumps if hops else None
@@ -92,7 +90,11 @@ def connect(
         raise
     release = None if pool is None else functools.partial(pool.release, hops[0])
     connection = SshConnection(target, clients, settings, release, awake)
-    connection.start_keepalive(keepalives)
+    try:
+        connection.start_keepalive(keepalives)
+    except LimitReached:  # no thread for keepalives: closed, not left to the sshd
+        connection.close()
+        raise
     return connection
 
 
@@ -210,6 +212,9 @@ def _try_client(
             f"authentication failed for {who}{target.hostname}: {exc}", stopped
         )
         raise (_Transient(said) if stopped else TransportError(target.alias, said)) from None
+    except RuntimeError:  # paramiko's reader thread could not start (fanout says why)
+        close_quietly(client)
+        raise
     except CONNECTION_ERRORS as exc:
         waited = time.monotonic() - began >= timeout
         # Before close kills it; not once the timeout passed: its end is then our kill (-15).
@@ -241,11 +246,9 @@ class _Shared:
 
 
 class JumpPool:
-    """One connection per jump host, shared by every target behind it.
-
-    The first target to need a jump host opens it; the others wait for that
-    handshake instead of starting their own (64 targets, one bastion login).
-    A jump host that failed fails its targets at once, with its reason.
+    """One connection per jump host, shared by every target behind it. The first target to
+    need a jump host opens it; the others wait for that handshake instead of starting their
+    own (64 targets, one bastion login). A jump host that failed fails its targets at once.
     """
 
     def __init__(

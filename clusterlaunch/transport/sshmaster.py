@@ -26,8 +26,8 @@ from clusterlaunch.core import commands
 from clusterlaunch.core.errors import HostProblem, TransportError, UsageError
 from clusterlaunch.core.model import SshTarget
 from clusterlaunch.core.sshargv import Keepalive, Mux, ssh_argv
-from clusterlaunch.transport import sshconfig
-from clusterlaunch.transport.openssh import ControlDir, OpenSshConnection, stop_process
+from clusterlaunch.transport import controldir, proclimit, sshconfig
+from clusterlaunch.transport.openssh import OpenSshConnection, stop_process
 from clusterlaunch.transport.settings import SshSettings
 from clusterlaunch.transport.sshlog import MasterLog
 from clusterlaunch.transport.sshready import Arrivals
@@ -97,7 +97,7 @@ def connect_all(
         return {}, []
     if client is None:
         raise UsageError("--ssh-client openssh needs the OpenSSH client (ssh) on PATH")
-    control = ControlDir()
+    control = controldir.ControlDir()
     control.hold()  # until the connections exist: then each holds it
     masters = _plan(targets, settings, control)
     try:
@@ -115,7 +115,7 @@ def connect_all(
 
 
 def _plan(
-    targets: Sequence[SshTarget], settings: MasterSettings, control: ControlDir
+    targets: Sequence[SshTarget], settings: MasterSettings, control: controldir.ControlDir
 ) -> list[_Master]:
     """Jump hosts first (their users wait for them), then every target."""
     jumps: dict[str, _Master] = {}
@@ -226,7 +226,7 @@ def _spawn(master: _Master, settings: MasterSettings) -> None:
             start_new_session=True,  # a Ctrl-C reaches us; we end it
         )
     except OSError as exc:
-        master.error = TransportError(master.key, f"cannot run ssh: {exc}")
+        master.error = TransportError(master.key, f"cannot run ssh: {proclimit.fork_failure(exc)}")
         return
     master.deadline = time.monotonic() + 3 * timeout
 
@@ -263,7 +263,7 @@ def _settled(
 
 
 def _connections(
-    masters: list[_Master], settings: MasterSettings, control: ControlDir
+    masters: list[_Master], settings: MasterSettings, control: controldir.ControlDir
 ) -> tuple[dict[str, OpenSshConnection], list[HostProblem]]:
     connections: dict[str, OpenSshConnection] = {}
     problems: list[HostProblem] = []
@@ -288,7 +288,7 @@ def _connections(
     return connections, problems
 
 
-def _closer(master: _Master, control: ControlDir) -> Callable[[], None]:
+def _closer(master: _Master, control: controldir.ControlDir) -> Callable[[], None]:
     def close() -> None:
         jump = master.jump
         if jump is not None:

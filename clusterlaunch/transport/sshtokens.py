@@ -27,12 +27,16 @@ password database's, as ssh takes it (:func:`ssh_home`), not ``$HOME``.
 from __future__ import annotations
 
 import functools
+import getpass
 import hashlib
 import os
 import pwd
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+
+from clusterlaunch.core.errors import UsageError
+from clusterlaunch.core.model import SshTarget
 
 TOKENS = "CdhijkLlnpru"
 """The tokens ssh_config(5) lists for IdentityFile and UserKnownHostsFile, besides ``%%``
@@ -174,7 +178,32 @@ def _local_host() -> str:
 @functools.cache
 def _local_user() -> str:
     # Once: on a login node the password database may be LDAP, a query per host.
-    return pwd.getpwuid(os.getuid()).pw_name
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        raise _no_such_user() from None
+
+
+def users_known(targets: list[SshTarget]) -> list[SshTarget]:
+    """``targets``, where each has a user to log in as: a target without one logs in as
+    this uid's user (paramiko: ``$LOGNAME``, ``$USER``, then the password database), and
+    a uid with none of them (a container's bare ``--user``) is refused in ssh's words,
+    once: paramiko's getpass raised KeyError, a traceback; ssh said it for every host."""
+    if any(target.user is None and not target.is_local for target in targets):
+        try:
+            getpass.getuser()
+        except (KeyError, OSError):  # OSError from Python 3.13 on
+            raise _no_such_user() from None
+    return targets
+
+
+def _no_such_user() -> UsageError:
+    return UsageError(
+        f"No user exists for uid {os.getuid()} (no entry in the password database, and "
+        "USER and LOGNAME are unset); add one (a container started with --user needs a "
+        "line in /etc/passwd), or name the user to log in as: user: in the hosts file or "
+        "User in the SSH config"
+    )
 
 
 def _remote_user(connection: Connection) -> str:

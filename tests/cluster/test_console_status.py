@@ -32,13 +32,19 @@ NOTE = (
 
 
 def run_on_a_terminal(
-    argv: list[str], timeout: float = 120, cwd: Path = REPO
+    argv: list[str], timeout: float = 120, cwd: Path = REPO, **env: str
 ) -> tuple[int, bytes, bytes]:
-    """``argv`` with stderr on a pseudo-terminal and stdout on a pipe: (status, stdout, stderr)."""
+    """``argv`` with stderr on a pseudo-terminal and stdout on a pipe: (status, stdout, stderr);
+    ``env``: variables set for it."""
     terminal, tty_end = pty.openpty()
     read_out, write_out = os.pipe()
     process = subprocess.Popen(
-        argv, cwd=cwd, env=_env(), stdin=subprocess.DEVNULL, stdout=write_out, stderr=tty_end
+        argv,
+        cwd=cwd,
+        env={**_env(), **env},
+        stdin=subprocess.DEVNULL,
+        stdout=write_out,
+        stderr=tty_end,
     )
     os.close(tty_end)
     os.close(write_out)
@@ -83,6 +89,16 @@ def test_a_terminal_sees_live_progress_then_the_header(sim_cluster, hosts: Path,
     assert b"host(s), world size 4, master 127.0.0.11:" in rest.split(b"\r\n")[0]
     assert ERASE not in rest and b"\r\n" not in head
     assert b"Setting OMP_NUM_THREADS" not in err and err.count(NOTE) == 1
+
+
+def test_a_dumb_terminal_gets_no_status_line_and_no_escape_codes(sim_cluster, hosts: Path) -> None:
+    """Emacs' shell (TERM=dumb) showed the line's \\r and ESC [K as they were."""
+    argv = cli_argv("run", sim_cluster, str(hosts), "examples/hello_ranks.py")
+    status, out, err = run_on_a_terminal(argv, TERM="dumb")
+    assert status == 0, err
+    assert len(rank_lines(out.decode())) == 4
+    assert b"\x1b[" not in err and b"connected " not in err
+    assert err.startswith(b"clusterlaunch: job cl-") and b"master 127.0.0.11:" in err
 
 
 def test_with_sync_the_line_counts_the_copies(sim_cluster, tmp_path: Path) -> None:

@@ -68,3 +68,28 @@ def test_troubleshooting_shows_what_doctor_and_ps_print(sim_cluster, hosts: Path
     error = "clusterlaunch: error: node0: /usr/bin/python3 is Python 3.6; "
     assert ps.stderr.replace(str(OLD), "/usr/bin/python3").startswith(error)
     assert error.rstrip() in " ".join(text.split())  # (the doc wraps it)
+
+
+BROKEN = {"setup": "export PYTHONHOME=/nonexistent"}  # no standard library there
+BROKEN_SAID = "failed to start (exit 1): Fatal Python error: init_fs_encoding: "
+# command: its arguments after the hosts file, its status (doctor's: it found an error)
+BROKEN_COMMANDS = {"check": ([], 2), "exec": (["--", "true"], 2), "ps": ([], 2), "doctor": ([], 1)}
+
+
+@pytest.mark.parametrize("command", list(BROKEN_COMMANDS))
+def test_a_python_the_setup_broke_is_named_with_its_own_error(
+    sim_cluster, tmp_path: Path, command: str
+) -> None:
+    """It was "is not a Python; set python: ...", which hid Python's fatal error and
+    blamed python:, not the environment the setup gave it."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, BROKEN), ("node1", 1)])
+    words, status = BROKEN_COMMANDS[command]
+    result = run_cli(command, sim_cluster, str(hosts), *words, timeout=90)
+    shown = result.stdout + result.stderr
+    assert result.returncode == status, shown
+    [line] = [line for line in shown.splitlines() if BROKEN_SAID in line]
+    assert "node0" in line and "(from setup: or the host's login files): unset or correct" in line
+    # exec keeps a host's last 20 lines, past its path configuration's PYTHONHOME line
+    named = "PYTHONHOME or PYTHONPATH" if command == "exec" else "PYTHONHOME=/nonexistent"
+    assert named in line, line
+    assert "is not a Python" not in shown

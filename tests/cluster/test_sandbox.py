@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import stat
 import subprocess
 from pathlib import Path
 
@@ -32,9 +33,10 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _clusterlaunch(
-    cwd: Path, *args: str, timeout: float = 120, **env: str
+    cwd: Path, *args: str, timeout: float = 120, umask: int = -1, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    """``clusterlaunch ARGS`` as a user would type it, run as ``python -m clusterlaunch``."""
+    """``clusterlaunch ARGS`` as a user would type it, run as ``python -m clusterlaunch``
+    (``umask``: under that umask; -1, ours)."""
     return subprocess.run(
         [PYTHON, "-m", "clusterlaunch", *args],
         cwd=cwd,
@@ -42,6 +44,7 @@ def _clusterlaunch(
         capture_output=True,
         text=True,
         timeout=timeout,
+        umask=umask,
     )
 
 
@@ -130,6 +133,46 @@ def test_up_refuses_a_directory_that_is_not_a_sandbox(tmp_path: Path) -> None:
         assert result.returncode == 2, result.stderr
         assert "not a sandbox" in result.stderr
     assert (mine / "notes.txt").read_text() == "keep me\n"
+
+
+def test_up_under_umask_000_lets_no_other_user_write_a_login_key(tmp_path: Path) -> None:
+    """authorized_keys and sshd_config were 0666 in a 0777 directory, and sshd runs with
+    StrictModes no: any local user could add a key and log in as the sandbox's user."""
+    if not os.access(SSHD, os.X_OK):
+        pytest.skip(f"{SSHD} not installed (package openssh-server)")
+    directory = tmp_path / "made" / "box"
+    try:
+        up = _clusterlaunch(tmp_path, "sandbox", "up", "--hosts", "1", "--dir", "made/box", umask=0)
+        assert up.returncode == 0, up.stderr
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+        assert stat.S_IMODE((tmp_path / "made").stat().st_mode) & 0o022 == 0
+        for name in ("authorized_keys", "node0/sshd_config", "ssh_config", "hosts.yaml"):
+            assert stat.S_IMODE((directory / name).stat().st_mode) == 0o600, name
+        others_may_write = [
+            str(path) for path in (directory, *directory.rglob("*")) if path.lstat().st_mode & 0o022
+        ]
+        assert others_may_write == []
+    finally:
+        if (directory / "simcluster.json").exists():
+            stop_detached(directory)
+
+
+def test_up_refuses_a_directory_others_may_swap(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # not sticky: anyone may rename the sandbox away and make their own
+    try:
+        result = _clusterlaunch(tmp_path, "sandbox", "up", "--dir", "shared/box")
+    finally:
+        if (shared / "box" / "simcluster.json").exists():  # it started: stopped again
+            stop_detached(shared / "box")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        f"clusterlaunch: error: --dir {shared}/box: others may write in {shared} (mode 0777), "
+        "so they could replace the sandbox's login keys and log in as you; "
+        f"chmod go-w {shared}, or choose another --dir\n"
+    )
+    assert not (shared / "box").exists()
 
 
 def test_printed_paths_are_relative_inside_the_checkout(tmp_path: Path) -> None:

@@ -178,3 +178,28 @@ def test_the_installed_package_is_never_written_to(tmp_path: Path) -> None:
     assert {path.name.split(".")[0] for path in (cache / "clusterlaunch").iterdir()} == set(
         remote.BUNDLES
     )
+
+
+FATAL = """Python path configuration:
+  PYTHONHOME = '/opt/old'
+  PYTHONPATH = (not set)
+Fatal Python error: init_fs_encoding: failed to get the Python codec of the filesystem encoding
+Python runtime state: core initialized
+ModuleNotFoundError: No module named 'encodings'
+"""
+
+
+def test_a_python_its_environment_broke_is_named_by_its_fatal_error_and_variable():
+    said = bootstrap.could_not_start("/opt/venv/bin/python", 1, FATAL)
+    assert said == (
+        "/opt/venv/bin/python failed to start (exit 1): Fatal Python error: init_fs_encoding: "
+        "failed to get the Python codec of the filesystem encoding; its environment has "
+        "PYTHONHOME=/opt/old (from setup: or the host's login files): unset or correct it"
+    )
+    tail_only = " | ".join(FATAL.splitlines()[3:])  # a one-line tail, past the variable
+    assert "PYTHONHOME or PYTHONPATH in its environment may point it elsewhere" in str(
+        bootstrap.could_not_start("py", 1, tail_only)
+    )
+    assert (
+        bootstrap.could_not_start("/bin/bash", 2, "bash: -c: option requires an argument") is None
+    )

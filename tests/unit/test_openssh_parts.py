@@ -13,7 +13,8 @@ import pytest
 from clusterlaunch.core import commands
 from clusterlaunch.core.errors import TransportError
 from clusterlaunch.core.model import SshTarget
-from clusterlaunch.transport.openssh import ControlDir, OpenSshConnection
+from clusterlaunch.transport.controldir import ControlDir
+from clusterlaunch.transport.openssh import OpenSshConnection
 
 
 def test_control_dir_is_private_and_removed_by_its_last_user(tmp_path: Path) -> None:

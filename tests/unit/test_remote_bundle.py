@@ -6,7 +6,7 @@ import ast
 
 import pytest
 
-from clusterlaunch.remote import BUNDLES, program_source
+from clusterlaunch.remote import BUNDLES, _module_bytes, program_source
 
 
 def top_level_names(tree: ast.Module) -> set[str]:
@@ -60,6 +60,17 @@ def test_probe_compiles() -> None:
     source = program_source("probe")
     compile(source, "clusterlaunch-probe", "exec")
     assert b"from clusterlaunch" not in source
+
+
+@pytest.mark.parametrize("name", sorted(BUNDLES))
+def test_no_two_modules_of_a_bundle_define_one_name(name: str) -> None:
+    """A bundle is one namespace: a second ``_which`` (remote/hostlimits.py's, after
+    accel.py's) replaced the first, and the device search called it with no tool."""
+    owners: dict[str, list[str]] = {}
+    for module in BUNDLES[name]:
+        for defined in top_level_names(ast.parse(_module_bytes(module))):
+            owners.setdefault(defined, []).append(module)
+    assert {n: mods for n, mods in owners.items() if len(mods) > 1} == {}
 
 
 def test_unknown_program() -> None:
