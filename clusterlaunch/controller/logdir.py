@@ -102,7 +102,9 @@ class LogDir:
         assert self._dir_fd is not None, "LogDir.open() first"
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(name, flags, 0o666, dir_fd=self._dir_fd)
-        handle = self._files[name] = os.fdopen(fd, "ab")
+        # Unbuffered: each chunk is one write(2), in the file as soon as the console has it
+        # (``tail -f`` follows the job; a controller killed outright loses nothing it showed).
+        handle = self._files[name] = os.fdopen(fd, "ab", buffering=0)
         return handle
 
     def _create(self, name: str, exists: str) -> None:
@@ -125,7 +127,7 @@ class LogDir:
         if self.lost:
             return
         try:
-            (self._files.get(name) or self._open_file(name)).write(data)
+            _write_all(self._files.get(name) or self._open_file(name), data)
         except OSError as exc:
             raise self._lose(name, exc) from None
 
@@ -162,6 +164,13 @@ class LogDir:
             now = os.stat(name, dir_fd=self._dir_fd, follow_symlinks=False)
             if (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino):
                 os.unlink(name, dir_fd=self._dir_fd)
+
+
+def _write_all(handle: BinaryIO, data: bytes) -> None:
+    """All of ``data``: an unbuffered file may take part of it (a disk filling up)."""
+    view = memoryview(data)
+    while view:
+        view = view[handle.write(view) :]
 
 
 def _reason(exc: OSError) -> str:
