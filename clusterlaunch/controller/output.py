@@ -21,6 +21,7 @@ from clusterlaunch.core.lines import (
     TailKeeper,
     prefix_block,
     prefixed_pieces,
+    without_empty_redraws,
 )
 from clusterlaunch.core.progress import BannerFold
 from clusterlaunch.transport.srun import without_exit_notes
@@ -247,7 +248,8 @@ class OutputRouter:
         stream: GuardedStream = self._console.err if is_stderr else self._console.out
         line = self._console.open_line(stream)
         block, continued = line.resume(owner, block, continued)
-        if not block:  # the \n of a bar's line that another's output already ended
+        block = without_empty_redraws(block, continued)
+        if not block:  # the \n of a bar's line that another's output already ended, a lone \r
             return
         self._console.end_line(stream, owner)
         stream.write_pieces(prefixed_pieces(prefix, block, continued))
@@ -257,6 +259,7 @@ class OutputRouter:
     def _log_host(self, host: str, owner: object, block: bytes, continued: bool) -> None:
         """A host's block in controller.log: hosts and messages meet there as on the console."""
         block, continued = self._log_line.resume(owner, block, continued)
+        block = without_empty_redraws(block, continued)
         if not block:
             return
         if self._log_line.cut(owner) is not None:
