@@ -21,7 +21,6 @@ from clusterlaunch.core import defaults, envpolicy, limits
 from clusterlaunch.core.checkplan import check_exec_words
 from clusterlaunch.core.envfile import read_env_file
 from clusterlaunch.core.errors import UsageError
-from clusterlaunch.core.lines import parse_rank_filter
 from clusterlaunch.core.model import (
     HostSpec,
     Inventory,
@@ -31,6 +30,7 @@ from clusterlaunch.core.model import (
     ScriptKind,
 )
 from clusterlaunch.core.planner import new_job_id, parse_env_assignments
+from clusterlaunch.core.rankfilter import parse_rank_filter
 from clusterlaunch.core.torchrunargs import parse_torchrun_args
 from clusterlaunch.transport import SshSettings
 from clusterlaunch.transport.local import local_path

@@ -125,6 +125,7 @@ def kill_job(
             node_rank=key[0],
             stopped=bool(record["stopped"]),
             seconds=float(record["seconds"]),
+            nodes=record["nodes"] if isinstance(record.get("nodes"), int) else None,
         )
         if key not in reports or report.stopped:
             reports[key] = report

@@ -114,7 +114,9 @@ class LogDir:
         assert self._dir_fd is not None, "LogDir.open() first"
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(name, flags, FILE_MODE, dir_fd=self._dir_fd)
-        handle = self._files[name] = os.fdopen(fd, "ab")
+        # Unbuffered: each chunk is one write(2), in the file as soon as the console has it
+        # (``tail -f`` follows the job; a controller killed outright loses nothing it showed).
+        handle = self._files[name] = os.fdopen(fd, "ab", buffering=0)
         return handle
 
     def _create(self, name: str, exists: str) -> None:
@@ -138,7 +140,7 @@ class LogDir:
         if name in self.lost:
             return
         try:
-            (self._files.get(name) or self._open_file(name)).write(data)
+            _write_all(self._files.get(name) or self._open_file(name), data)
         except OSError as exc:
             self._give_up(name, exc)
 
@@ -210,6 +212,13 @@ def _make_dirs(path: Path, parents: bool = True) -> None:
     except OSError:
         if not path.is_dir():
             raise
+
+
+def _write_all(handle: BinaryIO, data: bytes) -> None:
+    """All of ``data``: an unbuffered file may take part of it (a disk filling up)."""
+    view = memoryview(data)
+    while view:
+        view = view[handle.write(view) :]
 
 
 def _reason(exc: OSError) -> str:

@@ -22,6 +22,7 @@ from clusterlaunch.core.lines import (
     TailKeeper,
     prefix_block,
     prefixed_pieces,
+    without_empty_redraws,
 )
 from clusterlaunch.core.progress import BannerFold
 from clusterlaunch.transport.srun import without_exit_notes
@@ -66,12 +67,9 @@ class OutputRouter:
         return self._logs.log_dir is not None
 
     def quiet_hosts(self) -> None:
-        """From now on, torchrun's own output goes to the log only.
-
-        Called when teardown starts: every torchrun then prints the same
-        SignalException traceback, which would bury the failure summary.
-        Worker output is never hidden.
-        """
+        """From now on, torchrun's own output goes to the log only. Called when teardown starts:
+        every torchrun then prints the same SignalException traceback, which would bury the
+        failure summary. Worker output is never hidden."""
         self._quiet_hosts = True
 
     def announce(self, header: str) -> None:
@@ -175,12 +173,9 @@ class OutputRouter:
             self.message(render.outcome_text(outcome))  # console and controller.log
 
     def flush_host(self, host: str, ranks: Iterable[int]) -> None:
-        """A host ended: its unfinished last lines are passed on as they are.
-
-        ``rank-N.log`` gets the bytes exactly (no newline is added); the
-        console and ``controller.log`` get a newline after a last line that
-        had none, so whatever comes next starts on a line of its own.
-        """
+        """A host ended: its unfinished last lines are passed on as they are. ``rank-N.log``
+        gets the bytes exactly (no newline is added); the console and ``controller.log`` get a
+        newline after a last line that had none, so what comes next starts a line of its own."""
         for rank in ranks:
             for is_stderr in (False, True):
                 buffer = self._buffer(rank, is_stderr)
@@ -267,7 +262,8 @@ class OutputRouter:
         stream: GuardedStream = self._console.err if is_stderr else self._console.out
         line = self._console.open_line(stream)
         block, continued = line.resume(owner, block, continued)
-        if not block:  # the \n of a bar's line that another's output already ended
+        block = without_empty_redraws(block, continued)
+        if not block:  # the \n of a bar's line that another's output already ended, a lone \r
             return
         self._console.end_line(stream, owner)
         stream.write_pieces(prefixed_pieces(prefix, block, continued))
@@ -280,6 +276,7 @@ class OutputRouter:
         if not self.has_log_dir:  # prefixed only when there is a log to write
             return True
         block, continued = self._log_line.resume(owner, block, continued)
+        block = without_empty_redraws(block, continued)
         if not block:
             return self._logs.kept("controller.log")
         if self._log_line.cut(owner) is not None:

@@ -16,13 +16,14 @@ import re
 from collections import deque
 from collections.abc import Iterable
 
-from clusterlaunch.core.limits import MAX_WORLD_SIZE, shown
-
 MAX_PARTIAL = 4 << 20
 """A "line" longer than this without a newline is passed on in pieces (memory bound)."""
 
 _INNER_CR = re.compile(rb"\r(?!\n|\Z)")  # a bare \r with more of the line after it
-_RANK = re.compile(r"[0-9]{1,12}")
+# A \r right after a line's start or another \r redraws nothing (a \r\n's aside): shown
+# with its prefix, it left a line that held the prefix alone (tqdm writes \r first).
+_EMPTY_REDRAW = re.compile(rb"(?<=[\r\n])\r(?!\n)")
+_EMPTY_FIRST = re.compile(rb"\A\r(?!\n)")
 _COLORS = (b"36", b"33", b"32", b"35", b"34", b"31", b"96", b"93", b"92", b"95", b"94", b"91")
 _RESET = b"\x1b[0m"
 
@@ -31,7 +32,9 @@ class LineBuffer:
     """Splits one byte stream where it can be passed on, keeping the unfinished tail.
 
     A block ends after a ``\\n``; with ``live_cr`` also after a ``\\r``, so a
-    progress bar's redraws reach the console as they happen. An unfinished
+    progress bar's redraws reach the console as they happen, except a ``\\r``
+    after a line's start or another ``\\r``: it redraws nothing, unless a ``\\n``
+    follows, so it waits for the next byte (:func:`without_empty_redraws`). An unfinished
     line over ``MAX_PARTIAL`` bytes is passed on as a piece. After each block,
     :attr:`continued` says whether it goes on with a line an earlier block
     began (the rest of a piece, or the ``\\n`` of a ``\\r\\n`` that arrived in
@@ -51,11 +54,14 @@ class LineBuffer:
 
     def feed(self, data: bytes) -> bytes:
         """The bytes that ``data`` lets pass, as one block (possibly b"")."""
-        # The unfinished tail holds no line end, so only ``data`` is searched, and a
-        # ``\r`` only after its last newline (a block of 1M lines has none to find).
+        # The unfinished tail holds no line end (but a held \r), so only ``data`` is searched,
+        # and a ``\r`` only after its last newline (a block of 1M lines has none to find).
         end = data.rfind(b"\n") + 1
         if self._live_cr:
             end = max(end, data.rfind(b"\r", end) + 1)
+            if end and data[end - 1] == 0x0D:  # one that redraws nothing waits: a \r\n's?
+                before = data[end - 2 : end - 1] or self._partial[-1:] or self._last
+                end -= before in (b"\r", b"\n")
         partial = self._partial
         if (len(data) - end if end else len(partial) + len(data)) > MAX_PARTIAL:
             end = len(data)
@@ -110,47 +116,21 @@ def prefixed_pieces(
     return (body,) if continued or not prefix else (prefix, body)
 
 
+def without_empty_redraws(block: bytes, continued: bool) -> bytes:
+    """``block`` for the console, less the ``\\r`` that redraw nothing (the files keep
+    them): the :class:`LineBuffer` holds one back until the byte after it tells."""
+    if b"\r" not in block:
+        return block
+    block = _EMPTY_REDRAW.sub(b"", block)
+    return block if continued else _EMPTY_FIRST.sub(b"", block, count=1)
+
+
 def split_lines(block: bytes) -> list[bytes]:
     """Lines of a block, without their newlines (a final piece without one counts too)."""
     lines = block.split(b"\n")
     if lines[-1] == b"":
         lines.pop()
     return lines
-
-
-def parse_rank_filter(text: str, world_size: int | None = None) -> frozenset[int]:
-    """``"0,4-7"`` → {0, 4, 5, 6, 7}; raises ValueError with a readable message.
-
-    Ranges are checked against ``world_size`` (else the largest job there can
-    be) before any set is built: ``0-99999999999`` ran out of memory.
-    """
-    last_rank = (MAX_WORLD_SIZE if world_size is None else world_size) - 1
-    spans = []
-    for part in text.split(","):
-        part = part.strip()
-        low, dash, high = part.partition("-")
-        if not _RANK.fullmatch(low) or (dash and not _RANK.fullmatch(high)):
-            raise ValueError(f"--ranks {shown(text)}: use ranks and ranges like 0,4-7")
-        first, last = int(low), int(high) if dash else int(low)
-        if last < first:
-            raise ValueError(f"--ranks {shown(text)}: range {part} runs backwards")
-        if last > last_rank:
-            raise ValueError(f"--ranks {shown(text)}: the job has ranks 0-{last_rank} only")
-        spans.append((first, last))
-    ranks: set[int] = set()
-    for first, last in _merged(spans):  # each rank added once, however the ranges overlap
-        ranks.update(range(first, last + 1))
-    return frozenset(ranks)
-
-
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    for first, last in sorted(spans):
-        if merged and first <= merged[-1][1] + 1:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
-        else:
-            merged.append((first, last))
-    return merged
 
 
 class Prefixes:

@@ -8,6 +8,7 @@ through :class:`BannerFold`. Neither touches the log files, which keep every byt
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 
 PHASES = ("connected", "preflight", "started")
@@ -39,15 +40,29 @@ class Progress:
     def complete(self, phase: str) -> bool:
         return len(self._done[phase]) == len(self.hosts)
 
-    def text(self) -> str:
+    def text(self, room: int | None = None) -> str:
         """``connected 41/64 · preflight 12/64 · started 0/64 · slowest: gpu-17``
-        (``synced 9/64`` after ``connected`` with ``--sync``)."""
+        (``synced 9/64`` after ``connected`` with ``--sync``).
+
+        ``room``: the columns it may take (None: all it needs). The least telling
+        parts go first: phases every host has finished (the earliest first), then
+        phases still to come (the latest first), then the slowest host; the phase
+        under way stays, cut short with ``…`` if it must be."""
         total = len(self.hosts)
         parts = [f"{phase} {len(self._done[phase])}/{total}" for phase in self.phases]
-        current = next((p for p in self.phases if not self.complete(p)), None)
-        if current is not None and self._done[current]:  # someone is ahead
-            parts.append(f"slowest: {self._first_behind(current)}")  # the first still behind
-        return " · ".join(parts)
+        current = next((i for i, p in enumerate(self.phases) if not self.complete(p)), None)
+        if current is not None and self._done[self.phases[current]]:  # someone is ahead
+            parts.append(f"slowest: {self._first_behind(self.phases[current])}")
+        if room is None:
+            return " · ".join(parts)
+        under_way = len(self.phases) - 1 if current is None else current
+        later = range(len(self.phases) - 1, under_way, -1)
+        kept = list(range(len(parts)))
+        for part in [*range(under_way), *later, *range(len(self.phases), len(parts))]:
+            if columns(" · ".join(parts[i] for i in kept)) <= room:
+                break
+            kept.remove(part)
+        return cut(" · ".join(parts[i] for i in kept), room)
 
     def _first_behind(self, phase: str) -> str:
         """The first host (in hosts-file order) that has not finished ``phase`` (one exists)."""
@@ -56,6 +71,31 @@ class Progress:
             index += 1
         self._behind[phase] = index
         return self.hosts[index]
+
+
+def columns(text: str) -> int:
+    """The columns ``text`` takes on a terminal (East Asian wide characters two,
+    combining marks none): a host may be named in any script."""
+    return sum(_char_columns(char) for char in text)
+
+
+def cut(text: str, room: int) -> str:
+    """``text`` in at most ``room`` columns, ending in ``…`` where it was cut."""
+    if columns(text) <= room:
+        return text
+    kept, used = [], 0
+    for char in text:
+        used += _char_columns(char)
+        if used > room - 1:
+            break
+        kept.append(char)
+    return "".join(kept) + "…" if room > 0 else ""
+
+
+def _char_columns(char: str) -> int:
+    if unicodedata.combining(char):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
 
 
 # torchrun's banner, whole (one logging call: a blank line, stars, the sentence, stars).

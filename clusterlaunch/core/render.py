@@ -236,12 +236,18 @@ def jobs_json(found: Sequence[RemoteJob]) -> str:
 
 
 def kill_text(job_id: str, reports: Sequence[KillReport]) -> str:
-    """``clusterlaunch kill``: which nodes stopped, and how long it took."""
+    """``clusterlaunch kill``: which nodes stopped, and how long it took. When the job says how
+    many nodes it has (``run``), also each node no host had running: ``not found`` (its job's
+    controller had stopped it already, once another was killed, or its host was not asked)."""
     rows = [
-        (r.host, r.node_rank, "stopped" if r.stopped else "STILL RUNNING", f"{r.seconds:.2f} s")
+        (r.node_rank, r.host, "stopped" if r.stopped else "STILL RUNNING", f"{r.seconds:.2f} s")
         for r in reports
     ]
-    return f"job {job_id}:\n" + table(("host", "node", "state", "after"), rows)
+    found = {r.node_rank for r in reports}
+    nodes = max((r.nodes or 0 for r in reports), default=0)
+    rows += [(rank, "-", "not found", "-") for rank in range(nodes) if rank not in found]
+    shown = [(host, rank, state, after) for rank, host, state, after in sorted(rows)]
+    return f"job {job_id}:\n" + table(("host", "node", "state", "after"), shown)
 
 
 def kill_starting_text(job_id: str, hosts: Sequence[str]) -> str:

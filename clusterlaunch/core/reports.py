@@ -82,6 +82,8 @@ class KillReport:
     node_rank: int
     stopped: bool
     seconds: float
+    nodes: int | None = None
+    """How many nodes the job has (torchrun's ``--nnodes``); None for ``exec``'s, unsaid."""
 
 
 @dataclass(frozen=True)

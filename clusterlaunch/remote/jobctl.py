@@ -71,9 +71,20 @@ def kill_job(job_id, timeout):
             ssh_server=record.get("ssh_server", ""),
             stopped=record not in pending,
             seconds=round(time.monotonic() - started, 3),
+            nodes=node_count(record),
         )
     for claim in starting:
         emit(event="starting", **claim)
+
+
+def node_count(record):
+    """How many nodes the job of ``record`` has: a ``run``'s torchrun says (``--nnodes``), an
+    ``exec``'s command does not (None), even when it is a torchrun of the user's own."""
+    command = record.get("command") or []
+    if not record.get("tail_dir") or "--nnodes" not in command[:-1]:  # tail_dir: run's ranks
+        return None
+    value = command[command.index("--nnodes") + 1]
+    return int(value) if value.isdigit() else None
 
 
 def own_records(records):

@@ -139,13 +139,16 @@ def test_piped_there_is_no_status_and_the_log_keeps_the_banners(
 SGR = re.compile(rb"\x1b\[[0-9;]*m")
 
 
-def screen_after(argv: list[str], socket_name: str, timeout: float = 180) -> tuple[str, bytes]:
-    """Run ``argv`` in a detached tmux window (stdout and stderr both the terminal),
-    then what the user sees: the pane as text, and as ``capture-pane -e`` gives it."""
+def screen_after(
+    argv: list[str], socket_name: str, timeout: float = 180, width: int = 200
+) -> tuple[str, bytes]:
+    """Run ``argv`` in a detached tmux window ``width`` columns wide (stdout and stderr
+    both the terminal), then what the user sees: the pane as text, and as
+    ``capture-pane -e`` gives it."""
     tmux = ["tmux", "-L", socket_name, "-f", "/dev/null"]
     command = f"{shlex.join(argv)}; echo __exit=$?; exec sleep 600"
     subprocess.run(
-        [*tmux, "new-session", "-d", "-x", "200", "-y", "50", "-c", str(REPO), command],
+        [*tmux, "new-session", "-d", "-x", str(width), "-y", "50", "-c", str(REPO), command],
         env=_env(),
         check=True,
     )
@@ -177,3 +180,16 @@ def test_in_tmux_the_screen_shows_the_header_then_the_ranks(
     assert len(rank_lines("\n".join(lines))) == 4, text
     assert sum("OMP_NUM_THREADS" in line for line in lines) == 1, text  # the folded note
     assert b"\x1b[" in raw  # colored prefixes: it really was a terminal
+
+
+@pytest.mark.skipif(not shutil.which("tmux"), reason="no tmux (test-programs.sh installs it)")
+def test_in_a_narrow_tmux_window_no_status_line_is_left_over(
+    sim_cluster, hosts: Path, tmp_path: Path
+) -> None:
+    """40 columns: the status line (74 with two hosts) is cut to fit, so each redraw erases
+    the last; a wrapped one left a row behind at every redraw."""
+    argv = cli_argv("run", sim_cluster, str(hosts), "examples/hello_ranks.py")
+    text, _ = screen_after(argv, f"cl-narrow-{os.getpid()}-{tmp_path.name}", width=40)
+    assert "__exit=0" in text, text
+    left = [line for line in text.splitlines() if "connected" in line or "preflight" in line]
+    assert not left, text

@@ -70,7 +70,7 @@ def test_kill_stops_one_job_and_spares_the_other(sim_cluster, tmp_path: Path, cl
 
         killed = run_cli("kill", sim_cluster, *use, str(hosts), job_a)
         assert killed.returncode == 0, killed.stderr
-        assert_every_agent_stopped(killed.stdout)
+        assert_every_agent_stopped(killed.stdout, nodes=2)
 
         # The attached controller of job-a reports it, with its own exit status.
         assert first.wait(timeout=30) == 137
@@ -173,3 +173,32 @@ def test_kill_of_an_id_that_never_ran_leaves_a_dated_mark(sim_cluster, tmp_path:
     assert time.time() - (records.killed_at(typo) or 0) < 60
     for folder in records.state_dirs():  # this test's own
         Path(folder, typo + ".killed").unlink(missing_ok=True)
+
+
+def test_kill_lists_every_node_those_stopped_before_it_looked_not_found(
+    sim_cluster, tmp_path: Path
+) -> None:
+    """Asked through node2 alone, kill stops node 2; its controller then stops nodes 0 and 1
+    before any kill could look for them: they are rows too, ``not found``, not left out."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1), ("node2", 1)])
+    only_node2 = write_hosts(tmp_path / "node2.yaml", [("node2", 1)])
+    job_id = f"rows-{uuid.uuid4().hex[:8]}"
+    job = start_cli(
+        "run", sim_cluster, "--job-id", job_id, "--grace", "2", str(hosts), "sleeper.py"
+    )
+    try:
+        wait_for_lines(job, b" up", 3, timeout=120)
+        killed = run_cli("kill", sim_cluster, str(only_node2), job_id)
+        assert killed.returncode == 0, killed.stderr
+        assert killed.stdout.splitlines()[1:] == [
+            "host   node  state      after",
+            "-      0     not found  -",
+            "-      1     not found  -",
+            f"node2  2     stopped    {killed.stdout.split()[-2]} s",
+        ], killed.stdout
+        assert_every_agent_stopped(killed.stdout, nodes=3)
+        assert job.wait(timeout=30) == 137
+    finally:
+        if job.poll() is None:
+            job.send_signal(signal.SIGINT)
+            job.wait(timeout=30)

@@ -28,8 +28,21 @@ HOSTILE = st.lists(
 ).map(b"".join)
 
 
+def shown_redraws(data: bytes) -> bytes:
+    """``data`` less each ``\\r`` that redraws nothing: one right after a line's start or
+    another ``\\r``, unless a ``\\n`` follows it (an empty line's ``\\r\\n``)."""
+    kept = bytearray()
+    for index, byte in enumerate(data):
+        empty = index == 0 or data[index - 1] in b"\r\n"
+        if byte == 0x0D and empty and data[index + 1 : index + 2] != b"\n":
+            continue
+        kept.append(byte)
+    return bytes(kept)
+
+
 def reference(data: bytes, prefix: bytes = PREFIX) -> bytes:
     """Line by line, the slow obvious way: what the console must show for ``data``."""
+    data = shown_redraws(data)
     if not data:
         return b""
     out = [prefix]

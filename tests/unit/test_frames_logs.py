@@ -15,11 +15,11 @@ from clusterlaunch.core.lines import (
     LineBuffer,
     Prefixes,
     TailKeeper,
-    parse_rank_filter,
     prefix_block,
     split_lines,
 )
 from clusterlaunch.core.protocol import EVENT, NOISE, SYNC
+from clusterlaunch.core.rankfilter import parse_rank_filter
 from clusterlaunch.core.render import rank_ranges, table
 from clusterlaunch.remote.rootcause import parse_root_cause
 

@@ -18,7 +18,7 @@ from clusterlaunch.core.errors import StopJob, UsageError
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.core.hostnames import host_name_problem, user_name_problem
 from clusterlaunch.core.hostranges import HostRangeError, count_hosts, expand_hosts
-from clusterlaunch.core.lines import parse_rank_filter
+from clusterlaunch.core.rankfilter import parse_rank_filter
 from clusterlaunch.core.torchrunargs import owned_torchrun_option
 from clusterlaunch.core.yamlines import PythonEvents, YamlLimitError, load_yaml, loader_class
 

@@ -151,6 +151,31 @@ def test_a_long_lines_pieces_go_on_below_another_ranks_line(
     assert (logs_at / "rank-0.log").read_bytes() == b"0123456789abcdefghij\n"
 
 
+def test_a_bars_first_carriage_return_shows_no_prefix_alone(tmp_path: Path) -> None:
+    """tqdm writes a ``\\r`` before each redraw, the first too: with nothing before it, it
+    showed ``[r0 node0:0] `` alone, a line of its own once another rank wrote."""
+    router, out, _, logs_at = make(tmp_path)
+    router.rank_output(0, False, b"\r")
+    router.rank_output(1, False, b"hello\n")
+    router.rank_output(0, False, b"\r  0%|\r 50%|\r")
+    router.rank_output(0, False, b"\r100%|\n\r\n")  # then an empty line, CRLF: kept
+    finish(router)
+    bar = P0 + b"  0%|\r" + P0 + b" 50%|\r" + P0 + b"100%|\n" + P0 + b"\r\n"
+    assert out.getvalue() == P1 + b"hello\n" + bar
+    assert (logs_at / "rank-0.log").read_bytes() == b"\r\r  0%|\r 50%|\r\r100%|\n\r\n"
+
+
+def test_a_lone_carriage_return_of_a_host_shows_nothing_either(tmp_path: Path) -> None:
+    router, _, err, logs_at = make(tmp_path)
+    router.host_output("node0", True, b"\r")
+    router.host_output("node1", True, b"other host\n")
+    router.host_output("node0", True, b"\rcopying 10%\n")
+    finish(router)
+    assert err.getvalue() == b"[node1]      other host\n[node0]      copying 10%\n"
+    log = (logs_at / "controller.log").read_bytes()
+    assert log == b"[node1]      other host\n[node0]      copying 10%\n"
+
+
 def test_controller_log_gives_host_bars_and_messages_their_own_lines(tmp_path: Path) -> None:
     router, _, _, logs_at = make(tmp_path)
     router.host_output("node0", False, b"copying 10%\r")
@@ -204,11 +229,13 @@ def test_interleaved_ranks_keep_prefixed_lines_and_exact_logs(
         assert (path.read_bytes() if path.exists() else b"") == data
     for console in {out.getvalue(), err.getvalue()} - {b""}:
         assert_prefixed(console)
-    for rank, prefix in PREFIXES.items():  # no byte lost or doubled, newlines aside
+    for rank, prefix in PREFIXES.items():  # no byte lost or doubled, newlines aside...
         console = err.getvalue() if rank == 1 else out.getvalue()
         shown = b"".join(
             line.replace(b"\r" + prefix, b"\r").removeprefix(prefix)
             for line in console.split(b"\n")
             if line.startswith(prefix)
         )
-        assert shown == written[rank].replace(b"\n", b"")
+        # ...and the \r that start a line: they redraw nothing, and showed a prefix alone
+        assert shown.replace(b"\r", b"") == written[rank].replace(b"\n", b"").replace(b"\r", b"")
+        assert shown.count(b"\r") <= written[rank].count(b"\r")

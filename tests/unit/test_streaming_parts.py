@@ -54,7 +54,9 @@ def test_crlf_split_across_chunks_is_one_line_end() -> None:
 def test_tqdm_style_leading_carriage_returns() -> None:
     buf = LineBuffer(live_cr=True)
     shown = [buf.feed(b"\r  %d%%|" % pct) for pct in (10, 20, 30)]
-    assert shown == [b"\r", b"  10%|\r", b"  20%|\r"]  # each redraw shown when the next starts
+    # Each redraw shown when the next starts; the first \r, which redraws nothing, goes
+    # with the first redraw (it showed a prefix alone, a line of its own once cut).
+    assert shown == [b"", b"\r  10%|\r", b"  20%|\r"]
     assert buf.feed(b"\n") == b"  30%|\n"
 
 
