@@ -150,16 +150,12 @@ class OutputRouter:
         self._console.err.flush()
 
     def report_hidden(self) -> None:
-        """Say how many lines of torchrun's shutdown output the teardown kept off the console
-        (only lines controller.log took are hidden: once it is given up, they are shown)."""
+        """Say how many lines of torchrun's shutdown output the teardown kept off the console.
+        Only lines controller.log took are hidden (its writes are unbuffered: taken is written),
+        and once it is given up the rest are shown, so "in controller.log" is always true."""
         if not self.hidden_lines:
             return
-        where = "use --log-dir to keep them"
-        if self.has_log_dir:
-            self._logs.flush()  # written out now, or known lost (said by finish())
-            where = "in controller.log"
-            if not self._logs.kept("controller.log"):
-                where = "not all in controller.log: it could not be written"
+        where = "in controller.log" if self.has_log_dir else "use --log-dir to keep them"
         self.message(f"hid {self.hidden_lines} line(s) of torchrun shutdown output ({where})")
 
     def finish(self, outcome: JobOutcome) -> None:
