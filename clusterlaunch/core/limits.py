@@ -115,17 +115,27 @@ def text(flag: str, value: str, *, sent: bool = True) -> str:
     return value
 
 
-def sendable(flag: str, value: str) -> str:
-    """Refuse text that cannot be sent as UTF-8 (non-UTF-8 bytes, NUL)."""
+def _unsendable(value: str) -> str | None:
+    """Why ``value`` cannot be sent as UTF-8 text ("nul" or "utf-8"), or None if it can."""
     if "\x00" in value:
-        raise UsageError(f"{flag} {shown(value)}: contains a NUL byte")
+        return "nul"
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
+        return "utf-8"
+    return None
+
+
+def sendable(flag: str, value: str) -> str:
+    """Refuse text that cannot be sent as UTF-8 (non-UTF-8 bytes, NUL)."""
+    why = _unsendable(value)
+    if why == "nul":
+        raise UsageError(f"{flag} {shown(value)}: contains a NUL byte")
+    if why == "utf-8":
         raise UsageError(
             f"{flag} {shown(value)}: not valid UTF-8; hosts receive text, "
             "so rename it or pass it in UTF-8"
-        ) from None
+        )
     return value
 
 
@@ -133,15 +143,14 @@ def sendable_value(where: str, value: str) -> str:
     """:func:`sendable` for a variable's value, which may be a secret: the message names
     ``where`` (the variable) and never shows the value, as the size limits' do. Printed
     escaped, it would not even be masked as the raw bytes are in a CI log."""
-    if "\x00" in value:
+    why = _unsendable(value)
+    if why == "nul":
         raise UsageError(f"{where}: its value contains a NUL byte (the value is not shown)")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
+    if why == "utf-8":
         raise UsageError(
             f"{where}: its value is not valid UTF-8 (the value is not shown); hosts receive "
             "text, so set it in UTF-8"
-        ) from None
+        )
     return value
 
 
