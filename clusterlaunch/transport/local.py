@@ -8,6 +8,7 @@ import os
 import pwd
 import subprocess
 import sys
+import time
 
 from clusterlaunch.core.commands import for_login_shell, home_relative
 from clusterlaunch.core.exits import shell_status
@@ -119,6 +120,18 @@ class LocalProcess:
     def finished(self) -> bool:
         """Exited with both pipes drained."""
         return all(self._eof) and self._popen.poll() is not None
+
+    def exited_by(self, deadline: float) -> bool:
+        """Whether the process exits before ``time.monotonic()`` reaches ``deadline`` (waits)."""
+        try:
+            self._popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to the process itself (not reaped yet, so its PID is still its own)."""
+        self._popen.send_signal(signum)
 
     def close(self) -> None:
         """Close our ends of the pipes."""

@@ -73,6 +73,37 @@ def test_transport_forwards_stdin_and_eof(tmp_path: Path, monkeypatch: pytest.Mo
     process.close()
 
 
+def fake_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SrunConnection:
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "node[1-2]")
+    monkeypatch.setenv("FAKE_SLURM_LOG", str(tmp_path / "calls.jsonl"))
+    monkeypatch.setenv("PATH", f"{FAKE_BIN}:{Path(PYTHON).parent}:{os.environ['PATH']}")
+    return SrunConnection("node1", "4242", str(FAKE_BIN / "srun"))
+
+
+def test_closing_a_node_waits_for_its_steps_to_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A controller that exits right after closing leaves no srun behind, even one
+    whose step takes a while to end after its EOF (node 0's probe, under load)."""
+    connection = fake_step(tmp_path, monkeypatch)
+    process = connection.start("cat >/dev/null; sleep 1; exit 3")
+    connection.close()
+    assert process.exit_status() == 3  # ended, by itself, before close returned
+    process.close()
+
+
+def test_a_step_that_outstays_the_wait_is_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the wait, srun gets SIGTERM (real srun then SIGKILLs its step)."""
+    connection = fake_step(tmp_path, monkeypatch)
+    process = connection.start("trap 'exit 7' TERM; cat >/dev/null; while :; do sleep 0.1; done")
+    started = time.monotonic()
+    connection.close(wait=0.5)
+    assert process.exit_status() == 7 and time.monotonic() - started < 2.5
+    process.close()
+
+
 @pytest.mark.cluster  # jobs end to end: the CLI, the fake srun, the agents
 def test_exec_runs_one_step_per_node(fake_slurm: FakeSlurm) -> None:
     script = 'echo "on $FAKE_SLURM_HOST as $SLURMD_NODENAME"'
