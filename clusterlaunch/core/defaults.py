@@ -60,12 +60,13 @@ each further restart, so a host that keeps failing is not hammered."""
 RESTART_BACKOFF_MAX_S = 60.0
 """The longest wait between two restarts, however many there were."""
 
-STEP_END_WAIT_S = GRACE_S + 5.0
-"""How long closing a Slurm node waits for its srun steps to end after their stdin's EOF.
+CHILDREN_END_WAIT_S = GRACE_S + 5.0
+"""How long closing ``localhost`` or a Slurm node waits for the commands it started
+(local children: its agents, probes, srun steps) to end after their stdin's EOF.
 
-A probe's step ends within ~1 s of it under load here, an agent's after its own
-teardown (up to the grace); until then a controller that had exited left srun
-behind. Past this, srun is sent SIGTERM, which kills the step."""
+A probe ends within ~1 s of it under load here, an agent after its own teardown
+(up to the grace); until then a controller that had exited left them behind.
+Past this they get SIGTERM (srun's kills its step)."""
 
 KILL_WAIT_S = 60.0
 """How long ``clusterlaunch kill`` waits on each host for the job to be gone."""

@@ -41,17 +41,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
-import time
 from collections.abc import Mapping, Sequence
 
 from clusterlaunch.core import slurmnodes
 from clusterlaunch.core.commands import for_login_shell
-from clusterlaunch.core.defaults import STEP_END_WAIT_S
 from clusterlaunch.core.errors import HostProblem, TransportError
 from clusterlaunch.core.model import SshTarget
-from clusterlaunch.transport.local import LocalProcess, login_shell
+from clusterlaunch.transport.local import LocalProcess, end_processes, login_shell
 
 SRUN = "srun"
 SRUN_MISSING = "srun not found on PATH: add Slurm's bin directory to PATH, or use --transport ssh"
@@ -163,32 +160,15 @@ class SrunConnection:
         """
         return True
 
-    def close(self, wait: float = STEP_END_WAIT_S) -> None:
-        """EOF to every step still reading stdin (their agents tear down, as over SSH),
-        and srun waited for: the controller exits with no step of its own left running.
+    def close(self) -> None:
+        """EOF to every step (their agents tear down, as over SSH), and srun waited
+        for (:func:`end_processes`): the controller exits with no step of its own left.
 
         (With EOF alone, node 0's probe step of a failed ``check`` outlived the
-        controller by up to ~1 s, 1 run in 14 on a loaded machine.) A step still
-        there after ``wait`` seconds gets srun's SIGTERM, which SIGKILLs the step;
-        an srun that does not end on that is killed.
+        controller by up to ~1 s, 1 run in 4-14 on a loaded machine.) A step still
+        there after the wait gets srun's SIGTERM, which SIGKILLs the step.
         """
-        for process in self._processes:
-            process.close_stdin()
-        left = self._processes
-        try:
-            deadline = time.monotonic() + wait
-            left = [process for process in left if not process.exited_by(deadline)]
-        finally:  # a Ctrl-C while waiting hurries the steps' end rather than skip it
-            _end_sruns(left)
-
-
-def _end_sruns(processes: list[LocalProcess]) -> None:
-    """SIGTERM to each srun (which SIGKILLs its step), then SIGKILL to any srun still there."""
-    for signum, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 1.0)):
-        for process in processes:
-            process.signal(signum)
-        deadline = time.monotonic() + wait
-        processes = [process for process in processes if not process.exited_by(deadline)]
+        end_processes(self._processes)
 
 
 def connect_all(

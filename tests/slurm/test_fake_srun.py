@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.transport.base import RemoteProcess
-from clusterlaunch.transport.local import login_shell
+from clusterlaunch.transport.local import end_processes, login_shell
 from clusterlaunch.transport.srun import STEP_OPTIONS, SrunConnection
 from tests.cluster.support import PYTHON, rank_lines, wait_for_lines
 from tests.slurm.conftest import FAKE_BIN, FakeSlurm
@@ -63,14 +63,14 @@ def test_transport_forwards_stdin_and_eof(tmp_path: Path, monkeypatch: pytest.Mo
     command = 'cat; echo "EOF on $FAKE_SLURM_HOST"; cut -d" " -f6 /proc/$$/stat; echo $$'
     process = connection.start(command, b"program\n")
     assert process.send(b"h")
-    connection.close()  # EOF on the stdin of every step started on it
+    process.close_stdin()
     out, err = read_to_the_end(process)
     assert err == b""
     data, eof, session, pid = out.split(b"\n")[:4]
     assert (data, eof) == (b"program", b"hEOF on node2")
     assert session == pid  # srun leads its own session: a terminal's Ctrl-C misses it
     assert process.exit_status() == 0 and connection.alive()
-    process.close()
+    connection.close()
 
 
 def fake_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SrunConnection:
@@ -99,7 +99,7 @@ def test_a_step_that_outstays_the_wait_is_ended(
     connection = fake_step(tmp_path, monkeypatch)
     process = connection.start("trap 'exit 7' TERM; cat >/dev/null; while :; do sleep 0.1; done")
     started = time.monotonic()
-    connection.close(wait=0.5)
+    end_processes([process], wait=0.5)  # what close does, with a shorter wait
     assert process.exit_status() == 7 and time.monotonic() - started < 2.5
     process.close()
 
