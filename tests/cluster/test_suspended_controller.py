@@ -5,7 +5,8 @@ The stops are longer than the keepalives' 6 s, so a silence of ours read as the 
 fails a healthy launch: the supervisor's own suspension watch, new when the job started,
 missed one that began in the preflight ("host lost (no answer to keepalives)", 255), and
 paramiko's handshake and login deadlines counted it ("no SSH handshake ... the server did
-not answer", "Authentication timeout.", 2).
+not answer", "Authentication timeout.", 2). Nor does a stop count toward a slow setup's
+notice.
 """
 
 from __future__ import annotations
@@ -106,3 +107,23 @@ def test_a_stop_during_the_ssh_handshake_blames_no_server(
     out, err = _stopped_for(process, 6.0)  # twice the connect timeout
     assert process.returncode == 0, err.decode()[-2000:]
     assert out == b"[node0] hi\n", out.decode() + err.decode()
+
+
+LONG_SETUP = "sleep 11.5"  # still running when the 9 s stop ends, done ~2.5 s before 5 s awake
+
+
+@pytest.mark.parametrize(
+    ("client", "command"),  # the preflight's read loop, and the supervisor's (exec's setups)
+    [("paramiko", ["check"]), ("openssh", ["check"]), ("paramiko", ["exec", "--", "true"])],
+)
+def test_a_stop_does_not_count_toward_a_slow_setup(
+    sim_cluster, tmp_path: Path, client: str, command: list[str]
+) -> None:
+    # It said "setup still running after 9 s" at once on resuming: 0 s of it seen awake.
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, {"setup": LONG_SETUP})])
+    argv = ("--ssh-client", client, str(hosts), *command[1:])
+    process = start_cli(command[0], sim_cluster, *argv)
+    _running(sim_cluster, "node0", LONG_SETUP)
+    out, err = _stopped_for(process, STOPPED_S)
+    assert process.returncode == 0, err.decode()[-2000:]
+    assert b"setup still running" not in out + err, err.decode()
