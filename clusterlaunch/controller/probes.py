@@ -86,18 +86,19 @@ def pump_until(
     deadline: float,
     notify: Callable[[str], None],
     progress: Callable[[ProbeRun], None] | None = None,
-    awake: Callable[[], bool] | None = None,
+    awake: SuspendWatch | None = None,
 ) -> None:
     """Read ``runs`` until each is ``ready`` or ``deadline`` passed. A host that stops
     answering keepalives is given up on as lost (it held the preflight to its deadline,
-    6-7 min with a setup); ``awake``: see :func:`~.readloop.is_lost`."""
+    6-7 min with a setup); ``awake``: see :func:`~.readloop.is_lost` (its suspensions
+    do not count toward a slow setup either)."""
     awake = awake or SuspendWatch()
 
     def take(run: ProbeRun, out: bytes, err: bytes) -> None:
         run.take(out, err)
         if progress is not None:
             progress(run)
-        for line in run.setup.notices():
+        for line in run.setup.notices(awake.suspended_since):
             notify(line)
 
     while True:

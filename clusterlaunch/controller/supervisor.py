@@ -184,7 +184,7 @@ class Supervisor:
             except FrameError as exc:
                 self.router.message(f"{host.node.host}: garbled agent output ({exc})")
         self._check(host)
-        for line in host.setup.notices():
+        for line in host.setup.notices(self._awake.suspended_since):
             self.router.message(line)
         self.router.stop_if_lost()  # a log file given up: every byte above routed first
 

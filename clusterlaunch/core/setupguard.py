@@ -170,6 +170,11 @@ def _check_start(start: str) -> str:
     return start
 
 
+def _never_suspended(since: float) -> float:
+    """No suspension seen (a caller without a suspension watch)."""
+    return 0.0
+
+
 class SetupWatch:
     """One host's setup as its shell reported it on stdout.
 
@@ -240,18 +245,25 @@ class SetupWatch:
         """Seconds since the setup started (0 before it did)."""
         return 0.0 if self.started_at is None else self.clock() - self.started_at
 
-    def notices(self) -> list[str]:
-        """``host: setup still running after N s`` after 5 s, then every 30 s."""
-        if not self.running or self.timed_out or self.elapsed() < self._next_notice:
+    def notices(self, suspended_since: Callable[[float], float] = _never_suspended) -> list[str]:
+        """``host: setup still running after N s`` after 5 s, then every 30 s, counting only
+        the time this controller was awake: ``suspended_since(t)`` is how long it was stopped
+        since ``t`` (Ctrl-Z). A setup that ended while we were stopped was still "running
+        after 35 s" at the first read after a 30 s stop, its "done" not read yet."""
+        if not self.running or self.timed_out or self.started_at is None:
             return []
-        seconds = int(self.elapsed())
+        seconds = self.elapsed() - suspended_since(self.started_at)
+        if seconds < self._next_notice:
+            return []
+        seconds = int(seconds)
         self._next_notice = seconds + SLOW_EVERY_S
         return [
             f"{self.host}: setup still running after {seconds} s (--setup-timeout {self.limit})"
         ]
 
     def overdue(self) -> bool:
-        """Running well past its limit: the host's watchdog did not end it."""
+        """Running well past its limit: the host's watchdog did not end it. Our suspensions
+        count here: the watchdog's clock ran on while we were stopped."""
         return self.running and self.limit > 0 and self.elapsed() > self.limit + OVERDUE_S
 
 

@@ -4,7 +4,7 @@ Host keys are always checked: ``strict`` refuses unknown keys, ``accept-new`` re
 one in known_hosts, and a *changed* key is refused under both. A handshake the server dropped
 (sshd's ``MaxStartups``, a reset) is retried with backoff, a bounded number of times, and so
 is an attempt that failed while this controller was suspended (its timers ran on; the server
-may have answered in time).
+may have answered in time), those counted apart (``sshfailure.Retries``).
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def _open_client(
     awake: SuspendWatch,
 ) -> paramiko.SSHClient:
     """A client authenticated to ``target``, transient handshake failures retried."""
-    attempt = 0
+    retries = sshfailure.Retries()
     while True:
         sock: sshsocket.TunnelSocket | paramiko.ProxyCommand | None = None
         if opener is not None:
@@ -138,19 +138,19 @@ def _open_client(
         try:
             return _try_client(target, settings, known_hosts, identities, sock, awake)
         except _Transient as exc:
-            if attempt >= sshfailure.RETRIES:
+            again = retries.again(target.alias, exc.detail, exc.ours)
+            if again is None:
                 raise TransportError(target.alias, exc.detail) from None
-            delay = sshfailure.backoff(attempt)
-            attempt += 1
             if note is not None:
-                note(sshfailure.retry_note(target.alias, exc.detail, attempt, delay))
-            time.sleep(delay)
+                note(again[0])
+            time.sleep(again[1])
 
 
 class _Transient(Exception):
-    def __init__(self, detail: str) -> None:
+    def __init__(self, detail: str, ours: bool) -> None:
         super().__init__(detail)
         self.detail = detail
+        self.ours = ours  # this controller was stopped during the attempt (sshfailure.Retries)
 
 
 def _try_client(
@@ -211,7 +211,7 @@ def _try_client(
         said = paramikofailure.suspended(
             f"authentication failed for {who}{target.hostname}: {exc}", stopped
         )
-        raise (_Transient(said) if stopped else TransportError(target.alias, said)) from None
+        raise (_Transient(said, True) if stopped else TransportError(target.alias, said)) from None
     except RuntimeError:  # paramiko's reader thread could not start (fanout says why)
         close_quietly(client)
         raise
@@ -225,7 +225,7 @@ def _try_client(
         message = paramikofailure.network_message(target, exc, timeout, waited)
         stopped = awake.suspended_since(began)
         if stopped or paramikofailure.is_transient(exc, waited):
-            raise _Transient(paramikofailure.suspended(message, stopped)) from None
+            raise _Transient(paramikofailure.suspended(message, stopped), stopped > 0) from None
         raise TransportError(target.alias, message) from None
     transport = client.get_transport()
     if transport is not None:

@@ -29,6 +29,10 @@ _PIPE_CLOSED = "UNKNOWN port 65535"
 """How ssh names the peer of a ProxyCommand's pipe (it has no address)."""
 RETRIES = 3
 """Transient handshake failures retried per host (then it is a failure like any other)."""
+SUSPENDED_RETRIES = 10
+"""Attempts cut short by this controller's own suspension (Ctrl-Z: paramiko's timers ran
+on), tried again per host apart from :data:`RETRIES`: no fault of the server's, so they
+use none of its tries, yet they stay bounded (a controller stopped again and again)."""
 BACKOFF_S = 0.5
 """First retry after about this long, doubling."""
 _FINGERPRINT = re.compile(r"(SHA256:[A-Za-z0-9+/=]+)")
@@ -115,6 +119,31 @@ def backoff(attempt: int) -> float:
 def retry_note(alias: str, detail: str, attempt: int, delay: float) -> str:
     """The line a retried handshake leaves in controller.log (and on --verbose)."""
     return f"{alias}: {detail}; retry {attempt}/{RETRIES} in {delay:.1f} s"
+
+
+class Retries:
+    """One host's failed handshake attempts, counted apart by whose fault they were: the
+    server's (:data:`RETRIES`, with backoff) or our own suspension's (:data:`SUSPENDED_RETRIES`,
+    at once: the server is not overloaded). Four Ctrl-Zs, each during an attempt, failed a
+    healthy host when they counted among the server's three."""
+
+    def __init__(self) -> None:
+        self._server = 0
+        self._ours = 0
+
+    def again(self, alias: str, detail: str, ours: bool) -> tuple[str, float] | None:
+        """The note and the delay before trying once more; None: no try left of that kind."""
+        if ours:
+            if self._ours >= SUSPENDED_RETRIES:
+                return None
+            self._ours += 1
+            note = f"{alias}: {detail}; retry at once ({self._ours}/{SUSPENDED_RETRIES} after "
+            return note + f"a suspension of ours, none of the server's {RETRIES} used)", 0.0
+        if self._server >= RETRIES:
+            return None
+        delay = backoff(self._server)
+        self._server += 1
+        return retry_note(alias, detail, self._server, delay), delay
 
 
 def timed_out(target: SshTarget, timeout: float) -> str:

@@ -243,7 +243,7 @@ def _settled(
     popen = master.popen
     assert popen is not None
     if not arrivals.child_ended or popen.poll() is None:
-        if time.monotonic() < master.deadline:
+        if not arrivals.past_deadline(master.deadline):
             return False
         stop_process(popen)
         timeout = master.target.connect_timeout or settings.connect_timeout

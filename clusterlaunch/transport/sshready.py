@@ -46,9 +46,15 @@ class Arrivals:
         """What the last look found that the one before did not."""
         self.child_ended = True
         """Some child has ended (or it could not be told): ask each master's process."""
+        self.looked_at = -inf
+        """When the last look began (``time.monotonic``): a deadline is judged by it, not by
+        the time it is asked, for this process may have been stopped in between (Ctrl-Z)
+        while the masters ran on: a socket put in place meanwhile was taken for a master
+        that never came up."""
 
     def look(self) -> None:
         """Look again (once per round of the loop, before asking about any master)."""
+        self.looked_at = time.monotonic()  # before the look: what it finds is no older
         before = self._present
         try:
             self._present = frozenset(os.listdir(self._directory))
@@ -60,11 +66,15 @@ class Arrivals:
     def due(self, running: Sequence[Pending]) -> list[Pending]:
         """Of ``running``, those to ask after this look: whose socket is new, or all of them
         when a child ended or the earliest deadline has passed."""
-        if self.child_ended or time.monotonic() >= min((m.deadline for m in running), default=inf):
+        if self.child_ended or self.past_deadline(min((m.deadline for m in running), default=inf)):
             return list(running)
         if not self._new:
             return []
         return [master for master in running if os.path.basename(master.socket) in self._new]
+
+    def past_deadline(self, deadline: float) -> bool:
+        """``deadline`` had passed when the last look began: what it found not up was late."""
+        return self.looked_at >= deadline
 
     def up(self, socket: str) -> bool:
         """The master whose control socket is ``socket`` has put it in place."""

@@ -6,6 +6,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,43 @@ def test_a_master_runs_the_client_that_was_looked_up_where_setpriv_is_not_used(
     assert master.popen.args[0] == "ssh"  # type: ignore[index]  # its name, as ps shows it
     master.log.close()
     control.release()
+
+
+def test_a_master_up_since_the_look_is_not_failed_for_a_deadline_that_passed_after_it(
+    tmp_path: Path,
+) -> None:
+    """The controller stopped (Ctrl-Z) between a look and the judgement of its masters: the
+    master came up meanwhile and its deadline passed. Judged by the time of the look, it is
+    no failure; the next look finds it up. Judged by the clock, it was killed as too slow."""
+    from clusterlaunch.core.sshargv import Keepalive
+    from clusterlaunch.transport import sshmaster
+    from clusterlaunch.transport.sshready import Arrivals
+
+    settings = sshmaster.MasterSettings(None, 5.0, Keepalive(1, 6), "strict", None)
+    control = ControlDir(str(tmp_path))
+    (master,) = sshmaster._plan([SshTarget(alias="t1", hostname="t1")], settings, control)
+    master.popen = subprocess.Popen(["sleep", "30"])  # a master: it runs on once up
+    arrivals = Arrivals(control.path)
+    try:
+        arrivals.look()  # not up yet; then we are stopped, and meanwhile:
+        master.deadline = time.monotonic()
+        Path(master.socket).touch()  # it came up, and its deadline passed
+        while time.monotonic() <= master.deadline:
+            pass
+        assert not sshmaster._settled(master, settings, lambda line: None, arrivals)
+        assert master.error is None and master.popen.poll() is None
+        arrivals.look()  # the loop's next round
+        assert sshmaster._settled(master, settings, lambda line: None, arrivals)
+        assert master.ready and master.error is None
+        master.up = False  # once more, not up: a look after its deadline fails it
+        Path(master.socket).unlink()
+        master.deadline = time.monotonic()
+        arrivals.look()
+        assert sshmaster._settled(master, settings, lambda line: None, arrivals)
+        assert master.error is not None and "no SSH session with t1:22 within 15 s" in str(
+            master.error.detail
+        )
+    finally:
+        master.popen.kill()
+        master.popen.wait()
+        control.release()

@@ -109,6 +109,23 @@ def test_slow_setup_notices_after_5_s_then_every_30_s() -> None:
     assert watch.notices() == [] and not watch.overdue()
 
 
+def test_time_the_controller_was_stopped_is_no_slow_setup() -> None:
+    clock = FakeClock()
+    watch = SetupWatch("node1", expected=True, clock=clock)
+    watch.feed(MARK + b"pid=12 start=1 limit=10\n")
+    started = clock.now
+    clock.now += 31  # a Ctrl-Z of 30 s, 1 s into the setup
+
+    def stopped(since: float) -> float:
+        assert since == started
+        return 30.0
+
+    assert watch.notices(stopped) == []  # its "done" may be unread: 1 s of it seen
+    clock.now += 4.1
+    assert watch.notices(stopped) == ["node1: setup still running after 5 s (--setup-timeout 10)"]
+    assert watch.overdue()  # the host's watchdog counts the stop: it should have ended it
+
+
 def test_start_times_and_timeouts_are_checked() -> None:
     for bad in ("'", "12a", "", "1 2"):
         with pytest.raises(ValueError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from clusterlaunch.testing.fakes import FakeClock
-from clusterlaunch.transport import paramikofailure
+from clusterlaunch.transport import paramikofailure, sshfailure
 from clusterlaunch.transport.suspension import RESUME_GRACE_S, SUSPEND_GAP_S, SuspendWatch
 
 
@@ -66,6 +66,20 @@ def test_a_connection_that_failed_while_we_were_suspended_blames_no_server() -> 
         "the server may have answered)"
     )
     assert paramikofailure.suspended(said, 0.0) == said
+
+
+def test_attempts_our_suspensions_cut_short_use_none_of_the_servers_retries() -> None:
+    retries = sshfailure.Retries()
+    for attempt in range(1, sshfailure.SUSPENDED_RETRIES + 1):
+        again = retries.again("node0", "timed out (suspended)", ours=True)
+        assert again is not None and again[1] == 0.0, again
+        assert f"retry at once ({attempt}/{sshfailure.SUSPENDED_RETRIES} after" in again[0]
+    assert retries.again("node0", "timed out (suspended)", ours=True) is None  # bounded
+    for attempt in range(1, sshfailure.RETRIES + 1):  # the server's own: all still there
+        again = retries.again("node0", "reset", ours=False)
+        assert again is not None and again[1] > 0
+        assert again[0].startswith(f"node0: reset; retry {attempt}/{sshfailure.RETRIES} in ")
+    assert retries.again("node0", "reset", ours=False) is None
 
 
 def test_time_before_looking_is_no_suspension_and_its_thread_ends_with_it() -> None:
