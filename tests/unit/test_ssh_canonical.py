@@ -98,6 +98,11 @@ CONFIGS = {
         "Match canonical host v%h\n  Port 2403\n",
         ["a1"],
     ),
+    "ProxyJump none: canonicalized from OpenSSH 9.4 on, not before": (
+        "CanonicalizeHostname yes\nCanonicalDomains cl.test\nHost vm\n  ProxyJump none\n"
+        "Host *.cl.test\n  Port 2201\n",
+        ["vm", "gpu1"],
+    ),
     "not asked for": ("CanonicalDomains cl.test\nHost *.cl.test\n  Port 2201\n", ["vm"]),
     "CNAMEs, by ssh -G": (
         "CanonicalizeHostname yes\nCanonicalDomains cl.test\n"

@@ -101,6 +101,29 @@ def test_the_cases_differ_where_paramiko_matched_hostname_as_written(tmp_path: P
     assert found["Match host after a first pass's Match host"].hostname == "n0.lan"
 
 
+VERSIONED = {
+    "Match !final alone": (
+        "Host n0\n  HostName %h.LAN\nMatch !final\n  Port 2201\nHost n0.lan\n  User fin\n"
+    ),
+    "Match !final in Match host": (
+        "Match host n0 !final\n  Port 2201\nMatch canonical\n  User fin\n"
+    ),
+}
+"""Configs OpenSSH versions read differently (a second pass before 10.1, none after):
+resolved by the local ``ssh -G``, refused by the paramiko client (test_sshcompat.py)."""
+
+
+@pytest.mark.parametrize("case", VERSIONED)
+def test_a_match_not_final_is_read_by_the_ssh_here(tmp_path: Path, case: str) -> None:
+    config = tmp_path / "config"
+    config.write_text(VERSIONED[case])
+    assert str(sshconfig.read_ssh_config(str(config)).ssh_only).startswith(f"{config}:")
+    assert _fields(_ours(config)) == _fields(_by_ssh(config, "n0"))
+    config.write_text(VERSIONED[case] + "Match final all\n")  # a second pass in any version
+    assert sshconfig.read_ssh_config(str(config)).ssh_only is None
+    assert _fields(_ours(config)) == _fields(_by_ssh(config, "n0"))
+
+
 def test_a_host_name_ssh_cannot_expand_for_match_host_is_one_line(tmp_path: Path) -> None:
     config = tmp_path / "config"
     config.write_text("Host n0\n  HostName %p\nMatch host x\n  Port 2201\n")
