@@ -39,6 +39,7 @@ _CHECKS = (
     "torchfiles",
     "execformat",
     "findmodule",
+    "listener",
     "checks",
 )
 """The preflight's checks and what they use: the probe (``check``) and the agent (``run``)."""
@@ -79,6 +80,7 @@ BUNDLES = {
         "torchfiles",
         "hostfacts",
         "accel",
+        "listener",
         "teardown",
         "doctor",
     ),

@@ -27,6 +27,7 @@ from clusterlaunch.remote.diskspace import rank_files_space  # bundle: strip
 from clusterlaunch.remote.execformat import start_problem  # bundle: strip
 from clusterlaunch.remote.findmodule import module_problem  # bundle: strip
 from clusterlaunch.remote.hostlimits import limits_problem  # bundle: strip
+from clusterlaunch.remote.listener import open_listener  # bundle: strip
 from clusterlaunch.remote.records import hostname, killed_ago  # bundle: strip
 from clusterlaunch.remote.scratch import scratch_problem  # bundle: strip
 from clusterlaunch.remote.torchfiles import torch_files, torchrun_problem  # bundle: strip
@@ -141,43 +142,6 @@ def serve(listener, nonce, stop, timeout):
                 conn.recv(1)
             except OSError:
                 pass
-
-
-def open_listener(port):
-    """Node 0's listener on ``port``, bound where torchrun's TCPStore will bind it.
-
-    The store (libuv, ``LibUVStoreDaemon::init``) binds ``[::]`` dual-stack and, if
-    that fails, ``0.0.0.0``; its clients dial every address ``master_addr`` resolves
-    to. Bound by the master address's form instead, a name that resolves to IPv6
-    alone was checked against an IPv4 listener, and every node failed with
-    "Connection refused" where torchrun would have run.
-    """
-    import socket  # in the functions that need it: the agent bundles this module, and an
-    # exec never gets here (socket: 7 ms of the agent's start, -X importtime)
-
-    try:
-        return _bound(socket.AF_INET6, "::", port)
-    except OSError:  # no IPv6 here, or the port is taken: the store tries IPv4 next too
-        return _bound(socket.AF_INET, "0.0.0.0", port)
-
-
-def _bound(family, address, port):
-    import socket
-
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        # Bind exactly as the store will: with SO_REUSEADDR, so a port merely in
-        # TIME_WAIT passes and one with a listener on it fails; dual-stack (libuv
-        # clears IPV6_V6ONLY), so IPv4 diallers are answered too.
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if family == socket.AF_INET6:
-            listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        listener.bind((address, port))
-        listener.listen(64)
-    except OSError:
-        listener.close()
-        raise
-    return listener
 
 
 def dial(addr, port, nonce, timeout):

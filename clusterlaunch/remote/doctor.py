@@ -27,6 +27,7 @@ import time
 from clusterlaunch.core.hostport import host_port  # bundle: strip
 from clusterlaunch.core.protocol import SYNC, encode_event  # bundle: strip
 from clusterlaunch.remote.hostfacts import host_facts  # bundle: strip
+from clusterlaunch.remote.listener import open_listener  # bundle: strip
 from clusterlaunch.remote.teardown import ending_setup_leftovers  # bundle: strip
 
 CHUNK = 1 << 20
@@ -36,23 +37,6 @@ def emit(**fields):
     """One stage's answer, as an event frame."""
     sys.stdout.buffer.write(encode_event(fields))
     sys.stdout.buffer.flush()
-
-
-def listen_ephemeral():
-    """A listener on every address, on a port the kernel picks (as gloo/NCCL do).
-
-    Dual-stack where the host has IPv6, so peers that reach this host by an
-    IPv6 address are answered too; IPv4 only otherwise.
-    """
-    try:
-        listener = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-        listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        listener.bind(("::", 0))
-    except OSError:
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.bind(("0.0.0.0", 0))
-    listener.listen(128)
-    return listener
 
 
 def answer(listener, nonce, stop):
@@ -183,7 +167,7 @@ def examine(argv):
     facts = host_facts(args.master_addr)
     stop = threading.Event()
     try:
-        listener = listen_ephemeral()
+        listener = open_listener(0)  # dual-stack, as the preflight's
         facts["port"] = listener.getsockname()[1]
     except OSError as exc:
         listener = None

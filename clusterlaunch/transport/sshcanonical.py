@@ -39,7 +39,7 @@ def enabled(options: Mapping[str, Any]) -> bool:
 def canonical_host(options: Mapping[str, Any], alias: str) -> str:
     """The name ssh connects to and reads the config's second pass under.
 
-    ``options``: the first pass's (HostName as written); ``alias``: the name given.
+    ``options``: the first pass's (HostName expanded); ``alias``: the name given.
     """
     host = resolved_host(options, alias)
     direct = all(_unset(options.get(key)) for key in ("proxycommand", "proxyjump"))
@@ -65,8 +65,10 @@ def canonical_host(options: Mapping[str, Any], alias: str) -> str:
 
 def resolved_host(options: Mapping[str, Any], alias: str) -> str:
     """The host name after the first pass, as ssh reads the second under it: HostName
-    (``%h`` expanded; the name given where there is none), lowercased unless an address."""
-    host = _expanded(str(options.get("hostname", alias)), alias)
+    (expanded already: :func:`.sshtokens.host_name`; the name given where there is
+    none), lowercased unless an address. Expanded once: ``HostName a%%h`` is ``a%h``,
+    where a second expansion made it ``a`` and the alias."""
+    host = str(options.get("hostname", alias))
     return host if _is_address(host) else host.lower()
 
 
@@ -88,14 +90,6 @@ def _resolves(name: str, options: Mapping[str, Any]) -> bool:
         return bool(socket.getaddrinfo(name, None, family, socket.SOCK_STREAM))
     except (OSError, UnicodeError):  # gaierror is an OSError; a label over 63 bytes is not
         return False
-
-
-def _expanded(hostname: str, alias: str) -> str:
-    """HostName's ``%h`` (the name given) and ``%%``: the tokens ssh expands there."""
-    if "%" not in hostname:
-        return hostname
-    parts = hostname.split("%%")
-    return "%".join(part.replace("%h", alias) for part in parts)
 
 
 def _unset(value: object) -> bool:

@@ -31,7 +31,6 @@ from clusterlaunch.transport.paramikoconfig import SSHException
 from clusterlaunch.transport.sshinclude import (
     ConfigLine,
     flatten,
-    match_pairs,
     may_include,
     read_text,
     ssh_words,
@@ -39,26 +38,10 @@ from clusterlaunch.transport.sshinclude import (
 )
 from clusterlaunch.transport.sshlines import config_lines
 from clusterlaunch.transport.sshlookup import HostNameRefused, IndexedSshConfig
+from clusterlaunch.transport.sshonly import SshOnly, first_ssh_only
 from clusterlaunch.transport.sshtokens import tilde, users_known
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
-
-
-_PARAMIKO_MATCHES = frozenset(
-    ("all", "canonical", "final", "host", "originalhost", "user", "localuser")
-)
-"""The Match criteria paramiko's matcher evaluates as ssh does."""
-
-
-@dataclass(frozen=True)
-class SshOnly:
-    """A config line only ssh evaluates as ssh does: ``what`` names it in messages."""
-
-    line: ConfigLine
-    what: str
-
-    def __str__(self) -> str:
-        return f"{self.line.where}: {self.what}"
 
 
 @dataclass(frozen=True)
@@ -88,26 +71,11 @@ class LoadedConfig:
 
     @cached_property
     def ssh_only(self) -> SshOnly | None:
-        """The first line only ssh evaluates as ssh does, and what it says.
+        """The first line only ssh evaluates as ssh does, and what it says (:mod:`.sshonly`).
 
-        A ``Match`` with ``exec``, or with a criterion paramiko's matcher does not know
-        (``localnetwork``, ``tagged``, ``version``: OpenSSH 9.4 and later), which it took
-        as matching every host; ``CanonicalizePermittedCNAMEs``, DNS aliases followed
-        into the host name. Found once: it is asked for every host, and a scan per host
-        was O(hosts²).
+        Found once: it is asked for every host, and a scan per host was O(hosts²).
         """
-        lowered = self.text.lower()
-        if "match" not in lowered and "canonicalizepermittedcnames" not in lowered:
-            return None  # no line to look at
-        for line in self.lines:
-            if line.keyword == "match":
-                for pair in match_pairs(words(line.value, line.where)):
-                    criterion = pair[0].lstrip("!").lower()
-                    if criterion not in _PARAMIKO_MATCHES:
-                        return SshOnly(line, f"Match {criterion}")
-            elif line.keyword == "canonicalizepermittedcnames" and line.value.lower() != "none":
-                return SshOnly(line, "CanonicalizePermittedCNAMEs")
-        return None
+        return first_ssh_only(self.text, lambda: self.lines)
 
     @cached_property
     def canonicalizes(self) -> bool:

@@ -92,13 +92,21 @@ class _Blocks(SSHConfig):
         # %n is the name given (ssh's host_arg), also after a pass under another name.
         return super()._expand_variables(config, self._alias)  # type: ignore[misc]
 
-    def _does_match(self, match_list: list[Any], _target: str, *rest: Any) -> Any:
+    def _does_match(
+        self, match_list: list[Any], _target: str, canonical: bool, final: bool, options: Any
+    ) -> Any:
         # paramiko looks up the local user for every block, Match or not. Its target is
         # what "originalhost" matches: in the pass after canonicalization ssh matches the
         # name given, where paramiko matched the canonical name.
         if not match_list:
             return []
-        return super()._does_match(match_list, self._alias, *rest)  # type: ignore[misc]
+        if not final and "%" in options.get("hostname", ""):
+            # "Match host" matches the HostName as ssh expands it (readconf.c's
+            # match_cfg_line: %h and %% only, as ssh.c will): paramiko matched it as
+            # written, so "HostName %h.lan" missed "Match host n0.lan" and matched
+            # "Match host %h.lan". The second pass's HostName is expanded already.
+            options = {**options, "hostname": _host_name(options["hostname"], self._alias)}
+        return super()._does_match(match_list, self._alias, canonical, final, options)  # type: ignore[misc]
 
     def _tokenize(self, config: Any, target_hostname: str, key: str, value: str) -> Any:
         # For each value it may expand, even one without a token, paramiko asks for the

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from clusterlaunch.testing import LoopbackCluster
+from clusterlaunch.testing import LoopbackCluster, find_processes
 
 # The interpreter the hosts run jobs with: scripts/test.sh points it at its venv.
 PYTHON = os.environ.get("CLUSTERLAUNCH_TEST_PYTHON", sys.executable)
@@ -140,6 +140,16 @@ def wait_for_lines(
         seen.append(line)
         hits += needle in line
     return seen
+
+
+def wait_running(cluster: LoopbackCluster, host: str, cmdline: str, timeout: float = 60) -> None:
+    """Wait until a process whose command line is ``cmdline`` runs on ``host`` (one of the
+    processes carrying the host's marker: a setup's ``sleep``, say)."""
+    deadline = time.monotonic() + timeout
+    marker = cluster.host(host).marker
+    while not any(p.cmdline == cmdline for p in find_processes([marker])):
+        assert time.monotonic() < deadline, f"{cmdline!r} never started on {host}"
+        time.sleep(0.05)
 
 
 def rank_lines(stdout: str) -> list[tuple[int, str, int, str]]:

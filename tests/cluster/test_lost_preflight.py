@@ -23,21 +23,13 @@ import pytest
 from clusterlaunch.core.errors import HOST_LOST
 from clusterlaunch.testing import find_processes, wait_until_gone
 from clusterlaunch.testing.loopback import LoopbackCluster
-from tests.cluster.support import PYTHON, start_cli, write_hosts
+from tests.cluster.support import PYTHON, start_cli, wait_running, write_hosts
 
 pytestmark = [pytest.mark.cluster]
 
 SETUP = "sleep 37"  # told apart from any other sleep on the hosts
 SETUP_TIMEOUT = "12"  # the lost host's own watchdog ends the setup once the test is over
 BOUND_S = 20.0  # keepalives know after ~6 s; it used to take minutes (or an hour)
-
-
-def _running(cluster: LoopbackCluster, host: str, cmdline: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    marker = cluster.host(host).marker
-    while not any(p.cmdline == cmdline for p in find_processes([marker])):
-        assert time.monotonic() < deadline, f"{cmdline!r} never started on {host}"
-        time.sleep(0.05)
 
 
 @contextmanager
@@ -105,7 +97,7 @@ def test_one_signal_ends_it_with_a_host_lost_in_its_setup(
     process = start_cli(command, cluster, *argv)
     sig, status, said = SIGNALS[name]
     try:
-        _running(cluster, "node1", SETUP)
+        wait_running(cluster, "node1", SETUP)
         time.sleep(0.5)  # its PID line read: the setup is one the controller would kill
         with _frozen_session(cluster, "node1"):
             signalled = time.monotonic()
@@ -131,7 +123,7 @@ def test_a_host_lost_in_its_setup_is_named_in_seconds(
     argv = ("--setup-timeout", SETUP_TIMEOUT, str(hosts), *COMMANDS[command])
     process = start_cli(command, cluster, *argv)
     try:
-        _running(cluster, "node1", SETUP)
+        wait_running(cluster, "node1", SETUP)
         with _frozen_session(cluster, "node1"):
             code, err, took = _ended(process, time.monotonic())
     finally:
@@ -162,7 +154,7 @@ def test_a_host_lost_before_its_checks_answer_fails_only_that_host(
     )
     process = start_cli(command, cluster, str(hosts), *COMMANDS[command])
     try:
-        _running(cluster, "node1", "sleep 7")
+        wait_running(cluster, "node1", "sleep 7")
         with _frozen_session(cluster, "node1"):
             code, err, took = _ended(process, time.monotonic())
     finally:
@@ -187,7 +179,7 @@ def test_a_partition_during_a_setup_fails_the_preflight_naming_the_host(
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, quick), ("node1", 1, slow)])
     process = start_cli("run", cluster, "--setup-timeout", SETUP_TIMEOUT, str(hosts), "sleeper.py")
     try:
-        _running(cluster, "node1", SETUP)
+        wait_running(cluster, "node1", SETUP)
         cluster.partition("node1")
         try:
             code, err, took = _ended(process, time.monotonic())

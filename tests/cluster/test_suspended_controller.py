@@ -18,23 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch.testing import find_processes
-from clusterlaunch.testing.loopback import LoopbackCluster
-from tests.cluster.support import PYTHON, start_cli, write_hosts
+from tests.cluster.support import PYTHON, start_cli, wait_running, write_hosts
 
 pytestmark = [pytest.mark.cluster]
 
 both_clients = pytest.mark.parametrize("client", ["paramiko", "openssh"])
 SETUP = "sleep 4.5"  # told apart from any other sleep on the hosts
 STOPPED_S = 9.0  # past the keepalives' 6 s, within the hosts' 15 s heartbeat timeout
-
-
-def _running(cluster: LoopbackCluster, host: str, cmdline: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    marker = cluster.host(host).marker
-    while not any(p.cmdline == cmdline for p in find_processes([marker])):
-        assert time.monotonic() < deadline, f"{cmdline!r} never started on {host}"
-        time.sleep(0.05)
 
 
 def _stopped_for(process: subprocess.Popen[bytes], seconds: float) -> tuple[bytes, bytes]:
@@ -58,8 +48,8 @@ def test_a_stop_across_the_end_of_the_setups_is_not_a_lost_host(
     setup = {"setup": SETUP}
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, setup), ("node1", 1, setup)])
     process = start_cli("run", sim_cluster, "--ssh-client", client, str(hosts), "allreduce.py")
-    _running(sim_cluster, "node0", SETUP)
-    _running(sim_cluster, "node1", SETUP)
+    wait_running(sim_cluster, "node0", SETUP)
+    wait_running(sim_cluster, "node1", SETUP)
     out, err = _stopped_for(process, STOPPED_S)  # the setups end meanwhile
     assert process.returncode == 0, err.decode()[-2000:]
     assert out.count(b"SUM=3") == 2, out.decode()

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.cli.main import main
-from clusterlaunch.controller import launcher
 from clusterlaunch.core.checkplan import check_command_sizes, check_exec_words, exec_words
 from clusterlaunch.core.envhandoff import renaming_script
 from clusterlaunch.core.errors import UsageError
@@ -24,19 +23,6 @@ from clusterlaunch.core.planner import plan_job
 LONG = "a" * (MAX_ARG_BYTES + 1)
 PIECE = "a" * 100_000
 MANY = [PIECE] * 11  # 1.1 MB in all, each word fits
-
-
-@pytest.fixture
-def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "far.yaml").write_text("hosts:\n  - {host: unreachable.invalid, gpus: 1}\n")
-    (tmp_path / "train.py").write_text("print('hi')\n")
-
-    def contact(*args: object, **kwargs: object) -> None:
-        raise AssertionError("a host was contacted")
-
-    monkeypatch.setattr(launcher, "connect_all", contact)
-    return tmp_path
 
 
 @pytest.mark.parametrize(
@@ -72,7 +58,7 @@ def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ],
 )
 def test_refused_in_one_line_before_any_host_is_contacted(
-    work: Path, capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+    far_work: Path, capsys: pytest.CaptureFixture[str], argv: list[str], said: str
 ) -> None:
     assert main(argv) == 2
     out, err = capsys.readouterr()
@@ -170,7 +156,10 @@ def test_room_is_kept_for_the_restart_counts_digits() -> None:
     "argv", [["ps", "big.yaml"], ["kill", "big.yaml", "j1"], ["stacks", "big.yaml", "j1"]]
 )
 def test_ps_kill_and_stacks_check_each_hosts_env_before_contacting_it(
-    work: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str]
+    far_work: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
 ) -> None:
     """jobctl carries the hosts file's env:; one too big failed on every host ("could not
     ask: jobctl failed with exit 126 (... Argument list too long)"). Found by a helper."""
@@ -182,7 +171,7 @@ def test_ps_kill_and_stacks_check_each_hosts_env_before_contacting_it(
 
     monkeypatch.setattr(cli_main, "connect_all", contact)
     monkeypatch.setattr(doctor, "connect_all", contact)
-    (work / "big.yaml").write_text(
+    (far_work / "big.yaml").write_text(
         f'hosts:\n  - {{host: h0, gpus: 1, env: {{BIG: "{PIECE}{PIECE}"}}}}\n'
     )
     assert main(argv) == 2

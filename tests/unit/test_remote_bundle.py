@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import ast
+import socket
+import threading
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,3 +107,38 @@ def test_bundled_root_cause_matches_module() -> None:
         "host": "h",
         "error_file": None,
     }
+
+
+def test_one_module_binds_the_remote_programs_listeners() -> None:
+    """The doctor bundle had a copy of the preflight's dual-stack bind (remote/checks.py,
+    which it does not bundle): both now ship remote/listener.py."""
+    remote = Path(__file__).resolve().parents[2] / "clusterlaunch"
+    binding = sorted(
+        path.name for path in (remote / "remote").glob("*.py") if "IPV6_V6ONLY" in path.read_text()
+    )
+    assert binding == ["listener.py"]
+    assert all("listener" in BUNDLES[name] for name in ("agent", "probe", "doctor"))
+
+
+def test_the_doctor_bundle_answers_ipv4_and_ipv6_diallers() -> None:
+    """The doctor's ephemeral port, bound by the bundled listener: dual-stack, as the
+    preflight's (a peer that reaches this host by IPv6 is answered too)."""
+    try:
+        socket.create_server(("::1", 0), family=socket.AF_INET6).close()
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    namespace: dict[str, Any] = {"__name__": "bundled"}  # defines only; main() is guarded
+    exec(compile(program_source("doctor"), "clusterlaunch-doctor", "exec"), namespace)
+    listener = namespace["open_listener"](0)
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+    serving = threading.Thread(target=namespace["answer"], args=(listener, b"n0nce", stop))
+    serving.start()
+    try:
+        for address in ("127.0.0.1", "::1"):
+            error, _ = namespace["dial"](address, port, b"n0nce", 5.0)
+            assert error is None, error
+    finally:
+        stop.set()
+        serving.join()
+        listener.close()

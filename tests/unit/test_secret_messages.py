@@ -14,22 +14,8 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.cli.main import main
-from clusterlaunch.controller import launcher
 
 SECRET = "ghp_VeryLongSecretTokenValue1234567890abcdef"
-
-
-@pytest.fixture
-def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "far.yaml").write_text("hosts:\n  - {host: unreachable.invalid, gpus: 1}\n")
-    (tmp_path / "train.py").write_text("print('hi')\n")
-
-    def contact(*args: object, **kwargs: object) -> None:
-        raise AssertionError("a host was contacted")
-
-    monkeypatch.setattr(launcher, "connect_all", contact)
-    return tmp_path
 
 
 def _refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -42,7 +28,7 @@ def _refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 
 @pytest.mark.parametrize("command", [["check"], ["run", "--dry-run"], ["run"]])
 def test_a_forwarded_variable_that_is_not_utf8_is_named_not_shown(
-    work: Path,
+    far_work: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     command: list[str],
@@ -67,7 +53,7 @@ def test_a_forwarded_variable_that_is_not_utf8_is_named_not_shown(
     ids=["not-utf8", "refused-name", "invalid-name", "no-equals"],
 )
 def test_an_env_flag_shows_its_name_only(
-    work: Path, capsys: pytest.CaptureFixture[str], env: str, said: str
+    far_work: Path, capsys: pytest.CaptureFixture[str], env: str, said: str
 ) -> None:
     err = _refused(["run", "--env", env, "far.yaml", "train.py"], capsys)
     assert err.startswith(f"clusterlaunch: error: {said}"), err
@@ -83,9 +69,9 @@ def test_an_env_flag_shows_its_name_only(
     ],
 )
 def test_an_env_file_error_shows_the_line_number_not_the_line(
-    work: Path, capsys: pytest.CaptureFixture[str], text: str, said: str
+    far_work: Path, capsys: pytest.CaptureFixture[str], text: str, said: str
 ) -> None:
-    (work / "v.env").write_text(text)
+    (far_work / "v.env").write_text(text)
     err = _refused(["run", "--env-file", "v.env", "far.yaml", "train.py"], capsys)
     assert err == f"clusterlaunch: error: {said}\n"
 
@@ -101,9 +87,9 @@ def test_an_env_file_error_shows_the_line_number_not_the_line(
     ],
 )
 def test_a_hosts_file_value_yaml_misread_is_named_not_shown(
-    work: Path, capsys: pytest.CaptureFixture[str], value: str, said: str
+    far_work: Path, capsys: pytest.CaptureFixture[str], value: str, said: str
 ) -> None:
-    (work / "h.yaml").write_text(
+    (far_work / "h.yaml").write_text(
         f"hosts:\n  - host: unreachable.invalid\n    gpus: 1\n    env:\n      PIN: {value}\n"
     )
     err = _refused(["run", "h.yaml", "train.py"], capsys)

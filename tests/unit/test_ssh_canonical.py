@@ -27,6 +27,7 @@ NAMES = {
     "gpu2.cl.test": "127.0.0.7",
     "n1.cl.test": "127.0.0.8",
     "two.sub.cl.test": "127.0.0.9",
+    "x-n1.cl.test": "127.0.0.10",
 }
 
 _OURS = """
@@ -85,6 +86,23 @@ CONFIGS = {
         "Match canonical originalhost gpu1\n  Port 2400\nHost *.cl.test\n  Port 2201\n",
         ["gpu1", "gpu2"],
     ),
+    "Match host sees HostName expanded, then the canonical name": (
+        "CanonicalizeHostname yes\nCanonicalDomains cl.test\nHost n1 n2\n  HostName x-%h\n"
+        "Match !canonical host x-n1\n  Port 2402\nMatch !canonical host x-%h\n  User wrong\n"
+        "Match canonical host x-n1.cl.test\n  User canonmatched\n"
+        "Match canonical originalhost n2 host x-n2\n  User fellback\n",
+        ["n1", "n2"],
+    ),
+    "HostName's %% expanded once": (
+        "CanonicalizeHostname yes\nCanonicalDomains cl.test\nHost a1\n  HostName v%%h\n"
+        "Match canonical host v%h\n  Port 2403\n",
+        ["a1"],
+    ),
+    "ProxyJump none: canonicalized from OpenSSH 9.4 on, not before": (
+        "CanonicalizeHostname yes\nCanonicalDomains cl.test\nHost vm\n  ProxyJump none\n"
+        "Host *.cl.test\n  Port 2201\n",
+        ["vm", "gpu1"],
+    ),
     "not asked for": ("CanonicalDomains cl.test\nHost *.cl.test\n  Port 2201\n", ["vm"]),
     "CNAMEs, by ssh -G": (
         "CanonicalizeHostname yes\nCanonicalDomains cl.test\n"
@@ -132,6 +150,18 @@ def test_the_alias_is_not_written_over_hostname(tmp_path: Path, in_dns: list[str
     config.write_text(CONFIGS["yes"][0])
     assert _ours(in_dns, config, "alias1")[:2] == ["n1.cl.test", 2201]  # type: ignore[index]
     assert _ours(in_dns, config, "gpu2")[:2] == ["gpu2", 22]  # type: ignore[index]
+
+
+def test_match_host_sees_hostname_expanded(tmp_path: Path, in_dns: list[str]) -> None:
+    """paramiko matched ``Match host`` against ``HostName x-%h`` as written, in the first
+    pass, and expanded ``%%`` again before the second (``v%%h``: ``va1``)."""
+    config = tmp_path / "config"
+    case = CONFIGS["Match host sees HostName expanded, then the canonical name"]
+    config.write_text(case[0])
+    assert _ours(in_dns, config, "n1") == ["x-n1.cl.test", 2402, "canonmatched", None]
+    assert _ours(in_dns, config, "n2")[1:3] == [22, "fellback"]  # type: ignore[index]
+    config.write_text(CONFIGS["HostName's %% expanded once"][0])
+    assert _ours(in_dns, config, "a1")[:2] == ["v%h", 2403]  # type: ignore[index]
 
 
 def test_fallback_local_no_fails_as_ssh_fails(tmp_path: Path, in_dns: list[str]) -> None:

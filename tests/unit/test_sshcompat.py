@@ -95,6 +95,12 @@ def test_a_matching_cert_authority_is_refused_unless_a_plain_key_is_known(tmp_pa
         ("Host n0\nMatch final !tagged x\n  Port 2\n", ":2: Match tagged: paramiko cannot"),
         ('Match final exec "true"\n  Port 2\n', ":1: Match exec: paramiko cannot evaluate"),
         ("CanonicalizePermittedCNAMEs *.a:*.b\n", ":1: CanonicalizePermittedCNAMEs: paramiko"),
+        # Read differently by OpenSSH versions: the local ssh -G resolves them.
+        ("Match !final\n  Port 2\n", ":1: Match !final (OpenSSH before 10.1 reads the config"),
+        (
+            "CanonicalizeHostname yes\nHost n0\n  ProxyJump none\n",
+            ":3: ProxyJump none under CanonicalizeHostname yes (OpenSSH before 9.4",
+        ),
     ],
 )
 def test_settings_paramiko_cannot_honour_are_named(
