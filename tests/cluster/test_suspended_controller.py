@@ -115,7 +115,7 @@ def test_a_stop_does_not_count_toward_a_slow_setup(
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1, {"setup": LONG_SETUP})])
     argv = ("--ssh-client", client, str(hosts), *command[1:])
     process = start_cli(command[0], sim_cluster, *argv)
-    _running(sim_cluster, "node0", LONG_SETUP)
+    wait_running(sim_cluster, "node0", LONG_SETUP)
     out, err = _stopped_for(process, STOPPED_S)
     assert process.returncode == 0, err.decode()[-2000:]
     assert b"setup still running" not in out + err, err.decode()
