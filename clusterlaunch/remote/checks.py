@@ -124,7 +124,10 @@ def serve(listener, nonce, stop, timeout):
     """Echo the nonce to every checker until ``stop`` is set."""
     import socket
 
-    listener.settimeout(0.2)
+    try:
+        listener.settimeout(0.2)
+    except OSError:  # closed before this thread ran (the port let go at once)
+        return
     while not stop.is_set():
         try:
             conn, _ = listener.accept()

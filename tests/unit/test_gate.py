@@ -17,6 +17,10 @@ import pytest
 from clusterlaunch.remote.gate import checked_and_go
 from clusterlaunch.remote.wire import Args, Control, Output, parse_args
 
+# The listener's serve thread once died on a listener closed before it ran (EBADF): an
+# agent's stderr, shown as host output, would have held that traceback.
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+
 GO = {"argv": ["python", "-m", "torch.distributed.run"], "first_rank": 0, "env": {}, "unset": []}
 
 
