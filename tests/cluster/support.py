@@ -201,3 +201,13 @@ def assert_every_agent_stopped(kill_table: str, nodes: int | None = None) -> Non
         assert "not found" not in states, kill_table
     else:
         assert [int(row[1]) for row in rows] == list(range(nodes)), kill_table
+
+
+def stderr_until(process: subprocess.Popen[bytes], needle: str) -> str:
+    """The controller's stderr read line by line up to the first line holding ``needle``."""
+    assert process.stderr is not None
+    seen = []
+    while needle not in (line := process.stderr.readline().decode()):
+        assert line, "".join(seen)[-3000:]
+        seen.append(line)
+    return "".join(seen) + line

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from clusterlaunch.testing import LoopbackCluster
+from clusterlaunch.testing.orphans import is_alive
 from tests.cluster.support import rank_lines, run_cli, write_hosts
 
 pytestmark = [pytest.mark.cluster]
@@ -29,14 +30,6 @@ def tools(folder: Path, **bodies: str) -> str:
         path.write_text("#!/bin/sh\n" + body)
         path.chmod(0o755)
     return f'export PATH="{folder}:$PATH"'
-
-
-def running(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def host_row(stdout: str, host: str) -> list[str]:
@@ -63,9 +56,9 @@ def test_a_tool_that_hangs_is_stopped_with_what_it_started(
     children = [int(pid) for pid in pids.read_text().split()]
     assert len(children) == 2
     deadline = time.monotonic() + 3
-    while any(map(running, children)) and time.monotonic() < deadline:
+    while any(map(is_alive, children)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(map(running, children))
+    assert not any(map(is_alive, children))
 
 
 def test_a_failing_tool_is_one_line_with_what_it_said_and_its_status(

@@ -20,7 +20,7 @@ import pytest
 
 from clusterlaunch.core.exits import ExitStatus
 from clusterlaunch.remote import records
-from tests.cluster.support import run_cli, start_cli, write_hosts
+from tests.cluster.support import run_cli, start_cli, stderr_until, write_hosts
 
 pytestmark = [pytest.mark.cluster]
 IN_USE = "a job with this id is already running here"
@@ -184,7 +184,7 @@ def test_a_kill_during_the_setup_of_an_exec_keeps_it_from_starting(
     plain = write_hosts(tmp_path / "plain.yaml", [("node0", 1), ("node1", 1)])  # kill's
     process = start_cli("exec", sim_cluster, "--job-id", job_id, str(hosts), "--", "echo", "ran")
     try:
-        said = _stderr_until(process, "setup still running")  # the agents' own setup
+        said = stderr_until(process, "setup still running")  # the agents' own setup
         killed = run_cli("kill", sim_cluster, str(plain), job_id)
         code, out, err = _ended(process)
     finally:
@@ -193,12 +193,3 @@ def test_a_kill_during_the_setup_of_an_exec_keeps_it_from_starting(
     assert code == ExitStatus.KILLED, said + err
     assert "job stopped: the job was killed (clusterlaunch kill)" in err
     assert "ran" not in out
-
-
-def _stderr_until(process: subprocess.Popen[bytes], needle: str) -> str:
-    assert process.stderr is not None
-    seen = []
-    while needle not in (line := process.stderr.readline().decode()):
-        assert line, "".join(seen)[-3000:]
-        seen.append(line)
-    return "".join(seen) + line

@@ -29,6 +29,7 @@ from tests.cluster.support import (
     rank_lines,
     run_cli,
     start_cli,
+    stderr_until,
     wait_for_lines,
     write_hosts,
 )
@@ -274,15 +275,6 @@ def test_ranks_past_a_shrunk_attempts_world_are_named_as_not_shown(
     )
 
 
-def _stderr_until(process: subprocess.Popen[bytes], needle: str) -> str:
-    assert process.stderr is not None
-    seen = []
-    while needle not in (line := process.stderr.readline().decode()):
-        assert line, "".join(seen)[-3000:]
-        seen.append(line)
-    return "".join(seen) + line
-
-
 def _ended(process: subprocess.Popen[bytes], timeout: float) -> tuple[int, str]:
     """The controller's exit status and what is left of its stderr, once it ended."""
     code = process.wait(timeout=timeout)
@@ -309,7 +301,7 @@ def test_ctrl_c_ends_the_job_and_every_restart(sim_cluster, tmp_path: Path, when
     process = start_cli("run", sim_cluster, *argv, str(hosts), "flaky.py", "--fail-until", "1")
     with _killed_if_left(process):
         if when == "backoff":
-            _stderr_until(process, f"restart 1 of 3 in {backoff} s")
+            stderr_until(process, f"restart 1 of 3 in {backoff} s")
         else:  # the second attempt runs: every rank up and sleeping
             wait_for_lines(process, b"restart 1 world 2 up", 2, timeout=120)
             listed = run_cli("ps", sim_cluster, "--json", str(hosts))
@@ -330,7 +322,7 @@ def test_kill_during_the_backoff_cancels_the_restart(sim_cluster, tmp_path: Path
     job = ("--job-id", "kill-in-backoff")
     process = start_cli("run", sim_cluster, *argv, *job, str(hosts), "flaky.py")
     with _killed_if_left(process):
-        _stderr_until(process, "restart 1 of 3 in 6 s")
+        stderr_until(process, "restart 1 of 3 in 6 s")
         killed = run_cli("kill", sim_cluster, str(hosts), "kill-in-backoff")
         assert killed.returncode == 1, killed.stderr  # nothing running at this moment
         assert "a job of that id still starting will not start" in killed.stderr
@@ -437,7 +429,7 @@ def test_a_sync_refused_at_a_restart_fails_the_job_not_as_bad_input(
         stderr=subprocess.PIPE,
     )
     with _killed_if_left(process):
-        _stderr_until(process, "restart 1 of 1 in 2 s")
+        stderr_until(process, "restart 1 of 1 in 2 s")
         os.close(os.open(bytes(project) + b"/bad-\xff", os.O_CREAT | os.O_WRONLY, 0o644))
         code, err = _ended(process, 60)
     assert code == 7, err[-3000:]  # the last attempt's

@@ -16,6 +16,7 @@ from clusterlaunch.core.planner import plan_job
 from clusterlaunch.remote import accel
 from clusterlaunch.remote.teardown import job_environ
 from clusterlaunch.remote.wire import parse_args
+from clusterlaunch.testing.orphans import is_alive
 
 
 def tool(tmp_path: Path, name: str, body: str) -> Path:
@@ -28,15 +29,6 @@ def tool(tmp_path: Path, name: str, body: str) -> Path:
     return path
 
 
-def running(pid: int) -> bool:
-    """``pid`` exists and is no zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
-
-
 def test_a_tool_past_its_time_is_stopped_with_what_it_started(tmp_path: Path) -> None:
     """subprocess.run's timeout killed the tool alone: its child slept on, reparented to 1."""
     pid_file = tmp_path / "child.pid"
@@ -47,9 +39,9 @@ def test_a_tool_past_its_time_is_stopped_with_what_it_started(tmp_path: Path) ->
     assert found == {"gpus": {"error": "no answer within 1 s; it was stopped"}}
     child = int(pid_file.read_text())
     deadline = time.monotonic() + 5
-    while running(child) and time.monotonic() < deadline:
+    while is_alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not running(child)
+    assert not is_alive(child)
 
 
 @pytest.mark.parametrize(

@@ -19,23 +19,6 @@ FOLDERS = ("clusterlaunch", "tests", "benchmarks")
 SHORT_STATEMENTS, SHORT_NODES = 3, 40
 """A body under both bounds is too short to count."""
 
-KNOWN = {
-    frozenset({"tests/unit/test_cli.py:run", "tests/unit/test_slurm.py:run"}),
-    frozenset(
-        {
-            "tests/unit/test_accelerator_tools.py:running",
-            "tests/cluster/test_accelerator_hosts.py:running",
-        }
-    ),
-    frozenset(
-        {
-            "tests/cluster/test_restarts.py:_stderr_until",
-            "tests/cluster/test_job_ids.py:_stderr_until",
-        }
-    ),
-}
-"""Copies seen and not yet shared (not to be added to: share the new one instead)."""
-
 
 def _body(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     """The function's statements as text (no docstring, no positions); None when short."""
@@ -63,4 +46,4 @@ def _functions_by_body() -> dict[str, set[str]]:
 
 def test_no_function_is_a_copy_of_another() -> None:
     copies = {frozenset(where) for where in _functions_by_body().values() if len(where) > 1}
-    assert copies - KNOWN == set(), "share these instead of copying them"
+    assert copies == set(), "share these instead of copying them"

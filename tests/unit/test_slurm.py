@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch.cli.main import main
 from clusterlaunch.core.errors import UsageError
 from clusterlaunch.core.hostranges import HostRangeError
 from clusterlaunch.core.model import HostSpec, Inventory, SshTarget
@@ -23,6 +22,7 @@ from clusterlaunch.core.slurm import (
 )
 from clusterlaunch.core.slurmnodes import expand_nodelist, job_id, split_nodelist
 from clusterlaunch.transport.srun import STEP_OPTIONS, srun_argv, srun_env
+from tests.unit.test_cli import run
 
 
 def hosts(*pairs: tuple[str, int]) -> tuple[HostSpec, ...]:
@@ -286,12 +286,6 @@ def allocation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("SLURM_STEP_ID", raising=False)
     (tmp_path / "train.py").write_text("print('hi')\n")
     return tmp_path
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_dry_run_slurm_plan(allocation: Path, capsys: pytest.CaptureFixture[str]) -> None:
