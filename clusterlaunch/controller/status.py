@@ -21,7 +21,8 @@ import threading
 from collections.abc import Callable, Sequence
 
 from clusterlaunch.controller.console import Console
-from clusterlaunch.core.progress import PHASES, Progress, columns, cut
+from clusterlaunch.core.cells import columns, cut
+from clusterlaunch.core.progress import PHASES, Progress
 
 ERASE = b"\r\x1b[K"  # to the line's start, clear to its end
 LEAD = "clusterlaunch: "

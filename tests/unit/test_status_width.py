@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.status import ERASE, StatusLine
-from clusterlaunch.core.progress import PHASES, SYNC_PHASES, Progress, columns, cut
+from clusterlaunch.core.cells import columns, cut
+from clusterlaunch.core.progress import PHASES, SYNC_PHASES, Progress
 
 HOSTS = ["gpu-node-001", "gpu-node-002", "gpu-node-003"]
 
