@@ -243,7 +243,7 @@ def jobs_json(found: Sequence[RemoteJob]) -> str:
 
 def kill_text(job_id: str, reports: Sequence[KillReport]) -> str:
     """``clusterlaunch kill``: which nodes stopped, and how long it took. When the job says how
-    many nodes it has (``run``), also each node no host had running: ``not found`` (its job's
+    many nodes it has (its records do), also each node no host had running: ``not found`` (its job's
     controller had stopped it already, once another was killed, or its host was not asked)."""
     rows = [
         (r.node_rank, r.host, "stopped" if r.stopped else "STILL RUNNING", f"{r.seconds:.2f} s")
