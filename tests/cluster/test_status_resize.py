@@ -1,7 +1,12 @@
-"""What a real terminal shows: tmux.
+"""The status line and the tables on a real terminal that re-wraps its lines: tmux.
 
-The cells a table pads by (``core/cells.py``) are checked against tmux's own
-count: where its cursor stands after the text.
+A window that shrinks between two draws of the status line re-wraps it (tmux,
+VTE): the line drawn at 120 columns took three rows at 40, and the next draw's
+``\\r\\x1b[K`` erased only the row the cursor was on, leaving the first ones on
+the screen. The real :class:`StatusLine` draws in a tmux pane; the test resizes
+the window between its draws and reads the screen (``capture-pane``, row by
+row, the history too). The cells a table pads by (``core/cells.py``) are
+checked against tmux's own count: where its cursor stands after the text.
 """
 
 from __future__ import annotations
@@ -24,6 +29,26 @@ pytestmark = [
     pytest.mark.cluster,
     pytest.mark.skipif(not shutil.which("tmux"), reason="no tmux (test-programs.sh installs it)"),
 ]
+
+# Prints argv[2:], draws the status line, then again at each line read from the FIFO
+# (argv[1]); "end" ends it.
+STATUS_DRIVER = """
+import sys
+from clusterlaunch.controller.console import Console
+from clusterlaunch.controller.status import StatusLine
+hosts = ["gpu-node-%03d" % i for i in range(3)]
+if sys.argv[2:]:  # lines above the status line: not on the screen's top row
+    print("\\n".join(sys.argv[2:]), file=sys.stderr, flush=True)
+status = StatusLine(Console(), hosts)
+status.mark("connected", hosts[0])
+with open(sys.argv[1]) as steps:
+    for step in steps:
+        if step.strip() == "end":
+            break
+        phase, index = step.split()
+        status.mark(phase, hosts[int(index)])
+status.end()
+"""
 
 
 class Pane:
@@ -78,6 +103,56 @@ def pane(tmp_path: Path) -> Iterator[Pane]:
         yield shown
     finally:  # our own server, on our own socket: nothing else is touched
         shown.stop()
+
+
+def _shown(pane: Pane) -> list[str]:
+    return [row for row in pane.rows() if row.strip()]
+
+
+ABOVE = ["above 1", "above 2", "above 3"]
+
+
+def test_a_window_that_shrinks_between_draws_keeps_one_status_row(
+    pane: Pane, tmp_path: Path
+) -> None:
+    """120 columns, then 40 (the line of 82 is three rows there), then 20 (two rows)."""
+    steps = tmp_path / "steps"
+    os.mkfifo(steps)
+    pane.start([sys.executable, "-c", STATUS_DRIVER, str(steps), *ABOVE])
+    with open(steps, "w") as driver:
+        pane.wait_for(lambda: any("connected 1/3" in row for row in pane.rows()), "first draw")
+        first = _shown(pane)
+        assert first[:3] == ABOVE and len(first) == 4 and columns(first[3]) == 82, first
+        for width, step, drawn in [
+            (40, "connected 1", "clusterlaunch: connected 2/3"),
+            (20, "connected 2", "clusterlaunch: pre…"),
+        ]:
+            pane.resize(width)
+            driver.write(step + "\n")
+            driver.flush()
+            pane.wait_for(lambda drawn=drawn: drawn in pane.rows(), f"the draw at {width}")
+            assert _shown(pane) == [*ABOVE, drawn]
+        driver.write("end\n")
+    pane.wait_for(lambda: _shown(pane) == ABOVE, "the line erased")
+
+
+def test_on_the_top_row_no_draw_goes_into_the_history(pane: Pane, tmp_path: Path) -> None:
+    """tmux moves a screen cleared from its top left into its history (``scroll-on-clear``):
+    an erase that began there would have left a row in it at every draw."""
+    steps = tmp_path / "steps"
+    os.mkfifo(steps)
+    pane.start([sys.executable, "-c", STATUS_DRIVER, str(steps)])
+    with open(steps, "w") as driver:
+        for drawn, step in [("connected 1/3", "connected 1"), ("connected 2/3", "connected 2")]:
+            pane.wait_for(lambda drawn=drawn: drawn in pane.rows()[0], drawn)
+            driver.write(step + "\n")
+            driver.flush()
+        pane.wait_for(lambda: "connected 3/3" in pane.rows()[0], "the third draw")
+        assert pane.ask("display", "-p", "#{history_size}").strip() == "0"
+        assert len(_shown(pane)) == 1
+        driver.write("end\n")
+    pane.wait_for(lambda: not _shown(pane), "the line erased")
+    assert pane.ask("display", "-p", "#{history_size}").strip() == "0"
 
 
 # Prints argv[1] (text with its escapes), then waits on the FIFO argv[2] (tmux's cursor read).
