@@ -1,4 +1,4 @@
-"""``kill``'s table has a row for each node of a ``run`` job, found running or not.
+"""``kill``'s table has a row for each node of a job (``run`` or ``exec``), found running or not.
 
 Each host answers for its own agents only, and once one node is killed the job's
 controller stops the others, often before their host's ``kill`` looks: they were
