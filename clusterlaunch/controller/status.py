@@ -11,7 +11,12 @@ The line must never wrap: ``\r\x1b[K`` erases only the screen row the cursor is 
 so each redraw of a wrapped line left its first rows behind. It is cut to the
 terminal's width, read at every draw (``os.get_terminal_size``: ~1 µs, against
 ~10-30 µs for the draw's own write), so a resized window is followed without a
-SIGWINCH handler.
+SIGWINCH handler. A window that shrinks between two draws still wraps the line
+drawn for the wider one where the terminal re-wraps its lines (tmux, VTE), and no
+redraw can know whether it did (xterm cuts them instead). So the cursor waits at
+the line's start, not its end: a re-wrapped line goes on below it, and each
+erase clears the cursor's row and every row below (the status line is always the
+last thing written); with the cursor left on the last row, the first ones stayed.
 """
 
 from __future__ import annotations
@@ -21,9 +26,14 @@ import threading
 from collections.abc import Callable, Sequence
 
 from clusterlaunch.controller.console import Console
-from clusterlaunch.core.progress import PHASES, Progress, columns, cut
+from clusterlaunch.core.cells import columns, cut
+from clusterlaunch.core.progress import PHASES, Progress
 
-ERASE = b"\r\x1b[K"  # to the line's start, clear to its end
+# To the line's start, clear its row, then (cursor saved, one row down, restored) the rows
+# below: a re-wrapped line's rest. Not ESC [J from the row's start: where that is the screen's
+# top left, tmux (scroll-on-clear) moves the screen into its history, a row at every draw.
+ERASE = b"\r\x1b[K\x1b7\x1b[B\x1b[J\x1b8"
+PARK = b"\r"  # after each draw: the cursor waits at the line's start (see above)
 LEAD = "clusterlaunch: "
 
 
@@ -85,7 +95,7 @@ class StatusLine:
             text = cut(LEAD + self.progress.text(room - columns(LEAD)), room)
         if self._drawn and text == self._text:
             return
-        self._console.err.write(ERASE + text.encode(), stop=False)
+        self._console.err.write(ERASE + text.encode() + PARK, stop=False)
         self._console.err.flush(stop=False)
         self._drawn, self._text = True, text
 

@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from clusterlaunch.core.cells import columns, pad
 from clusterlaunch.core.doctor import Finding, HostCheck, gpu_model, pair_matrix, version_of
 from clusterlaunch.core.rankdisk import size_text
 
@@ -56,23 +57,23 @@ def matrix_text(checks: Sequence[HostCheck]) -> str:
     """Who reached whose ephemeral port: row dials column."""
     matrix = pair_matrix(checks)
     names = [check.host for check in checks]
-    width = max(len(name) for name in [*names, "from \\ to"]) + 2
+    width = max(columns(name) for name in [*names, "from \\ to"]) + 2
     lines = ["all pairs (row connects to column's ephemeral port):"]
-    lines.append("from \\ to".ljust(width) + "".join(name.ljust(width) for name in names))
+    lines.append("from \\ to".ljust(width) + "".join(pad(name, width) for name in names))
     for source in names:
         cells = []
         for target in names:
             value = matrix[source][target]
             cells.append("-" if source == target else {True: "ok", False: "FAIL", None: "?"}[value])
-        lines.append(source.ljust(width) + "".join(cell.ljust(width) for cell in cells))
+        lines.append(pad(source, width) + "".join(cell.ljust(width) for cell in cells))
     return "\n".join(line.rstrip() for line in lines)
 
 
 def throughput_text(throughput: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
     lines = ["TCP throughput, MB/s (row sends to column):"]
     names = sorted({*throughput, *(d for row in throughput.values() for d in row)})
-    width = max(len(name) for name in [*names, "from \\ to"]) + 2
-    lines.append("from \\ to".ljust(width) + "".join(name.ljust(width) for name in names))
+    width = max(columns(name) for name in [*names, "from \\ to"]) + 2
+    lines.append("from \\ to".ljust(width) + "".join(pad(name, width) for name in names))
     for source in names:
         row = throughput.get(source, {})
         cells = []
@@ -80,7 +81,7 @@ def throughput_text(throughput: Mapping[str, Mapping[str, Mapping[str, Any]]]) -
             cell = row.get(target)
             text = "-" if cell is None else str(cell.get("mbps", "FAIL"))
             cells.append(text.ljust(width))
-        lines.append(source.ljust(width) + "".join(cells))
+        lines.append(pad(source, width) + "".join(cells))
     return "\n".join(line.rstrip() for line in lines)
 
 

@@ -16,6 +16,8 @@ import re
 from collections import deque
 from collections.abc import Iterable
 
+from clusterlaunch.core.cells import columns
+
 MAX_PARTIAL = 4 << 20
 """A "line" longer than this without a newline is passed on in pieces (memory bound)."""
 
@@ -144,7 +146,8 @@ class Prefixes:
         self.hosts = host_list
         labels = {rank: f"[r{rank} {host}:{local}]" for rank, host, local in rank_list}
         host_labels = {host: f"[{host}]" for host in host_list}
-        width = max((len(label) for label in [*labels.values(), *host_labels.values()]), default=0)
+        every = [*labels.values(), *host_labels.values()]
+        width = max((columns(label) for label in every), default=0)
         host_index = {host: index for index, host in enumerate(host_list)}
         self._rank: dict[int, bytes] = {}
         self._host: dict[str, bytes] = {}
@@ -163,7 +166,7 @@ class Prefixes:
 
 
 def _decorate(label: str, width: int, index: int, color: bool) -> bytes:
-    padding = b" " * (width - len(label) + 1)
+    padding = b" " * (width - columns(label) + 1)  # a host named in CJK: two cells a character
     text = label.encode()
     if color:
         text = b"\x1b[" + _COLORS[index % len(_COLORS)] + b"m" + text + _RESET

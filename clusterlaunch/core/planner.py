@@ -217,6 +217,8 @@ def plan_job(
         agent_argv = _agent_argv(
             python, agent_size, job_id, node_rank, first_rank, options, exec_argv is None
         )
+        # The job's node count, which its record keeps: kill lists every node, found or not.
+        agent_argv += ["--nodes", str(len(inventory.hosts))]  # (exec's command does not say)
         if on_host is not None:
             agent_argv += ["--devices", on_host]
         guard = SetupGuard(options.setup_timeout)

@@ -8,8 +8,9 @@ through :class:`BannerFold`. Neither touches the log files, which keep every byt
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Sequence
+
+from clusterlaunch.core.cells import columns, cut
 
 PHASES = ("connected", "preflight", "started")
 """In order; a host counts in a phase once it has finished it."""
@@ -71,31 +72,6 @@ class Progress:
             index += 1
         self._behind[phase] = index
         return self.hosts[index]
-
-
-def columns(text: str) -> int:
-    """The columns ``text`` takes on a terminal (East Asian wide characters two,
-    combining marks none): a host may be named in any script."""
-    return sum(_char_columns(char) for char in text)
-
-
-def cut(text: str, room: int) -> str:
-    """``text`` in at most ``room`` columns, ending in ``…`` where it was cut."""
-    if columns(text) <= room:
-        return text
-    kept, used = [], 0
-    for char in text:
-        used += _char_columns(char)
-        if used > room - 1:
-            break
-        kept.append(char)
-    return "".join(kept) + "…" if room > 0 else ""
-
-
-def _char_columns(char: str) -> int:
-    if unicodedata.combining(char):
-        return 0
-    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
 
 
 # torchrun's banner, whole (one logging call: a blank line, stars, the sentence, stars).

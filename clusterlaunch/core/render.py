@@ -9,6 +9,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from clusterlaunch.core.cells import columns, cut, pad
 from clusterlaunch.core.errors import HostProblem, JobOutcome
 from clusterlaunch.core.hostport import host_port
 from clusterlaunch.core.model import JobPlan, NodePlan
@@ -39,11 +40,16 @@ def _span(start: int, end: int | None) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """A plain left-aligned text table."""
-    cells = [[str(c) for c in headers], *[[str(c) for c in row] for row in rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    """A plain left-aligned text table, its columns in line on a terminal whatever a cell
+    holds: each cell escaped here, as the console would (a host's ``\\x1b`` is four cells
+    wide, not one), then measured in terminal cells (a CJK character two, a mark none)."""
+    cells = [
+        [printable(str(c)) for c in headers],
+        *[[printable(str(c)) for c in row] for row in rows],
+    ]
+    widths = [max(columns(row[i]) for row in cells) for i in range(len(headers))]
     lines = [
-        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in cells
+        "  ".join(pad(cell, widths[i]) for i, cell in enumerate(row)).rstrip() for row in cells
     ]
     return "\n".join(lines)
 
@@ -237,7 +243,7 @@ def jobs_json(found: Sequence[RemoteJob]) -> str:
 
 def kill_text(job_id: str, reports: Sequence[KillReport]) -> str:
     """``clusterlaunch kill``: which nodes stopped, and how long it took. When the job says how
-    many nodes it has (``run``), also each node no host had running: ``not found`` (its job's
+    many nodes it has (its records do), also each node no host had running: ``not found`` (its job's
     controller had stopped it already, once another was killed, or its host was not asked)."""
     rows = [
         (r.node_rank, r.host, "stopped" if r.stopped else "STILL RUNNING", f"{r.seconds:.2f} s")
@@ -289,4 +295,4 @@ def printable(text: str, *, lines: bool = False) -> str:
 
 
 def _short(text: str, width: int = 80) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
+    return cut(text, width, "...")

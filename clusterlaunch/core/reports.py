@@ -83,7 +83,7 @@ class KillReport:
     stopped: bool
     seconds: float
     nodes: int | None = None
-    """How many nodes the job has (torchrun's ``--nnodes``); None for ``exec``'s, unsaid."""
+    """How many nodes the job has (its record's); None for an older agent's ``exec``, unsaid."""
 
 
 @dataclass(frozen=True)

@@ -78,8 +78,12 @@ def kill_job(job_id, timeout):
 
 
 def node_count(record):
-    """How many nodes the job of ``record`` has: a ``run``'s torchrun says (``--nnodes``), an
-    ``exec``'s command does not (None), even when it is a torchrun of the user's own."""
+    """How many nodes the job of ``record`` has, as its agent was told (``--nodes``). The
+    record of an agent from before that (a long job outlives an upgrade) has it only for a
+    ``run``, from torchrun's ``--nnodes``: an ``exec``'s command does not say (None), even
+    when it is a torchrun of the user's own."""
+    if isinstance(record.get("nodes"), int):
+        return record["nodes"]
     command = record.get("command") or []
     if not record.get("tail_dir") or "--nnodes" not in command[:-1]:  # tail_dir: run's ranks
         return None

@@ -88,6 +88,7 @@ class JobRecord:
         record = {
             "job_id": args.job_id,
             "node_rank": args.node_rank,
+            "nodes": args.nodes,  # kill lists each node, found or not
             "agent_pid": me,
             "agent_start": start,
             "pgid": job_pid,

@@ -156,6 +156,7 @@ class Args:
     def __init__(self):
         self.job_id = None
         self.node_rank = None
+        self.nodes = None  # the job's node count, for its record (kill's table)
         self.grace = None  # required, like the heartbeat timeout: the planner
         self.heartbeat_timeout = None  # always passes both (core/defaults.py)
         self.first_rank = 0  # None: decided by the preflight ("AUTO"; gpus: auto), sent with the go
@@ -177,6 +178,7 @@ class Args:
 _OPTIONS = {
     "--job-id": ("job_id", str),
     "--node-rank": ("node_rank", int),
+    "--nodes": ("nodes", int),
     "--grace": ("grace", float),
     "--heartbeat-timeout": ("heartbeat_timeout", float),
     "--first-rank": ("first_rank", lambda text: None if text == "AUTO" else int(text)),

@@ -185,22 +185,18 @@ def ssh_agent(sock: Path) -> Iterator[Path]:
         process.wait(timeout=10)
 
 
-def assert_every_agent_stopped(kill_table: str, nodes: int | None = None) -> None:
-    """``kill``'s table: at least one row stopped, and with ``nodes`` (a ``run`` job's count)
-    one row per node of the job, in order.
+def assert_every_agent_stopped(kill_table: str, nodes: int) -> None:
+    """``kill``'s table: at least one row stopped, and one row per node of the job's
+    ``nodes`` (``run``'s and ``exec``'s alike), in order.
 
     Each host answers for its own agents only, and the first one stopped ends the
     job: its controller may take the others down before their host's ``kill``
-    finds them. Which ones is a race, so a node is ``stopped`` or ``not found``;
-    an ``exec`` job does not say how many nodes it has, so only those found are listed.
+    finds them. Which ones is a race, so a node is ``stopped`` or ``not found``.
     """
     rows = [row.split() for row in kill_table.splitlines()[2:]]
     states = [" ".join(row[2:-2] if row[-1] == "s" else row[2:-1]) for row in rows]
     assert "stopped" in states and set(states) <= {"stopped", "not found"}, kill_table
-    if nodes is None:
-        assert "not found" not in states, kill_table
-    else:
-        assert [int(row[1]) for row in rows] == list(range(nodes)), kill_table
+    assert [int(row[1]) for row in rows] == list(range(nodes)), kill_table
 
 
 def stderr_until(process: subprocess.Popen[bytes], needle: str) -> str:

@@ -151,7 +151,7 @@ def test_ps_and_kill_find_a_job_whose_python_and_records_depend_on_setup(
         assert list(runtime.iterdir()) == []  # records do not follow the setup's environment
         killed = run_cli("kill", sim_cluster, str(hosts), job_id)
         assert killed.returncode == 0, killed.stderr
-        assert_every_agent_stopped(killed.stdout)
+        assert_every_agent_stopped(killed.stdout, nodes=2)
         assert job.wait(timeout=30) == 137
     finally:
         if job.poll() is None:
@@ -175,19 +175,27 @@ def test_kill_of_an_id_that_never_ran_leaves_a_dated_mark(sim_cluster, tmp_path:
         Path(folder, typo + ".killed").unlink(missing_ok=True)
 
 
+# What each kind of job runs, and what its three nodes print once up.
+_KINDS = {
+    "run": (["sleeper.py"], b" up"),
+    "exec": (["--", "sh", "-c", "echo node-up; exec sleep 600"], b"node-up"),
+}
+
+
+@pytest.mark.parametrize("kind", ["run", "exec"])
 def test_kill_lists_every_node_those_stopped_before_it_looked_not_found(
-    sim_cluster, tmp_path: Path
+    sim_cluster, tmp_path: Path, kind: str
 ) -> None:
     """Asked through node2 alone, kill stops node 2; its controller then stops nodes 0 and 1
-    before any kill could look for them: they are rows too, ``not found``, not left out."""
+    before any kill could look for them: they are rows too, ``not found``, not left out.
+    An ``exec``'s command does not say how many nodes it has: its records do."""
     hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1), ("node2", 1)])
     only_node2 = write_hosts(tmp_path / "node2.yaml", [("node2", 1)])
     job_id = f"rows-{uuid.uuid4().hex[:8]}"
-    job = start_cli(
-        "run", sim_cluster, "--job-id", job_id, "--grace", "2", str(hosts), "sleeper.py"
-    )
+    command, up = _KINDS[kind]
+    job = start_cli(kind, sim_cluster, "--job-id", job_id, "--grace", "2", str(hosts), *command)
     try:
-        wait_for_lines(job, b" up", 3, timeout=120)
+        wait_for_lines(job, up, 3, timeout=120)
         killed = run_cli("kill", sim_cluster, str(only_node2), job_id)
         assert killed.returncode == 0, killed.stderr
         assert killed.stdout.splitlines()[1:] == [

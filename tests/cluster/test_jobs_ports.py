@@ -46,7 +46,7 @@ def test_a_job_of_another_sshd_on_the_same_address_is_not_ours(
 
         killed = run_cli("kill", theirs, str(hosts), job_id)
         assert killed.returncode == 0, killed.stderr
-        assert_every_agent_stopped(killed.stdout)
+        assert_every_agent_stopped(killed.stdout, nodes=2)
         assert job.wait(timeout=30) == 137
     finally:
         if job.poll() is None:

@@ -291,7 +291,7 @@ def agent_words(python: str, node_rank: int, first_rank: int) -> list[str]:
         *commands.bootstrap_argv(python, "agent", len(program_payload("agent")), site=False),
         "--job-id", "j1", "--node-rank", str(node_rank),
         "--grace", "5", "--heartbeat-timeout", "15",
-        "--first-rank", str(first_rank), "--rank-files",
+        "--first-rank", str(first_rank), "--rank-files", "--nodes", "2",
     ]  # fmt: skip
 
 

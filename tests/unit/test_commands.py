@@ -225,7 +225,7 @@ def _hostile_plan(workdir: str, python: str, setup: str | None = None) -> tuple[
     expected_argv = [
         *commands.bootstrap_argv(python, "agent", 777, site=False),
         "--job-id", "j1", "--node-rank", "0", "--grace", "5", "--heartbeat-timeout", "15",
-        "--first-rank", "0", "--rank-files",
+        "--first-rank", "0", "--rank-files", "--nodes", "1",
         "--",
         python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "1",
         "--node-rank", "0", "--rdzv-backend", "static", "--rdzv-id", "j1",

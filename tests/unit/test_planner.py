@@ -98,7 +98,7 @@ def agent_words(python: str, node_rank: int, first_rank: int | None) -> list[str
             str(first_rank),
             "--rank-files",
         ]
-    return words
+    return [*words, "--nodes", "2"]  # the job's node count, for its record (kill's table)
 
 
 # --------------------------------------------------------------------------------------- rank table

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.output import OutputRouter
-from clusterlaunch.controller.status import ERASE, StatusLine
+from clusterlaunch.controller.status import ERASE, PARK, StatusLine
 from clusterlaunch.core.lines import Prefixes
 from clusterlaunch.core.progress import PHASES, BannerFold, Progress
 
@@ -123,12 +123,16 @@ def test_the_status_line_is_drawn_in_place_only_on_a_terminal_then_replaced() ->
             assert text == (
                 ERASE
                 + "clusterlaunch: connected 1/2 · preflight 0/2 · started 0/2 · slowest: b".encode()
+                + PARK
                 + ERASE
                 + "clusterlaunch: connected 2/2 · preflight 2/2 · started 0/2".encode()
+                + PARK
                 + ERASE
                 + "clusterlaunch: connected 2/2 · preflight 2/2 · started 1/2 · slowest: b".encode()
+                + PARK
                 + ERASE
                 + "clusterlaunch: connected 2/2 · preflight 2/2 · started 2/2".encode()
+                + PARK
                 + ERASE
                 + b"clusterlaunch: job j1: 2 host(s)\n"
             )

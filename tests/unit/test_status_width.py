@@ -15,13 +15,15 @@ import os
 import pty
 import struct
 import termios
+from collections.abc import Callable
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from clusterlaunch.controller.console import Console
-from clusterlaunch.controller.status import ERASE, StatusLine
-from clusterlaunch.core.progress import PHASES, SYNC_PHASES, Progress, columns, cut
+from clusterlaunch.controller.status import ERASE, PARK, StatusLine
+from clusterlaunch.core.cells import columns, cut
+from clusterlaunch.core.progress import PHASES, SYNC_PHASES, Progress
 
 HOSTS = ["gpu-node-001", "gpu-node-002", "gpu-node-003"]
 
@@ -82,7 +84,7 @@ class _Terminal(io.BytesIO):
 
 def _drawn(raw: bytes) -> list[str]:
     """Each text the status line drew (what follows each erase)."""
-    return [part.decode() for part in raw.split(ERASE) if part]
+    return [part.removesuffix(PARK).decode() for part in raw.split(ERASE) if part]
 
 
 def test_the_status_line_is_cut_to_the_width_at_each_draw() -> None:
@@ -102,15 +104,17 @@ def test_the_status_line_is_cut_to_the_width_at_each_draw() -> None:
 
 
 class _Screen:
-    """The rows a terminal shows: text, CR, LF and EL; a character past the last column
-    goes to the next row (xterm's wrap), and a narrower window cuts every row (xterm's
-    resize, which does not reflow)."""
+    """The rows a terminal shows: text, CR, LF, EL, ED, one row down and the saved cursor;
+    a character past the last column goes to the next row (xterm's wrap), and a narrower
+    window cuts every row (xterm's resize, which does not reflow; tmux's, which does, is
+    tests/cluster/test_status_resize.py's)."""
 
     def __init__(self, width: int) -> None:
         self.width = width
         self._rows: list[list[str]] = [[]]
         self._row = self._col = 0
         self._pending = False  # the last column was written: the next character wraps
+        self._saved = (0, 0, False)
 
     def resize(self, width: int) -> None:
         self.width = width
@@ -121,12 +125,37 @@ class _Screen:
         text = data.decode()
         index = 0
         while index < len(text):
-            if text.startswith("\x1b[K", index):
-                del self._rows[self._row][self._col :]
-                index += 3
-                continue
-            self._put(text[index])
-            index += 1
+            for sequence, act in self._controls():
+                if text.startswith(sequence, index):
+                    act()
+                    index += len(sequence)
+                    break
+            else:
+                self._put(text[index])
+                index += 1
+
+    def _controls(self) -> list[tuple[str, Callable[[], None]]]:
+        return [
+            ("\x1b[K", lambda: self._rows[self._row].__delitem__(slice(self._col, None))),
+            ("\x1b[J", self._erase_below),
+            ("\x1b[B", self._down),
+            ("\x1b7", self._save),
+            ("\x1b8", self._restore),
+        ]
+
+    def _erase_below(self) -> None:
+        del self._rows[self._row][self._col :]
+        del self._rows[self._row + 1 :]
+
+    def _down(self) -> None:  # rows below the last are blank: the screen model grows
+        self._row += 1
+        self._rows += [[] for _ in range(self._row + 1 - len(self._rows))]
+
+    def _save(self) -> None:
+        self._saved = (self._row, self._col, self._pending)
+
+    def _restore(self) -> None:
+        self._row, self._col, self._pending = self._saved
 
     def _put(self, char: str) -> None:
         if char == "\r":
@@ -146,7 +175,11 @@ class _Screen:
         self._col += 0 if self._pending else 1
 
     def rows(self) -> list[str]:
-        return ["".join(cells).rstrip() for cells in self._rows]
+        """Down to the cursor's row or the last one written, whichever is lower."""
+        shown = ["".join(cells).rstrip() for cells in self._rows]
+        while len(shown) > self._row + 1 and not shown[-1]:
+            shown.pop()
+        return shown
 
 
 def _set_width(fd: int, width: int) -> None:
