@@ -1,6 +1,6 @@
 """``--log-dir``'s files under hostile limits: one that cannot be written (``ulimit -f``) is
-given up alone, an attempt's files are closed when it ends, and what is created is never
-writable by group or others, whatever the umask.
+given up alone, a console that fails costs them no frame, an attempt's files are closed when
+it ends, and what is created is never writable by group or others, whatever the umask.
 
 A file too large is the kernel's own EFBIG: the writes run in a forked child that lowered
 its RLIMIT_FSIZE (Python ignores SIGXFSZ), so this process keeps its limits.
@@ -105,6 +105,39 @@ def test_the_console_gets_every_line_and_the_job_stops_once_the_chunk_is_out(
     lines = [f"[r1 a:1] {big.decode()}"] * 100 + ["[r0 a:0] after\n", "[r1 a:1] more\n"]
     assert shown == "".join(lines) + "[r0 a:0] bye\n"
     assert (tmp_path / "rank-0.log").read_bytes() == b"after\nbye\n"
+
+
+class _ReaderGone(io.RawIOBase):
+    """A console stream whose reader went away (``| head``): every write fails."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_console_that_fails_mid_read_leaves_every_frame_in_the_files(tmp_path: Path) -> None:
+    """stdout's reader goes at the first frame of a read: its stop went out of the read
+    loop at once, and the read's later frames reached no file."""
+    agent = FakeAgent(
+        [started(), rank_output(0, b"first\n"), rank_output(1, b"second\n"),
+         rank_output(0, b"third\n"), Hang()],
+        on={"t": [stopping("requested"), rank_output(1, b"bye\n"), *exits(-15, "requested")]},
+    )  # fmt: skip
+    log_dir = LogDir(str(tmp_path))
+    log_dir.open(["rank-0.log", "rank-1.log", "controller.log"])
+    err = io.BytesIO()
+    ranks = [(0, "a", 0), (1, "a", 1)]
+    console = Console(io.BufferedWriter(_ReaderGone()), err)
+    router = OutputRouter(Prefixes(ranks, ["a"], False), console, log_dir=log_dir)
+    plan = two_ranks_per_host(["a"])
+    outcome = Supervisor(plan, {"a": FakeConnection("a", agent)}, router).run()
+    log_dir.close()
+    assert (outcome.exit_code, outcome.reason) == (141, "stdout was closed (broken pipe)")
+    assert (tmp_path / "rank-0.log").read_bytes() == b"first\nthird\n"
+    assert (tmp_path / "rank-1.log").read_bytes() == b"second\nbye\n"
+    assert err.getvalue() == b""  # the ranks wrote nothing on stderr
 
 
 def _open_descriptors() -> int:
