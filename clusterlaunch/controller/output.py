@@ -1,9 +1,8 @@
 """Where job output goes: the console (prefixed, filtered, coloured) and ``--log-dir``.
 
-The supervisor hands over raw chunks tagged by rank or host; this module
-splits them into lines (per stream, so ranks never merge), prefixes them and
-writes them. Worker stdout goes to stdout, worker stderr to stderr. The
-console itself is ``console.py``, the log files ``logdir.py``.
+The supervisor hands over raw chunks tagged by rank or host; this module splits them into
+lines (per stream, so ranks never merge), prefixes them and writes them: worker stdout to
+stdout, stderr to stderr. The console is ``console.py``, the log files ``logdir.py``.
 """
 
 from __future__ import annotations
@@ -11,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from clusterlaunch.controller.console import Console, GuardedStream, HeldStop, message_bytes
-from clusterlaunch.controller.logdir import LogDir, LogWrites, rank_log, stamp
+from clusterlaunch.controller.logdir import LogDir, rank_log, stamp
+from clusterlaunch.controller.logwrites import LogWrites
 from clusterlaunch.controller.status import StatusLine
 from clusterlaunch.core import render
 from clusterlaunch.core.errors import JobOutcome, OutputLost

@@ -24,7 +24,7 @@ from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.supervisor import Supervisor
-from clusterlaunch.core.errors import OutputLost
+from clusterlaunch.core.errors import OutputLost, UsageError
 from clusterlaunch.core.lines import Prefixes
 from clusterlaunch.testing.agentscript import FakeAgent, Hang, exits, rank_output, started, stopping
 from clusterlaunch.testing.fakes import FakeConnection
@@ -105,6 +105,49 @@ def test_the_console_gets_every_line_and_the_job_stops_once_the_chunk_is_out(
     lines = [f"[r1 a:1] {big.decode()}"] * 100 + ["[r0 a:0] after\n", "[r1 a:1] more\n"]
     assert shown == "".join(lines) + "[r0 a:0] bye\n"
     assert (tmp_path / "rank-0.log").read_bytes() == b"after\nbye\n"
+
+
+def test_a_restart_writes_a_given_up_file_again_and_its_first_loss_stops_it(
+    tmp_path: Path,
+) -> None:
+    """controller.log outgrows the limit in attempt 1. Before the restart it is tried again:
+    refused while the limit holds, written again (from a line that says lines are missing)
+    once it is raised. A file of attempt 2 that then fails stops attempt 2: only the job's
+    first file given up stopped anything, and attempt 2 ran on with logs missing lines."""
+
+    def gap(problem: str) -> bytes:
+        return f"missing: {problem}\n".encode()
+
+    def work() -> list[Any]:
+        log_dir = LogDir(str(tmp_path))
+        log_dir.open(["rank-0.log", "controller.log"])
+        said: list[Any] = []
+        for attempt, name in enumerate(["controller.log", "rank-0.attempt-2.log"]):
+            try:
+                log_dir.write(name, b"x" * 5000)
+            except OutputLost as stop:
+                said.append(stop.reason)
+            if attempt == 0:
+                try:
+                    log_dir.resume(gap)
+                except UsageError as refused:
+                    said.append(str(refused))
+                resource.setrlimit(resource.RLIMIT_FSIZE, (8192, resource.RLIM_INFINITY))
+                said.append(log_dir.resume(gap))
+                resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
+        log_dir.close()
+        return said
+
+    said = _in_a_child_limited_to(4096, work)
+    too_large = f"cannot write {tmp_path}/%s (File too large)"
+    assert said == [
+        too_large % "controller.log",
+        f"--log-dir {tmp_path}: controller.log still cannot be written (File too large)",
+        [f"{tmp_path}/controller.log"],
+        too_large % "rank-0.attempt-2.log",
+    ]
+    logged = (tmp_path / "controller.log").read_bytes()
+    assert logged == b"x" * 4096 + b"\n" + gap(too_large % "controller.log")
 
 
 class _ReaderGone(io.RawIOBase):
