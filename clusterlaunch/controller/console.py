@@ -73,6 +73,24 @@ class Console:
         self.out.write(message_bytes(text) + b"\n")
 
 
+class HeldStop:
+    """The console's stop (:class:`OutputLost`), held while the router passes on the rest of
+    what was read with it: raised at once, it cut the read short, and the frames after it
+    reached no ``--log-dir`` file."""
+
+    def __init__(self) -> None:
+        self._stop: OutputLost | None = None
+
+    def hold(self, stop: OutputLost) -> None:
+        self._stop = self._stop or stop
+
+    def raise_held(self) -> None:
+        """Raise the stop held since the last call, if any."""
+        stop, self._stop = self._stop, None
+        if stop is not None:
+            raise stop
+
+
 class Stopped:
     """Whether a console stream already stopped the job (shared by stdout and stderr)."""
 

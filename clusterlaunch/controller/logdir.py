@@ -7,7 +7,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -64,8 +64,10 @@ class LogDir:
         self._files: dict[str, BinaryIO] = {}
         self.lost: dict[str, str] = {}
         """The files given up, each with why (``cannot write PATH (REASON)``); the first
-        stopped the job. Their writes go nowhere since."""
+        stopped the job (each attempt's first, with restarts). Their writes go nowhere since
+        (until :meth:`resume`)."""
         self._unsaid: list[str] = []  # those in lost no one has said yet
+        self._stopped = False  # a file given up stopped the job (this attempt of it)
 
     def open(self, names: Iterable[str] = (), restarts: int = 0) -> None:
         """Create the directory if needed and the files ``names``; UsageError if we cannot.
@@ -163,8 +165,30 @@ class LogDir:
     def _give_up(self, name: str, exc: OSError) -> None:
         problem = self.lost[name] = f"cannot write {self.path / name} ({_reason(exc)})"
         self._unsaid.append(problem)
-        if len(self.lost) == 1:
+        if not self._stopped:
+            self._stopped = True
             raise OutputLost(ExitStatus.FAILED, problem)
+
+    def resume(self, gap: Callable[[str], bytes]) -> list[str]:
+        """Before a restart: write again each file given up that the job still writes
+        (controller.log, which lasts it; an attempt's own files are closed with it),
+        beginning with ``gap(why it was given up)``, the line that says lines are missing
+        there. The paths written again; UsageError naming one that still cannot be written
+        (the restart would run with a log missing all its lines). From now on the first
+        file given up stops the job again, as in the first attempt."""
+        self._stopped = False
+        resumed = []
+        for name, problem in list(self.lost.items()):
+            if name not in self._files:
+                continue
+            try:  # a newline first: the write that failed most likely wrote part of a line
+                _write_all(self._files[name], b"\n" + gap(problem))
+            except OSError as exc:
+                why = f"{name} still cannot be written ({_reason(exc)})"
+                raise UsageError(f"--log-dir {self.path}: {why}") from None
+            del self.lost[name]
+            resumed.append(str(self.path / name))
+        return resumed
 
     def unsaid(self) -> list[str]:
         """Why each file was given up since the last call (for the caller to say once)."""
@@ -245,48 +269,3 @@ def closing(log_dir: LogDir | None) -> Iterator[None]:
     finally:
         if log_dir is not None:
             log_dir.close()
-
-
-class LogWrites:
-    """The output router's writes to ``--log-dir`` (none without one).
-
-    A file that fails does not cut the router short: the stop it brings waits
-    for :meth:`stop_if_lost`, once the console and the other files have their
-    copies of all a host's bytes (see ``OutputRouter.stop_if_lost``).
-    """
-
-    def __init__(self, log_dir: LogDir | None) -> None:
-        self.log_dir = log_dir
-        self._stop: OutputLost | None = None
-
-    def write(self, name: str, data: bytes) -> bool:
-        """``data`` to file ``name``; False when that file is given up (or none is kept)."""
-        if self.log_dir is None:
-            return False
-        try:
-            self.log_dir.write(name, data)
-        except OutputLost as lost:
-            self._stop = lost
-        return self.kept(name)
-
-    def stop_if_lost(self) -> None:
-        """Raise the stop a failed file brought since the last call, if any."""
-        stop, self._stop = self._stop, None
-        if stop is not None:
-            raise stop
-
-    def kept(self, name: str) -> bool:
-        """Whether file ``name`` has everything written to it so far (as far as we know)."""
-        return self.log_dir is not None and name not in self.log_dir.lost
-
-    def flush(self) -> None:
-        """Write every file out, stopping nothing (the job is ending): a file that fails is
-        given up, and in :meth:`unsaid`."""
-        self._stop = None
-        if self.log_dir is not None:
-            with contextlib.suppress(OutputLost):
-                self.log_dir.flush()
-
-    def unsaid(self) -> list[str]:
-        """As :meth:`LogDir.unsaid`."""
-        return [] if self.log_dir is None else self.log_dir.unsaid()

@@ -1,20 +1,20 @@
 """Where job output goes: the console (prefixed, filtered, coloured) and ``--log-dir``.
 
-The supervisor hands over raw chunks tagged by rank or host; this module
-splits them into lines (per stream, so ranks never merge), prefixes them and
-writes them. Worker stdout goes to stdout, worker stderr to stderr. The
-console itself is ``console.py``, the log files ``logdir.py``.
+The supervisor hands over raw chunks tagged by rank or host; this module splits them into
+lines (per stream, so ranks never merge), prefixes them and writes them: worker stdout to
+stdout, stderr to stderr. The console is ``console.py``, the log files ``logdir.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from clusterlaunch.controller.console import Console, GuardedStream, message_bytes
-from clusterlaunch.controller.logdir import LogDir, LogWrites, rank_log, stamp
+from clusterlaunch.controller.console import Console, GuardedStream, HeldStop, message_bytes
+from clusterlaunch.controller.logdir import LogDir, rank_log, stamp
+from clusterlaunch.controller.logwrites import LogWrites
 from clusterlaunch.controller.status import StatusLine
 from clusterlaunch.core import render
-from clusterlaunch.core.errors import JobOutcome
+from clusterlaunch.core.errors import JobOutcome, OutputLost
 from clusterlaunch.core.lines import (
     LineBuffer,
     OpenLine,
@@ -48,6 +48,7 @@ class OutputRouter:
         self._console = console
         self._filter = rank_filter
         self._logs = LogWrites(log_dir)
+        self._console_stop = HeldStop()  # raised by stop_if_lost, as a log file's
         self._restart_count = restart_count  # a later attempt's ranks: their own files
         self._host_logs = dict(host_logs or {})  # exec: node-N.log, each host's bytes as sent
         self._buffers: dict[tuple[object, bool], LineBuffer] = {}
@@ -57,13 +58,11 @@ class OutputRouter:
         self.hidden_lines = 0
         self._status = status
         self._header: str | None = None
-        # torchrun's banner, in a job's host output; exec's output is the command's own.
-        self._fold = BannerFold(len(prefixes.hosts)) if fold_banner else None
+        self._fold = BannerFold(len(prefixes.hosts)) if fold_banner else None  # torchrun's banner
         self.on_rank_output: Callable[[], None] | None = None
 
     @property
-    def has_log_dir(self) -> bool:
-        """True when output is also written to ``--log-dir``."""
+    def has_log_dir(self) -> bool:  # output is also written to --log-dir
         return self._logs.log_dir is not None
 
     def quiet_hosts(self) -> None:
@@ -73,11 +72,12 @@ class OutputRouter:
         self._quiet_hosts = True
 
     def announce(self, header: str) -> None:
-        """The job header: at once, or, while a status line shows, once it goes."""
+        """The job header: at once (a console gone stops: nothing starts), or after the status."""
         if self._status is not None and self._status.active:
             self._header = header
         else:
             self.message(header)
+            self.stop_if_lost()
 
     def started(self, host: str) -> None:
         """``host``'s agent started the job; once all have, the header replaces the status."""
@@ -128,9 +128,10 @@ class OutputRouter:
         self._emit_host(host, False, buffer.feed(data), buffer.continued, transport=True)
 
     def stop_if_lost(self) -> None:
-        """Stop the job (OutputLost) if a log file was given up since the last call; asked once
-        a host's bytes are all routed, so the console and other files have all they brought."""
+        """Stop the job (OutputLost) if a log file or the console failed since the last call;
+        asked once a host's bytes are all routed, so the other places have all they brought."""
         self._logs.stop_if_lost()
+        self._console_stop.raise_held()
 
     def message(self, text: str) -> None:
         """clusterlaunch's own message, always to stderr."""
@@ -143,16 +144,18 @@ class OutputRouter:
         self._say(data, data)
 
     def _say(self, data: bytes, logged: bytes) -> None:
-        self._end_log_line()  # the log first: a console write may stop the job (OutputLost)
+        self._end_log_line()
         self._logs.write("controller.log", logged)
-        self._console.end_line(self._console.err)  # a rank's bar keeps its line, above ours
-        self._console.err.write(data)
-        self._console.err.flush()
+        try:
+            self._console.end_line(self._console.err)  # a rank's bar keeps its line, above ours
+            self._console.err.write(data)
+            self._console.err.flush()
+        except OutputLost as lost:  # the rest of the read still reaches the files first
+            self._console_stop.hold(lost)
 
     def report_hidden(self) -> None:
-        """Say how many lines of torchrun's shutdown output the teardown kept off the console.
-        Only lines controller.log took are hidden (its writes are unbuffered: taken is written),
-        and once it is given up the rest are shown, so "in controller.log" is always true."""
+        """Say how many lines of torchrun's shutdown output the teardown kept off the console:
+        those controller.log took (unbuffered: taken is written; given up, it hides no more)."""
         if not self.hidden_lines:
             return
         where = "in controller.log" if self.has_log_dir else "use --log-dir to keep them"
@@ -160,13 +163,14 @@ class OutputRouter:
 
     def finish(self, outcome: JobOutcome) -> None:
         """The job's last lines: each log file given up that ``outcome`` does not name, then
-        ``outcome`` when the job failed or was stopped. The job has ended: nothing stops."""
+        ``outcome`` when it failed or was stopped. Only a console that failed stops (OutputLost)."""
         self._logs.flush()  # a file that fails now is said here too, before the summary
         for problem in self._logs.unsaid():
             if problem not in outcome.reason:
                 self.message(f"the logs are incomplete: {problem}")
         if outcome.exit_code != 0:
             self.message(render.outcome_text(outcome))  # console and controller.log
+        self._console_stop.raise_held()  # since the teardown's last round, as ever
 
     def flush_host(self, host: str, ranks: Iterable[int]) -> None:
         """A host ended: its unfinished last lines are passed on as they are. ``rank-N.log``
@@ -261,9 +265,12 @@ class OutputRouter:
         block = without_empty_redraws(block, continued)
         if not block:  # the \n of a bar's line that another's output already ended, a lone \r
             return
-        self._console.end_line(stream, owner)
-        stream.write_pieces(prefixed_pieces(prefix, block, continued))
-        stream.flush()
+        try:
+            self._console.end_line(stream, owner)
+            stream.write_pieces(prefixed_pieces(prefix, block, continued))
+            stream.flush()
+        except OutputLost as lost:  # the rest of the read still reaches the files first
+            self._console_stop.hold(lost)
         line.wrote(owner, stream, block)
 
     def _log_host(self, host: str, owner: object, block: bytes, continued: bool) -> bool:

@@ -82,6 +82,21 @@ def open_rank_logs(plan: JobPlan, restart: int, log_dir: LogDir | None, say: Say
     say(f"attempt {restart + 1}: each rank's output in rank-N.attempt-{restart + 1}.log")
 
 
+def resume_logs(log_dir: LogDir | None, restart: int, say: Say) -> None:
+    """Before restart ``restart``: controller.log, if an attempt gave it up (its disk was
+    full, say), is written again from a line that says lines are missing there, and the
+    console says so; UsageError if it still cannot be written (the restart does not start:
+    it would run with a log that silently misses all its lines)."""
+    if log_dir is None:
+        return
+
+    def gap(problem: str) -> bytes:
+        return message_bytes(f"{stamp()} clusterlaunch: lines are missing here: {problem}\n")
+
+    for path in log_dir.resume(gap):
+        say(f"restart {restart}: {path} is written again; lines of attempt {restart} are missing")
+
+
 def killed_since(result: PreflightResult, started: float) -> bool:
     """Whether some host says ``clusterlaunch kill`` was run for this job since it started
     (``started``: ``time.monotonic()``). Hosts say how long ago, and the span is laid on

@@ -36,6 +36,7 @@ from clusterlaunch.controller.restartparts import (
     one_line,
     open_rank_logs,
     request_for,
+    resume_logs,
     say_ranks_gone,
     timed_out,
 )
@@ -89,6 +90,10 @@ def _attempts(
     restarts = 0
     while policy.refusal(outcome, restarts, rules) is None:
         restarts += 1
+        try:  # first: the restart's own lines are for controller.log too
+            resume_logs(log_dir, restarts, say)
+        except UsageError as exc:
+            return failed(restarts, str(exc), outcome.exit_code, say).outcome
         wait = policy.backoff_s(rules, restarts)
         say(
             f"attempt {restarts} failed ({outcome.reason}); restart {restarts} of "

@@ -109,11 +109,12 @@ def start_cli(
     *args: str,
     stdout: int = subprocess.PIPE,
     stderr: int = subprocess.PIPE,
+    prefix: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
     """Start the CLI in the background (for signal tests); ``stdout``, ``stderr``: a
-    terminal's file descriptor instead of the pipes, say."""
+    terminal's file descriptor instead of the pipes, say; ``prefix``: what runs it."""
     return subprocess.Popen(
-        cli_argv(command, cluster, *args),
+        [*prefix, *cli_argv(command, cluster, *args)],
         cwd=WORKERS,
         stdout=stdout,
         stderr=stderr,

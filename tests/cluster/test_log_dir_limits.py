@@ -105,6 +105,28 @@ def test_a_controller_log_that_fails_is_said_and_hides_nothing(sim_cluster, tmp_
         assert said == f"early line from rank {rank}\nrank {rank} got SIGTERM, saving\n"
 
 
+def test_a_controller_log_given_up_in_an_attempt_is_no_restart_without_it(
+    sim_cluster, tmp_path: Path
+) -> None:
+    """As above, with a restart to come: controller.log still cannot be written, so the
+    restart does not start. It ran, with controller.log missing all of its lines, and
+    the loss said only once, at the end of the attempt before."""
+    logs = tmp_path / "logs"
+    restart = ("--max-restarts", "1", "--restart-backoff", "0.1")
+    result = run_cli("run", sim_cluster, *restart, *_job(tmp_path, "sys.exit(3)"),
+                     prefix=_limited("-f 6"))  # fmt: skip
+    assert result.returncode == 3, result.stderr[-3000:]
+    said = result.stderr.splitlines()
+    incomplete = [line for line in said if "incomplete" in line]
+    assert incomplete == [f"clusterlaunch: the logs are incomplete: cannot write {logs}/"
+                          "controller.log (File too large)"], result.stderr  # fmt: skip
+    assert said[-1] == (
+        f"clusterlaunch: job failed: restart 1: --log-dir {logs}: controller.log still "
+        "cannot be written (File too large)"
+    ), result.stderr
+    assert not list(logs.glob("rank-*.attempt-2.log"))  # nothing of attempt 2 started
+
+
 ECHO = '#!/bin/sh\necho "rank $RANK"\n'
 
 

@@ -1,6 +1,6 @@
 """``--log-dir``'s files under hostile limits: one that cannot be written (``ulimit -f``) is
-given up alone, an attempt's files are closed when it ends, and what is created is never
-writable by group or others, whatever the umask.
+given up alone, a console that fails costs them no frame, an attempt's files are closed when
+it ends, and what is created is never writable by group or others, whatever the umask.
 
 A file too large is the kernel's own EFBIG: the writes run in a forked child that lowered
 its RLIMIT_FSIZE (Python ignores SIGXFSZ), so this process keeps its limits.
@@ -24,7 +24,7 @@ from clusterlaunch.controller.console import Console
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.supervisor import Supervisor
-from clusterlaunch.core.errors import OutputLost
+from clusterlaunch.core.errors import OutputLost, UsageError
 from clusterlaunch.core.lines import Prefixes
 from clusterlaunch.testing.agentscript import FakeAgent, Hang, exits, rank_output, started, stopping
 from clusterlaunch.testing.fakes import FakeConnection
@@ -105,6 +105,82 @@ def test_the_console_gets_every_line_and_the_job_stops_once_the_chunk_is_out(
     lines = [f"[r1 a:1] {big.decode()}"] * 100 + ["[r0 a:0] after\n", "[r1 a:1] more\n"]
     assert shown == "".join(lines) + "[r0 a:0] bye\n"
     assert (tmp_path / "rank-0.log").read_bytes() == b"after\nbye\n"
+
+
+def test_a_restart_writes_a_given_up_file_again_and_its_first_loss_stops_it(
+    tmp_path: Path,
+) -> None:
+    """controller.log outgrows the limit in attempt 1. Before the restart it is tried again:
+    refused while the limit holds, written again (from a line that says lines are missing)
+    once it is raised. A file of attempt 2 that then fails stops attempt 2: only the job's
+    first file given up stopped anything, and attempt 2 ran on with logs missing lines."""
+
+    def gap(problem: str) -> bytes:
+        return f"missing: {problem}\n".encode()
+
+    def work() -> list[Any]:
+        log_dir = LogDir(str(tmp_path))
+        log_dir.open(["rank-0.log", "controller.log"])
+        said: list[Any] = []
+        for attempt, name in enumerate(["controller.log", "rank-0.attempt-2.log"]):
+            try:
+                log_dir.write(name, b"x" * 5000)
+            except OutputLost as stop:
+                said.append(stop.reason)
+            if attempt == 0:
+                try:
+                    log_dir.resume(gap)
+                except UsageError as refused:
+                    said.append(str(refused))
+                resource.setrlimit(resource.RLIMIT_FSIZE, (8192, resource.RLIM_INFINITY))
+                said.append(log_dir.resume(gap))
+                resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
+        log_dir.close()
+        return said
+
+    said = _in_a_child_limited_to(4096, work)
+    too_large = f"cannot write {tmp_path}/%s (File too large)"
+    assert said == [
+        too_large % "controller.log",
+        f"--log-dir {tmp_path}: controller.log still cannot be written (File too large)",
+        [f"{tmp_path}/controller.log"],
+        too_large % "rank-0.attempt-2.log",
+    ]
+    logged = (tmp_path / "controller.log").read_bytes()
+    assert logged == b"x" * 4096 + b"\n" + gap(too_large % "controller.log")
+
+
+class _ReaderGone(io.RawIOBase):
+    """A console stream whose reader went away (``| head``): every write fails."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_console_that_fails_mid_read_leaves_every_frame_in_the_files(tmp_path: Path) -> None:
+    """stdout's reader goes at the first frame of a read: its stop went out of the read
+    loop at once, and the read's later frames reached no file."""
+    agent = FakeAgent(
+        [started(), rank_output(0, b"first\n"), rank_output(1, b"second\n"),
+         rank_output(0, b"third\n"), Hang()],
+        on={"t": [stopping("requested"), rank_output(1, b"bye\n"), *exits(-15, "requested")]},
+    )  # fmt: skip
+    log_dir = LogDir(str(tmp_path))
+    log_dir.open(["rank-0.log", "rank-1.log", "controller.log"])
+    err = io.BytesIO()
+    ranks = [(0, "a", 0), (1, "a", 1)]
+    console = Console(io.BufferedWriter(_ReaderGone()), err)
+    router = OutputRouter(Prefixes(ranks, ["a"], False), console, log_dir=log_dir)
+    plan = two_ranks_per_host(["a"])
+    outcome = Supervisor(plan, {"a": FakeConnection("a", agent)}, router).run()
+    log_dir.close()
+    assert (outcome.exit_code, outcome.reason) == (141, "stdout was closed (broken pipe)")
+    assert (tmp_path / "rank-0.log").read_bytes() == b"first\nthird\n"
+    assert (tmp_path / "rank-1.log").read_bytes() == b"second\nbye\n"
+    assert err.getvalue() == b""  # the ranks wrote nothing on stderr
 
 
 def _open_descriptors() -> int:

@@ -1,0 +1,53 @@
+"""The output router's writes to ``--log-dir``: a file that fails does not cut it short."""
+
+from __future__ import annotations
+
+import contextlib
+
+from clusterlaunch.controller.logdir import LogDir
+from clusterlaunch.core.errors import OutputLost
+
+
+class LogWrites:
+    """The output router's writes to ``--log-dir`` (none without one).
+
+    A file that fails does not cut the router short: the stop it brings waits
+    for :meth:`stop_if_lost`, once the console and the other files have their
+    copies of all a host's bytes (see ``OutputRouter.stop_if_lost``).
+    """
+
+    def __init__(self, log_dir: LogDir | None) -> None:
+        self.log_dir = log_dir
+        self._stop: OutputLost | None = None
+
+    def write(self, name: str, data: bytes) -> bool:
+        """``data`` to file ``name``; False when that file is given up (or none is kept)."""
+        if self.log_dir is None:
+            return False
+        try:
+            self.log_dir.write(name, data)
+        except OutputLost as lost:
+            self._stop = lost
+        return self.kept(name)
+
+    def stop_if_lost(self) -> None:
+        """Raise the stop a failed file brought since the last call, if any."""
+        stop, self._stop = self._stop, None
+        if stop is not None:
+            raise stop
+
+    def kept(self, name: str) -> bool:
+        """Whether file ``name`` has everything written to it so far (as far as we know)."""
+        return self.log_dir is not None and name not in self.log_dir.lost
+
+    def flush(self) -> None:
+        """Write every file out, stopping nothing (the job is ending): a file that fails is
+        given up, and in :meth:`unsaid`."""
+        self._stop = None
+        if self.log_dir is not None:
+            with contextlib.suppress(OutputLost):
+                self.log_dir.flush()
+
+    def unsaid(self) -> list[str]:
+        """As :meth:`LogDir.unsaid`."""
+        return [] if self.log_dir is None else self.log_dir.unsaid()
