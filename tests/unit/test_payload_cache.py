@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import sys
 import time
 import zlib
@@ -137,3 +138,118 @@ def test_a_python_that_keeps_no_compiled_files_keeps_no_payload(
     monkeypatch.setattr(sys.implementation, "cache_tag", None)
     monkeypatch.setattr(remote, "StoredPayload", no_cache)
     assert_whole(build("agent"), "agent")
+
+
+NOBODY = pwd.getpwnam("nobody")
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a file another user's")
+
+
+def plant(name: str, cache: Path) -> bytes:
+    """A payload of program ``name`` that is not clusterlaunch's, stored as ours would be
+    (sealed: anyone may compute a seal); what it holds."""
+    planted = bootstrap.encode_payload(name, b"raise SystemExit('planted')\n")
+    file = stored(name)
+    cache.mkdir(exist_ok=True)
+    file.write_bytes(planted + seal_of(name, planted))
+    return file.read_bytes()
+
+
+def seal_of(name: str, payload: bytes) -> bytes:
+    return payloadcache.StoredPayload(name, TAG or "", remote.program_source(name)).seal(payload)
+
+
+def _their_folder(cache: Path) -> None:
+    for path in (cache, stored("jobctl")):
+        os.chown(path, NOBODY.pw_uid, NOBODY.pw_gid)
+
+
+def _a_folder_all_may_write(cache: Path) -> None:
+    cache.chmod(0o1777)
+
+
+def _a_folder_its_group_may_write(cache: Path) -> None:
+    cache.chmod(0o775)
+
+
+def _their_file(cache: Path) -> None:
+    os.chown(stored("jobctl"), NOBODY.pw_uid, NOBODY.pw_gid)
+
+
+def _a_file_all_may_write(cache: Path) -> None:
+    stored("jobctl").chmod(0o666)
+
+
+def _a_link_to_their_folder(cache: Path) -> None:
+    theirs = cache.with_name("theirs")
+    cache.rename(theirs)
+    cache.symlink_to(theirs)
+    _their_folder(theirs)
+
+
+UNTRUSTED = {
+    "a folder of another user's": _their_folder,
+    "a folder all may write in (1777)": _a_folder_all_may_write,
+    "a folder its group may write in": _a_folder_its_group_may_write,
+    "another user's file": _their_file,
+    "a file all may write": _a_file_all_may_write,
+    "a link to another user's folder": _a_link_to_their_folder,
+}
+
+
+@as_root
+@pytest.mark.parametrize("make_untrusted", UNTRUSTED.values(), ids=UNTRUSTED.keys())
+def test_a_cache_another_user_may_have_written_is_not_run(cache: Path, make_untrusted) -> None:
+    """XDG_CACHE_HOME on a 1777 folder: uid 1000's jobctl.TAG.DIGEST.payload ran on every
+    host of root's `ps`, as root."""
+    planted = plant("jobctl", cache)
+    make_untrusted(cache)
+    folder = cache.resolve()
+    before = {path.name: path.read_bytes() for path in folder.iterdir()}
+    payload = build("jobctl")
+    assert_whole(payload, "jobctl")
+    assert build("jobctl") == payload  # the planted one is never read
+    if make_untrusted in (_their_folder, _a_link_to_their_folder):  # nor written into
+        assert {path.name: path.read_bytes() for path in folder.iterdir()} == before
+        assert before == {stored("jobctl").name: planted}
+    else:  # a folder of ours: made one only we may write in, the file replaced
+        assert not folder.stat().st_mode & 0o022
+        assert stored("jobctl").read_bytes() == payload + seal_of("jobctl", payload)
+        assert stored("jobctl").stat().st_uid == os.getuid()
+
+
+def test_a_folder_of_ours_group_may_write_in_is_used_once_it_may_not(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An older clusterlaunch made it as the umask said: 0775 under Debian's 002."""
+    payload = build("agent")
+    cache.chmod(0o775)
+    reads: list[bytes | None] = []  # what each command found in the cache
+    original = payloadcache.StoredPayload.read
+
+    def read(self: payloadcache.StoredPayload) -> bytes | None:
+        reads.append(original(self))
+        return reads[-1]
+
+    monkeypatch.setattr(payloadcache.StoredPayload, "read", read)
+    assert build("agent") == payload and reads == [None]  # not read from there
+    assert cache.stat().st_mode & 0o7777 == 0o755
+    assert build("agent") == payload and reads == [None, payload]  # made private, then read
+
+
+@as_root
+def test_root_makes_no_cache_folder_in_another_user_s_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sudo keeps HOME: root's folder there would have been one that user's commands could
+    no longer use."""
+    home = tmp_path / "home"
+    home.mkdir()
+    os.chown(home, NOBODY.pw_uid, NOBODY.pw_gid)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    assert_whole(build("probe"), "probe")
+    assert list(home.iterdir()) == []
+    (home / ".cache").mkdir()  # root's own: made and used
+    build("probe")
+    assert stored("probe").parent.stat().st_mode & 0o777 == 0o700
