@@ -134,6 +134,8 @@ def encode_payload(name: str, source: bytes) -> bytes:
 
 
 def is_payload_for_this_python(payload: bytes) -> bool:
-    """Whether ``payload`` (a stored one, say) is whole and compiled by this Python's bytecode."""
+    """Whether ``payload``'s header says it was compiled by this Python's bytecode, its
+    source part starting inside it (not that it is whole: a stored one is checked against
+    its seal, :mod:`clusterlaunch.remote.payloadcache`)."""
     offset = payload[4:_HEADER]
     return payload[:4] == MAGIC_NUMBER and offset.isdigit() and _HEADER < int(offset) < len(payload)

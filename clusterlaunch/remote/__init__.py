@@ -7,17 +7,12 @@ and the payload it reads (the program compiled, and its source).
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import hashlib
-import os
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-from clusterlaunch.core.bootstrap import encode_payload, is_payload_for_this_python
-from clusterlaunch.core.defaults import PAYLOAD_KEPT_S
+from clusterlaunch.core.bootstrap import encode_payload
+from clusterlaunch.remote.payloadcache import StoredPayload
 
 # Each remote program is its modules concatenated in order, minus the lines
 # marked "# bundle: strip" (the package imports that only work locally, where
@@ -116,65 +111,22 @@ def _module_bytes(module: str) -> bytes:
 def program_payload(name: str) -> bytes:
     """The bytes sent for remote program ``name``: what the bootstrap reads.
 
-    Kept in the user's cache (``$XDG_CACHE_HOME/clusterlaunch``, else
-    ``~/.cache/clusterlaunch``), keyed by the source's digest and the interpreter's
-    cache tag: compiling the agent (79 KB of source) costs 32-37 ms of CPU here, a
-    third of a command's start, reading it back 0.02 ms. Never in the installed
-    package: a file there is not in the install's record, so ``pip uninstall`` left
-    it, and with it a folder that a later install imported as a namespace package.
-    With ``PYTHONDONTWRITEBYTECODE`` nothing new is stored.
+    Kept in the user's cache (:mod:`~clusterlaunch.remote.payloadcache`), keyed by the
+    source's digest and the interpreter's cache tag: compiling the agent (79 KB of
+    source) costs 32-37 ms of CPU here, a third of a command's start, reading it back
+    and checking it 0.1 ms. Never in the installed package: a file there is not in the
+    install's record, so ``pip uninstall`` left it, and with it a folder that a later
+    install imported as a namespace package. With ``PYTHONDONTWRITEBYTECODE`` nothing new
+    is stored.
     """
     source = program_source(name)
     tag = sys.implementation.cache_tag
     if tag is None:  # this Python keeps no compiled files
         return encode_payload(name, source)
-    stored = _stored_payload_path(name, tag, source)
-    with contextlib.suppress(OSError):
-        payload = stored.read_bytes()
-        if is_payload_for_this_python(payload):
-            return payload
-    payload = encode_payload(name, source)
-    if not sys.dont_write_bytecode:
-        _store(stored, payload, older=_payload_file(name, tag, "*"))
+    stored = StoredPayload(name, tag, source)
+    payload = stored.read()
+    if payload is None:
+        payload = encode_payload(name, source)
+        if not sys.dont_write_bytecode:
+            stored.write(payload)
     return payload
-
-
-def _stored_payload_path(name: str, tag: str, source: bytes) -> Path:
-    """Where a payload of this source is kept: the user's cache."""
-    file = _payload_file(name, tag, hashlib.sha256(source).hexdigest()[:16])
-    cache = os.environ.get("XDG_CACHE_HOME", "")
-    if not os.path.isabs(cache):  # unset, empty or relative: ignored, as the XDG spec says
-        cache = os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "clusterlaunch" / file
-
-
-def _payload_file(name: str, tag: str, digest: str) -> str:
-    """The stored payload's file name (``digest`` ``*``: a glob for every source's)."""
-    return f"{name}.{tag}.{digest}.payload"
-
-
-def _store(path: Path, payload: bytes, older: str) -> None:
-    """Write ``path`` whole or not at all (a rename), then remove the other files matching
-    the glob ``older`` (the same program's payloads for other sources) written more than
-    ``PAYLOAD_KEPT_S`` ago; where the cache cannot be written, nothing (the next command
-    builds the payload again)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    except OSError:
-        return
-    try:
-        os.fchmod(handle, 0o644)  # as Python's own compiled files: readable by all
-        with os.fdopen(handle, "wb") as out:
-            out.write(payload)
-        os.replace(temporary, path)
-    except OSError:
-        return
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-    kept_since = time.time() - PAYLOAD_KEPT_S
-    for other in path.parent.glob(older):
-        with contextlib.suppress(OSError):  # (another command may remove it first)
-            if other != path and other.stat().st_mtime < kept_since:
-                other.unlink()

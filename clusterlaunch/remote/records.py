@@ -45,7 +45,13 @@ def private_dir(path):
         info = os.lstat(path)
     except OSError:
         return False
-    return info.st_uid == os.getuid() and not info.st_mode & 0o077 and os.path.isdir(path)
+    return ours_alone(info, 0o077) and os.path.isdir(path)
+
+
+def ours_alone(info, others=0o022):
+    """Whether the folder or file of ``info`` (its ``stat``) is this user's and has none of
+    the mode bits ``others``: by default, no other user may change it or what it holds."""
+    return info.st_uid == os.getuid() and not info.st_mode & others
 
 
 def private_state_dir():

@@ -6,7 +6,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import zlib
 from pathlib import Path
 
@@ -14,10 +13,7 @@ import pytest
 
 from clusterlaunch import remote
 from clusterlaunch.core import bootstrap
-from clusterlaunch.core.defaults import PAYLOAD_KEPT_S
 
-SOURCE_DIGEST = "41cf6794ba4200b8"  # sha256(b"source"), first 16 hex digits
-TAG = sys.implementation.cache_tag
 # What follows the payload on stdin belongs to the program: it shows it too.
 PROGRAM = b"import os, sys\nsys.stdout.write(%s + ' ' + os.read(0, 100).decode())\n"
 
@@ -86,72 +82,6 @@ def test_shipped_programs_are_about_their_source_s_size_and_load_whole() -> None
         assert len(payload) < 1.1 * len(remote.program_source(name))  # both parts, compressed
         offset = int(payload[4:12])
         assert zlib.decompress(payload[offset:]) == remote.program_source(name)
-
-
-def test_a_stored_payload_is_read_back_and_a_bad_one_rebuilt(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    stored = tmp_path / "clusterlaunch" / f"probe.{TAG}.0123.payload"
-    older = tmp_path / "clusterlaunch" / f"probe.{TAG}.old.payload"
-    recent = tmp_path / "clusterlaunch" / f"probe.{TAG}.other.payload"  # another install's
-    other = tmp_path / "clusterlaunch" / f"agent.{TAG}.old.payload"  # another program's: kept
-    monkeypatch.setattr(remote, "_stored_payload_path", lambda name, tag, source: stored)
-    monkeypatch.setattr(sys, "dont_write_bytecode", False)
-    build = remote.program_payload.__wrapped__  # without the per-process cache
-    stored.parent.mkdir()
-    for file in (older, recent, other):
-        file.write_bytes(b"from another version")
-    week_ago = time.time() - PAYLOAD_KEPT_S - 60
-    for file in (older, other):
-        os.utime(file, (week_ago, week_ago))
-    payload = build("probe")
-    assert stored.read_bytes() == payload and not older.exists()
-    assert recent.exists() and other.exists()
-    assert stored.stat().st_mode & 0o777 == 0o644
-    kept = payload_of("stored", "stored")
-    stored.write_bytes(kept)
-    assert build("probe") == kept  # read, not built
-    stored.write_bytes(b"\x00\x00\r\n" + kept[4:])  # another Python's
-    assert build("probe") == payload
-    stored.write_bytes(kept[:12])  # cut short
-    assert build("probe") == payload
-
-
-def test_nothing_is_stored_without_bytecode_writing_or_a_writable_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    stored = tmp_path / "clusterlaunch" / f"probe.{TAG}.0123.payload"
-    monkeypatch.setattr(remote, "_stored_payload_path", lambda name, tag, source: stored)
-    build = remote.program_payload.__wrapped__
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    assert bootstrap.is_payload_for_this_python(build("probe"))
-    assert not stored.parent.exists()
-    monkeypatch.setattr(sys, "dont_write_bytecode", False)
-    stored.parent.write_text("not a folder")  # unwritable, even for root
-    assert bootstrap.is_payload_for_this_python(build("probe"))
-    assert list(tmp_path.iterdir()) == [stored.parent]
-
-
-def test_payloads_are_kept_by_source_digest_and_interpreter_in_the_user_s_cache(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", "/home/me/.cache-elsewhere")
-    cached = remote._stored_payload_path("agent", TAG, b"source")
-    assert cached == Path(
-        f"/home/me/.cache-elsewhere/clusterlaunch/agent.{TAG}.{SOURCE_DIGEST}.payload"
-    )
-    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # ignored, as the XDG spec says
-    monkeypatch.setenv("HOME", "/home/me")
-    assert remote._stored_payload_path("agent", TAG, b"").parent == Path(
-        "/home/me/.cache/clusterlaunch"
-    )
-
-    def no_path(*args: object) -> Path:
-        raise AssertionError("a Python that keeps no compiled files has no stored payload")
-
-    monkeypatch.setattr(sys.implementation, "cache_tag", None)
-    monkeypatch.setattr(remote, "_stored_payload_path", no_path)
-    assert bootstrap.is_payload_for_this_python(remote.program_payload.__wrapped__("agent"))
 
 
 def test_the_installed_package_is_never_written_to(tmp_path: Path) -> None:
