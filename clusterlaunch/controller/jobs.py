@@ -68,6 +68,7 @@ def list_jobs(
             command=tuple(record.get("command", ())),
             agent_pid=int(record["agent_pid"]),
             restart_count=_whole(record.get("restart_count")),
+            unreadable=str(record.get("unreadable") or ""),
         )
         # Hosts sharing one machine (test hosts, an NFS /tmp) see the same records.
         found.setdefault((job.job_id, job.node_rank, job.agent_pid), job)

@@ -216,11 +216,18 @@ def jobs_text(found: Sequence[RemoteJob], unanswered: Sequence[Unanswered] = ())
             job.node_rank,
             job.attempt,
             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(job.started_at)),
-            _short(printable(shlex.join(user_command(job.command)))),  # --json: all of it
+            _command_shown(job),
         )
         for job in found
     ]
     return table(("job", "host", "node", "attempt", "started", "command"), rows)
+
+
+def _command_shown(job: RemoteJob) -> str:
+    """``ps``'s command column: cut short (``--json`` has all of it), escaped."""
+    if job.unreadable:  # its agent runs: a job, though its record says nothing more
+        return f"(unknown: unreadable record {printable(job.unreadable)})"
+    return _short(printable(shlex.join(user_command(job.command))))
 
 
 def jobs_json(found: Sequence[RemoteJob]) -> str:

@@ -67,6 +67,9 @@ class RemoteJob:
     agent_pid: int
     restart_count: int | None = None
     """Which restart of the job this node runs (``--max-restarts``); None: never restarts."""
+    unreadable: str = ""
+    """The path of the node's record where it could not be read (cut short, overwritten):
+    its agent runs, its command is unknown and its start is the agent's."""
 
     @property
     def attempt(self) -> int:

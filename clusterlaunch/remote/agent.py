@@ -36,11 +36,8 @@ from clusterlaunch.remote.proctree import (  # bundle: strip
     signal,  # bundle: strip
     tree_is_complete,  # bundle: strip
 )  # bundle: strip
-from clusterlaunch.remote.records import (  # bundle: strip
-    JobRecord,  # bundle: strip
-    clean_up_after_dead_agents,  # bundle: strip
-    hostname,  # bundle: strip
-)  # bundle: strip
+from clusterlaunch.remote.recordfiles import clean_up_after_dead_agents  # bundle: strip
+from clusterlaunch.remote.records import JobRecord, hostname  # bundle: strip
 from clusterlaunch.remote.rootcause import kill_failed_torchrun, parse_root_cause  # bundle: strip
 from clusterlaunch.remote.spawn import session_environ, start_failure, start_job  # bundle: strip
 from clusterlaunch.remote.storewait import NoGate, store_gate  # bundle: strip

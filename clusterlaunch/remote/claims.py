@@ -33,10 +33,12 @@ import os
 import stat
 import time
 
+from clusterlaunch.remote.recordfiles import live_records_of  # bundle: strip
 from clusterlaunch.remote.records import (  # bundle: strip
     private_state_dir,  # bundle: strip
     process_start_time,  # bundle: strip
     state_dirs,  # bundle: strip
+    this_hosts,  # bundle: strip
 )  # bundle: strip
 
 CLAIM = ".claim"
@@ -75,23 +77,28 @@ class Claim:
         folder = private_state_dir()
         if folder is None:
             return None, None
-        path = os.path.join(folder, "%s@%s%s" % (job_id, place(node_rank), CLAIM))
+        name = "%s@%s%s" % (job_id, place(node_rank), CLAIM)
+        path = os.path.join(folder, name)
         me = os.getpid()
         target = "%d.%s.%d" % (me, process_start_time(me), node_rank)
         deadline = time.monotonic() + let_go_s
         for _ in range(64):  # each round, another agent took or released it
             try:
                 os.symlink(target, path)
-                return cls(path, target), None
             except FileExistsError:
                 seen = _read(path)
-            holder = _holder(seen)
-            if holder is not None and _alive(holder):
-                if time.monotonic() >= deadline:
-                    return None, {"pid": holder[0], "node": holder[2]}
-                time.sleep(0.05)
-                continue
-            _drop_if_unchanged(folder, path, seen)  # stale, or just released: try again
+                holder = _holder(seen)
+                if holder is None or not _alive(holder):
+                    _drop_if_unchanged(folder, path, seen)  # stale, or just released: again
+                    continue
+            else:
+                holder = _holder_elsewhere(job_id, name, folder)
+                if holder is None:
+                    return cls(path, target), None
+                os.unlink(path)  # just made, ours: nobody removes a live agent's claim
+            if time.monotonic() >= deadline:
+                return None, {"pid": holder[0], "node": holder[2]}
+            time.sleep(0.05)
         raise FileExistsError("%s keeps changing" % path)
 
     def make_tail_dir(self):
@@ -121,11 +128,56 @@ def rank_files_dir(claim_name):
 
 def holder_of(job_id, node_rank):
     """The live agent holding ``job_id`` at this place (``{"pid", "node"}``), or None."""
-    folder = private_state_dir()
-    if folder is None:
-        return None
-    holder = _holder(_read(os.path.join(folder, "%s@%s%s" % (job_id, place(node_rank), CLAIM))))
-    return {"pid": holder[0], "node": holder[2]} if holder and _alive(holder) else None
+    holder = _holder_elsewhere(job_id, "%s@%s%s" % (job_id, place(node_rank), CLAIM))
+    return {"pid": holder[0], "node": holder[2]} if holder else None
+
+
+def _holder_elsewhere(job_id, name, mine=None):
+    """A live agent other than the claim ``name`` in folder ``mine`` that holds ``job_id``
+    at this place: ``(pid, start, node)``, or None.
+
+    Each of :func:`records.state_dirs` is looked at, not only the one claims are made in
+    now: ``/run/user/UID`` that appeared while a job ran (a login with ``pam_systemd``)
+    made the first folder another, and a second job of the id ran (and removed the first
+    one's rank files, which both name alike). So is every live record of the id that no
+    claim speaks for: a job of clusterlaunch before the claims, which made none.
+    """
+    claimants = set()
+    for folder, other, holder in _live_claims_of(job_id):
+        claimants.add(holder[:2])
+        if other == name and folder != mine:
+            return holder
+    for record in this_hosts(live_records_of(job_id)):
+        if (record["agent_pid"], record["agent_start"]) not in claimants:
+            return record["agent_pid"], record["agent_start"], record["node_rank"]
+    return None
+
+
+def _live_claims_of(job_id):
+    """``(folder, name, holder)`` of every live claim of ``job_id``, in every state dir."""
+    found = []
+    for folder in _own_state_dirs():
+        try:
+            names = [n for n in os.listdir(folder) if n.startswith(job_id + "@")]
+        except OSError:
+            continue
+        for name in names:
+            holder = _holder(_read(os.path.join(folder, name)))
+            if name.endswith(CLAIM) and holder is not None and _alive(holder):
+                found.append((folder, name, holder))
+    return found
+
+
+def _own_state_dirs():
+    """The state dirs that are this user's: never one someone planted."""
+    mine = []
+    for folder in state_dirs():
+        try:
+            if os.lstat(folder).st_uid == os.getuid():
+                mine.append(folder)
+        except OSError:
+            continue
+    return mine
 
 
 def live_claims():
@@ -133,10 +185,8 @@ def live_claims():
     "agent_pid", "agent_start", "ssh_server"}``; dead agents' claims are removed, files and
     all (an agent SIGKILLed in its setup or preflight never started: it has no record)."""
     claims = []
-    for folder in state_dirs():
+    for folder in _own_state_dirs():
         try:
-            if os.lstat(folder).st_uid != os.getuid():  # never one someone planted
-                continue
             names = [name for name in os.listdir(folder) if name.endswith(CLAIM)]
         except OSError:
             continue
@@ -196,7 +246,10 @@ def _drop_if_unchanged(folder, path, seen):
         if seen is None:
             _remove_tree(path)  # not a link (nor a claim): in the way of one
             return
-        _remove_rank_files(rank_files_dir(os.path.basename(path)))  # its files, then it
+        name = os.path.basename(path)
+        job_id = name.partition("@")[0]
+        if not any(n == name and f != folder for f, n, _ in _live_claims_of(job_id)):
+            _remove_rank_files(rank_files_dir(name))  # its files (not a live namesake's)
         os.unlink(path)
     finally:
         os.close(lock)

@@ -20,8 +20,8 @@ import time
 from clusterlaunch.core.protocol import SYNC, encode_event  # bundle: strip
 from clusterlaunch.remote.claims import live_claims  # bundle: strip
 from clusterlaunch.remote.proctree import signal  # bundle: strip
+from clusterlaunch.remote.recordfiles import live_records  # bundle: strip
 from clusterlaunch.remote.records import (  # bundle: strip
-    live_records,  # bundle: strip
     mark_killed,  # bundle: strip
     process_start_time,  # bundle: strip
     this_hosts,  # bundle: strip
@@ -35,21 +35,30 @@ def emit(**fields):
     sys.stdout.buffer.flush()
 
 
-def this_hosts_records():
-    """The live records of jobs that came in through this session's sshd."""
-    return this_hosts(live_records())
+def this_hosts_records(claims):
+    """The live records of jobs that came in through this session's sshd. One that could not
+    be read says nothing of its sshd: its agent's claim (of ``claims``) does."""
+    records = live_records()
+    for record in records:
+        if "unreadable" in record:
+            places = [c["ssh_server"] for c in claims if _same_agent(c, record)]
+            record["ssh_server"] = places[0] if places else ""
+    return this_hosts(records)
+
+
+def _same_agent(one, other):
+    return (one["agent_pid"], one["agent_start"]) == (other["agent_pid"], other["agent_start"])
 
 
 def kill_job(job_id, timeout):
     # Dated, whether or not the job runs here: one of this id still starting (its setup,
     # a restart's backoff) does not start at its go (remote/gate.py).
     mark_killed(job_id)
-    targets = [r for r in this_hosts_records() if r["job_id"] == job_id]
+    claims = live_claims()
+    targets = [r for r in this_hosts_records(claims) if r["job_id"] == job_id]
     running = [r["agent_pid"] for r in targets]
     starting = [
-        c
-        for c in this_hosts(live_claims())
-        if c["job_id"] == job_id and c["agent_pid"] not in running
+        c for c in this_hosts(claims) if c["job_id"] == job_id and c["agent_pid"] not in running
     ]
     started = time.monotonic()
     for agent in targets + starting:  # one in its preflight records the signal: no start
@@ -121,11 +130,12 @@ def answer(argv):
     args = parser.parse_args(argv)
     sys.stdout.buffer.write(SYNC)
     if args.command == "list":
-        live_claims()  # dead agents' claims, files and all, go as their records do
-        for record in this_hosts_records():
-            emit(event="job", **record)
+        # Dead agents' claims, files and all, go as their records do.
+        for record in this_hosts_records(live_claims()):
+            emit(**dict(record, event="job"))  # a record's own "event" field is not the frame's
     elif args.command == "stacks":
-        records = own_records([r for r in this_hosts_records() if r["job_id"] == args.job_id])
+        records = [r for r in this_hosts_records(live_claims()) if r["job_id"] == args.job_id]
+        records = own_records(records)
         for item in job_stacks(records, args.timeout) if records else []:
             emit(**item)
     else:

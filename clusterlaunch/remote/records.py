@@ -2,7 +2,8 @@
 
 Kept on a local filesystem (``/run/user/UID`` or ``/tmp``, see :func:`state_dirs`),
 never in a home directory that NFS may share between hosts. A record names the agent by PID
-*and* start time, so a recycled PID is never mistaken for a job.
+*and* start time, so a recycled PID is never mistaken for a job. They are read, and dead
+agents' swept, in ``remote/recordfiles.py``.
 """
 
 import os
@@ -123,7 +124,7 @@ class JobRecord:
 
     def remove(self):
         """The job has ended here."""
-        _remove(self.path)
+        remove_file(self.path)
 
 
 _KILLED = ".killed"
@@ -137,7 +138,7 @@ def mark_killed(job_id):
     """Leave word, time-stamped, that ``job_id`` was killed, whether or not it runs here: a
     job of that id whose controller started before it does not start (its agents look at
     the go, a restart's preflight too). Marks older than :data:`NOTE_KEEP_S` go first."""
-    _sweep_old_notes()
+    sweep_old_notes()
     folder = private_state_dir()
     if folder is None:
         return False
@@ -148,7 +149,8 @@ def mark_killed(job_id):
     return True
 
 
-def _remove(path):
+def remove_file(path):
+    """Remove the file ``path`` if it is there."""
     try:
         os.unlink(path)
     except OSError:
@@ -195,30 +197,7 @@ def started_at(pid):
     return None if ticks is None else time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
 
 
-def live_records():
-    """Records whose agent still runs. Those of dead agents are cleaned up on the way.
-
-    An agent that was SIGKILLed (or lost with its host) could not remove its
-    record; whoever reads the records next (``ps``, ``kill``, or any agent
-    finishing) does it for it (its files go with its claim: ``remote/claims.py``).
-    """
-    return _sweep(_record_files())
-
-
-def clean_up_after_dead_agents():
-    """What :func:`live_records` cleans, for an agent that is finishing: only the
-    records whose name does not show a live agent are read.
-
-    On a machine that plays many hosts, every finishing agent found the others'
-    records and read each one (importing json): 11 ms of CPU per agent with 32
-    simulated hosts, O(hosts²) in all. A record's name carries its agent's PID and
-    start time, so a live one is told by one read of /proc/PID/stat.
-    """
-    _sweep([p for p in _record_files() if not _agent_alive_by_name(os.path.basename(p))])
-    _sweep_old_notes()
-
-
-def _sweep_old_notes():
+def sweep_old_notes():
     """Remove the kill marks left more than :data:`NOTE_KEEP_S` ago."""
     old = time.time() - NOTE_KEEP_S
     for folder in state_dirs():
@@ -232,54 +211,6 @@ def _sweep_old_notes():
                     os.unlink(path)
             except OSError:
                 continue
-
-
-def _sweep(paths):
-    """The records at ``paths`` whose agent still runs; the others are cleaned up."""
-    records = []
-    for path in paths:
-        record = _read_record(path)
-        if record is None:
-            continue
-        if process_start_time(record.get("agent_pid", -1)) == record.get("agent_start"):
-            records.append(record)
-        else:
-            _remove(path)
-    return records
-
-
-def _agent_alive_by_name(name):
-    """True if ``JOB.nK.PID.START.json`` names a live agent. False when it names a
-    dead one, or the name does not say (a record of an older version, or a PID
-    whose start time could not be read: ``None``)."""
-    parts = name.rsplit(".", 3)
-    if len(parts) != 4 or not (parts[1].isdigit() and parts[2].isdigit()):
-        return False
-    return process_start_time(int(parts[1])) == int(parts[2])
-
-
-def _read_record(path):
-    """The record at ``path``, or None if it is unreadable (gone, half written by a crash)."""
-    import json  # here: a finishing agent reads only dead agents' records; json costs 4-6 ms
-
-    try:
-        with open(path) as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return None
-
-
-def _record_files():
-    paths = []
-    for folder in state_dirs():
-        try:
-            info = os.lstat(folder)
-            names = sorted(os.listdir(folder))
-        except OSError:
-            continue
-        if info.st_uid == os.getuid():  # never read records from a directory someone planted
-            paths += [os.path.join(folder, n) for n in names if n.endswith(".json")]
-    return paths
 
 
 def this_hosts(records):

@@ -5,6 +5,7 @@ Real processes and links; the state directory is a temporary one.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch.remote import claims, records
+from clusterlaunch.remote import claims, recordfiles, records
 from tests.unit.test_records import _dead_pid
 
 RACERS = 24
 CLAIM_AND_WAIT = """
 import os, sys
-from clusterlaunch.remote import claims, records
+from clusterlaunch.remote import claims, recordfiles, records
 records.state_dirs = lambda: [sys.argv[1]]
-claims.state_dirs = records.state_dirs
+claims.state_dirs = recordfiles.state_dirs = records.state_dirs
 os.read(0, 1)  # all start together
 claim, holder = claims.Claim.take("same", 0)
 print("won" if claim else "refused", flush=True)
@@ -35,6 +36,7 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder.mkdir(mode=0o700)
     monkeypatch.setattr(records, "state_dirs", lambda: [str(folder)])
     monkeypatch.setattr(claims, "state_dirs", records.state_dirs)
+    monkeypatch.setattr(recordfiles, "state_dirs", records.state_dirs)
     monkeypatch.delenv("SSH_CONNECTION", raising=False)
     monkeypatch.delenv("SLURMD_NODENAME", raising=False)
     return folder
@@ -155,6 +157,7 @@ def runtime_and_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Pa
         folder.mkdir(mode=0o700)
     monkeypatch.setattr(records, "state_dirs", lambda: [str(runtime), str(tmp)])
     monkeypatch.setattr(claims, "state_dirs", records.state_dirs)
+    monkeypatch.setattr(recordfiles, "state_dirs", records.state_dirs)
     monkeypatch.delenv("SSH_CONNECTION", raising=False)
     monkeypatch.delenv("SLURMD_NODENAME", raising=False)
     return runtime, tmp
@@ -200,3 +203,86 @@ def test_rank_files_in_a_folder_another_user_made_are_not_touched(
     (runtime / "j@n0.claim").symlink_to(f"{_dead_pid()}.12345.0")
     assert claims.live_claims() == []
     assert (tmp / "j@n0" / "theirs").exists() and not (runtime / "j@n0.claim").exists()
+
+
+HOLD = """
+import os, sys
+from clusterlaunch.remote import claims, recordfiles, records
+records.state_dirs = lambda: sys.argv[1:]
+claims.state_dirs = recordfiles.state_dirs = records.state_dirs
+claim, holder = claims.Claim.take("j", 0)
+claim.make_tail_dir()
+print("held", flush=True)
+os.read(0, 1)  # hold it until the test is done
+"""
+
+
+def _holding(env_dirs: list[Path]) -> subprocess.Popen[bytes]:
+    """A live agent (a process of its own) holding job ``j`` with these state dirs."""
+    env = {**os.environ, "PYTHONPATH": str(Path(claims.__file__).parents[2])}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, *map(str, env_dirs)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
+    return holder
+
+
+def test_a_claim_in_the_other_state_dir_holds_the_id(runtime_and_tmp: tuple[Path, Path]) -> None:
+    """/run/user/UID appeared (a login, linger) while a job of the id ran with its claim in
+    /tmp: the first folder is another now, and a second job of the id ran, after removing
+    the first one's rank files (both name them alike)."""
+    runtime, tmp = runtime_and_tmp
+    holder = _holding([tmp])  # before /run/user/UID was there
+    try:
+        (tmp / "j@n0" / "0.log").write_text("rank 0's output, not sent yet")
+        claim, held_by = claims.Claim.take("j", 0, let_go_s=0)
+        assert claim is None and held_by == {"pid": holder.pid, "node": 0}
+        assert claims.holder_of("j", 0) == held_by  # what `check` reports
+        assert (tmp / "j@n0" / "0.log").exists() and os.listdir(runtime) == []
+        (runtime / "j@n0.claim").symlink_to(f"{_dead_pid()}.12345.0")  # a dead namesake's
+        assert claims.live_claims()[0]["agent_pid"] == holder.pid
+        assert (tmp / "j@n0" / "0.log").exists() and os.listdir(runtime) == [".claims.lock"]
+    finally:
+        holder.communicate(b"e", timeout=30)
+
+
+def _record(folder: Path, job_id: str, pid: int, **fields: object) -> Path:
+    start = records.process_start_time(pid)
+    path = folder / f"{job_id}.n0.{pid}.{start}.json"
+    record = {"job_id": job_id, "node_rank": 0, "agent_pid": pid, "agent_start": start}
+    path.write_text(json.dumps({**record, "started_at": 1.5, "command": ["x"], **fields}))
+    return path
+
+
+def test_a_running_job_of_a_version_without_claims_holds_the_id(state: Path) -> None:
+    """An upgrade while a job runs: it has a record and no claim, and ``run`` of its id
+    started a second job (``ps`` listed both, ``kill`` ended both)."""
+    with subprocess.Popen(["sleep", "60"]) as older_agent:
+        try:
+            _record(state, "j", older_agent.pid, ssh_server="")
+            claim, held_by = claims.Claim.take("j", 0, let_go_s=0)
+            assert claim is None and held_by == {"pid": older_agent.pid, "node": 0}
+            assert os.listdir(state) == [f"j.n0.{older_agent.pid}.{_start(older_agent)}.json"]
+        finally:
+            older_agent.kill()
+
+
+def test_a_record_whose_agent_holds_a_claim_elsewhere_is_that_places(state: Path) -> None:
+    """Agents of one job on one machine at two places (a Slurm step's nodes, say): the other
+    place's record is no clash here, whatever its sshd address says."""
+    with subprocess.Popen(["sleep", "60"]) as other:
+        try:
+            _record(state, "j", other.pid)
+            (state / "j@n1.claim").symlink_to(f"{other.pid}.{_start(other)}.1")
+            claim, held_by = claims.Claim.take("j", 0, let_go_s=0)
+            assert claim is not None and held_by is None
+            claim.remove()
+        finally:
+            other.kill()
+
+
+def _start(process: subprocess.Popen[bytes]) -> int | None:
+    return records.process_start_time(process.pid)

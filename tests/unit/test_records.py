@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterlaunch.remote import records
+from clusterlaunch.remote import recordfiles, records
 
 
 def _dead_pid() -> int:
@@ -26,7 +26,8 @@ def _dead_pid() -> int:
 
 def _write(folder: Path, name: str, pid: int, start: int | None, tail_dir: str) -> Path:
     path = folder / name
-    record = {"agent_pid": pid, "agent_start": start, "tail_dir": tail_dir, "job_id": "j"}
+    record = {"agent_pid": pid, "agent_start": start, "tail_dir": tail_dir, "job_id": "job"}
+    record.update(node_rank=0, started_at=1.5, command=["python3", "train.py"])
     path.write_text(json.dumps(record))
     return path
 
@@ -37,14 +38,15 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[s
     folder = tmp_path / "state"
     folder.mkdir(mode=0o700)
     monkeypatch.setattr(records, "state_dirs", lambda: [str(folder)])
+    monkeypatch.setattr(recordfiles, "state_dirs", records.state_dirs)
     read: list[str] = []
-    original = records._read_record
+    original = recordfiles.read_record
 
     def reading(path: str) -> dict | None:
         read.append(os.path.basename(path))
         return original(path)
 
-    monkeypatch.setattr(records, "_read_record", reading)
+    monkeypatch.setattr(recordfiles, "read_record", reading)
     return folder, read
 
 
@@ -52,7 +54,7 @@ def test_a_live_agents_record_is_told_by_its_name_and_not_read(state) -> None:
     folder, read = state
     me, start = os.getpid(), records.process_start_time(os.getpid())
     live = _write(folder, f"job.7.n0.{me}.{start}.json", me, start, "")
-    records.clean_up_after_dead_agents()
+    recordfiles.clean_up_after_dead_agents()
     assert live.exists() and read == []
 
 
@@ -60,7 +62,7 @@ def test_a_dead_agents_record_is_removed(state) -> None:
     folder, read = state
     pid = _dead_pid()
     dead = _write(folder, f"job.n0.{pid}.12345.json", pid, 12345, "")
-    records.clean_up_after_dead_agents()
+    recordfiles.clean_up_after_dead_agents()
     assert not dead.exists()
     assert read == [dead.name]
 
@@ -69,7 +71,7 @@ def test_a_record_named_as_before_is_read_and_kept_while_its_agent_lives(state) 
     folder, read = state
     me, start = os.getpid(), records.process_start_time(os.getpid())
     older = _write(folder, f"job.n0.{me}.json", me, start, "")
-    records.clean_up_after_dead_agents()
+    recordfiles.clean_up_after_dead_agents()
     assert older.exists() and read == [older.name]
 
 
@@ -77,7 +79,7 @@ def test_a_name_with_a_recycled_pid_is_read_and_cleaned_up(state) -> None:
     folder, read = state
     me = os.getpid()  # alive, but started at another time than the record says
     recycled = _write(folder, f"job.n0.{me}.1.json", me, 1, "")
-    records.clean_up_after_dead_agents()
+    recordfiles.clean_up_after_dead_agents()
     assert not recycled.exists() and read == [recycled.name]
 
 
@@ -106,3 +108,65 @@ def test_a_kill_stops_only_a_job_its_controller_started_before(state) -> None:
     assert not records.killed_since("other", since=60.0)
     started = records.started_at(os.getpid())
     assert started is not None and started <= records.time.time()
+
+
+@pytest.mark.parametrize("content", ['{"note": "not a record"}', "{}", "[]", '{"job_id": "j"'])
+def test_what_is_no_record_is_never_live_and_never_a_traceback(state, content: str) -> None:
+    """A stray ``junk.json`` gave ``ps`` and ``kill`` a traceback (KeyError: 'job_id') on its
+    host; one without an agent's PID and start counted live, so it was never swept."""
+    folder, _ = state
+    stray = folder / "junk.json"
+    stray.write_text(content)
+    dead = folder / f"j.n0.{_dead_pid()}.12345.json"  # a dead agent's, overwritten
+    dead.write_text(content)
+    assert recordfiles.live_records() == []
+    assert stray.exists() and not dead.exists()  # a file not named as ours is left alone
+
+
+@pytest.mark.parametrize("content", ["{}", "[]", '{"job_id": "j", "node_rank": 0, "agent'])
+def test_a_live_agents_unreadable_record_still_shows_its_job(state, content: str) -> None:
+    """A running job whose record was cut short (or overwritten): ``ps`` said "no jobs" and
+    ``kill`` "still starting: it will not start", though it stopped the running job."""
+    folder, _ = state
+    me, start = os.getpid(), records.process_start_time(os.getpid())
+    record = folder / f"j.n3.{me}.{start}.json"
+    record.write_text(content)
+    [job] = recordfiles.live_records()
+    assert job == {
+        "job_id": "j",
+        "node_rank": 3,
+        "agent_pid": me,
+        "agent_start": start,
+        "started_at": job["started_at"],
+        "unreadable": str(record),
+    }
+    assert abs(job["started_at"] - (records.started_at(me) or 0)) < 1 and record.exists()
+
+
+def test_an_older_versions_rank_folder_goes_with_its_dead_agents_record(
+    state, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """clusterlaunch before the claims had torchrun write to /tmp/clusterlaunch-ID-nK and
+    removed it with a dead agent's record; after an upgrade nothing did. Only that exact
+    folder of the record's own id and node, and never while an agent of them runs."""
+    folder, _ = state
+    monkeypatch.setattr(recordfiles, "OLD_RANK_FOLDER", str(tmp_path / "clusterlaunch-%s-n%d"))
+    old, busy, today = (
+        tmp_path / "clusterlaunch-old-n0",
+        tmp_path / "clusterlaunch-busy-n0",
+        tmp_path / "today",
+    )
+    for rank_folder in (old, busy, today):
+        rank_folder.mkdir()
+        (rank_folder / "0.log").write_text("rank output")
+    pid = _dead_pid()
+    for job_id, tail_dir in (("old", old), ("busy", busy), ("today", today)):
+        name = f"{job_id}.n0.{pid}.12345.json"
+        _write(folder, name, pid, 12345, str(tail_dir)).write_text(
+            json.dumps({**json.loads((folder / name).read_text()), "job_id": job_id})
+        )
+    me, start = os.getpid(), records.process_start_time(os.getpid())
+    (folder / f"busy.n0.{me}.{start}.json").write_text("{}")  # an agent of busy, node 0, runs
+    recordfiles.clean_up_after_dead_agents()
+    assert not old.exists() and busy.exists() and today.exists()
+    assert sorted(os.listdir(folder)) == [f"busy.n0.{me}.{start}.json"]
