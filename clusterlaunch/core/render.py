@@ -66,11 +66,8 @@ def job_line(plan: JobPlan) -> str:
 
 
 def plan_text(plan: JobPlan, *, torchrun: bool = True) -> str:
-    """The dry-run view: rank table, then each host's exact command.
-
-    ``exec`` (not ``torchrun``) runs one command a host: no ranks, world size or
-    master port to show, as its launch announces none.
-    """
+    """The dry-run view: rank table, then each host's exact command. ``exec`` (not
+    ``torchrun``) runs one command a host: no ranks, world size or master port to show."""
     if torchrun:
         header = job_line(plan)
         if plan.master_port is None:
@@ -202,11 +199,8 @@ def outcome_text(outcome: JobOutcome) -> str:
 
 
 def jobs_text(found: Sequence[RemoteJob], unanswered: Sequence[Unanswered] = ()) -> str:
-    """``clusterlaunch ps``: one row per node of every running job.
-
-    "No jobs" only when every host answered; else nothing (the hosts that
-    could not be asked are reported as errors).
-    """
+    """``clusterlaunch ps``: one row per node of every running job. "No jobs" only when every
+    host answered; else nothing (the hosts that could not be asked are reported as errors)."""
     if not found:
         return "" if unanswered else "no clusterlaunch jobs running on these hosts"
     rows = [
