@@ -6,6 +6,7 @@ import contextlib
 
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.core.errors import OutputLost
+from clusterlaunch.core.streammerge import StreamMerge
 
 
 class LogWrites:
@@ -19,6 +20,7 @@ class LogWrites:
     def __init__(self, log_dir: LogDir | None) -> None:
         self.log_dir = log_dir
         self._stop: OutputLost | None = None
+        self._merges: dict[str, StreamMerge] = {}  # files that several streams share
 
     def write(self, name: str, data: bytes) -> bool:
         """``data`` to file ``name``; False when that file is given up (or none is kept)."""
@@ -29,6 +31,21 @@ class LogWrites:
         except OutputLost as lost:
             self._stop = lost
         return self.kept(name)
+
+    def write_stream(self, name: str, stream: object, block: bytes) -> None:
+        """``stream``'s ``block`` to file ``name``, which other streams share (``rank-N.log``):
+        when another stream's long line is open there, after its end (:class:`StreamMerge`)."""
+        if self.log_dir is None:
+            return
+        merge = self._merges.get(name) or self._merges.setdefault(name, StreamMerge())
+        for piece in merge.add(stream, block):
+            self.write(name, piece)
+
+    def end_stream(self, name: str, stream: object) -> None:
+        """``stream`` of file ``name`` has ended: what waited for its open line is written."""
+        merge = self._merges.get(name)
+        for piece in merge.end(stream) if merge is not None else ():
+            self.write(name, piece)
 
     def stop_if_lost(self) -> None:
         """Raise the stop a failed file brought since the last call, if any."""
@@ -43,6 +60,9 @@ class LogWrites:
     def flush(self) -> None:
         """Write every file out, stopping nothing (the job is ending): a file that fails is
         given up, and in :meth:`unsaid`."""
+        for name, merge in self._merges.items():  # a host not flushed: its bytes still count
+            for piece in merge.drain():
+                self.write(name, piece)
         self._stop = None
         if self.log_dir is not None:
             with contextlib.suppress(OutputLost):

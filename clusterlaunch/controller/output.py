@@ -183,6 +183,7 @@ class OutputRouter:
                 self._emit_rank(rank, is_stderr, block, buffer.continued)
                 if buffer.line_open:
                     self._emit_rank(rank, is_stderr, b"\n", True, to_log=False)
+                self._logs.end_stream(rank_log(rank, self._restart_count), is_stderr)
         shell = ("transport", host)  # the shell's stdout first: it came before the command's
         for key, is_stderr, transport in ((shell, False, True), (host, False, False),
                                           (host, True, False), (shell, True, True)):  # fmt: skip
@@ -191,6 +192,8 @@ class OutputRouter:
             self._emit_host(host, is_stderr, block, buffer.continued, transport=transport)
             if buffer.line_open:
                 self._emit_host(host, is_stderr, b"\n", True, False, transport)
+            if not transport and host in self._host_logs:  # exec's node-N.log
+                self._logs.end_stream(self._host_logs[host], is_stderr)
 
     def close(self) -> None:
         """Flush the console and the log files. The files stay open: they are their
@@ -206,19 +209,18 @@ class OutputRouter:
             self._console.say(f"clusterlaunch: the logs are incomplete: {problem}")
 
     def _buffer(self, key: object, is_stderr: bool) -> LineBuffer:
-        buffer = self._buffers.get((key, is_stderr))
-        if buffer is None:
-            buffer = self._buffers[(key, is_stderr)] = LineBuffer(live_cr=True)
-        return buffer
+        if (key, is_stderr) not in self._buffers:
+            self._buffers[(key, is_stderr)] = LineBuffer(live_cr=True)
+        return self._buffers[(key, is_stderr)]
 
     def _emit_rank(
         self, rank: int, is_stderr: bool, block: bytes, continued: bool, to_log: bool = True
     ) -> None:
         if not block:
             return
-        self.tails.add(rank, block)
+        self.tails.add(rank, block, is_stderr)
         if to_log:  # first, and then the console in any case
-            self._logs.write(rank_log(rank, self._restart_count), block)
+            self._logs.write_stream(rank_log(rank, self._restart_count), is_stderr, block)
         if self._filter is None or rank in self._filter:
             self._begin()
             self._say_banner(final=True)  # the ranks began: as many hosts as said it so far
@@ -239,10 +241,10 @@ class OutputRouter:
         owner = ("transport" if transport else "host", host, is_stderr)
         if transport and not continued:
             self.tails.end_line(("host", host))
-        self.tails.add(("host", host), block)
+        self.tails.add(("host", host), block, owner)
         kept = self._log_host(host, owner, block, continued)
         if to_file and not transport and host in self._host_logs:
-            self._logs.write(self._host_logs[host], block)
+            self._logs.write_stream(self._host_logs[host], is_stderr, block)
         if self._quiet_hosts and kept:  # never hidden when lost with controller.log
             self.hidden_lines += block.count(b"\n")
             return
@@ -282,16 +284,14 @@ class OutputRouter:
         block = without_empty_redraws(block, continued)
         if not block:
             return self._logs.kept("controller.log")
-        if self._log_line.cut(owner) is not None:
-            self._logs.write("controller.log", b"\n")
-        logged = self._logs.write(
-            "controller.log", prefix_block(self._plain.host(host), block, continued)
-        )
+        self._end_log_line(owner)
+        prefix = self._plain.host(host)
+        logged = self._logs.write("controller.log", prefix_block(prefix, block, continued))
         self._log_line.wrote(owner, "controller.log", block)
         return logged
 
-    def _end_log_line(self) -> None:
-        if self._log_line.cut() is not None:
+    def _end_log_line(self, owner: object = None) -> None:  # unless it is ``owner``'s
+        if self._log_line.cut(owner) is not None:
             self._logs.write("controller.log", b"\n")
 
     def _say_banner(self, final: bool = False) -> None:

@@ -211,6 +211,29 @@ def test_torchrun_huge_lines_are_never_split_or_cut(sim_cluster, tmp_path: Path)
     assert b"[r1 node0:1] " + lines[1] + b"\n" in err
 
 
+@pytest.mark.torch
+def test_a_line_past_the_cut_is_never_joined_to_the_other_streams(
+    sim_cluster, tmp_path: Path
+) -> None:
+    """The hostile tester's rank: 5,000,000 bytes on stderr, then a 3,000,021-byte line on
+    stdout, neither ended. rank-1.log held the stdout line inside the stderr one, and the
+    summary quoted lines of 7,456,469 and 543,552 bytes, the stdout line not at all."""
+    spec = importlib.util.spec_from_file_location("longline", WORKERS / "longline.py")
+    assert spec is not None and spec.loader is not None
+    worker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(worker)
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 1)])
+    logs = tmp_path / "logs"
+    result = run_cli_bytes("run", sim_cluster, "--log-dir", str(logs), str(hosts), "longline.py")
+    assert result.returncode == 3, result.stderr[-2000:]
+    assert (logs / "rank-1.log").read_bytes() == worker.ERR_LINE + worker.OUT_LINE
+    summary = result.stderr.split(b"last 2 line(s) of rank 1:\n")[1].splitlines()
+    assert sorted(summary) == [
+        b"  | " + b"E" * 2000 + b" ... (5000000 bytes in all)",
+        b"  | start " + b"y" * 1994 + b" ... (3000021 bytes in all)",
+    ]
+
+
 def test_fail_fast_teardown_waits_for_output_still_arriving(sim_cluster, tmp_path: Path) -> None:
     # node1 fails while node0 has tens of MiB on their way; the reader then
     # stalls for longer than teardown's own limit (--grace 1 + 3 s): what node0

@@ -153,7 +153,7 @@ def test_tail_keeper_bounds_an_endless_line(monkeypatch: pytest.MonkeyPatch) -> 
     for _ in range(100):
         keeper.add("r", b"abcdef")
     assert keeper.lines("r") == ["abcdefab ... (600 bytes in all)"]
-    assert len(keeper._open["r"][0]) == 8  # what it holds, not only what it shows
+    assert len(keeper._open["r"][None][0]) == 8  # what it holds, not only what it shows
 
 
 def test_tail_keeper_clips_long_lines_and_counts_their_bytes() -> None:
