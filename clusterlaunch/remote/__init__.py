@@ -45,6 +45,7 @@ BUNDLES = {
         "teardown",
         "gate",
         "rootcause",
+        "rewrites",
         "tail",
         "wire",
         "spawn",
