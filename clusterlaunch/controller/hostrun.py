@@ -17,6 +17,7 @@ from clusterlaunch.core.frames import FrameDecoder
 from clusterlaunch.core.losttouch import job_may_run_on
 from clusterlaunch.core.outcome import HostState
 from clusterlaunch.core.rankdisk import full_text
+from clusterlaunch.core.rankrewrites import rewritten_text
 from clusterlaunch.core.setupguard import SetupWatch
 from clusterlaunch.core.unreported import unreported_end
 from clusterlaunch.transport.base import Connection, RemoteProcess
@@ -42,10 +43,13 @@ class HostRun(HostState):
     def notice(self, event: Mapping[str, Any]) -> str | None:
         """What the user is told of this event of its agent's, if anything: an exit's message
         (why its job could not start), its rank files' folder found full (noted for the
-        verdict, which names it as the likely cause of a failure)."""
+        verdict, which names it as the likely cause of a failure), a rank's file rewritten
+        (it opened /dev/stderr)."""
         if event.get("event") == "full":
             self.full = dict(event)
             return full_text(self.node.host, event)
+        if event.get("event") == "rewritten":
+            return rewritten_text(self.node.host, event)
         if event.get("event") == "exit" and event.get("message"):
             return f"{self.node.host}: {event['message']}"
         return None

@@ -46,6 +46,7 @@ BUNDLES = {
         "teardown",
         "gate",
         "rootcause",
+        "rewrites",
         "tail",
         "wire",
         "spawn",

@@ -69,9 +69,10 @@ class HolePuncher:
         self.works = True
 
     def punch(self, fd, start, end):
-        """Give back the blocks of ``fd``'s bytes ``start``..``end`` (its size stays)."""
+        """Give back the blocks of ``fd``'s bytes ``start``..``end`` (its size stays); True
+        if they were."""
         if not self.works or end <= start:
-            return
+            return False
         try:
             if self.fallocate is None:  # 64-bit off_t: fallocate64 on a 32-bit libc
                 name = "fallocate" if sys.maxsize > 2**32 else "fallocate64"
@@ -80,9 +81,10 @@ class HolePuncher:
             failed = self.fallocate(fd, mode, start, end - start) != 0
         except (ImportError, OSError, AttributeError):  # no libc function to call
             self.works = False
-            return
+            return False
         if failed and libc_errno() != EINTR:  # EOPNOTSUPP, ENOSYS: the files stay whole
             self.works = False
+        return not failed
 
 
 class FullWatch:

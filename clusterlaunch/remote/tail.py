@@ -9,7 +9,9 @@ Layout (torchrun ``--log-dir D --redirects 3``):
 Once the job's last process is gone, :meth:`RankTail.freeze` and
 :meth:`JobPipes.read_rest` let the agent read everything to its end: what is
 there then is all the job ever wrote. What the agent has read and queued goes back
-to the disk (:meth:`RankTail.free_sent`), and a full folder is said (``diskspace.py``).
+to the disk (:meth:`RankTail.free_sent`), and a full folder is said (``diskspace.py``). A
+file a rank rewrote (it opened ``/dev/stderr``) is read again from its start, without the
+gap of NULs that leaves, and said (``rewrites.py``).
 """
 
 import fcntl
@@ -25,6 +27,7 @@ from clusterlaunch.core.protocol import (  # bundle: strip
     to_json,  # bundle: strip
 )  # bundle: strip
 from clusterlaunch.remote.diskspace import PUNCH_STEP, FullWatch, HolePuncher  # bundle: strip
+from clusterlaunch.remote.rewrites import RewriteWatch  # bundle: strip
 
 TAIL_RESCAN_S = 0.2
 ERR_TAIL = 65536  # the job's last stderr bytes, for torchrun's root-cause block
@@ -138,6 +141,7 @@ class RankTail:
         self.ends = None  # path -> size to read up to, once frozen
         self.read = {}  # path -> bytes read (and queued) so far
         self.freed = {}  # path -> bytes given back to the disk so far
+        self.rewrites = {}  # path -> RewriteWatch
         self.puncher = HolePuncher()
         self.disk = FullWatch(os.path.dirname(root))  # /tmp/clusterlaunch-UID
 
@@ -164,6 +168,7 @@ class RankTail:
             self.files[path] = (fd, rank_tag(stderr, rank))
             self.order.append(path)
             self.read[path] = self.freed[path] = 0
+            self.rewrites[path] = RewriteWatch(rank, name[:-4])
 
     def freeze(self, failed=False):
         """The writers are gone: find every file and note its final size.
@@ -177,6 +182,8 @@ class RankTail:
         self.scan()
         self.ends = {}
         for path in self.order:
+            if self.rewrites[path].emptied(self.files[path][0], self.read[path], 0, True):
+                self._restart(path)
             try:
                 self.ends[path] = os.fstat(self.files[path][0]).st_size
             except OSError:
@@ -208,31 +215,56 @@ class RankTail:
             self.next_scan = now + TAIL_RESCAN_S
         chunks = []
         for path in self.order:
-            fd, tag = self.files[path]
-            left = self._left(path)
-            if left == 0:
-                continue
-            try:
-                data = os.read(fd, budget if left is None else min(budget, left))
-            except OSError:
-                data = b""
+            data = self._read(path, budget)
             if data:
-                chunks.append((tag, data))
-                self.read[path] += len(data)
-            elif left:
-                self.ends[path] = 0  # truncated or unreadable: nothing more to be had
+                chunks.append((self.files[path][1], data))
+            news = self.rewrites[path].news()
+            if news is not None:
+                chunks.append((EVENT, to_json(news).encode()))
         news = self.disk.news()
         if news is not None:
             chunks.append((EVENT, to_json(news).encode()))
         return chunks
+
+    def _read(self, path, budget):
+        """What ``path`` holds past the agent's offset, at most ``budget`` bytes, without a
+        rewrite's gap; b"" for nothing new, and where the file was found rewritten behind
+        that offset (``rewrites.py``): it is read again from its start from the next poll."""
+        fd, offset, left = self.files[path][0], self.read[path], self._left(path)
+        if left == 0:
+            return b""
+        try:
+            data = os.read(fd, budget if left is None else min(budget, left))
+        except OSError:
+            data = b""
+        watch = self.rewrites[path]
+        if watch.emptied(fd, offset, self.freed[path], read_nothing=not data):
+            self._restart(path)
+            return b""
+        if not data and left:
+            self.ends[path] = 0  # unreadable: nothing more to be had
+        self.read[path] += len(data)
+        return watch.pass_on(data) if data else b""
+
+    def _restart(self, path):
+        """Read ``path`` again from its start (what was cut off it is gone; what is there
+        now was never read), up to its size now if the writers are gone."""
+        os.lseek(self.files[path][0], 0, os.SEEK_SET)
+        self.read[path] = self.freed[path] = 0
+        self.rewrites[path].restart()
+        if self.ends is not None:
+            self.ends[path] = os.fstat(self.files[path][0]).st_size
 
     def free_sent(self):
         """Give back to the disk what was read and sent on, in whole :data:`PUNCH_STEP`
         steps (``diskspace.py``): the files then hold only what is yet to be sent."""
         for path in self.order:
             sent = self.read[path] // PUNCH_STEP * PUNCH_STEP
-            if sent > self.freed[path]:
-                self.puncher.punch(self.files[path][0], self.freed[path], sent)
+            # Only what was punched counts (rewrites.py reads it as zeros); a range not
+            # punched (EINTR) is tried again at the next poll
+            if sent > self.freed[path] and self.puncher.punch(
+                self.files[path][0], self.freed[path], sent
+            ):
                 self.freed[path] = sent
 
     def remove(self):
