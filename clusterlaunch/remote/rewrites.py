@@ -12,11 +12,10 @@ same program lost nothing.
 What cannot be had back cannot be sent; the rest can. :class:`RewriteWatch` notices the
 file was emptied behind the agent's offset (shorter than that offset, or other bytes just
 before it and at its start), so the agent reads it again from its start (the new open's
-lines), and
-:meth:`RewriteWatch.pass_on` leaves out the NUL bytes of such a gap: a run of them that
-starts a line (a rank writes text; no line of it starts with NUL), and, in a file found
-rewritten, every run. Either is said once per file (the ``rewritten`` event: the rank,
-its stream and the fix, ``>&2`` or ``sys.stderr``, not ``/dev/stderr``).
+lines), and :meth:`RewriteWatch.pass_on` leaves out the NUL bytes of such a gap: in a
+file found rewritten, every NUL (until then a rank's NULs pass as written: binary output
+is output). It is said once per file (the ``rewritten`` event: the rank, its stream and
+the fix, ``>&2`` or ``sys.stderr``, not ``/dev/stderr``).
 """
 
 import os
@@ -37,7 +36,6 @@ class RewriteWatch:
         self.stream = stream  # "stdout" or "stderr"
         self.first = b""  # the file's first CHECK_BYTES bytes, as read
         self.last = b""  # the last CHECK_BYTES bytes read
-        self.boundary = True  # at the file's start, after a newline or after a dropped gap
         self.said = False
         self.found = False  # found rewritten: every NUL run is a gap
 
@@ -65,36 +63,16 @@ class RewriteWatch:
     def restart(self):
         """The agent reads the file again from its start."""
         self.first = self.last = b""
-        self.boundary = True
         self.found = True
 
     def pass_on(self, data):
-        """``data`` as read, without the NUL runs that are a rewrite's gap."""
-        kept, gap_last = (data, False) if NUL not in data else self._without_gaps(data)
-        if len(kept) != len(data):
-            self.found = True
-        if gap_last:
-            self.boundary = True  # the next read may go on with that gap
-        elif kept:
-            self.boundary = kept.endswith(b"\n")
+        """``data`` as read; in a file found rewritten, without the NUL bytes of its gap
+        (until then a rank's NULs pass as written: binary output is output too)."""
+        kept = data.replace(NUL, b"") if self.found and NUL in data else data
         self.last = (self.last + data)[-CHECK_BYTES:]
         if len(self.first) < CHECK_BYTES:  # reads go on from the start, in order
             self.first += data[: CHECK_BYTES - len(self.first)]
         return kept
-
-    def _without_gaps(self, data):
-        """``data`` without its gaps, and whether one ended it."""
-        pieces, start = [], 0
-        at = data.find(NUL)
-        while at >= 0:
-            run = len(data) - at - len(data[at:].lstrip(NUL))
-            starts_line = data[at - 1 : at] == b"\n" if at else self.boundary
-            if self.found or starts_line:
-                pieces.append(data[start:at])
-                start = at + run
-            at = data.find(NUL, at + run)
-        pieces.append(data[start:])
-        return b"".join(pieces), start == len(data)
 
     def news(self):
         """The ``rewritten`` event the first time the file was found rewritten, else None."""

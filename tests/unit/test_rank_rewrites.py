@@ -111,10 +111,15 @@ def test_nul_bytes_inside_a_line_pass_as_written() -> None:
     assert watch.news() is None
 
 
-def test_a_gap_cut_across_reads_is_left_out_whole() -> None:
+def test_a_ranks_own_nuls_pass_as_written_until_the_file_is_found_rewritten() -> None:
+    """Binary output is output: NULs at a line's start are not taken for a gap (nor said)
+    until the file was found rewritten; from then on every NUL is the gap's."""
     watch = RewriteWatch(1, "stderr")
-    assert watch.pass_on(b"line\n\0\0") == b"line\n"
-    assert watch.pass_on(b"\0\0more\0x\n") == b"morex\n"  # found rewritten: every NUL run
+    assert watch.pass_on(b"line\n\0\0") == b"line\n\0\0"
+    assert watch.pass_on(b"\0\0more\n") == b"\0\0more\n"
+    assert watch.news() is None
+    watch.restart()  # what the agent does once it found the file emptied
+    assert watch.pass_on(b"ERROR\n\0\0\0giving up\n") == b"ERROR\ngiving up\n"
     assert watch.news() == {"event": "rewritten", "rank": 1, "stream": "stderr"}
 
 
