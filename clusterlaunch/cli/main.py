@@ -167,12 +167,14 @@ def _sync_source(request: JobRequest, plan: JobPlan) -> SourceTree:
     return checked_source(plan, run_options, os.getcwd())
 
 
-class _SignalStops:
+class _SignalStops(interrupts.StopHold):
     """The handler of SIGINT, SIGTERM and SIGHUP for one command. Signals become an exception,
     so every layer's ``finally`` runs teardown. Once one has, a SIGHUP or SIGTERM is dropped
-    (``core/interrupts.py``: a closing terminal sends SIGHUP twice); a Ctrl-C still raises."""
+    (``core/interrupts.py``: a closing terminal sends SIGHUP twice); a Ctrl-C still raises.
+    The exception waits while a host's bytes go to the log files (``interrupts.StopHold``)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.first: int | None = None
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
@@ -181,7 +183,7 @@ class _SignalStops:
         self.first = self.first or signum
         which = signal.Signals(signum)
         exit_code = _SIGNAL_EXITS.get(which, from_signal(signum))
-        raise StopJob(exit_code, _SIGNAL_NAMES.get(which, which.name), signum)
+        self.deliver(StopJob(exit_code, _SIGNAL_NAMES.get(which, which.name), signum))
 
 
 def _install_signal_handlers() -> dict[signal.Signals, object]:

@@ -8,12 +8,13 @@ process on it, the decoder of its frames and the watch on its ``setup:``.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from clusterlaunch.core import defaults
-from clusterlaunch.core.frames import FrameDecoder
+from clusterlaunch.core.frames import Frame, FrameDecoder
 from clusterlaunch.core.losttouch import job_may_run_on
 from clusterlaunch.core.outcome import HostState
 from clusterlaunch.core.rankdisk import full_text
@@ -31,6 +32,10 @@ class HostRun(HostState):
     connection: Connection
     process: RemoteProcess | None = None
     decoder: FrameDecoder = field(default_factory=FrameDecoder)
+    frames: deque[Frame] = field(default_factory=deque)
+    """Decoded, not yet routed: a signal's stop amid a read's frames leaves the rest here,
+    for the teardown (which goes on routing every host) or the host's last flush."""
+    flushed: bool = False  # its stream ended and all it left was passed on
     cut_off: bool = False
     """Lost by its keepalives: nothing we send arrives, so its job may run on until its
     agent misses our heartbeats for ``--heartbeat-timeout``."""

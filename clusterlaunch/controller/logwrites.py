@@ -6,6 +6,7 @@ import contextlib
 
 from clusterlaunch.controller.logdir import LogDir
 from clusterlaunch.core.errors import OutputLost
+from clusterlaunch.core.lines import OpenLine, prefix_block, without_empty_redraws
 from clusterlaunch.core.streammerge import StreamMerge
 
 
@@ -21,6 +22,7 @@ class LogWrites:
         self.log_dir = log_dir
         self._stop: OutputLost | None = None
         self._merges: dict[str, StreamMerge] = {}  # files that several streams share
+        self._line = OpenLine()  # controller.log's, as the console's (Console.open_line)
 
     def write(self, name: str, data: bytes) -> bool:
         """``data`` to file ``name``; False when that file is given up (or none is kept)."""
@@ -46,6 +48,26 @@ class LogWrites:
         merge = self._merges.get(name)
         for piece in merge.end(stream) if merge is not None else ():
             self.write(name, piece)
+
+    def host_block(self, prefix: bytes, owner: object, block: bytes, continued: bool) -> bool:
+        """A host's block in controller.log, each line with ``prefix``: hosts and messages meet
+        there as on the console. False when controller.log is given up (or none is kept):
+        the console must show what it lost."""
+        if self.log_dir is None:  # prefixed only when there is a log to write
+            return True
+        block, continued = self._line.resume(owner, block, continued)
+        block = without_empty_redraws(block, continued)
+        if not block:
+            return self.kept("controller.log")
+        self.end_line(owner)
+        logged = self.write("controller.log", prefix_block(prefix, block, continued))
+        self._line.wrote(owner, "controller.log", block)
+        return logged
+
+    def end_line(self, owner: object = None) -> None:
+        """End controller.log's unfinished line (unless ``owner``'s): the next starts its own."""
+        if self._line.cut(owner) is not None:
+            self.write("controller.log", b"\n")
 
     def stop_if_lost(self) -> None:
         """Raise the stop a failed file brought since the last call, if any."""

@@ -13,14 +13,12 @@ from clusterlaunch.controller.console import Console, GuardedStream, HeldStop, m
 from clusterlaunch.controller.logdir import LogDir, rank_log, stamp
 from clusterlaunch.controller.logwrites import LogWrites
 from clusterlaunch.controller.status import StatusLine
-from clusterlaunch.core import render
+from clusterlaunch.core import interrupts, render
 from clusterlaunch.core.errors import JobOutcome, OutputLost
 from clusterlaunch.core.lines import (
     LineBuffer,
-    OpenLine,
     Prefixes,
     TailKeeper,
-    prefix_block,
     prefixed_pieces,
     without_empty_redraws,
 )
@@ -49,10 +47,10 @@ class OutputRouter:
         self._filter = rank_filter
         self._logs = LogWrites(log_dir)
         self._console_stop = HeldStop()  # raised by stop_if_lost, as a log file's
+        self.hold = interrupts.installed_hold()  # a signal waits while bytes go to the files
         self._restart_count = restart_count  # a later attempt's ranks: their own files
         self._host_logs = dict(host_logs or {})  # exec: node-N.log, each host's bytes as sent
         self._buffers: dict[tuple[object, bool], LineBuffer] = {}
-        self._log_line = OpenLine()  # controller.log's, as the console's (Console.open_line)
         self.tails = TailKeeper()
         self._quiet_hosts = False
         self.hidden_lines = 0
@@ -82,14 +80,16 @@ class OutputRouter:
     def started(self, host: str) -> None:
         """``host``'s agent started the job; once all have, the header replaces the status."""
         if self._status is not None:
-            self._status.mark("started", host)
+            with self.hold.let_through():  # its redraw is a console write
+                self._status.mark("started", host)
             if self._status.progress.complete("started"):
                 self._begin()
 
     def _begin(self) -> None:
         """Before anything reaches the console: the status line goes, the header comes."""
         if self._status is not None:
-            self._status.end()
+            with self.hold.let_through():
+                self._status.end()
         header, self._header = self._header, None
         if header is not None:
             self.message(header)
@@ -144,12 +144,20 @@ class OutputRouter:
         self._say(data, data)
 
     def _say(self, data: bytes, logged: bytes) -> None:
-        self._end_log_line()
+        self._logs.end_line()
         self._logs.write("controller.log", logged)
+        self._write(self._console.err, [data])  # a rank's bar keeps its line, above ours
+
+    def _write(
+        self, stream: GuardedStream, pieces: Iterable[bytes | memoryview], owner: object = None
+    ) -> None:
+        """``pieces`` on the console (on a line of their own, unless ``owner``'s), once the files
+        have them: a write may block (Ctrl-S), so a signal's stop is let through to it."""
         try:
-            self._console.end_line(self._console.err)  # a rank's bar keeps its line, above ours
-            self._console.err.write(data)
-            self._console.err.flush()
+            with self.hold.let_through():
+                self._console.end_line(stream, owner)
+                stream.write_pieces(pieces)
+                stream.flush()
         except OutputLost as lost:  # the rest of the read still reaches the files first
             self._console_stop.hold(lost)
 
@@ -201,7 +209,7 @@ class OutputRouter:
         self._begin()
         self._say_banner(final=True)
         self._console.end_line()  # a lost host's bar: the shell's prompt starts a line
-        self._end_log_line()
+        self._logs.end_line()
         self._console.out.flush()
         self._console.err.flush()
         self._logs.flush()  # the job has ended: a file that fails is said, stops nothing
@@ -242,7 +250,7 @@ class OutputRouter:
         if transport and not continued:
             self.tails.end_line(("host", host))
         self.tails.add(("host", host), block, owner)
-        kept = self._log_host(host, owner, block, continued)
+        kept = self._logs.host_block(self._plain.host(host), owner, block, continued)
         if to_file and not transport and host in self._host_logs:
             self._logs.write_stream(self._host_logs[host], is_stderr, block)
         if self._quiet_hosts and kept:  # never hidden when lost with controller.log
@@ -267,32 +275,8 @@ class OutputRouter:
         block = without_empty_redraws(block, continued)
         if not block:  # the \n of a bar's line that another's output already ended, a lone \r
             return
-        try:
-            self._console.end_line(stream, owner)
-            stream.write_pieces(prefixed_pieces(prefix, block, continued))
-            stream.flush()
-        except OutputLost as lost:  # the rest of the read still reaches the files first
-            self._console_stop.hold(lost)
+        self._write(stream, prefixed_pieces(prefix, block, continued), owner)
         line.wrote(owner, stream, block)
-
-    def _log_host(self, host: str, owner: object, block: bytes, continued: bool) -> bool:
-        """A host's block in controller.log: hosts and messages meet there as on the console.
-        False when controller.log is given up: the console must show what it lost."""
-        if not self.has_log_dir:  # prefixed only when there is a log to write
-            return True
-        block, continued = self._log_line.resume(owner, block, continued)
-        block = without_empty_redraws(block, continued)
-        if not block:
-            return self._logs.kept("controller.log")
-        self._end_log_line(owner)
-        prefix = self._plain.host(host)
-        logged = self._logs.write("controller.log", prefix_block(prefix, block, continued))
-        self._log_line.wrote(owner, "controller.log", block)
-        return logged
-
-    def _end_log_line(self, owner: object = None) -> None:  # unless it is ``owner``'s
-        if self._log_line.cut(owner) is not None:
-            self._logs.write("controller.log", b"\n")
 
     def _say_banner(self, final: bool = False) -> None:
         note = None if self._fold is None else self._fold.note(final)

@@ -8,6 +8,7 @@ once (``--fanout``), and how the controller waits for output.
 
 from __future__ import annotations
 
+import contextlib
 import select
 import time
 from collections.abc import Callable, Sequence
@@ -52,6 +53,7 @@ def read_round(
     timeout: float,
     take: Callable[[K, bytes, bytes], None],
     everyone: bool = True,
+    hold: contextlib.AbstractContextManager[None] | None = None,
 ) -> int:
     """Wait until any process has output or has ended (at most ``timeout`` s), then read.
 
@@ -61,8 +63,10 @@ def read_round(
     ready or that have none left to wait on. Reading every host on every
     wake-up made a launch O(hosts²): 32 hosts woke the loop ~50-110 times
     (1,000-1,700 reads for 32 hosts' few frames each).
-    Returns the number of bytes read.
+    Returns the number of bytes read. ``hold``: entered around each read and its ``take``
+    (the supervisor's: a signal's stop waits until ``take`` has the bytes).
     """
+    hold = hold or contextlib.nullcontext()
     waits = [(key, process, process.waitables()) for key, process in processes]
     fds = [fd for _, _, mine in waits for fd in mine]
     ready: set[int] = set()
@@ -74,9 +78,10 @@ def read_round(
     for key, process, mine in waits:
         if not everyone and mine and ready.isdisjoint(mine):
             continue
-        out, err = process.read()
-        moved += len(out) + len(err)
-        take(key, out, err)
+        with hold:
+            out, err = process.read()
+            moved += len(out) + len(err)
+            take(key, out, err)
     return moved
 
 

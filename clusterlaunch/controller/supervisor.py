@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from clusterlaunch.controller.hostframes import HostFrames
 from clusterlaunch.controller.hostrun import Heartbeats, HostRun
 from clusterlaunch.controller.output import OutputRouter
 from clusterlaunch.controller.readloop import Sweeps, read_round, start_all
@@ -21,10 +22,8 @@ from clusterlaunch.core import defaults, interrupts
 from clusterlaunch.core import outcome as verdict
 from clusterlaunch.core.errors import HOST_LOST, JobOutcome, OutputLost, StopJob, TransportError
 from clusterlaunch.core.exits import ExitStatus
-from clusterlaunch.core.frames import Frame, FrameError
 from clusterlaunch.core.losttouch import host_stopped_the_job
 from clusterlaunch.core.model import JobPlan
-from clusterlaunch.core.protocol import EVENT, JOB_STDERR, JOB_STDOUT, NOISE
 from clusterlaunch.remote import program_payload
 from clusterlaunch.transport.base import Connection
 from clusterlaunch.transport.suspension import SuspendWatch
@@ -65,6 +64,7 @@ class Supervisor:
         self._awake = awake or SuspendWatch(clock)
         self._sweeps = Sweeps()
         self.router = router
+        self._frames = HostFrames(router, self._on_event)
         self.timeout = timeout
         self.timeout_shown = timeout if timeout_shown is None else timeout_shown
         self.grace, self.heartbeat_timeout = grace, heartbeat_timeout
@@ -116,7 +116,7 @@ class Supervisor:
                     deadline = min(deadline, self.clock() + 3.0)
         self.router.report_hidden()
         for host in self.hosts:
-            if not host.done:
+            if not host.flushed:
                 self._flush(host)
             if note := host.teardown_note(self.heartbeat_timeout, self.plan.job_id):
                 self.router.message(note)
@@ -170,34 +170,19 @@ class Supervisor:
         if not running:
             time.sleep(wait)
             return 0
-        return read_round(running, wait, self._take, self._sweeps.due(self.clock()))
+        due = self._sweeps.due(self.clock())
+        return read_round(running, wait, self._take, due, hold=self.router.hold)
 
     def _take(self, host: HostRun, out: bytes, err: bytes) -> None:
-        """One host's new bytes: route them, then see whether it ended."""
+        """One host's new bytes, read under the router's hold (``hostframes.py``): routed,
+        then see whether it ended."""
         self._awake()  # the wait may have been a suspension: before any liveness judgement
-        if err:
-            self.router.transport_output(host.node.host, err)
-        out = host.setup.feed(out)  # the setup's reports come before the agent's frames
-        if out:
-            try:
-                self._route(host, host.decoder.feed(out))
-            except FrameError as exc:
-                self.router.message(f"{host.node.host}: garbled agent output ({exc})")
-        self._check(host)
-        for line in host.setup.notices(self._awake.suspended_since):
-            self.router.message(line)
-        self.router.stop_if_lost()  # a log file given up: every byte above routed first
-
-    def _route(self, host: HostRun, frames: list[Frame]) -> None:
-        for frame in frames:
-            if (rank := frame.rank) is not None:
-                self.router.rank_output(rank, frame.is_stderr, frame.data)
-            elif frame.tag == NOISE:  # the host's shell, before the agent: not the job's output
-                self.router.shell_output(host.node.host, frame.data, ended=host.decoder.synced)
-            elif frame.tag in (JOB_STDOUT, JOB_STDERR):
-                self.router.host_output(host.node.host, frame.is_stderr, frame.data)
-            elif frame.tag == EVENT:
-                self._on_event(host, frame.event())
+        self._frames.take(host, out, err)
+        with self.router.hold.let_through():  # the read is queued or in the files
+            self._check(host)
+            for line in host.setup.notices(self._awake.suspended_since):
+                self.router.message(line)
+            self.router.stop_if_lost()  # a log file given up: every byte above routed first
 
     def _on_event(self, host: HostRun, event: dict[str, Any]) -> None:
         if event.get("event") == "stopping" and self.quiet_teardown:
@@ -265,9 +250,12 @@ class Supervisor:
             self._set_stop(JobOutcome(host.code, f"{host.node.host} failed"))
 
     def _flush(self, host: HostRun) -> None:
-        """The host's stream ended (once per host): pass on all it left unfinished."""
-        self._route(host, host.decoder.finish())  # a frame cut short, a short greeting
-        self.router.flush_host(host.node.host, host.node.global_ranks)
+        """The host's stream ended: pass on all it left unfinished (once, unless a stop cut
+        it short: the teardown flushes it again)."""
+        self._frames.route(host, host.decoder.finish())  # a frame cut short, a short greeting
+        with self.router.hold:  # each last line into the files before a stop goes through
+            self.router.flush_host(host.node.host, host.node.global_ranks)
+        host.flushed = True
 
     # -- ending ---------------------------------------------------------------
     def _set_stop(self, outcome: JobOutcome | None) -> None:
@@ -283,9 +271,10 @@ class Supervisor:
 
     def _send_all(self, command: bytes) -> None:
         """A control byte to every running host (one whose channel takes none: stdin closed)."""
-        for host in self.hosts:
-            if host.process is not None and not host.done and not host.process.send(command):
-                host.process.close_stdin()
+        with self.router.hold.let_through():  # a full channel blocks: a signal stops the wait
+            for host in self.hosts:
+                if host.process is not None and not host.done and not host.process.send(command):
+                    host.process.close_stdin()
 
     def outcome(self) -> JobOutcome:
         """Exit code and root cause, from everything the hosts reported."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import re
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests import mountns
-from tests.cluster.support import start_cli, write_hosts
+from tests.cluster.support import start_cli, wait_for_lines, write_hosts
 
 pytestmark = [pytest.mark.cluster, pytest.mark.torch]
 
@@ -56,6 +57,50 @@ def test_a_console_that_fails_mid_read_loses_nothing_in_the_log_files(
         for stream in ("out", "err"):
             mine = [line for line in logged if line.startswith(f"{stream} ")]
             assert mine == [f"{stream} {rank} {i}" for i in range(LINES)], (rank, stream)
+
+
+BURST = 2000
+BURSTING = f"""\
+import os, signal, sys, time
+rank = int(os.environ["RANK"])
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # every line is written, whatever stops the job
+open(os.path.join(sys.argv[1], str(rank)), "w").close()
+while len(os.listdir(sys.argv[1])) < 3:  # every rank runs before the first line is shown
+    time.sleep(0.01)
+for i in range({BURST}):
+    print(f"out {{rank}} {{i}}")
+    print(f"err {{rank}} {{i}}", file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_amid_a_read_loses_nothing_in_the_log_files(
+    sim_cluster, tmp_path: Path, signum: int
+) -> None:
+    """A signal right after the controller's first line of ranks that print 2,000 lines
+    fast: the frames of the read it came amid that were not routed yet were lost from
+    every file (rank-2.log began at its line 815)."""
+    script = tmp_path / "burst.py"
+    script.write_text(BURSTING)
+    hosts = write_hosts(tmp_path / "hosts.yaml", [("node0", 1), ("node1", 2)])
+    logs, ready = tmp_path / "logs", tmp_path / "ready"
+    ready.mkdir()
+    argv = ("--log-dir", str(logs), str(hosts), str(script), str(ready))
+    proc = start_cli("run", sim_cluster, *argv)
+    try:
+        wait_for_lines(proc, b"] out ", 1, timeout=90)
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signum, err.decode()
+    for rank in range(3):
+        logged = (logs / f"rank-{rank}.log").read_text().splitlines()
+        for stream in ("out", "err"):
+            mine = [line for line in logged if line.startswith(f"{stream} ")]
+            assert mine == [f"{stream} {rank} {i}" for i in range(BURST)], (rank, stream, mine[:1])
 
 
 # Attempt 1: rank 1 fails; rank 0, stopped, waits while the test fills the disk, writes a
