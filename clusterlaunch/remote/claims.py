@@ -204,7 +204,7 @@ def live_claims():
 def _described(name, holder):
     job_id, _, where = name[: -len(CLAIM)].partition("@")
     addr, _, port = where.rpartition("_")
-    server = "%s %s" % (addr, port) if addr and port.isdigit() else ""
+    server = "%s %s" % (addr, port) if addr and port.isascii() and port.isdigit() else ""
     return {
         "job_id": job_id,
         "node_rank": holder[2],
@@ -224,7 +224,8 @@ def _read(path):
 def _holder(target):
     """``(pid, start, node)`` from a claim's target, or None (gone, or not one of ours)."""
     parts = (target or "").split(".")
-    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+    # isdigit alone takes "²", which int() refuses: a link planted in the folder raised
+    if len(parts) != 3 or not all(part.isascii() and part.isdigit() for part in parts):
         return None
     return int(parts[0]), int(parts[1]), int(parts[2])
 

@@ -119,6 +119,16 @@ def test_a_holder_that_lets_go_at_once_is_waited_for(state: Path) -> None:
     claim.remove()
 
 
+@pytest.mark.parametrize("target", ["\u00b2.12345.0", "1.\u0661\u0662.0", "x.y", ""])
+def test_a_link_that_names_no_agent_is_no_claim_and_no_traceback(state: Path, target: str) -> None:
+    """Planted in the folder (or left by something else): ``int("²")`` raised ValueError."""
+    (state / "j@n0.claim").symlink_to(target) if target else (state / "j@n0.claim").mkdir()
+    claim, holder = claims.Claim.take("k", 0)
+    assert claim is not None and holder is None
+    assert [found["job_id"] for found in claims.live_claims()] == ["k"]
+    claim.remove()
+
+
 def test_a_dead_agents_claim_blocks_nothing_and_its_files_go(state: Path) -> None:
     """A SIGKILLed agent could not release its claim (nor remove its files)."""
     pid = _dead_pid()
