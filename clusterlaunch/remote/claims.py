@@ -148,6 +148,8 @@ def _holder_elsewhere(job_id, name, mine=None):
         if other == name and folder != mine:
             return holder
     for record in this_hosts(live_records_of(job_id)):
+        if "unreadable" in record:  # names no place: no telling it is this one's
+            continue
         if (record["agent_pid"], record["agent_start"]) not in claimants:
             return record["agent_pid"], record["agent_start"], record["node_rank"]
     return None

@@ -143,6 +143,8 @@ def _sweep(paths):
     for path in paths:
         record, named = read_record(path), _named(path)
         if not usable(record):
+            if not os.path.lexists(path):
+                continue  # removed since listed: its agent is finishing, its job ended here
             if _agent_runs(named):
                 records.append(_unreadable(named, path))
             elif named:

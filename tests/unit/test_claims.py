@@ -129,6 +129,18 @@ def test_a_link_that_names_no_agent_is_no_claim_and_no_traceback(state: Path, ta
     claim.remove()
 
 
+def test_a_live_agents_unreadable_record_names_no_place_and_holds_no_id(state: Path) -> None:
+    """Cut short, it says nothing of the sshd it came through: no telling it is this place's."""
+    with subprocess.Popen(["sleep", "30"]) as other:  # another live agent, no claim seen
+        try:
+            (state / f"j.n3.{other.pid}.{_start(other)}.json").write_text('{"job_id": "j", "no')
+            claim, holder = claims.Claim.take("j", 0, let_go_s=0)
+            assert claim is not None and holder is None
+            claim.remove()
+        finally:
+            other.kill()
+
+
 def test_a_dead_agents_claim_blocks_nothing_and_its_files_go(state: Path) -> None:
     """A SIGKILLed agent could not release its claim (nor remove its files)."""
     pid = _dead_pid()

@@ -143,6 +143,17 @@ def test_a_live_agents_unreadable_record_still_shows_its_job(state, content: str
     assert abs(job["started_at"] - (records.started_at(me) or 0)) < 1 and record.exists()
 
 
+def test_a_record_removed_since_it_was_listed_is_no_job(state) -> None:
+    """Its agent is finishing (it removes its record, then ends): taken for a live agent's
+    unreadable record, it held the id against the other nodes of its own job starting on
+    the same machine (exec true on 256 simulated hosts: 'node5: a job with this id is
+    already running here (node 113 ...)')."""
+    folder, _ = state
+    me, start = os.getpid(), records.process_start_time(os.getpid())
+    gone = folder / f"j.n3.{me}.{start}.json"  # listed, then removed before it was read
+    assert recordfiles._sweep([str(gone)]) == []
+
+
 def test_an_older_versions_rank_folder_goes_with_its_dead_agents_record(
     state, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
