@@ -33,7 +33,7 @@ import os
 import stat
 import time
 
-from clusterlaunch.remote.recordfiles import live_records_of  # bundle: strip
+from clusterlaunch.remote.recordfiles import digits, live_records_of  # bundle: strip
 from clusterlaunch.remote.records import (  # bundle: strip
     private_state_dir,  # bundle: strip
     process_start_time,  # bundle: strip
@@ -206,7 +206,7 @@ def live_claims():
 def _described(name, holder):
     job_id, _, where = name[: -len(CLAIM)].partition("@")
     addr, _, port = where.rpartition("_")
-    server = "%s %s" % (addr, port) if addr and port.isascii() and port.isdigit() else ""
+    server = "%s %s" % (addr, port) if addr and digits(port) else ""
     return {
         "job_id": job_id,
         "node_rank": holder[2],
@@ -226,8 +226,7 @@ def _read(path):
 def _holder(target):
     """``(pid, start, node)`` from a claim's target, or None (gone, or not one of ours)."""
     parts = (target or "").split(".")
-    # isdigit alone takes "²", which int() refuses: a link planted in the folder raised
-    if len(parts) != 3 or not all(part.isascii() and part.isdigit() for part in parts):
+    if len(parts) != 3 or not all(map(digits, parts)):
         return None
     return int(parts[0]), int(parts[1]), int(parts[2])
 

@@ -25,6 +25,12 @@ OLD_RANK_FOLDER = "/tmp/clusterlaunch-%s-n%d"
 per-rank files: named by the job id and node rank alone, in ``/tmp`` itself."""
 
 
+def digits(text):
+    """Whether ``text`` is ASCII digits alone, as ``int()`` takes them in names we made
+    (``isdigit`` alone takes "²", which ``int()`` refuses: a planted name raised)."""
+    return text.isascii() and text.isdigit()
+
+
 def parse_name(name):
     """``{"job_id", "node_rank", "agent_pid", "agent_start"}`` from a record's file name
     ``JOB.nK.PID.START.json``, or None: not such a name (a stray file, a record named as
@@ -35,8 +41,8 @@ def parse_name(name):
     if len(parts) != 4 or not parts[0] or parts[1][:1] != "n":
         return None
     node, pid, start = parts[1][1:], parts[2], parts[3]
-    if not all(text.isascii() and text.isdigit() for text in (node, pid, start)):
-        return None  # isdigit alone takes "²", which int() refuses
+    if not all(map(digits, (node, pid, start))):
+        return None
     return {
         "job_id": parts[0],
         "node_rank": int(node),
