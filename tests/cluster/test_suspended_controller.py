@@ -56,12 +56,7 @@ def test_a_stop_across_the_end_of_the_setups_is_not_a_lost_host(
     assert b"host lost" not in err, err.decode()[-2000:]
 
 
-RELAY = """
-import os, socket, sys, threading, time
-
-host, port, mark = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-open(mark, "w").close()
-time.sleep(1)  # a slow way to the server: the handshake is waiting when the test stops us
+FORWARD = """
 server = socket.create_connection((host, port))
 
 
@@ -75,6 +70,18 @@ threading.Thread(target=up, daemon=True).start()
 while data := server.recv(65536):
     os.write(1, data)
 """
+"""The relays' end: the ssh stream between stdin/stdout and the server, both ways."""
+
+RELAY = (
+    """
+import os, socket, sys, threading, time
+
+host, port, mark = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+open(mark, "w").close()
+time.sleep(1)  # a slow way to the server: the handshake is waiting when the test stops us
+"""
+    + FORWARD
+)
 
 
 @both_clients
@@ -121,7 +128,8 @@ def test_a_stop_does_not_count_toward_a_slow_setup(
     assert b"setup still running" not in out + err, err.decode()
 
 
-HELD_RELAY = """
+HELD_RELAY = (
+    """
 import os, socket, sys, threading, time
 
 host, port, marks, held = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
@@ -132,19 +140,9 @@ while dial <= held and not os.path.exists(os.path.join(marks, f"go{dial}")):
     if time.monotonic() > deadline:
         sys.exit(1)
     time.sleep(0.01)
-server = socket.create_connection((host, port))
-
-
-def up():
-    while data := os.read(0, 65536):
-        server.sendall(data)
-    server.shutdown(socket.SHUT_WR)
-
-
-threading.Thread(target=up, daemon=True).start()
-while data := server.recv(65536):
-    os.write(1, data)
 """
+    + FORWARD
+)
 STOPS = 4  # one more than the retries a server's failures get
 
 
